@@ -1,0 +1,205 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/ratings"
+)
+
+// splitter produces the train/test pairs of one run.
+type splitter func(d *ratings.Dataset, seed uint64) ([]ratings.Split, error)
+
+// parseSplitFlag understands the ratings package's split specs plus
+// "official[:N]", the official ML-100K u1..u5 (or ua, ub) files.
+func parseSplitFlag(s string, df *dataFlags) (splitter, error) {
+	if s == "official" || strings.HasPrefix(s, "official:") {
+		folds := []string{"1", "2", "3", "4", "5"}
+		if f, ok := strings.CutPrefix(s, "official:"); ok {
+			folds = []string{f}
+		}
+		dir, err := df.dataDir()
+		if err != nil {
+			return nil, fmt.Errorf("--split %s needs the ML-100K folder: %w", s, err)
+		}
+		return func(*ratings.Dataset, uint64) ([]ratings.Split, error) {
+			var out []ratings.Split
+			for _, f := range folds {
+				tr, te, err := ratings.OfficialSplit(dir, f)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, ratings.Split{Train: tr, Test: te})
+			}
+			return out, nil
+		}, nil
+	}
+	spec, err := ratings.ParseSplit(s)
+	if err != nil {
+		return nil, fmt.Errorf("--split: %w", err)
+	}
+	return spec.Apply, nil
+}
+
+// runResult is one trained and tested model.
+type runResult struct {
+	Seed         uint64   `json:"seed"`
+	Fold         int      `json:"fold"`
+	Train        int      `json:"train_ratings"`
+	Test         int      `json:"test_ratings"`
+	RMSE         float64  `json:"rmse"`
+	MSE          float64  `json:"mse"`
+	MAE          float64  `json:"mae"`
+	TrainSeconds float64  `json:"train_seconds"`
+	Precision    *float64 `json:"precision,omitempty"`
+	Recall       *float64 `json:"recall,omitempty"`
+	NDCG         *float64 `json:"ndcg,omitempty"`
+	AUC          *float64 `json:"auc,omitempty"`
+}
+
+// evalReport is the JSON object `privrec evaluate --json` prints. Scripts
+// depend on rmse, mae, mse and train_seconds; they are means over runs.
+type evalReport struct {
+	Dataset      string                  `json:"dataset"`
+	Ratings      int                     `json:"ratings"`
+	Users        int                     `json:"users"`
+	Items        int                     `json:"items"`
+	Method       string                  `json:"method"`
+	Config       map[string]any          `json:"config"`
+	Split        string                  `json:"split"`
+	Seed         uint64                  `json:"seed"`
+	RMSE         float64                 `json:"rmse"`
+	MSE          float64                 `json:"mse"`
+	MAE          float64                 `json:"mae"`
+	TrainSeconds float64                 `json:"train_seconds"`
+	Summary      map[string]eval.Summary `json:"summary"`
+	Runs         []runResult             `json:"runs"`
+}
+
+func (a *app) evaluateCmd() *cobra.Command {
+	var (
+		df      dataFlags
+		mfl     methodFlags
+		split   string
+		seed    uint64
+		repeats int
+		asJSON  bool
+		rankK   int
+		relev   float64
+	)
+	cmd := &cobra.Command{
+		Use:   "evaluate",
+		Short: "Train a method on a split of the data and report its test error",
+		Long: `evaluate splits the data, trains the method on the training part and
+reports RMSE, MSE and MAE on the test part. With --repeats it repeats over
+seeds seed, seed+1, ... (new split and new initialization each time) and
+reports means and standard deviations; k-fold and official splits average
+over their folds.
+
+Splits: random:F (train fraction F), leave:K (K test ratings per user),
+loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N.`,
+		Example: `  privrec evaluate --data ml-latest-small --method mf --split random:0.9 --json
+  privrec evaluate --data ml-100k --split official --dim 50 --epochs 40`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := mfl.validate(); err != nil {
+				return err
+			}
+			if repeats < 1 {
+				return fmt.Errorf("--repeats %d: must be ≥ 1", repeats)
+			}
+			sp, err := parseSplitFlag(split, &df)
+			if err != nil {
+				return err
+			}
+			d, err := a.load(&df)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			rep := evalReport{Dataset: df.data, Ratings: d.Len(), Users: d.NumUsers(), Items: d.NumItems(),
+				Method: mfl.method, Config: mfl.config(), Split: split, Seed: seed}
+			metrics := map[string][]float64{}
+			for r := range repeats {
+				s := seed + uint64(r)
+				splits, err := sp(d, s)
+				if err != nil {
+					return err
+				}
+				for fold, spl := range splits {
+					start := time.Now()
+					m, err := mfl.fit(ctx, spl.Train, s, a.stderr)
+					if err != nil {
+						return err
+					}
+					secs := time.Since(start).Seconds()
+					e := eval.Rating(m, spl.Test)
+					res := runResult{Seed: s, Fold: fold, Train: spl.Train.Len(), Test: spl.Test.Len(),
+						RMSE: e.RMSE, MSE: e.MSE, MAE: e.MAE, TrainSeconds: secs}
+					metrics["rmse"] = append(metrics["rmse"], e.RMSE)
+					metrics["mse"] = append(metrics["mse"], e.MSE)
+					metrics["mae"] = append(metrics["mae"], e.MAE)
+					metrics["train_seconds"] = append(metrics["train_seconds"], secs)
+					if rankK > 0 {
+						rk := eval.Rank(m, spl.Train, spl.Test, rankK, float32(relev))
+						res.Precision, res.Recall, res.NDCG, res.AUC = &rk.Precision, &rk.Recall, &rk.NDCG, &rk.AUC
+						metrics["precision"] = append(metrics["precision"], rk.Precision)
+						metrics["recall"] = append(metrics["recall"], rk.Recall)
+						metrics["ndcg"] = append(metrics["ndcg"], rk.NDCG)
+						metrics["auc"] = append(metrics["auc"], rk.AUC)
+					}
+					a.log.Info("run", "seed", s, "fold", fold, "rmse", e.RMSE, "mae", e.MAE, "seconds", secs)
+					rep.Runs = append(rep.Runs, res)
+				}
+			}
+			rep.Summary = map[string]eval.Summary{}
+			for k, xs := range metrics {
+				rep.Summary[k] = eval.Summarize(xs)
+			}
+			rep.RMSE, rep.MSE, rep.MAE = rep.Summary["rmse"].Mean, rep.Summary["mse"].Mean, rep.Summary["mae"].Mean
+			rep.TrainSeconds = rep.Summary["train_seconds"].Mean
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return printReport(a, &rep, rankK)
+		},
+	}
+	df.register(cmd.Flags())
+	mfl.register(cmd.Flags())
+	cmd.Flags().StringVar(&split, "split", "random:0.9", "how to split train and test (see above)")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the split and the training")
+	cmd.Flags().IntVar(&repeats, "repeats", 1, "number of seeds to repeat over")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().IntVar(&rankK, "rank", 0, "also report precision, recall and NDCG at this k, and AUC (0: off)")
+	cmd.Flags().Float64Var(&relev, "relevant", 4, "with --rank: a test rating at least this is relevant")
+	return cmd
+}
+
+func printReport(a *app, r *evalReport, rankK int) error {
+	fmt.Fprintf(a.stdout, "%s: %d ratings, %d users, %d items\n", r.Dataset, r.Ratings, r.Users, r.Items)
+	fmt.Fprintf(a.stdout, "method %s %v, split %s, %d run(s)\n\n", r.Method, r.Config, r.Split, len(r.Runs))
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "metric\tmean\tstd\tn")
+	keys := []string{"rmse", "mse", "mae"}
+	if rankK > 0 {
+		keys = append(keys, "precision", "recall", "ndcg", "auc")
+	}
+	keys = append(keys, "train_seconds")
+	for _, k := range keys {
+		s := r.Summary[k]
+		name := k
+		if rankK > 0 && (k == "precision" || k == "recall" || k == "ndcg") {
+			name = fmt.Sprintf("%s@%d", k, rankK)
+		}
+		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%d\n", name, s.Mean, s.Std, s.N)
+	}
+	return tw.Flush()
+}

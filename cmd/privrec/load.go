@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/privrec/privrec/datasets"
+	"github.com/privrec/privrec/ratings"
+)
+
+// dataFlags select and preprocess a dataset.
+type dataFlags struct {
+	data, format, delimiter, columns, header, scale string
+	skipBad                                         bool
+	minUser, minItem                                int
+}
+
+func (f *dataFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.data, "data", "ml-latest-small", "dataset: a built-in name (ml-latest-small), a name under $PRIVREC_DATA or the fetch cache (ml-100k, ml-1m, ...), a file or a folder")
+	fs.StringVar(&f.format, "format", "", "file format: ml100k, ml1m, mlcsv, netflix, delimited (default: detected)")
+	fs.StringVar(&f.delimiter, "delimiter", "", `field separator of a delimited file (default: detected; use "\t" for tab)`)
+	fs.StringVar(&f.columns, "columns", "", `column order of a delimited file, e.g. "user,item,rating,timestamp" ("-" skips a column)`)
+	fs.StringVar(&f.header, "header", "auto", "whether a delimited file has a header line: auto, yes, no")
+	fs.StringVar(&f.scale, "scale", "", `rating scale "min,max[,step]" (default: the format's, or inferred)`)
+	fs.BoolVar(&f.skipBad, "skip-bad", false, "skip malformed, out-of-scale and duplicate lines (and report how many) instead of failing")
+	fs.IntVar(&f.minUser, "min-user-ratings", 0, "drop users with fewer ratings (repeated with --min-item-ratings until stable)")
+	fs.IntVar(&f.minItem, "min-item-ratings", 0, "drop items with fewer ratings")
+}
+
+func (f *dataFlags) options() (ratings.LoadOptions, error) {
+	opt := ratings.LoadOptions{SkipBad: f.skipBad}
+	var err error
+	if opt.Format, err = ratings.ParseFormat(f.format); err != nil {
+		return opt, fmt.Errorf("--format: %w", err)
+	}
+	opt.Delimiter = strings.NewReplacer(`\t`, "\t").Replace(f.delimiter)
+	opt.Columns = f.columns
+	switch f.header {
+	case "auto", "":
+		opt.Header = ratings.HeaderAuto
+	case "yes":
+		opt.Header = ratings.HeaderYes
+	case "no":
+		opt.Header = ratings.HeaderNo
+	default:
+		return opt, fmt.Errorf("--header %q: want auto, yes or no", f.header)
+	}
+	if f.scale != "" {
+		s, err := parseScale(f.scale)
+		if err != nil {
+			return opt, fmt.Errorf("--scale: %w", err)
+		}
+		opt.Scale = &s
+	}
+	return opt, nil
+}
+
+func parseScale(s string) (ratings.Scale, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) < 2 || len(parts) > 3 {
+		return ratings.Scale{}, fmt.Errorf("%q: want min,max[,step]", s)
+	}
+	var v [3]float64
+	for k, p := range parts {
+		x, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
+		if err != nil {
+			return ratings.Scale{}, fmt.Errorf("%q: %q is not a number", s, p)
+		}
+		v[k] = x
+	}
+	sc := ratings.Scale{Min: float32(v[0]), Max: float32(v[1]), Step: float32(v[2])}
+	if !(sc.Min < sc.Max) || sc.Step < 0 {
+		return ratings.Scale{}, fmt.Errorf("%q: want min < max and step ≥ 0", s)
+	}
+	return sc, nil
+}
+
+// load reads the dataset the flags name and applies the filters.
+func (a *app) load(f *dataFlags) (*ratings.Dataset, error) {
+	opt, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	d, rep, err := datasets.Open(f.data, opt)
+	if err != nil {
+		return nil, err
+	}
+	if rep != nil && rep.Skipped > 0 {
+		fmt.Fprintf(a.stderr, "privrec: %s: skipped %d bad line(s) of %d\n", f.data, rep.Skipped, rep.Lines)
+		for _, e := range rep.Examples {
+			fmt.Fprintf(a.stderr, "  %v\n", e)
+		}
+	}
+	if f.minUser > 0 || f.minItem > 0 {
+		n := d.Len()
+		d = ratings.MinCounts(d, f.minUser, f.minItem)
+		a.log.Info("filtered", "before", n, "after", d.Len(), "users", d.NumUsers(), "items", d.NumItems())
+	}
+	if d.Len() == 0 {
+		return nil, fmt.Errorf("%s: no ratings left after filtering", f.data)
+	}
+	return d, nil
+}
+
+// dataDir returns the folder of the dataset the flags name, for files that
+// sit beside the ratings (the official ML-100K splits).
+func (f *dataFlags) dataDir() (string, error) {
+	if st, err := os.Stat(f.data); err == nil {
+		if st.IsDir() {
+			return f.data, nil
+		}
+		return filepath.Dir(f.data), nil
+	}
+	return datasets.Dir(f.data)
+}

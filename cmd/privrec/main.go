@@ -1,0 +1,73 @@
+// Command privrec trains, evaluates and serves matrix-factorization
+// recommenders, including ones learned under differential privacy.
+//
+// Usage:
+//
+//	privrec evaluate --data ml-latest-small --method mf --split random:0.9 --json
+//	privrec train --data ml-latest-small --out model.prm
+//	privrec recommend --model model.prm --data ml-latest-small --user 1
+//	privrec data info|split|fetch ...
+//
+// Run privrec help COMMAND for the flags of each command.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRoot(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "privrec: interrupted")
+			os.Exit(130)
+		}
+		fmt.Fprintln(os.Stderr, "privrec:", err)
+		os.Exit(1)
+	}
+}
+
+// app holds what every command shares: where output goes and the logger.
+type app struct {
+	stdout, stderr io.Writer
+	verbose        bool
+	log            *slog.Logger
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "privrec",
+		Short: "Recommendations learned from ratings the recommender never sees",
+		Long: `privrec trains matrix-factorization recommenders, non-private and under
+differential privacy, evaluates them under the protocols of the papers it
+implements, and recommends items.
+
+The default dataset, ml-latest-small (MovieLens, GroupLens), is embedded.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			level := slog.LevelWarn
+			if a.verbose {
+				level = slog.LevelDebug
+			}
+			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log progress details to stderr")
+	root.AddCommand(a.evaluateCmd(), a.trainCmd(), a.recommendCmd(), a.dataCmd())
+	return root
+}

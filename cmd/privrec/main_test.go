@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// run executes privrec with args and returns stdout, stderr and the error.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := newRoot(&out, &errb)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), errb.String(), err
+}
+
+// TestEvaluateJSONContract checks the output scripts depend on.
+func TestEvaluateJSONContract(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains on ml-latest-small")
+	}
+	out, _, err := run(t, "evaluate", "--data", "ml-latest-small", "--method", "mf", "--split", "random:0.9",
+		"--dim", "10", "--epochs", "5", "--seed", "1", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
+	}
+	for _, k := range []string{"rmse", "mae", "mse", "train_seconds"} {
+		if _, ok := rep[k].(float64); !ok {
+			t.Errorf("JSON has no number %q", k)
+		}
+	}
+	rmse, mse := rep["rmse"].(float64), rep["mse"].(float64)
+	if rmse < 0.6 || rmse > 1.2 {
+		t.Errorf("rmse = %g, want a plausible MovieLens RMSE in [0.6, 1.2]", rmse)
+	}
+	if d := rmse*rmse - mse; d > 1e-9 || d < -1e-9 {
+		t.Errorf("rmse² = %g but mse = %g", rmse*rmse, mse)
+	}
+	if n := int(rep["ratings"].(float64)); n != 100836 {
+		t.Errorf("ratings = %d, want 100836", n)
+	}
+}
+
+func TestEvaluateBaselinesAndFolds(t *testing.T) {
+	small := filepath.Join("testdata", "small.tsv")
+	tests := []struct {
+		name string
+		args []string
+		runs int
+	}{
+		{"mean", []string{"--method", "mean", "--split", "random:0.7"}, 1},
+		{"itemavg kfold", []string{"--method", "itemavg", "--split", "kfold:2"}, 2},
+		{"mf repeats", []string{"--method", "mf", "--epochs", "2", "--dim", "2", "--repeats", "3", "--split", "random:0.7"}, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"evaluate", "--data", small, "--json"}, tc.args...)
+			out, _, err := run(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep evalReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Runs) != tc.runs {
+				t.Errorf("%d runs, want %d", len(rep.Runs), tc.runs)
+			}
+			for _, r := range rep.Runs {
+				if r.Train+r.Test != 10 {
+					t.Errorf("train %d + test %d != 10 ratings", r.Train, r.Test)
+				}
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	bad := filepath.Join("testdata", "bad.tsv")
+	tests := []struct {
+		name string
+		args []string
+		want string // in the error
+	}{
+		{"malformed line names file and line", []string{"data", "info", "--data", bad}, "bad.tsv:5"},
+		{"unknown method", []string{"evaluate", "--data", bad, "--method", "nope"}, `--method "nope"`},
+		{"bad split", []string{"evaluate", "--data", bad, "--split", "random:1.5"}, "--split"},
+		{"bad scale", []string{"data", "info", "--data", bad, "--scale", "5,1"}, "--scale"},
+		{"missing file", []string{"data", "info", "--data", "testdata/none.tsv"}, "none.tsv"},
+		{"unknown user", []string{"recommend", "--model", "testdata/none.prm", "--user", "1"}, "none.prm"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSkipBadReports(t *testing.T) {
+	out, errOut, err := run(t, "data", "info", "--data", filepath.Join("testdata", "bad.tsv"), "--skip-bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut, "skipped 1 bad line") {
+		t.Errorf("stderr %q does not report the skipped line", errOut)
+	}
+	if !strings.Contains(out, "4") {
+		t.Errorf("info output %q", out)
+	}
+}
+
+func TestTrainRecommendRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join("testdata", "small.tsv")
+	model := filepath.Join(dir, "m.prm")
+	if _, _, err := run(t, "train", "--data", small, "--dim", "2", "--epochs", "5", "--out", model); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "recommend", "--model", model, "--data", small, "--user", "1", "-n", "5", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []recommendation
+	if err := json.Unmarshal([]byte(out), &recs); err != nil {
+		t.Fatal(err)
+	}
+	// User 1 rated 10, 11 and 13; only 12 is left.
+	if len(recs) != 1 || recs[0].Item != "12" {
+		t.Errorf("recommendations %+v, want only item 12", recs)
+	}
+	if _, _, err := run(t, "recommend", "--model", model, "--user", "99"); err == nil || !strings.Contains(err.Error(), `"99"`) {
+		t.Errorf("unknown user: error = %v", err)
+	}
+}
+
+func TestDataSplitWritesWholeFiles(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := run(t, "data", "split", "--data", filepath.Join("testdata", "small.tsv"), "--split", "kfold:2", "--out", dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"train1.tsv", "test1.tsv", "train2.tsv", "test2.tsv"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) == 0 {
+			t.Errorf("%s is empty", f)
+		}
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, "test1.tsv"))
+	b, _ := os.ReadFile(filepath.Join(dir, "test2.tsv"))
+	if n := strings.Count(string(a), "\n") + strings.Count(string(b), "\n"); n != 10 {
+		t.Errorf("the two test folds hold %d ratings, want 10", n)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 4 {
+		t.Errorf("%d files in the output folder, want 4 (no temporary files left)", len(entries))
+	}
+}
