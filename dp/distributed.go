@@ -1,0 +1,166 @@
+package dp
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// ShareScheme names a construction of distributed Laplace noise: n users
+// each add a share so that the server only ever sees the sum.
+type ShareScheme int
+
+const (
+	// GammaShares is the default: each user adds G1 − G2 with G1, G2 ~
+	// Gamma(1/n, b); the n shares sum to exactly Laplace(b), and the server
+	// learns nothing about the noise.
+	GammaShares ShareScheme = iota
+	// MixtureShares is the papers' construction (HDPMF Thm 3, LDP-OP
+	// Lemma 1): the server draws h ~ Exp(1) and sends it to the users, each
+	// adds b·sqrt(2h)·c with c ~ N(0, 1/n). The sum is Laplace(b)
+	// marginally, but a server that knows h sees Gaussian noise of known
+	// variance 2hb²: not ε-DP against the server (see MixtureServerDelta).
+	MixtureShares
+)
+
+// String returns "gamma" or "mixture".
+func (s ShareScheme) String() string {
+	switch s {
+	case GammaShares:
+		return "gamma"
+	case MixtureShares:
+		return "mixture"
+	}
+	return "unknown"
+}
+
+// SampleGammaShare returns one user's share of distributed Laplace(b) noise
+// among n users: G1 − G2 with G1, G2 ~ Gamma(1/n, b). Any n such shares sum
+// to exactly Laplace(b). To tolerate dropouts, provision for the minimum
+// number k of shares that must arrive: draw with n = k, so any k arriving
+// shares give Laplace(b) and more only add noise (see SharesEpsilon).
+func SampleGammaShare(r *rand.Rand, b float64, n int) float64 {
+	a := 1 / float64(n)
+	return SampleGamma(r, a, b) - SampleGamma(r, a, b)
+}
+
+// FillGammaShares writes independent GammaShares shares (b, n) into dst, one
+// per coordinate.
+func FillGammaShares(r *rand.Rand, b float64, n int, dst []float64) {
+	a := 1 / float64(n)
+	for i := range dst {
+		dst[i] = SampleGamma(r, a, b) - SampleGamma(r, a, b)
+	}
+}
+
+// SampleMixing returns the server's mixing variable h ~ Exp(1) of the
+// MixtureShares construction.
+func SampleMixing(r *rand.Rand) float64 { return r.ExpFloat64() }
+
+// SampleMixShare returns one user's MixtureShares share among n users given
+// the server's h: b·sqrt(2h)·c with c ~ N(0, 1/n).
+func SampleMixShare(r *rand.Rand, b, h float64, n int) float64 {
+	return b * math.Sqrt(2*h/float64(n)) * r.NormFloat64()
+}
+
+// FillMixShares writes MixtureShares shares into dst, coordinate i using the
+// server's h[i] (len(h) must be at least len(dst)).
+func FillMixShares(r *rand.Rand, b float64, h []float64, n int, dst []float64) {
+	h = h[:len(dst)]
+	c := b * math.Sqrt(2/float64(n))
+	for i := range dst {
+		dst[i] = c * math.Sqrt(h[i]) * r.NormFloat64()
+	}
+}
+
+// SharesVariance returns the variance of the sum of `arrived` GammaShares
+// shares each provisioned for `provisioned` users at scale b: the sum is
+// G(a, b) − G(a, b) with a = arrived/provisioned, of variance 2ab². Laplace(b)
+// has variance 2b² (a = 1).
+func SharesVariance(b float64, provisioned, arrived int) float64 {
+	return 2 * b * b * float64(arrived) / float64(provisioned)
+}
+
+// SharesEpsilon returns the pure-DP ε that the sum of `arrived` GammaShares
+// shares, provisioned for `provisioned` users at scale b, gives a query of
+// sensitivity sens. With a = arrived/provisioned the noise is G(a, b) −
+// G(a, b), whose density f is symmetric and decreasing in |x|:
+//
+//   - a ≥ 1 (at least the provisioned number arrived): Laplace(b) plus
+//     independent noise, ε = sens/b;
+//   - 1/2 < a < 1: ε = log f(0) − log f(sens) > sens/b, computed by
+//     quadrature;
+//   - a ≤ 1/2: f is unbounded at 0, no finite ε (returns +Inf).
+func SharesEpsilon(sens, b float64, provisioned, arrived int) float64 {
+	a := float64(arrived) / float64(provisioned)
+	if a >= 1 {
+		return sens / b
+	}
+	if a <= 0.5 {
+		return math.Inf(1)
+	}
+	// f(x) ∝ exp(−|x|/b)·I(|x|), I(x) = ∫₀^∞ (y+x)^(a−1) y^(a−1) e^(−2y/b) dy.
+	lg, _ := math.Lgamma(2*a - 1)
+	logI0 := lg + (2*a-1)*math.Log(b/2)
+	return sens/b + logI0 - math.Log(gammaDiffI(a, b, sens))
+}
+
+// gammaDiffI computes I(x) = ∫₀^∞ (y+x)^(a−1) y^(a−1) e^(−2y/b) dy for x > 0
+// with y = s^(1/a), which removes the y^(a−1) singularity:
+// I = (1/a) ∫₀^∞ (s^(1/a)+x)^(a−1) e^(−2 s^(1/a)/b) ds.
+func gammaDiffI(a, b, x float64) float64 {
+	upper := math.Pow(25*b, a) // e^(−2·25) ≈ 2e−22 beyond
+	f := func(s float64) float64 {
+		y := math.Pow(s, 1/a)
+		return math.Pow(y+x, a-1) * math.Exp(-2*y/b)
+	}
+	return simpson(f, 0, upper, 20000) / a
+}
+
+// simpson integrates f over [lo, hi] with n (even) panels.
+func simpson(f func(float64) float64, lo, hi float64, n int) float64 {
+	if n%2 == 1 {
+		n++
+	}
+	h := (hi - lo) / float64(n)
+	s := f(lo) + f(hi)
+	for i := 1; i < n; i++ {
+		w := 2.0
+		if i%2 == 1 {
+			w = 4
+		}
+		s += w * f(lo+float64(i)*h)
+	}
+	return s * h / 3
+}
+
+// gaussDelta is the exact privacy profile of the Gaussian mechanism with
+// noise σ and sensitivity Δ (Balle and Wang 2018):
+// δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ).
+func gaussDelta(eps, sigma, sens float64) float64 {
+	if sigma <= 0 {
+		return 1
+	}
+	a := sens / (2 * sigma)
+	c := eps * sigma / sens
+	d := normCDF(a-c) - math.Exp(eps)*normCDF(-a-c)
+	return math.Max(0, d)
+}
+
+func normCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
+
+// MixtureServerDelta returns the δ(ε) that MixtureShares noise of total
+// scale b gives a query of sensitivity sens against a server that knows its
+// own h: conditioned on h the noise is N(0, 2hb²), so
+// δ = E_h[δ_Gauss(ε; σ = b·sqrt(2h), sens)], h ~ Exp(1), integrated
+// numerically. At ε = 1 with b = sens/ε it is about 0.19: the papers'
+// construction is ε-DP only against parties that do not know h.
+func MixtureServerDelta(eps, sens, b float64) float64 {
+	// Substitute h = −ln u, u ∈ (0, 1]: E_h[g(h)] = ∫₀¹ g(−ln u) du.
+	f := func(u float64) float64 {
+		if u <= 0 {
+			return 0 // h = ∞: infinite noise
+		}
+		return gaussDelta(eps, b*math.Sqrt(-2*math.Log(u)), sens)
+	}
+	return simpson(f, 0, 1, 20000)
+}

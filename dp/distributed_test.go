@@ -1,0 +1,189 @@
+package dp
+
+import (
+	"math"
+	"testing"
+
+	"github.com/privrec/privrec/rng"
+)
+
+func TestShareSumsAreLaplace(t *testing.T) {
+	const b = 1.3
+	tests := []struct {
+		scheme ShareScheme
+		n      int
+	}{
+		{GammaShares, 1}, {GammaShares, 5}, {GammaShares, 100},
+		{MixtureShares, 1}, {MixtureShares, 5}, {MixtureShares, 100},
+	}
+	for i, tc := range tests {
+		t.Run(tc.scheme.String()+"/n="+itoa(tc.n), func(t *testing.T) {
+			r := rng.New(11, uint64(i))
+			sum := func() float64 {
+				var s float64
+				switch tc.scheme {
+				case GammaShares:
+					for range tc.n {
+						s += SampleGammaShare(r, b, tc.n)
+					}
+				case MixtureShares:
+					h := SampleMixing(r)
+					for range tc.n {
+						s += SampleMixShare(r, b, h, tc.n)
+					}
+				}
+				return s
+			}
+			checkKS(t, draw(ksN, sum), laplaceCDF(b), laplaceCDF(b*0.7))
+		})
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var buf [20]byte
+	i := len(buf)
+	for ; n > 0; n /= 10 {
+		i--
+		buf[i] = byte('0' + n%10)
+	}
+	return string(buf[i:])
+}
+
+func TestFillShares(t *testing.T) {
+	const n, k = 4, 3
+	r := rng.New(5)
+	sums := make([]float64, k)
+	buf := make([]float64, k)
+	h := []float64{0.5, 1, 2}
+	var xs, ys []float64
+	for range ksN {
+		clear(sums)
+		for range n {
+			FillGammaShares(r, 2, n, buf)
+			for j := range sums {
+				sums[j] += buf[j]
+			}
+		}
+		xs = append(xs, sums[1])
+		clear(sums)
+		for range n {
+			FillMixShares(r, 2, h, n, buf)
+			for j := range sums {
+				sums[j] += buf[j]
+			}
+		}
+		ys = append(ys, sums[2]/math.Sqrt(2*h[2]*4)) // N(0, 1) given h
+	}
+	checkKS(t, xs, laplaceCDF(2), laplaceCDF(1.4))
+	checkKS(t, ys, normalCDF(1), normalCDF(0.7))
+}
+
+func normalCDF(s float64) func(float64) float64 {
+	return func(x float64) float64 { return normCDF(x / s) }
+}
+
+func TestDropoutShares(t *testing.T) {
+	const b, n = 1.0, 10
+	tests := []struct{ arrived int }{{3}, {6}, {10}, {14}}
+	for i, tc := range tests {
+		t.Run(itoa(tc.arrived), func(t *testing.T) {
+			r := rng.New(3, uint64(i))
+			xs := draw(100000, func() float64 {
+				var s float64
+				for range tc.arrived {
+					s += SampleGammaShare(r, b, n)
+				}
+				return s
+			})
+			_, v := meanVar(xs)
+			want := SharesVariance(b, n, tc.arrived)
+			if se := want * math.Sqrt(12.0/float64(len(xs))); math.Abs(v-want) > 5*se {
+				t.Errorf("variance of %d of %d shares = %.4f, want %.4f ± %.4f", tc.arrived, n, v, want, 5*se)
+			}
+		})
+	}
+}
+
+func TestSharesEpsilon(t *testing.T) {
+	const sens, b = 1.0, 1.0
+	if e := SharesEpsilon(sens, b, 10, 10); e != 1 {
+		t.Errorf("all arrived: ε = %v, want 1", e)
+	}
+	if e := SharesEpsilon(sens, b, 10, 15); e != 1 {
+		t.Errorf("more arrived: ε = %v, want 1", e)
+	}
+	if e := SharesEpsilon(sens, b, 10, 5); !math.IsInf(e, 1) {
+		t.Errorf("half arrived: ε = %v, want +Inf", e)
+	}
+	// Strictly decreasing towards sens/b as a → 1, and continuous there.
+	prev := math.Inf(1)
+	for k := 6; k <= 10; k++ {
+		e := SharesEpsilon(sens, b, 10, k)
+		if !(e < prev) || e < 1-1e-9 {
+			t.Errorf("k = %d: ε = %v, previous %v: want decreasing and ≥ 1", k, e, prev)
+		}
+		prev = e
+	}
+	if e := SharesEpsilon(sens, b, 1000, 999); math.Abs(e-1) > 0.01 {
+		t.Errorf("a = 0.999: ε = %v, want ≈ 1", e)
+	}
+	// Cross-check a = 0.8 against the empirical density ratio at 0 and Δ.
+	a := 0.8
+	r := rng.New(9)
+	const m = 2000000
+	const w = 0.02
+	var c0, c1 int
+	for range m {
+		x := SampleGamma(r, a, b) - SampleGamma(r, a, b)
+		if math.Abs(x) < w/2 {
+			c0++
+		}
+		if math.Abs(x-sens) < w/2 {
+			c1++
+		}
+	}
+	emp := math.Log(float64(c0) / float64(c1))
+	want := SharesEpsilon(sens, b, 10, 8)
+	tol := 4*math.Sqrt(1/float64(c0)+1/float64(c1)) + 0.02 // bin width
+	if math.Abs(emp-want) > tol {
+		t.Errorf("a = 0.8: empirical log f(0)/f(Δ) = %.3f, computed %.3f (tol %.3f)", emp, want, tol)
+	}
+	t.Logf("SharesEpsilon(Δ=1, b=1, 10 provisioned): k=6 %.3f, k=8 %.3f (empirical %.3f), k=9 %.3f",
+		SharesEpsilon(1, 1, 10, 6), want, emp, SharesEpsilon(1, 1, 10, 9))
+}
+
+func TestMixtureServerDelta(t *testing.T) {
+	d := MixtureServerDelta(1, 1, 1)
+	t.Logf("MixtureServerDelta(ε=1, Δ=1, b=1) = %.4f", d)
+	if d < 0.17 || d > 0.21 {
+		t.Errorf("δ = %.4f, want ≈ 0.19", d)
+	}
+	// Monotone: more noise or a larger ε lowers δ; δ stays in (0, 1).
+	if d2 := MixtureServerDelta(1, 1, 2); !(d2 < d && d2 > 0) {
+		t.Errorf("b = 2: δ = %v, want in (0, %v)", d2, d)
+	}
+	if d3 := MixtureServerDelta(2, 1, 1); !(d3 < d) {
+		t.Errorf("ε = 2: δ = %v, want < %v", d3, d)
+	}
+	// Cross-check by Monte Carlo over h.
+	r := rng.New(2)
+	var mc float64
+	const n = 200000
+	for range n {
+		mc += gaussDelta(1, math.Sqrt(2*r.ExpFloat64()), 1)
+	}
+	mc /= n
+	if math.Abs(mc-d) > 0.005 {
+		t.Errorf("Monte Carlo δ = %.4f, quadrature %.4f", mc, d)
+	}
+}
+
+func TestGaussDeltaKnownValue(t *testing.T) {
+	// σ = 1, Δ = 1, ε = 0: δ = Φ(1/2) − Φ(−1/2) = 0.3829.
+	if d := gaussDelta(0, 1, 1); math.Abs(d-0.382925) > 1e-5 {
+		t.Errorf("δ(0) = %v, want 0.382925", d)
+	}
+}
