@@ -1,0 +1,43 @@
+package protocol
+
+import (
+	"context"
+	"math/rand/v2"
+)
+
+// Server is the aggregating party. It never sees client data, only
+// uploads.
+type Server interface {
+	// Broadcast returns the message of round. The returned value must stay
+	// unchanged until the next Broadcast call.
+	Broadcast(round int) (*Broadcast, error)
+	// Aggregate consumes the uploads of round, indexed in client order;
+	// an entry is nil for a client that sent nothing. It must not keep
+	// the uploads (clients reuse them).
+	Aggregate(round int, ups []*Upload) error
+	// Done reports whether the protocol is over.
+	Done() bool
+}
+
+// Client is a data-holding party. It sees its own data and the broadcasts.
+type Client interface {
+	// ID is the client's index, unique among the clients of a run; it
+	// labels its random streams and orders the uploads.
+	ID() int
+	// Round answers broadcast b. r is the client's random stream for this
+	// round. It returns nil when the client has nothing to send. The
+	// returned upload may be reused by the client's next Round call.
+	Round(b *Broadcast, r *rand.Rand) (*Upload, error)
+}
+
+// Transport carries rounds between one server and its clients.
+type Transport interface {
+	// Exchange delivers b to every client and returns their answers in
+	// client order (index k answers for the k-th client of the transport),
+	// nil for a client that sent nothing.
+	Exchange(ctx context.Context, b *Broadcast) ([]*Upload, error)
+	// NumClients returns the number of clients the transport reaches.
+	NumClients() int
+	// Close releases the transport's resources.
+	Close() error
+}

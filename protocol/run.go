@@ -1,0 +1,120 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ErrRounds is returned by Run when the server is not done after
+// RunOptions.MaxRounds rounds.
+var ErrRounds = errors.New("protocol: round limit reached")
+
+// RoundInfo describes a finished round, for hooks.
+type RoundInfo struct {
+	Round   int
+	Phase   string
+	Uploads int           // non-nil uploads aggregated
+	Items   int           // Σ len(Items) over the uploads
+	Elapsed time.Duration // wall time of the round, hooks excluded
+}
+
+// RunOptions configures Run.
+type RunOptions struct {
+	// Workers is the number of goroutines of the in-process transport;
+	// <= 0 means runtime.GOMAXPROCS(0). The result does not depend on it.
+	Workers int
+	// Seed labels every client's random streams: client c draws in round t
+	// from rng.New(Seed, c, t).
+	Seed uint64
+	// MaxRounds stops a server that is never Done; 0 means 1<<20.
+	MaxRounds int
+	// Transcript, when not nil, receives every broadcast and every upload
+	// of the run (see TranscriptWriter), headed by Header.
+	Transcript io.Writer
+	Header     TranscriptHeader
+	// OnRound, when not nil, is called after each round's aggregation; an
+	// error stops the run and is returned.
+	OnRound func(RoundInfo) error
+}
+
+// Run runs srv with clients in process (InMem transport) until srv is
+// Done.
+func Run(ctx context.Context, srv Server, clients []Client, opt RunOptions) error {
+	tr, err := NewInMem(clients, opt.Workers, opt.Seed)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	return RunTransport(ctx, srv, tr, opt)
+}
+
+// RunTransport runs srv over any transport until srv is Done. Every
+// broadcast and upload is validated; a malformed message stops the run
+// with an error wrapping ErrMessage.
+func RunTransport(ctx context.Context, srv Server, tr Transport, opt RunOptions) error {
+	maxRounds := opt.MaxRounds
+	if maxRounds <= 0 {
+		maxRounds = 1 << 20
+	}
+	var tw *TranscriptWriter
+	if opt.Transcript != nil {
+		h := opt.Header
+		h.Seed, h.NumClients = opt.Seed, tr.NumClients()
+		var err error
+		if tw, err = NewTranscriptWriter(opt.Transcript, h); err != nil {
+			return err
+		}
+	}
+	for round := 0; !srv.Done(); round++ {
+		if round >= maxRounds {
+			return fmt.Errorf("%w: %d rounds", ErrRounds, maxRounds)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		start := time.Now()
+		b, err := srv.Broadcast(round)
+		if err != nil {
+			return fmt.Errorf("protocol: broadcast of round %d: %w", round, err)
+		}
+		if b.Round != round {
+			return fmt.Errorf("%w: server broadcast round %d in round %d", ErrMessage, b.Round, round)
+		}
+		if err := b.Validate(); err != nil {
+			return err
+		}
+		ups, err := tr.Exchange(ctx, b)
+		if err != nil {
+			return err
+		}
+		info := RoundInfo{Round: round, Phase: b.Phase}
+		for _, u := range ups {
+			if u == nil {
+				continue
+			}
+			if err := u.Validate(b); err != nil {
+				return err
+			}
+			info.Uploads++
+			info.Items += len(u.Items)
+		}
+		if tw != nil {
+			if err := tw.Write(b, ups); err != nil {
+				return err
+			}
+		}
+		if err := srv.Aggregate(round, ups); err != nil {
+			return fmt.Errorf("protocol: aggregate of round %d: %w", round, err)
+		}
+		info.Elapsed = time.Since(start)
+		if opt.OnRound != nil {
+			if err := opt.OnRound(info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
