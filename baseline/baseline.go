@@ -66,6 +66,10 @@ func (m *ItemMean) Predict(u, i int32) float32 {
 
 // ScoreItems scores every item by its mean: a popularity-like ranking.
 func (m *ItemMean) ScoreItems(u int32, dst []float32) []float32 {
+	if cap(dst) < len(m.Means) {
+		dst = make([]float32, len(m.Means))
+	}
+	dst = dst[:len(m.Means)]
 	copy(dst, m.Means)
 	return dst
 }

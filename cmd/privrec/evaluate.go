@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -79,7 +80,9 @@ type evalReport struct {
 	MAE          float64                 `json:"mae"`
 	TrainSeconds float64                 `json:"train_seconds"`
 	Summary      map[string]eval.Summary `json:"summary"`
-	Runs         []runResult             `json:"runs"`
+	// Privacy is the method's claim and what the last run spent.
+	Privacy *method.Privacy `json:"privacy,omitempty"`
+	Runs    []runResult     `json:"runs"`
 }
 
 func (a *app) evaluateCmd() *cobra.Command {
@@ -139,6 +142,9 @@ loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N.`,
 						return err
 					}
 					secs := time.Since(start).Seconds()
+					if mfl.result != nil {
+						rep.Privacy = &mfl.result.Privacy
+					}
 					e := eval.Rating(m, spl.Test)
 					res := runResult{Seed: s, Fold: fold, Train: spl.Train.Len(), Test: spl.Test.Len(),
 						RMSE: e.RMSE, MSE: e.MSE, MAE: e.MAE, TrainSeconds: secs}
@@ -185,7 +191,18 @@ loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N.`,
 
 func printReport(a *app, r *evalReport, rankK int) error {
 	fmt.Fprintf(a.stdout, "%s: %d ratings, %d users, %d items\n", r.Dataset, r.Ratings, r.Users, r.Items)
-	fmt.Fprintf(a.stdout, "method %s %v, split %s, %d run(s)\n\n", r.Method, r.Config, r.Split, len(r.Runs))
+	fmt.Fprintf(a.stdout, "method %s %v, split %s, %d run(s)\n", r.Method, r.Config, r.Split, len(r.Runs))
+	if p := r.Privacy; p != nil && p.Unit != "none" {
+		fmt.Fprintf(a.stdout, "privacy: protects %s, trusts %s; ε per round %.4g, in total %.4g", p.Unit, p.Trusted, p.EpsRound, p.EpsTotal)
+		if p.Delta > 0 {
+			fmt.Fprintf(a.stdout, ", δ %.3g", p.Delta)
+		}
+		if p.Note != "" {
+			fmt.Fprintf(a.stdout, " (%s)", p.Note)
+		}
+		fmt.Fprintln(a.stdout)
+	}
+	fmt.Fprintln(a.stdout)
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "metric\tmean\tstd\tn")
 	keys := []string{"rmse", "mse", "mae"}

@@ -4,109 +4,135 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
-	"github.com/privrec/privrec/baseline"
 	"github.com/privrec/privrec/internal/progress"
-	"github.com/privrec/privrec/mf"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/ratings"
 )
 
 // model is what a fitted method gives: predictions and item scores.
-type model interface {
-	Predict(u, i int32) float32
-	ScoreItems(u int32, dst []float32) []float32
-}
+type model = method.Model
 
-// methodFlags configure the method to train.
+// methodFlags configure the method to train: --method and one flag per
+// hyperparameter of any registered method. Only the flags given on the
+// command line are passed on, so every method keeps its own defaults.
 type methodFlags struct {
-	method   string
-	mf       mf.Config
-	schedule string
-	shrink   float64
+	method string
+	fs     *pflag.FlagSet
+	values map[string]*string
+	spec   method.Spec
+	params method.Params // resolved, after validate
+	result *method.Result
 }
 
 func (f *methodFlags) register(fs *pflag.FlagSet) {
-	def := mf.DefaultConfig()
-	f.mf = def
-	fs.StringVar(&f.method, "method", "mf", "method: "+strings.Join(methodNames(), ", "))
-	fs.IntVar(&f.mf.Dim, "dim", def.Dim, "latent dimension K")
-	fs.IntVar(&f.mf.Epochs, "epochs", def.Epochs, "training epochs")
-	fs.Float64Var(&f.mf.LearnRate, "lr", def.LearnRate, "initial learning rate")
-	fs.StringVar(&f.schedule, "schedule", string(def.Schedule), "learning-rate schedule: constant, step (÷5 at 25% and 75% of the epochs), exp")
-	fs.Float64Var(&f.mf.Decay, "decay", def.Decay, "learning-rate decay per epoch for --schedule exp")
-	fs.Float64Var(&f.mf.Reg, "reg", def.Reg, "L2 regularization of the factors")
-	fs.Float64Var(&f.mf.RegBias, "reg-bias", def.RegBias, "L2 regularization of the biases")
-	fs.Float64Var(&f.mf.InitScale, "init", def.InitScale, "standard deviation of the initial factors")
-	fs.BoolVar(&f.mf.Biased, "biased", def.Biased, "learn a global mean and user and item biases")
-	fs.IntVar(&f.mf.Workers, "workers", 0, "parallel workers (default: all cores); results do not depend on it")
-	fs.Float64Var(&f.shrink, "shrink", 0, "itemavg: pseudo-ratings at the global mean added to each item")
-}
-
-// methods lists the trainable methods.
-var methods = map[string]string{
-	"mf":      "matrix factorization by SGD (non-private reference)",
-	"itemavg": "item mean rating (non-private baseline)",
-	"mean":    "global mean rating (non-private baseline)",
-}
-
-func methodNames() []string {
-	names := make([]string, 0, len(methods))
-	for n := range methods {
-		names = append(names, n)
+	f.fs = fs
+	f.values = map[string]*string{}
+	fs.StringVar(&f.method, "method", "mf", "method: "+strings.Join(method.Names(), ", "))
+	type info struct {
+		usage    string
+		defaults []string // "method: default"
+		def      string
+		same     bool
 	}
-	sort.Strings(names)
-	return names
-}
-
-func (f *methodFlags) validate() error {
-	if _, ok := methods[f.method]; !ok {
-		return fmt.Errorf("--method %q: want one of %s", f.method, strings.Join(methodNames(), ", "))
-	}
-	f.mf.Schedule = mf.Schedule(f.schedule)
-	if f.method == "mf" {
-		if err := f.mf.Validate(); err != nil {
-			return err
+	params := map[string]*info{}
+	var order []string
+	for _, s := range method.All() {
+		for _, p := range s.Params {
+			in, ok := params[p.Name]
+			if !ok {
+				in = &info{usage: p.Usage, def: p.Default, same: true}
+				params[p.Name] = in
+				order = append(order, p.Name)
+			}
+			in.defaults = append(in.defaults, s.Name+": "+p.Default)
+			if p.Default != in.def {
+				in.same = false
+			}
 		}
 	}
-	if f.shrink < 0 {
-		return fmt.Errorf("--shrink %g: must be ≥ 0", f.shrink)
+	slices.Sort(order)
+	for _, name := range order {
+		in := params[name]
+		usage := in.usage
+		if in.same {
+			usage += fmt.Sprintf(" (default %s)", in.def)
+		} else {
+			usage += " (default " + strings.Join(in.defaults, ", ") + ")"
+		}
+		f.values[name] = fs.String(name, "", usage)
+		if in.def == "true" || in.def == "false" {
+			fs.Lookup(name).NoOptDefVal = "true"
+		}
 	}
+}
+
+// validate checks --method and resolves the hyperparameters given for it;
+// a flag that the method does not have is an error, not silently ignored.
+func (f *methodFlags) validate() error {
+	s, err := method.Lookup(f.method)
+	if err != nil {
+		return fmt.Errorf("--method %q: want one of %s", f.method, strings.Join(method.Names(), ", "))
+	}
+	given := method.Params{}
+	for name, v := range f.values {
+		if f.fs.Changed(name) {
+			if !s.Has(name) {
+				return fmt.Errorf("--%s: method %s has no such parameter (it has %s)", name, s.Name, strings.Join(s.ParamNames(), ", "))
+			}
+			given[name] = *v
+		}
+	}
+	p, err := s.Resolve(given)
+	if err != nil {
+		return err
+	}
+	f.spec, f.params = s, p
 	return nil
 }
 
 // fit trains the method on train with the given seed, showing a bar on w.
 func (f *methodFlags) fit(ctx context.Context, train *ratings.Dataset, seed uint64, w io.Writer) (model, error) {
-	switch f.method {
-	case "mean":
-		return baseline.FitMean(train), nil
-	case "itemavg":
-		return baseline.FitItemMean(train, f.shrink), nil
-	case "mf":
-		cfg := f.mf
-		cfg.Seed = seed
-		bar := progress.New(w, int64(cfg.Epochs), "training", "epochs")
-		defer bar.Finish()
-		return mf.Train(ctx, train, cfg, func(s mf.EpochStats) {
-			bar.Describe(fmt.Sprintf("training (train RMSE %.4f)", s.TrainRMSE))
-			bar.Add(1)
-		})
-	}
-	return nil, fmt.Errorf("unknown method %q", f.method)
+	var bar *progress.Bar
+	defer func() { bar.Finish() }()
+	m, res, err := f.spec.Fit(ctx, train, f.params, seed, func(p method.Progress) {
+		if bar == nil {
+			bar = progress.New(w, int64(p.Epochs), "training", "epochs")
+		}
+		desc := "training"
+		if !math.IsNaN(p.TrainRMSE) && p.TrainRMSE != 0 {
+			desc = fmt.Sprintf("training (train RMSE %.4f)", p.TrainRMSE)
+		}
+		if p.EpsSpent > 0 {
+			desc += fmt.Sprintf(" ε %.3g", p.EpsSpent)
+		}
+		bar.Describe(desc)
+		bar.Set(int64(p.Epoch))
+	})
+	f.result = res
+	return m, err
 }
 
-// config returns the method's hyperparameters for reports.
+// config returns the method's resolved hyperparameters for reports, with
+// numbers and booleans as such.
 func (f *methodFlags) config() map[string]any {
-	switch f.method {
-	case "mf":
-		c := f.mf
-		return map[string]any{"dim": c.Dim, "epochs": c.Epochs, "lr": c.LearnRate, "schedule": c.Schedule,
-			"decay": c.Decay, "reg": c.Reg, "reg_bias": c.RegBias, "init": c.InitScale, "biased": c.Biased}
-	case "itemavg":
-		return map[string]any{"shrink": f.shrink}
+	out := make(map[string]any, len(f.params))
+	for k, v := range f.params {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			out[k] = n
+		} else if x, err := strconv.ParseFloat(v, 64); err == nil {
+			out[k] = x
+		} else if b, err := strconv.ParseBool(v); err == nil {
+			out[k] = b
+		} else {
+			out[k] = v
+		}
 	}
-	return map[string]any{}
+	return out
 }

@@ -36,9 +36,6 @@ written whole or not at all.`,
 			if err := mfl.validate(); err != nil {
 				return err
 			}
-			if mfl.method != "mf" {
-				return fmt.Errorf("--method %s: only mf models can be saved yet", mfl.method)
-			}
 			if out == "" {
 				return fmt.Errorf("--out: a model file is required")
 			}
@@ -64,7 +61,11 @@ written whole or not at all.`,
 				return err
 			}
 			secs := time.Since(start).Seconds()
-			if err := m.(*mf.Model).Save(out); err != nil {
+			saver, ok := m.(interface{ Save(path string) error })
+			if !ok {
+				return fmt.Errorf("--method %s: its models cannot be saved yet (mf models can)", mfl.method)
+			}
+			if err := saver.Save(out); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "trained on %d ratings in %.2fs; saved %s\n", train.Len(), secs, out)
