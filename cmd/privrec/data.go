@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -49,10 +50,19 @@ func (a *app) dataListCmd() *cobra.Command {
 		Short: "List the datasets privrec knows by name",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "name\twhere\tcontents")
 			for _, in := range datasets.Names() {
-				fmt.Fprintln(a.stdout, in)
+				where := "not here: privrec data fetch " + in.Name
+				switch {
+				case in.Embedded:
+					where = "embedded"
+				case in.Available:
+					where = in.Path
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", in.Name, where, in.Description)
 			}
-			return nil
+			return tw.Flush()
 		},
 	}
 }
