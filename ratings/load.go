@@ -414,6 +414,9 @@ func (l *loader) readStream(r io.Reader, file string, f Format, size int64) erro
 				var ok bool
 				delim, ok = detectDelimiter(head, partial, len(cols))
 				if !ok {
+					if !partial && len(firstLines(head, 1, false)) == 0 {
+						return nil // blank input: finish reports ErrEmpty
+					}
 					return &ParseError{File: file, Err: fmt.Errorf("cannot detect the delimiter (tried tab, comma, ::, |, ;, space) for %d columns: %w", len(cols), ErrFormat)}
 				}
 			}
