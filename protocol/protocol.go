@@ -12,7 +12,8 @@ type Server interface {
 	// unchanged until the next Broadcast call.
 	Broadcast(round int) (*Broadcast, error)
 	// Aggregate consumes the uploads of round, indexed in client order;
-	// an entry is nil for a client that sent nothing. It must not keep
+	// an entry is nil for a client that sent nothing. Under secure
+	// aggregation (SecureSum) it receives one summed upload instead. It must not keep
 	// the uploads (clients reuse them).
 	Aggregate(round int, ups []*Upload) error
 	// Done reports whether the protocol is over.
@@ -34,7 +35,8 @@ type Client interface {
 type Transport interface {
 	// Exchange delivers b to every client and returns their answers in
 	// client order (index k answers for the k-th client of the transport),
-	// nil for a client that sent nothing.
+	// nil for a client that sent nothing. A wrapping transport such as
+	// SecureSum may instead return fewer, combined uploads.
 	Exchange(ctx context.Context, b *Broadcast) ([]*Upload, error)
 	// NumClients returns the number of clients the transport reaches.
 	NumClients() int

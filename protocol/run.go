@@ -29,6 +29,9 @@ type RunOptions struct {
 	// Seed labels every client's random streams: client c draws in round t
 	// from rng.New(Seed, c, t).
 	Seed uint64
+	// SecureAggregation wraps the transport in SecureSum: the server
+	// receives only per-item sums of the uploads, never one client's.
+	SecureAggregation bool
 	// MaxRounds stops a server that is never Done; 0 means 1<<20.
 	MaxRounds int
 	// Transcript, when not nil, receives every broadcast and every upload
@@ -48,6 +51,9 @@ func Run(ctx context.Context, srv Server, clients []Client, opt RunOptions) erro
 		return err
 	}
 	defer tr.Close()
+	if opt.SecureAggregation {
+		return RunTransport(ctx, srv, NewSecureSum(tr), opt)
+	}
 	return RunTransport(ctx, srv, tr, opt)
 }
 
