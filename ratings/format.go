@@ -49,8 +49,10 @@ type HeaderMode int
 
 // Header modes.
 const (
-	// HeaderAuto treats the first line as a header when its rating column
-	// is not a number.
+	// HeaderAuto treats the first line as a header when none of its
+	// columns (up to the last named one) is a number, so its rating column
+	// is not a number either. A first line like "1,10,x" is a malformed
+	// rating, not a header.
 	HeaderAuto HeaderMode = iota
 	// HeaderYes always skips the first line.
 	HeaderYes

@@ -57,7 +57,7 @@ type LoadOptions struct {
 type LoadReport struct {
 	Path     string  // the rating file (or Netflix folder) read
 	Format   Format  // the format used
-	Lines    int     // data lines read (ratings plus skipped lines)
+	Lines    int     // data lines read: ratings plus skipped lines (of the title file too)
 	Skipped  int     // bad lines skipped under SkipBad
 	Examples []error // the first few (at most 5) skipped-line errors, in file order
 }
@@ -365,6 +365,7 @@ const bufSize = 1 << 20
 // to preallocate.
 func (l *loader) readStream(r io.Reader, file string, f Format, size int64) error {
 	br := bufio.NewReaderSize(r, bufSize)
+	gzipped := false
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		gz, err := gzip.NewReader(br)
 		if err != nil {
@@ -373,6 +374,7 @@ func (l *loader) readStream(r io.Reader, file string, f Format, size int64) erro
 		defer gz.Close()
 		br = bufio.NewReaderSize(gz, bufSize)
 		size = -1
+		gzipped = true
 	}
 	head, perr := br.Peek(64 << 10)
 	partial := perr == nil
@@ -432,11 +434,16 @@ func (l *loader) readStream(r io.Reader, file string, f Format, size int64) erro
 	headerDone := f == FormatNetflix || l.opt.Header == HeaderNo
 	for {
 		line, err := l.readLine(br)
-		if len(line) == 0 && err != nil {
-			if err == io.EOF {
-				break
+		if err != nil && err != io.EOF {
+			// A line cut by a failed read is not trusted. A broken gzip
+			// stream (truncated, bad checksum) is bad input: ErrFormat.
+			if gzipped {
+				err = fmt.Errorf("gzip: %w: %w", err, ErrFormat)
 			}
 			return l.fatal(&ParseError{File: file, Line: lineNo + 1, Err: fmt.Errorf("read: %w", err)})
+		}
+		if len(line) == 0 && err == io.EOF {
+			break
 		}
 		lineNo++
 		line = trimLine(line)
@@ -452,7 +459,7 @@ func (l *loader) readStream(r io.Reader, file string, f Format, size int64) erro
 				continue
 			}
 			l.fields = spec.split(l.fields[:0], line, len(spec.cols)+1)
-			if len(l.fields) > spec.rating && !isNumber(trimField(l.fields[spec.rating])) {
+			if isHeader(&spec, l.fields) {
 				continue
 			}
 		}
@@ -477,6 +484,22 @@ func (l *loader) readStream(r io.Reader, file string, f Format, size int64) erro
 		l.lines = append(l.lines, int32(min(lineNo, math.MaxInt32)))
 	}
 	return nil
+}
+
+// isHeader reports whether the fields of a first line look like a header:
+// the line reaches the rating column and none of its columns is a number.
+// A first line with numeric IDs but a bad rating is a malformed data line,
+// not a header, so it is reported rather than silently dropped.
+func isHeader(s *lineSpec, fields [][]byte) bool {
+	if len(fields) <= s.rating {
+		return false
+	}
+	for _, f := range fields[:min(len(fields), len(s.cols))] {
+		if isNumber(trimField(f)) {
+			return false
+		}
+	}
+	return true
 }
 
 // grow makes room for n more ratings.
@@ -805,6 +828,7 @@ func loadTitles(ratingFile string, f Format, skipBad bool, l *loader) (map[strin
 		if !skipBad {
 			return pe
 		}
+		l.rep.Lines++
 		l.rep.Skipped++
 		if len(l.rep.Examples) < maxExamples {
 			l.rep.Examples = append(l.rep.Examples, pe)
