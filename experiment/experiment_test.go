@@ -1,0 +1,260 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func readSpec(t *testing.T, name string) *Spec {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Parse(b, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestParseErrors(t *testing.T) {
+	b, err := os.ReadFile("testdata/unknown-key.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown key names key and line", string(b), []string{"line 5", "spilt"}},
+		{"unknown nested key", "name: x\ndatasets: [a]\nmethods:\n  - {name: mean, parms: {a: 1}}\n", []string{"line 4", "parms"}},
+		{"missing name", "datasets: [a]\nmethods: [{name: mean}]\n", []string{"name: missing"}},
+		{"bad split", "name: x\ndatasets: [a]\nsplit: half\nmethods: [{name: mean}]\n", []string{"split"}},
+		{"bad metric", "name: x\ndatasets: [a]\nmetrics: [rsme]\nmethods: [{name: mean}]\n", []string{"rsme"}},
+		{"list as value", "name: x\ndatasets: [a]\nparams: {dim: [1, 2]}\nmethods: [{name: mean}]\n", []string{"line 3", "single value"}},
+		{"grid on the swept param", "name: x\ndatasets: [a]\nsweep: {param: reg, values: [1]}\nmethods: [{name: mf, grid: {reg: [1, 2]}}]\n", []string{"swept"}},
+		{"two documents", "name: x\ndatasets: [a]\nmethods: [{name: mean}]\n---\nname: y\n", []string{"more than one"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.yaml), "t.yaml")
+			if !errors.Is(err, ErrSpec) {
+				t.Fatalf("err = %v, want ErrSpec", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %q, want it to mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestShippedSpecs(t *testing.T) {
+	names := Names()
+	if len(names) < 10 {
+		t.Fatalf("only %d shipped specs", len(names))
+	}
+	for _, n := range names {
+		s, err := Get(n)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		for _, sp := range []*Spec{s, s.ApplyQuick()} {
+			if _, err := Expand(sp); err != nil {
+				t.Errorf("%s: %v", n, err)
+			}
+		}
+	}
+	if _, err := Get("no-such"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("Get(no-such) = %v, want ErrUnknown", err)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	s := readSpec(t, "tiny.yaml")
+	s.Methods = append(s.Methods, MethodSpec{Name: "not-built-yet"},
+		MethodSpec{Name: "mf", Label: "mf-cv", Grid: map[string][]Value{"lr": {"0.01", "0.02"}, "init": {"0.1", "0.2", "0.3"}}})
+	p, err := Expand(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Missing) != 1 || p.Missing[0] != "not-built-yet" {
+		t.Errorf("Missing = %v", p.Missing)
+	}
+	// mean, itemavg, mf, mf-cv, and the added dp-itemavg.
+	var labels []string
+	for _, m := range p.Methods {
+		labels = append(labels, m.label())
+	}
+	if strings.Join(labels, ",") != "mean,itemavg,mf,mf-cv,dp-itemavg" {
+		t.Errorf("methods = %v", labels)
+	}
+	if len(p.units) != 2*5 {
+		t.Fatalf("%d units, want 10", len(p.units))
+	}
+	// Test cells: 10 units × 2 seeds; CV cells: 2 sweep values × 6 grid points × 5 folds.
+	if got, want := p.NumCells(), 10*2+2*6*5; got != want {
+		t.Errorf("NumCells = %d, want %d", got, want)
+	}
+	keys := map[string]int{}
+	for _, u := range p.units {
+		if u.m.Name == "mf" && u.params["reg"] != u.x {
+			t.Errorf("%s: reg = %s, want the sweep value", unitName(u), u.params["reg"])
+		}
+		if u.m.Name == "mf" && u.params["epochs"] != "3" {
+			t.Errorf("%s: epochs = %s, want 3 from params", unitName(u), u.params["epochs"])
+		}
+		if u.m.label() == "mf-cv" {
+			continue
+		}
+		for _, c := range p.testCells(u, u.params) {
+			keys[c.Key]++
+		}
+	}
+	// mean, itemavg and dp-itemavg do not have reg: their cells are the
+	// same at both sweep values.
+	shared := 0
+	for _, n := range keys {
+		if n == 2 {
+			shared++
+		}
+	}
+	if shared != 3*2 {
+		t.Errorf("%d keys shared across sweep values, want 6", shared)
+	}
+	s.Methods[0].Params = map[string]Value{"dim": "3"}
+	if _, err := Expand(s); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "dim") {
+		t.Errorf("unknown method param: err = %v", err)
+	}
+}
+
+func TestRunResumeAndInvalidate(t *testing.T) {
+	s := readSpec(t, "tiny.yaml")
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	opt := Options{Out: dir, Workers: 1, OnComputed: func(n int) {
+		if n == 3 {
+			cancel()
+		}
+	}}
+	if _, err := Run(ctx, s, opt); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: err = %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "report.md")); err == nil {
+		t.Error("an interrupted run wrote report.md")
+	}
+	stored, err := openStore(filepath.Join(dir, "cells.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := len(stored.recs)
+	stored.close()
+	if first < 3 {
+		t.Fatalf("%d cells stored before the interrupt, want ≥ 3", first)
+	}
+	opt.OnComputed = nil
+	o, err := Run(context.Background(), s, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 seeds × (mean, itemavg, dp-itemavg once, mf at 2 sweep values).
+	if o.Reused != first || o.Computed+o.Reused != 2*5 {
+		t.Errorf("resumed run: computed %d, reused %d; %d were stored", o.Computed, o.Reused, first)
+	}
+	fresh, err := Run(context.Background(), s, Options{Out: t.TempDir(), Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fresh.Records) != len(o.Records) {
+		t.Fatalf("%d records, fresh run %d", len(o.Records), len(fresh.Records))
+	}
+	for k, r := range o.Records {
+		f := fresh.Records[k]
+		if r.Key != f.Key || r.Metrics["rmse"] != f.Metrics["rmse"] || r.Metrics["mae"] != f.Metrics["mae"] {
+			t.Errorf("record %d (%s %s): resumed %v, fresh %v", k, r.Label, r.X, r.Metrics, f.Metrics)
+		}
+		if math.IsNaN(float64(r.Metrics["rmse"])) || len(r.CDF) != len(s.CDF) {
+			t.Errorf("record %d: rmse %v, %d CDF points", k, r.Metrics["rmse"], len(r.CDF))
+		}
+	}
+	// A rerun computes nothing.
+	again, err := Run(context.Background(), s, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Computed != 0 || again.Reused != 10 {
+		t.Errorf("rerun: computed %d, reused %d", again.Computed, again.Reused)
+	}
+	// Changing mf's epochs invalidates only mf's cells; a new label
+	// invalidates nothing.
+	s.Params["epochs"] = "2"
+	s.Methods[0].Label = "global mean"
+	changed, err := Run(context.Background(), s, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed.Computed != 4 || changed.Reused != 6 {
+		t.Errorf("after changing epochs: computed %d, reused %d, want 4 and 6", changed.Computed, changed.Reused)
+	}
+	for _, name := range []string{"cells.csv", "summary.csv", "report.md", "plots/rmse_ml-latest-small.png",
+		"plots/rmse_ml-latest-small.svg", "plots/cdf_ml-latest-small_x0.01.png"} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+	rep, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, want := range []string{"global mean", "dp-itemavg (added baseline)", "[0.9000]", "paper numbers reproduce", "## Reading"} {
+		if !strings.Contains(string(rep), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+}
+
+func TestStoreDropsPartialLine(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cells.jsonl")
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.put(&Record{Cell: Cell{Key: "a"}, Metrics: map[string]Num{"rmse": Num(math.NaN())}}); err != nil {
+		t.Fatal(err)
+	}
+	st.close()
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"key":"b","met`) // a crash mid-write
+	f.Close()
+	st, err = openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.recs) != 1 || !math.IsNaN(float64(st.recs["a"].Metrics["rmse"])) {
+		t.Fatalf("records %v", st.recs)
+	}
+	if err := st.put(&Record{Cell: Cell{Key: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	st.close()
+	st, err = openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	if len(st.recs) != 2 || st.recs["c"] == nil {
+		t.Errorf("after append: %d records", len(st.recs))
+	}
+}
