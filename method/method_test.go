@@ -31,7 +31,13 @@ func TestEveryMethodFitsAndPredictsOnScale(t *testing.T) {
 	mean := eval.Rating(mustFit(t, "mean", train, nil), test).RMSE
 	for _, s := range method.All() {
 		t.Run(s.Name, func(t *testing.T) {
+			if method.RanksOnly(s.Name) {
+				t.Skip("ranking method: scores, not ratings (tested by AUC in sdcf_test.go)")
+			}
 			p := method.Params{}
+			if s.Has("threshold") {
+				p["threshold"] = "min" // sampling keeps every rating when all ε are large
+			}
 			if s.Has("epochs") {
 				p["epochs"] = "10"
 			}
@@ -64,7 +70,7 @@ func TestEveryMethodFitsAndPredictsOnScale(t *testing.T) {
 				t.Errorf("private method reports ε total %v", res.Privacy.EpsTotal)
 			}
 			rmse := eval.Rating(m, test).RMSE
-			if s.Name != "mean" && !(rmse < mean) {
+			if s.Name != "mean" && s.Name != "dp-globalavg" && !(rmse < mean) {
 				t.Errorf("test RMSE %.4f does not beat the global mean's %.4f", rmse, mean)
 			}
 		})

@@ -1,0 +1,70 @@
+package federated
+
+import (
+	"context"
+	"testing"
+
+	"github.com/privrec/privrec/internal/testdata"
+	"github.com/privrec/privrec/mf"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+)
+
+func ml1m(b *testing.B) *ratings.Dataset {
+	d, _, err := ratings.Load(testdata.Path(b, "ml-1m/ratings_uir_dense.tsv"), ratings.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+// BenchmarkEpochML1M compares one federated HDPMF training round on all of
+// MovieLens 1M at K = 10 (every client's user step, gradients and noise
+// shares, the server's sum and step) with one plain mf SGD epoch at the
+// same K (mf.Train with one epoch, unbiased, all cores).
+func BenchmarkEpochML1M(b *testing.B) {
+	d := ml1m(b)
+	b.Run("federated-hdpmf/K=10", func(b *testing.B) {
+		cfg := DefaultConfig(HDPMF)
+		cfg.Rounds = 1 << 20
+		r, err := newRun(d, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tr, err := protocol.NewInMem(r.clients, 0, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		round := func(t int) {
+			bc, err := r.srv.Broadcast(t)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ups, err := tr.Exchange(ctx, bc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := r.srv.Aggregate(t, ups); err != nil {
+				b.Fatal(err)
+			}
+		}
+		round(0) // setup
+		round(1) // first training round (no user step yet)
+		b.ResetTimer()
+		for n := 0; n < b.N; n++ {
+			round(n + 2)
+		}
+		b.ReportMetric(float64(d.Len())*float64(b.N)/b.Elapsed().Seconds(), "ratings/s")
+	})
+	b.Run("mf-sgd/K=10", func(b *testing.B) {
+		cfg := mf.DefaultConfig()
+		cfg.Dim, cfg.Epochs, cfg.Biased, cfg.Schedule, cfg.LearnRate = 10, 1, false, mf.Constant, 0.001
+		for n := 0; n < b.N; n++ {
+			if _, err := mf.Train(context.Background(), d, cfg, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(d.Len())*float64(b.N)/b.Elapsed().Seconds(), "ratings/s")
+	})
+}

@@ -1,0 +1,61 @@
+// Package federated is decentralized matrix factorization on the
+// client/server protocol of package protocol, with the untrusted-server
+// Laplace family of Hu and Fang (HDPMF, "Decentralized Matrix
+// Factorization with Heterogeneous Differential Privacy"): HDPMF, its
+// ablation HDPMF-R, and the baselines DPMF and PDPMF of its §5.1.2.
+//
+// # Roles
+//
+// The server holds only the public item factors V (unbiased MF, as in the
+// paper: r̂ = u·v, no biases) and the public per-item counts n_j. Every
+// client is one user's device: it holds that user's ratings (stretched by
+// the privacy weights W_ij for HDPMF), its weights and its user vector u_i,
+// all in unexported fields the server has no path to. The server sees
+// nothing but []*protocol.Upload.
+//
+// A run is:
+//
+//  1. a setup round: each client announces the items it rated (PDPMF: the
+//     items it kept after its local sampling). The counts n_j tell the
+//     server how many noise shares to provision per item. This reveals
+//     which items a user rated: the methods protect rating values, not
+//     rating existence;
+//  2. T training rounds: each client (from round 2 on) first updates u_i
+//     by one gradient step against the new V and projects it into the unit
+//     L2 ball, then sends, for every rated item j, its gradient
+//     2(u_i·v_j − W_ij r_ij)u_i plus its share of the item's Laplace noise.
+//     The server sums the rows per item and takes one gradient step on V;
+//  3. a final round: clients update u_i against the final V and send
+//     nothing.
+//
+// The model is the clients' U rows with the server's V; Train gathers them
+// in process into a Model, which predicts u·v / W_ij (HDPMF) or u·v (the
+// others) clamped to the rating scale.
+//
+// # Step size
+//
+// The paper steps by η times the summed gradient. Summed over thousands
+// of raters that step diverges for popular items at the paper's rates, so
+// Train preconditions both updates by the public count:
+// v_j ← v_j − η/(n_j + n0)·(Σ_i g_ij + x_j + 2λv_j), and likewise u_i with
+// the user's own count. This is post-processing of the same noisy sum, so
+// privacy is unchanged; Config.Pseudo is n0.
+//
+// # Privacy
+//
+// Each item's noisy sum is a Laplace mechanism: one rating changes it by
+// at most 2W_ijΔ in L2 norm (‖u_i‖ ≤ 1), at most 2√K·W_ijΔ in L1 norm, and
+// the noise has scale 2√KΔ/ε per coordinate (Thm 2). So a rating spends
+// W_ij·ε per round, and T rounds of fresh noise compose to T·W_ij·ε
+// (basic composition; the accountant also reports advanced composition).
+// The paper's Theorem 2 states ε for the final V; its argument fixes the
+// noise of an objective and does not cover the T released iterates, so
+// Result reports both the per-round and the composed totals.
+//
+// The guarantee holds for what an observer of the per-item sums sees. The
+// server here receives each client's upload separately (the protocol has
+// no secure aggregation), and one client's share carries only 1/n_j of the
+// noise: against a server that reads single uploads, ratings have no
+// finite ε guarantee. The mixture shares of the paper (Thm 3) are worse
+// still, since the server knows h (see dp.MixtureServerDelta).
+package federated

@@ -1,0 +1,375 @@
+package federated
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/privrec/privrec/datasets"
+	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+)
+
+var (
+	smallOnce             sync.Once
+	smallTrain, smallTest *ratings.Dataset
+)
+
+// small returns a holdout split of the embedded ml-latest-small data.
+func small(t testing.TB) (train, test *ratings.Dataset) {
+	t.Helper()
+	smallOnce.Do(func() {
+		d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ratings.Holdout(d, 0.8, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		smallTrain, smallTest = s.Train, s.Test
+	})
+	if smallTrain == nil {
+		t.Fatal("no data")
+	}
+	return smallTrain, smallTest
+}
+
+// tiny returns the first users of the small training set.
+func tiny(t testing.TB, users int32) *ratings.Dataset {
+	train, _ := small(t)
+	var idx []int
+	for k, u := range train.Users {
+		if u < users {
+			idx = append(idx, k)
+		}
+	}
+	return train.Subset(idx)
+}
+
+func TestSameResultAtAnyWorkerCount(t *testing.T) {
+	train := tiny(t, 60)
+	for _, v := range []Variant{HDPMF, DPMF, PDPMF} {
+		for _, noise := range []dp.ShareScheme{dp.GammaShares, dp.MixtureShares} {
+			t.Run(v.String()+"/"+noise.String(), func(t *testing.T) {
+				var ref *Model
+				for _, w := range []int{1, 2, 8} {
+					cfg := DefaultConfig(v)
+					cfg.Rounds, cfg.Workers, cfg.Noise, cfg.Seed = 4, w, noise, 3
+					m, _, err := Train(context.Background(), train, cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ref == nil {
+						ref = m
+						continue
+					}
+					if !slices.Equal(ref.U, m.U) || !slices.Equal(ref.V, m.V) {
+						t.Errorf("%d workers give a different model than 1 worker", w)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestTranscriptCarriesNoRating(t *testing.T) {
+	train := tiny(t, 30)
+	for _, v := range []Variant{HDPMF, PDPMF} {
+		t.Run(v.String(), func(t *testing.T) {
+			var buf bytes.Buffer
+			cfg := DefaultConfig(v)
+			cfg.Rounds, cfg.Transcript = 3, &buf
+			if _, _, err := Train(context.Background(), train, cfg); err != nil {
+				t.Fatal(err)
+			}
+			raw := map[[2]int32]float32{}
+			for k := range train.Values {
+				raw[[2]int32{train.Users[k], train.Items[k]}] = train.Values[k]
+			}
+			tr, err := protocol.NewTranscriptReader(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rounds, uploads := 0, 0
+			for {
+				rec, err := tr.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				rounds++
+				for _, u := range rec.Uploads {
+					uploads++
+					if u.Scalars != nil {
+						t.Errorf("round %d: client %d sends scalars", rec.Round, u.Client)
+					}
+					if rec.Broadcast.Phase == protocol.PhaseSetup && u.Values != nil {
+						t.Errorf("setup upload of client %d carries values", u.Client)
+					}
+					for n, j := range u.Items {
+						r, ok := raw[[2]int32{int32(u.Client), j}]
+						if !ok {
+							t.Fatalf("client %d uploads item %d it did not rate", u.Client, j)
+						}
+						if u.Values == nil {
+							continue
+						}
+						for _, x := range u.Row(n, rec.Broadcast.Dim) {
+							if x == r {
+								t.Errorf("round %d: client %d sends its raw rating %v of item %d", rec.Round, u.Client, r, j)
+							}
+						}
+					}
+				}
+			}
+			if rounds != cfg.Rounds+2 || uploads == 0 {
+				t.Errorf("transcript has %d rounds and %d uploads, want %d rounds", rounds, uploads, cfg.Rounds+2)
+			}
+		})
+	}
+}
+
+// TestServerHoldsNoClientData walks the server value by reflection: no
+// path from it reaches a client or a dataset.
+func TestServerHoldsNoClientData(t *testing.T) {
+	run, err := newRun(tiny(t, 10), DefaultConfig(HDPMF))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden := map[reflect.Type]bool{
+		reflect.TypeFor[client](): true, reflect.TypeFor[ratings.Dataset](): true,
+		reflect.TypeFor[shared](): true, reflect.TypeFor[dp.HDPWeights](): true,
+	}
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type, string)
+	walk = func(ty reflect.Type, path string) {
+		if forbidden[ty] {
+			t.Errorf("server reaches %v at %s", ty, path)
+		}
+		if seen[ty] {
+			return
+		}
+		seen[ty] = true
+		switch ty.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+			walk(ty.Elem(), path+"[]")
+		case reflect.Struct:
+			for f := range ty.Fields() {
+				walk(f.Type, path+"."+f.Name)
+			}
+		case reflect.Interface, reflect.Func, reflect.Chan:
+			t.Errorf("server holds %v at %s, which could reach anything", ty, path)
+		}
+	}
+	walk(reflect.TypeOf(run.srv), "server")
+}
+
+func TestAccountant(t *testing.T) {
+	train := tiny(t, 40)
+	w, err := dp.HDPMFSpec(train, dp.DefaultHDPMF(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The most exposed rating of any user: max β_u·γ_i over rated pairs.
+	var maxW, minW float64 = 0, 1
+	for k := range train.Values {
+		x := w.W(train.Users[k], train.Items[k])
+		maxW, minW = math.Max(maxW, x), math.Min(minW, x)
+	}
+	meanEps, _ := dp.Threshold(w.RatingEps(train), "mean")
+	const T, eps = 6, 0.5
+	tests := []struct {
+		v                 Variant
+		epsTotal          float64
+		wantRound         float64
+		wantRounds        int // training rounds with uploads
+		wantTotalOfRounds float64
+	}{
+		{HDPMF, 0, maxW * eps, T, T},
+		{HDPMF, 2 * eps, maxW * eps, 2, 2},
+		{DPMF, 0, minW * eps, T, T},
+		{PDPMF, 3.5 * eps, meanEps * eps / eps, 3, 3}, // t = mean ε, with EpsMax 1 of the spec
+	}
+	for _, tc := range tests {
+		t.Run(tc.v.String(), func(t *testing.T) {
+			cfg := DefaultConfig(tc.v)
+			cfg.Rounds, cfg.Eps, cfg.EpsTotal = T, eps, tc.epsTotal
+			cfg.Spec.EpsMax = 1
+			cfg.Weights = w
+			active := 0
+			cfg.OnRound = func(s RoundStats) {
+				if s.Phase == protocol.PhaseTrain && s.Uploads > 0 {
+					active++
+				}
+			}
+			_, rep, err := Train(context.Background(), train, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.wantRound
+			if tc.v == PDPMF {
+				want, _ = dp.Threshold(w.RatingEps(train), "mean")
+				want *= eps // the weights scale with ε
+			}
+			if math.Abs(rep.EpsRound-want) > 1e-9 {
+				t.Errorf("ε per round %.6g, want %.6g", rep.EpsRound, want)
+			}
+			if math.Abs(rep.EpsTotal-tc.wantTotalOfRounds*want) > 1e-9 {
+				t.Errorf("ε total %.6g, want %g × %.6g", rep.EpsTotal, tc.wantTotalOfRounds, want)
+			}
+			if active != tc.wantRounds {
+				t.Errorf("%d training rounds had uploads, want %d", active, tc.wantRounds)
+			}
+			if (tc.epsTotal > 0) != (rep.Refused > 0) {
+				t.Errorf("refused %d uploads with ε total cap %g", rep.Refused, tc.epsTotal)
+			}
+			if rep.AdvEpsTotal <= 0 || len(rep.Accountant.Rounds) != tc.wantRounds {
+				t.Errorf("accountant report %+v", rep.Accountant)
+			}
+		})
+	}
+}
+
+func TestNoiseScale(t *testing.T) {
+	train := tiny(t, 40)
+	w, err := dp.HDPMFSpec(train, dp.DefaultHDPMF(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := w.RatingEps(train)
+	lo, _ := dp.Threshold(eps, "min")
+	mean, _ := dp.Threshold(eps, "mean")
+	const k, delta = 10, 4.5 // ml-latest-small: 0.5..5
+	tests := []struct {
+		v         Variant
+		threshold string
+		want      float64
+	}{
+		{HDPMF, "", 2 * math.Sqrt(k) * delta / 1},
+		{HDPMFR, "", 2 * math.Sqrt(k) * delta / 1},
+		{DPMF, "", 2 * math.Sqrt(k) * delta / lo},
+		{PDPMF, "mean", 2 * math.Sqrt(k) * delta / mean},
+		{PDPMF, "0.7", 2 * math.Sqrt(k) * delta / 0.7},
+	}
+	for _, tc := range tests {
+		t.Run(tc.v.String()+tc.threshold, func(t *testing.T) {
+			cfg := DefaultConfig(tc.v)
+			cfg.Rounds, cfg.Weights, cfg.Threshold = 1, w, tc.threshold
+			_, rep, err := Train(context.Background(), train, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(rep.NoiseScale-tc.want) > 1e-9*tc.want {
+				t.Errorf("noise scale %.6g, want %.6g", rep.NoiseScale, tc.want)
+			}
+		})
+	}
+}
+
+func TestPDPMFSamplingRate(t *testing.T) {
+	train, _ := small(t)
+	w, err := dp.HDPMFSpec(train, dp.DefaultHDPMF(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, th := range []string{"mean", "0.2", "max"} {
+		t.Run(th, func(t *testing.T) {
+			eps := w.RatingEps(train)
+			tv, err := dp.Threshold(eps, th)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mean, v float64
+			for _, e := range eps {
+				p := dp.KeepProb(e, tv)
+				mean += p
+				v += p * (1 - p)
+			}
+			n := float64(len(eps))
+			cfg := DefaultConfig(PDPMF)
+			cfg.Rounds, cfg.Weights, cfg.Threshold = 1, w, th
+			_, rep, err := Train(context.Background(), train, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(rep.Kept*n-mean) > 5*math.Sqrt(v)+1e-9 {
+				t.Errorf("kept %.4f of the ratings, expected %.4f ± %.4f", rep.Kept, mean/n, 5*math.Sqrt(v)/n)
+			}
+		})
+	}
+}
+
+func TestHugeEpsilonApproachesPlainFederatedMF(t *testing.T) {
+	train, test := small(t)
+	ones := &dp.HDPWeights{User: make([]float64, train.NumUsers()), Item: make([]float64, train.NumItems()), EpsMax: 1}
+	for k := range ones.User {
+		ones.User[k] = 1
+	}
+	for k := range ones.Item {
+		ones.Item[k] = 1
+	}
+	fit := func(v Variant, eps float64, w *dp.HDPWeights) float64 {
+		cfg := DefaultConfig(v)
+		cfg.Rounds, cfg.Eps, cfg.Weights = 40, eps, w
+		m, _, err := Train(context.Background(), train, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return eval.Rating(m, test).RMSE
+	}
+	plain := fit(DPMF, 1e9, ones)        // all weights 1, no noise to speak of: plain federated MF
+	unstretched := fit(HDPMF, 1e9, ones) // HDPMF's machinery with all weights 1
+	huge := fit(HDPMF, 1e9, nil)
+	noisy := fit(HDPMF, 0.05, nil)
+	t.Logf("test RMSE: plain %.4f, HDPMF weights 1 %.4f, HDPMF ε=1e9 %.4f, HDPMF ε=0.05 %.4f", plain, unstretched, huge, noisy)
+	if math.Abs(unstretched-plain) > 0.01 {
+		t.Errorf("HDPMF with weights 1 at huge ε (RMSE %.4f) differs from plain federated MF (%.4f)", unstretched, plain)
+	}
+	// Stretching down-weights the errors of low-weight ratings and the
+	// rescaling amplifies them, so even without noise HDPMF stays behind.
+	if huge > plain+0.15 {
+		t.Errorf("HDPMF at huge ε (RMSE %.4f) is far from plain federated MF (%.4f)", huge, plain)
+	}
+	if !(noisy > huge) {
+		t.Errorf("HDPMF at ε 0.05 (RMSE %.4f) is not worse than at huge ε (%.4f)", noisy, huge)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	train := tiny(t, 5)
+	tests := []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"dim", func(c *Config) { c.Dim = 0 }},
+		{"rounds", func(c *Config) { c.Rounds = 0 }},
+		{"lr", func(c *Config) { c.LearnRate = math.NaN() }},
+		{"eps", func(c *Config) { c.Eps = 0 }},
+		{"eps total", func(c *Config) { c.EpsTotal = -1 }},
+		{"variant", func(c *Config) { c.Variant = 9 }},
+		{"spec", func(c *Config) { c.Spec.User.Conservative = 2 }},
+		{"threshold", func(c *Config) { c.Variant, c.Threshold = PDPMF, "median" }},
+		{"weights", func(c *Config) { c.Weights = &dp.HDPWeights{User: []float64{1}, Item: []float64{1}, EpsMax: 1} }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig(HDPMF)
+			tc.edit(&cfg)
+			_, _, err := Train(context.Background(), train, cfg)
+			if !errors.Is(err, ErrConfig) {
+				t.Errorf("error %v does not wrap ErrConfig", err)
+			}
+		})
+	}
+}

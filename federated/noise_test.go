@@ -1,0 +1,75 @@
+package federated
+
+import (
+	"math"
+	"sort"
+	"testing"
+
+	"github.com/privrec/privrec/rng"
+)
+
+// laplaceCDF is the CDF of Laplace(0, b).
+func laplaceCDF(x, b float64) float64 {
+	if x < 0 {
+		return 0.5 * math.Exp(x/b)
+	}
+	return 1 - 0.5*math.Exp(-x/b)
+}
+
+// ksLaplace returns the Kolmogorov–Smirnov distance of xs to Laplace(b).
+func ksLaplace(xs []float64, b float64) float64 {
+	sort.Float64s(xs)
+	var d float64
+	n := float64(len(xs))
+	for k, x := range xs {
+		c := laplaceCDF(x, b)
+		d = math.Max(d, math.Max(math.Abs(c-float64(k)/n), math.Abs(float64(k+1)/n-c)))
+	}
+	return d
+}
+
+func TestSharesSumToLaplace(t *testing.T) {
+	const b, trials, dim = 2.5, 4000, 4
+	for _, tc := range []struct {
+		name   string
+		n      int
+		scheme string
+	}{
+		{"gamma n=1", 1, "gamma"}, {"gamma n=3", 3, "gamma"}, {"gamma n=50", 50, "gamma"},
+		{"gamma n=2000", 2000, "gamma"}, {"mixture n=20", 20, "mixture"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rng.New(7, uint64(tc.n))
+			share := make([]float32, dim)
+			h := make([]float32, dim)
+			xs := make([]float64, 0, trials*dim)
+			sum := make([]float64, dim)
+			for range trials {
+				clear(sum)
+				for d := range h {
+					h[d] = float32(r.ExpFloat64())
+				}
+				for range tc.n {
+					if tc.scheme == "gamma" {
+						gammaShares(r, b, tc.n, share)
+					} else {
+						mixShares(r, b, h, tc.n, share)
+					}
+					for d, x := range share {
+						sum[d] += float64(x)
+					}
+				}
+				xs = append(xs, sum...)
+			}
+			// Critical value of KS at α = 0.001 is 1.95/√N.
+			crit := 1.95 / math.Sqrt(float64(len(xs)))
+			if d := ksLaplace(xs, b); d > crit {
+				t.Errorf("KS distance %.4f to Laplace(%g) exceeds %.4f", d, b, crit)
+			}
+			// The same test rejects a scale 15% too small.
+			if d := ksLaplace(xs, 0.85*b); d <= crit {
+				t.Errorf("KS test cannot tell Laplace(%g) from the sum (distance %.4f)", 0.85*b, d)
+			}
+		})
+	}
+}

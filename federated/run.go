@@ -1,0 +1,528 @@
+package federated
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/rng"
+)
+
+// Random stream labels under Config.Seed, apart from the clients' streams
+// rng.New(Seed, clientID, round) that the transport draws.
+const (
+	streamServerInit uint64 = 0x46454430 + iota // "FED0"
+	streamServerMix
+	streamClientInit
+)
+
+// run is one training run: the server, the clients and the accountant.
+// Only Train reaches into both sides, to build them and to gather the
+// model at the end, as an evaluation harness would.
+type run struct {
+	cfg     Config
+	train   *ratings.Dataset
+	weights *dp.HDPWeights
+	acct    *dp.Accountant
+	srv     *server
+	cls     []*client
+	clients []protocol.Client
+	noise   float64 // Laplace scale per coordinate
+	thresh  float64 // PDPMF's t
+}
+
+func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
+	w := cfg.Weights
+	if w == nil {
+		var err error
+		if w, err = dp.HDPMFSpec(train, cfg.Spec, cfg.SpecSeed); err != nil {
+			return nil, err
+		}
+	} else if len(w.User) != train.NumUsers() || len(w.Item) != train.NumItems() {
+		return nil, fmt.Errorf("%w: Weights cover %d users and %d items, the data %d and %d",
+			ErrConfig, len(w.User), len(w.Item), train.NumUsers(), train.NumItems())
+	}
+	eps := cfg.Eps // the budget of weight 1, also with cfg.Weights
+	sens := float64(train.Scale.Max - train.Scale.Min)
+	if !(sens > 0) {
+		return nil, fmt.Errorf("%w: rating scale %v has no range", ErrConfig, train.Scale)
+	}
+	r := &run{cfg: cfg, train: train, weights: w}
+
+	// Per-round ε of the noise, and of each user's most exposed rating.
+	nu := train.NumUsers()
+	perRound := make([]float64, nu) // per user
+	byUser := train.ByUser()
+	switch cfg.Variant {
+	case HDPMF, HDPMFR:
+		r.noise = dp.HDPMFNoiseScale(cfg.Dim, sens, eps)
+		for u := range nu {
+			items, _ := byUser.Row(u)
+			var g float64
+			for _, i := range items {
+				g = math.Max(g, w.Item[i])
+			}
+			perRound[u] = w.User[u] * g * eps
+		}
+	case DPMF:
+		lo := math.Inf(1)
+		for k := range train.Values {
+			lo = math.Min(lo, w.W(train.Users[k], train.Items[k])*eps)
+		}
+		r.noise = dp.HDPMFNoiseScale(cfg.Dim, sens, lo)
+		for u := range nu {
+			perRound[u] = lo
+		}
+	case PDPMF:
+		re := w.RatingWeights(train)
+		for k := range re {
+			re[k] *= eps
+		}
+		t, err := dp.Threshold(re, orDefault(cfg.Threshold, "mean"))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		r.thresh = t
+		r.noise = dp.HDPMFNoiseScale(cfg.Dim, sens, t)
+		for u := range nu {
+			perRound[u] = t
+		}
+	}
+	budgets := make([]float64, nu)
+	for u := range budgets {
+		budgets[u] = math.Inf(1)
+		if cfg.EpsTotal > 0 {
+			budgets[u] = perRound[u] * cfg.EpsTotal / eps
+		}
+		if !(budgets[u] > 0) {
+			budgets[u] = math.Inf(1) // a user with nothing to spend
+		}
+	}
+	acct, err := dp.NewAccountant(budgets, dp.AccountantConfig{Name: "user"})
+	if err != nil {
+		return nil, err
+	}
+	r.acct = acct
+
+	sh := &shared{
+		k: cfg.Dim, variant: cfg.Variant, scheme: cfg.Noise, noise: r.noise,
+		reg: float32(cfg.Reg), pseudo: cfg.Pseudo, acct: acct, item: w.Item,
+		eps: eps, thresh: r.thresh, label: cfg.Variant.String() + "/grad-V",
+	}
+	maxLen := 0
+	for u := range nu {
+		maxLen = max(maxLen, byUser.RowLen(u))
+	}
+	sh.ones = make([]int32, maxLen)
+	for k := range sh.ones {
+		sh.ones[k] = 1
+	}
+	r.cls = make([]*client, nu)
+	r.clients = make([]protocol.Client, nu)
+	ir := rng.New(cfg.Seed, streamClientInit)
+	for u := range nu {
+		items, vals := byUser.Row(u)
+		c := &client{
+			id: u, sh: sh, beta: w.User[u], charge: perRound[u],
+			items: append([]int32(nil), items...),
+			y:     make([]float32, len(vals)),
+			u:     make([]float32, cfg.Dim),
+		}
+		for k, v := range vals {
+			c.y[k] = v
+			if cfg.Variant == HDPMF || cfg.Variant == HDPMFR {
+				c.y[k] = float32(w.User[u] * w.Item[items[k]] * float64(v))
+			}
+		}
+		// Users start near a common direction, so that the first factor
+		// learns the (stretched) item means in the first rounds, as a bias
+		// would; the start does not depend on any data.
+		for d := range c.u {
+			c.u[d] = float32(ir.NormFloat64() * cfg.InitScale)
+		}
+		c.u[0] += 1
+		if cfg.Variant == HDPMF || cfg.Variant == HDPMFR {
+			c.u[0] = float32(w.User[u]) + c.u[0] - 1
+		}
+		project(c.u)
+		r.cls[u], r.clients[u] = c, c
+	}
+	var itemW []float64
+	if cfg.Variant == HDPMF || cfg.Variant == HDPMFR {
+		itemW = w.Item // γ: public item weights
+	}
+	r.srv = newServer(cfg, train.NumItems(), float64(train.Scale.Min+train.Scale.Max)/2, itemW)
+	return r, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// model gathers the clients' user vectors and the server's V.
+func (r *run) model() *Model {
+	k := r.cfg.Dim
+	m := &Model{
+		Dim: k, NumUsers: len(r.cls), NumItems: r.srv.numItems,
+		U: make([]float32, len(r.cls)*k), V: append([]float32(nil), r.srv.v...),
+		Rated: make([]bool, len(r.cls)), Scale: r.train.Scale,
+	}
+	for u, c := range r.cls {
+		copy(m.U[u*k:(u+1)*k], c.u)
+		m.Rated[u] = len(c.items) > 0
+	}
+	if r.cfg.Variant == HDPMF {
+		m.UserWeight = toF32(r.weights.User)
+		m.ItemWeight = toF32(r.weights.Item)
+	}
+	return m
+}
+
+func toF32(x []float64) []float32 {
+	out := make([]float32, len(x))
+	for k, v := range x {
+		out[k] = float32(v)
+	}
+	return out
+}
+
+func (r *run) report() *Report {
+	a := r.acct.Report()
+	rep := &Report{
+		EpsTotal: a.Basic.MaxEps, AdvEpsTotal: a.Advanced.MaxEps, AdvDelta: a.Advanced.MaxDelta,
+		NoiseScale: r.noise, Threshold: r.thresh, Refused: a.Refused, Accountant: a, Kept: 1,
+	}
+	for _, x := range a.Rounds {
+		rep.EpsRound = math.Max(rep.EpsRound, x.MaxEps)
+	}
+	if r.cfg.Variant == PDPMF {
+		var kept int
+		for _, c := range r.cls {
+			kept += len(c.items)
+		}
+		rep.Kept = float64(kept) / float64(r.train.Len())
+	}
+	return rep
+}
+
+// shared is the public configuration every client knows.
+type shared struct {
+	k       int
+	variant Variant
+	scheme  dp.ShareScheme
+	noise   float64 // Laplace scale per coordinate of an item's summed noise
+	reg     float32
+	pseudo  float64
+	acct    *dp.Accountant
+	item    []float64 // γ_j, public item weights
+	eps     float64
+	thresh  float64
+	label   string
+	ones    []int32
+}
+
+// client is one user's device. Its fields never leave it except through
+// the uploads it builds.
+type client struct {
+	id     int
+	sh     *shared
+	beta   float64   // β_i, this user's weight
+	charge float64   // ε of this user's most exposed rating per round
+	items  []int32   // rated (PDPMF: kept) items, increasing
+	y      []float32 // ratings, stretched by W_ij for HDPMF
+	u      []float32 // user vector, ‖u‖ ≤ 1
+	grad   []float32 // scratch, K
+	up     protocol.Upload
+}
+
+func (c *client) ID() int { return c.id }
+
+// Round answers one broadcast.
+func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
+	switch b.Phase {
+	case protocol.PhaseSetup:
+		return c.setup(b, r), nil
+	case protocol.PhaseFinal:
+		c.updateUser(b)
+		return nil, nil
+	}
+	if b.Round >= 2 {
+		c.updateUser(b)
+	}
+	if len(c.items) == 0 {
+		return nil, nil
+	}
+	if err := c.sh.acct.Charge(c.id, b.Round, c.charge, 0, c.sh.label); err != nil {
+		if errors.Is(err, dp.ErrBudgetExceeded) {
+			return nil, nil // out of budget: release nothing
+		}
+		return nil, err
+	}
+	k := c.sh.k
+	vals := c.up.Values[:len(c.items)*k]
+	u := c.u
+	var h []float32
+	for n, j := range c.items {
+		v := b.V[int(j)*k : int(j)*k+k]
+		e := 2 * (dot(u, v) - c.y[n])
+		row := vals[n*k : n*k+k]
+		nj := int(b.Counts[j])
+		if c.sh.scheme == dp.MixtureShares {
+			h = b.Aux[int(j)*k : int(j)*k+k]
+			mixShares(r, c.sh.noise, h, nj, row)
+		} else {
+			gammaShares(r, c.sh.noise, nj, row)
+		}
+		for d := range row {
+			row[d] += e * u[d]
+		}
+	}
+	c.up.Client, c.up.Round, c.up.Items, c.up.Values = c.id, b.Round, c.items, vals
+	c.up.Counts = c.sh.ones[:len(c.items)]
+	return &c.up, nil
+}
+
+// setup samples (PDPMF) and announces the rated items.
+func (c *client) setup(b *protocol.Broadcast, r *rand.Rand) *protocol.Upload {
+	if c.sh.variant == PDPMF {
+		et := math.Expm1(c.sh.thresh)
+		n := 0
+		for k, j := range c.items {
+			e := c.beta * c.sh.item[j] * c.sh.eps
+			if e >= c.sh.thresh || r.Float64()*et < math.Expm1(e) {
+				c.items[n], c.y[n] = j, c.y[k]
+				n++
+			}
+		}
+		c.items, c.y = c.items[:n], c.y[:n]
+	}
+	c.grad = make([]float32, c.sh.k)
+	c.up.Values = make([]float32, len(c.items)*c.sh.k)
+	if len(c.items) == 0 {
+		return nil
+	}
+	c.up = protocol.Upload{Client: c.id, Round: b.Round, Items: c.items, Counts: c.sh.ones[:len(c.items)], Values: c.up.Values}
+	up := c.up
+	up.Values = nil
+	return &up
+}
+
+// updateUser takes one preconditioned gradient step on u against b's V
+// (at the previous round's rate) and projects u into the unit ball.
+func (c *client) updateUser(b *protocol.Broadcast) {
+	if len(c.items) == 0 {
+		return
+	}
+	k := c.sh.k
+	g := c.grad
+	clear(g)
+	u := c.u
+	for n, j := range c.items {
+		v := b.V[int(j)*k : int(j)*k+k]
+		e := 2 * (dot(u, v) - c.y[n])
+		for d := range g {
+			g[d] += e * v[d]
+		}
+	}
+	lr := float32(b.Param("lr-user", 0) / (float64(len(c.items)) + c.sh.pseudo))
+	reg2 := 2 * c.sh.reg
+	for d := range u {
+		u[d] -= lr * (g[d] + reg2*u[d])
+	}
+	project(u)
+}
+
+// project scales u into the unit L2 ball.
+func project(u []float32) {
+	var s float64
+	for _, x := range u {
+		s += float64(x) * float64(x)
+	}
+	if s > 1 {
+		f := float32(1 / math.Sqrt(s))
+		for d := range u {
+			u[d] *= f
+		}
+	}
+}
+
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1 float32
+	k := 0
+	for ; k+2 <= len(a); k += 2 {
+		s0 += a[k] * b[k]
+		s1 += a[k+1] * b[k+1]
+	}
+	if k < len(a) {
+		s0 += a[k] * b[k]
+	}
+	return s0 + s1
+}
+
+// server holds the public item factors and counts.
+type server struct {
+	cfg      serverConfig
+	k        int
+	numItems int
+	v        []float32
+	counts   []int32
+	sum      []float32
+	arrived  []int32
+	aux      []float32
+	round    int // next protocol round
+	b        protocol.Broadcast
+	params   map[string]float64
+}
+
+// serverConfig is the public part of Config the server knows.
+type serverConfig struct {
+	Dim, Rounds          int
+	LearnRate, UserLearn float64
+	Reg, Pseudo, Init    float64
+	Noise                dp.ShareScheme
+	Seed                 uint64
+	// Mid is the middle of the public rating scale and ItemWeight the
+	// public item weights γ (nil but for HDPMF): v_j starts with first
+	// coordinate γ_j·Mid, the other coordinates N(0, Init²).
+	Mid        float64
+	ItemWeight []float64
+}
+
+func (c serverConfig) rate(t int) float64 { return schedule(c.LearnRate, t, c.Rounds) }
+
+func (c serverConfig) userRate(t int) float64 {
+	if c.UserLearn == 0 {
+		return c.rate(t)
+	}
+	return schedule(c.UserLearn, t, c.Rounds)
+}
+
+func newServer(c Config, numItems int, mid float64, itemW []float64) *server {
+	cfg := serverConfig{Mid: mid, ItemWeight: itemW,
+		Dim: c.Dim, Rounds: c.Rounds, LearnRate: c.LearnRate, UserLearn: c.UserLearnRate,
+		Reg: c.Reg, Pseudo: c.Pseudo, Init: c.InitScale, Noise: c.Noise, Seed: c.Seed,
+	}
+	s := &server{
+		cfg: cfg, k: cfg.Dim, numItems: numItems,
+		v:       make([]float32, numItems*cfg.Dim),
+		counts:  make([]int32, numItems),
+		sum:     make([]float32, numItems*cfg.Dim),
+		arrived: make([]int32, numItems),
+		params:  map[string]float64{},
+	}
+	r := rng.New(cfg.Seed, streamServerInit)
+	for d := range s.v {
+		s.v[d] = float32(r.NormFloat64() * cfg.Init)
+	}
+	for j := range numItems {
+		g := 1.0
+		if itemW != nil {
+			g = itemW[j]
+		}
+		s.v[j*s.k] += float32(g * mid)
+	}
+	if cfg.Noise == dp.MixtureShares {
+		s.aux = make([]float32, numItems*cfg.Dim)
+	}
+	return s
+}
+
+// Broadcast: round 0 is setup, rounds 1..T train, round T+1 final.
+func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
+	if round != s.round {
+		return nil, fmt.Errorf("federated: broadcast of round %d, expected %d", round, s.round)
+	}
+	T := s.cfg.Rounds
+	s.b = protocol.Broadcast{Round: round, Dim: s.k, NumItems: s.numItems, Params: s.params}
+	clear(s.params)
+	switch {
+	case round == 0:
+		s.b.Phase = protocol.PhaseSetup
+	case round <= T:
+		s.b.Phase = protocol.PhaseTrain
+		s.b.V, s.b.Counts = s.v, s.counts
+		s.params["lr"] = s.cfg.rate(round - 1)
+		s.params["lambda"] = s.cfg.Reg
+		if round >= 2 {
+			s.params["lr-user"] = s.cfg.userRate(round - 2)
+		}
+		if s.aux != nil {
+			r := rng.New(s.cfg.Seed, streamServerMix, uint64(round))
+			for d := range s.aux {
+				s.aux[d] = float32(dp.SampleMixing(r))
+			}
+			s.b.Aux, s.b.AuxDim = s.aux, s.k
+		}
+	default:
+		s.b.Phase = protocol.PhaseFinal
+		s.b.V, s.b.Counts = s.v, s.counts
+		s.params["lr-user"] = s.cfg.userRate(T - 1)
+	}
+	return &s.b, nil
+}
+
+// Aggregate sums the uploads per item and steps V.
+func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
+	defer func() { s.round++ }()
+	k := s.k
+	switch s.b.Phase {
+	case protocol.PhaseSetup:
+		for _, u := range ups {
+			if u == nil {
+				continue
+			}
+			if len(u.Counts) != len(u.Items) {
+				return fmt.Errorf("%w: setup upload of client %d has no counts", protocol.ErrMessage, u.Client)
+			}
+			for n, j := range u.Items {
+				s.counts[j] += u.Counts[n]
+			}
+		}
+		return nil
+	case protocol.PhaseFinal:
+		return nil
+	}
+	clear(s.sum)
+	clear(s.arrived)
+	for _, u := range ups {
+		if u == nil {
+			continue
+		}
+		if len(u.Values) != len(u.Items)*k {
+			return fmt.Errorf("%w: upload of client %d round %d has %d values for %d items", protocol.ErrMessage, u.Client, round, len(u.Values), len(u.Items))
+		}
+		for n, j := range u.Items {
+			s.arrived[j]++
+			dst := s.sum[int(j)*k : int(j)*k+k]
+			src := u.Values[n*k : n*k+k]
+			for d := range dst {
+				dst[d] += src[d]
+			}
+		}
+	}
+	lr := s.cfg.rate(round - 1)
+	reg2 := float32(2 * s.cfg.Reg)
+	for j := range s.numItems {
+		if s.arrived[j] == 0 {
+			continue
+		}
+		step := float32(lr / (float64(s.counts[j]) + s.cfg.Pseudo))
+		v := s.v[j*k : j*k+k]
+		g := s.sum[j*k : j*k+k]
+		for d := range v {
+			v[d] -= step * (g[d] + reg2*v[d])
+		}
+	}
+	return nil
+}
+
+// Done reports whether the final round has been aggregated.
+func (s *server) Done() bool { return s.round > s.cfg.Rounds+1 }

@@ -1,0 +1,89 @@
+package method_test
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/privrec/privrec/datasets"
+	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/ratings"
+)
+
+// TestSDCFRankingMethods evaluates the BPR methods by leave-one-out AUC,
+// as SDCF does; TestEveryMethodFitsAndPredictsOnScale must skip them
+// (method.RanksOnly), since their Predict is a score, not a rating.
+func TestSDCFRankingMethods(t *testing.T) {
+	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ratings.LeaveOneOut(d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"bpr-sgld", "sd-bprmf"} {
+		t.Run(name, func(t *testing.T) {
+			if !method.RanksOnly(name) {
+				t.Fatal("not marked RanksOnly")
+			}
+			p := method.Params{"epochs": "15"}
+			if name == "sd-bprmf" {
+				p["eps-i"] = "4"
+			}
+			m, res, err := method.Fit(context.Background(), name, s.Train, p, 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			auc := eval.Rank(m, s.Train, s.Test, 10, s.Train.Scale.Min).AUC
+			if !(auc > 0.6) {
+				t.Errorf("leave-one-out AUC %.4f", auc)
+			}
+			if name == "sd-bprmf" && !(res.Privacy.EpsTotal > 0 && res.Privacy.Unit == "rating existence") {
+				t.Errorf("privacy %+v", res.Privacy)
+			}
+		})
+	}
+	if method.RanksOnly("sdmf") {
+		t.Error("sdmf predicts ratings")
+	}
+}
+
+// TestSDMFReportsEveryBudget checks the per-round and total ε of ε_g, ε_I
+// and ε_P in the Result.
+func TestSDMFReportsEveryBudget(t *testing.T) {
+	train, _ := realData(t)
+	_, res, err := method.Fit(context.Background(), "sdmf", train,
+		method.Params{"epochs": "4", "dim": "10", "eps-g": "0.5", "eps-i": "0.25"}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"eps_g_round": 0.5, "eps_g_total": 2, "eps_i_round": 0.25, "eps_i_total": 1, "eps_p_total": 0.5}
+	for k, v := range want {
+		if got := res.Stats[k]; math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %g, want %g", k, got, v)
+		}
+	}
+	if p := res.Privacy; math.Abs(p.EpsRound-0.75) > 1e-9 || math.Abs(p.EpsTotal-2.5) > 1e-9 || p.Trusted != "nobody" {
+		t.Errorf("privacy %+v, want ε 0.75 per round, 2.5 total, trusted nobody", p)
+	}
+}
+
+func TestSDCFParamErrors(t *testing.T) {
+	train, _ := realData(t)
+	for _, tc := range []struct {
+		method string
+		p      method.Params
+	}{
+		{"sdmf", method.Params{"eps-g": "0"}},
+		{"sdmf", method.Params{"eps-i": "-1"}},
+		{"sdmf-alpha-inf", method.Params{"eps-g": "1"}},
+		{"isgld", method.Params{"eps": "0"}},
+		{"sgld-mf", method.Params{"dropout": "1"}},
+	} {
+		if _, _, err := method.Fit(context.Background(), tc.method, train, tc.p, 1, nil); err == nil {
+			t.Errorf("%s %v: no error", tc.method, tc.p)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package sdcf
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/protocol"
+)
+
+// public holds the public configuration every client shares: hyper-
+// parameters and the precisions Λ_u, Λ_v. It holds no data.
+type public struct {
+	loss       Loss
+	dim        int
+	nItems     int
+	temp       float64
+	private    bool
+	epsG       float64
+	dropout    float64
+	lamU, lamV []float32
+}
+
+// client is one user's device: its ratings, user vector and PRR vector
+// never leave it.
+type client struct {
+	id    int
+	pub   *public
+	items []int32   // rated items, sorted
+	vals  []float32 // centred ratings, parallel to items (squared loss)
+	u     []float32
+	rr    dp.TwoStageRR
+	ones  []int32 // items with B'_j = 1, sorted (private only)
+
+	// scratch, reused every round
+	err   []float32 // per rated item: e_ij (squared) or the BPR weight s
+	negs  []int32   // per rated item: its sampled negative (BPR)
+	ubar  []float64
+	send  []int32
+	pairs []pair
+	up    protocol.Upload
+}
+
+// pair is one item gradient of a round before merging: its error (or BPR
+// weight) coefficient on u.
+type pair struct {
+	item int32
+	coef float32
+}
+
+func (c *client) ID() int { return c.id }
+
+// rated returns the position of item among the client's ratings.
+func (c *client) rated(item int32) (int, bool) { return slices.BinarySearch(c.items, item) }
+
+// Round runs Alg. 1 for one iteration: Langevin step of u from the rated
+// items, then gradients for the items the send set holds.
+func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
+	if b.Phase != protocol.PhaseTrain {
+		return nil, nil
+	}
+	p := c.pub
+	if p.dropout > 0 && r.Float64() < p.dropout {
+		return nil, nil
+	}
+	eta := b.Param("eta", 0)
+	if !(eta > 0) {
+		return nil, fmt.Errorf("broadcast round %d: step eta = %g", b.Round, eta)
+	}
+	K := p.dim
+	h := len(c.items)
+	clear(c.ubar)
+	u := c.u
+	switch p.loss {
+	case Squared:
+		for k, j := range c.items {
+			v := b.Row(int(j))
+			e := dot(u, v) - c.vals[k]
+			c.err[k] = e
+			for d := range K {
+				c.ubar[d] += float64(e * v[d])
+			}
+		}
+	case BPR:
+		for k, j := range c.items {
+			n := c.negative(r)
+			c.negs[k] = n
+			v, w := b.Row(int(j)), b.Row(int(n))
+			s := sigmoidNeg(dot(u, v) - dot(u, w))
+			c.err[k] = s
+			for d := range K {
+				c.ubar[d] += float64(s * (w[d] - v[d]))
+			}
+		}
+	}
+	// ū = mean over rated items of η(∇ + Λ_u u) − N(0, Temp·η I): the mean of
+	// h independent normals is N(0, Temp·η/h).
+	sdU := math.Sqrt(p.temp * eta / float64(h))
+	for d := range K {
+		c.ubar[d] = eta*(c.ubar[d]/float64(h)+float64(p.lamU[d]*u[d])) - sdU*r.NormFloat64()
+	}
+
+	c.pairs = c.pairs[:0]
+	if !p.private {
+		for k, j := range c.items {
+			if p.loss == Squared {
+				c.pairs = append(c.pairs, pair{j, c.err[k]})
+			} else { // Lemma 2: −s on the positive, +s on its negative
+				c.pairs = append(c.pairs, pair{j, -c.err[k]}, pair{c.negs[k], c.err[k]})
+			}
+		}
+	} else {
+		c.sendSet(r)
+		var alpha, mu, sigma float64
+		if p.loss == Squared {
+			mu, sigma = meanStd(c.err)
+			sigma = math.Max(sigma, 1e-3)
+			alpha = math.Inf(1)
+			if p.epsG > 0 {
+				a, err := dp.TruncationBound(p.epsG, mu, sigma)
+				if err != nil {
+					return nil, err
+				}
+				alpha = a
+			}
+		}
+		for _, j := range c.send {
+			k, ok := c.rated(j)
+			var coef float32
+			switch {
+			case p.loss == Squared && ok:
+				coef = c.err[k]
+			case p.loss == Squared:
+				coef = float32(truncNormal(r, mu, sigma, alpha))
+			case ok: // BPR, a positive: its pair's weight
+				coef = -c.err[k]
+			default: // BPR, a negative: pair with a random positive
+				pos := c.items[r.IntN(h)]
+				coef = sigmoidNeg(dot(u, b.Row(int(pos))) - dot(u, b.Row(int(j))))
+			}
+			c.pairs = append(c.pairs, pair{j, coef})
+		}
+	}
+	c.emit(b, r, eta)
+	for d := range K {
+		u[d] -= float32(c.ubar[d])
+	}
+	return &c.up, nil
+}
+
+// emit merges the pairs by item (sorted, so the upload's order reveals
+// nothing) and writes grad(v_j) = η(coef·u + Λ_v v_j) − N(0, Temp·η I).
+func (c *client) emit(b *protocol.Broadcast, r *rand.Rand, eta float64) {
+	slices.SortFunc(c.pairs, func(x, y pair) int { return int(x.item) - int(y.item) })
+	K := c.pub.dim
+	sd := math.Sqrt(c.pub.temp * eta)
+	c.up = protocol.Upload{Client: c.id, Round: b.Round, Items: c.up.Items[:0], Values: c.up.Values[:0]}
+	for k := 0; k < len(c.pairs); {
+		j := c.pairs[k].item
+		var coef float32
+		for ; k < len(c.pairs) && c.pairs[k].item == j; k++ {
+			coef += c.pairs[k].coef
+		}
+		v := b.Row(int(j))
+		c.up.Items = append(c.up.Items, j)
+		for d := range K {
+			g := eta*float64(coef*c.u[d]+c.pub.lamV[d]*v[d]) - sd*r.NormFloat64()
+			c.up.Values = append(c.up.Values, float32(g))
+		}
+	}
+}
+
+// sendSet draws this round's IRR send set S^t from B' into c.send, sorted:
+// each item of B' = 1 with probability q, each other item with probability
+// p, by geometric skips.
+func (c *client) sendSet(r *rand.Rand) {
+	c.send = c.send[:0]
+	for pos := skip(r, c.rr.Q, -1); pos < len(c.ones); pos = skip(r, c.rr.Q, pos) {
+		c.send = append(c.send, c.ones[pos])
+	}
+	zeros := c.pub.nItems - len(c.ones)
+	ptr := 0
+	for pos := skip(r, c.rr.P, -1); pos < zeros; pos = skip(r, c.rr.P, pos) {
+		// the pos-th item not in ones
+		for ptr < len(c.ones) && int(c.ones[ptr]) <= pos+ptr {
+			ptr++
+		}
+		c.send = append(c.send, int32(pos+ptr))
+	}
+	slices.Sort(c.send)
+}
+
+// skip returns the next index after pos selected by independent
+// Bernoulli(p) trials.
+func skip(r *rand.Rand, p float64, pos int) int {
+	switch {
+	case p >= 1:
+		return pos + 1
+	case p <= 0:
+		return math.MaxInt
+	}
+	g := math.Floor(math.Log(1-r.Float64()) / math.Log1p(-p))
+	if g > float64(math.MaxInt32) {
+		return math.MaxInt
+	}
+	return pos + 1 + int(g)
+}
+
+// negative draws an unrated item uniformly.
+func (c *client) negative(r *rand.Rand) int32 {
+	for {
+		j := int32(r.IntN(c.pub.nItems))
+		if _, ok := c.rated(j); !ok {
+			return j
+		}
+	}
+}
+
+// truncNormal draws from N(mu, sigma²) restricted to [−alpha, alpha] by
+// inverting the CDF.
+func truncNormal(r *rand.Rand, mu, sigma, alpha float64) float64 {
+	if math.IsInf(alpha, 1) {
+		return mu + sigma*r.NormFloat64()
+	}
+	lo := 0.5 * math.Erfc(-(-alpha-mu)/(sigma*math.Sqrt2))
+	hi := 0.5 * math.Erfc(-(alpha-mu)/(sigma*math.Sqrt2))
+	x := mu + sigma*math.Sqrt2*math.Erfinv(2*(lo+(hi-lo)*r.Float64())-1)
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		x = mu
+	}
+	return math.Max(-alpha, math.Min(alpha, x))
+}
+
+func meanStd(x []float32) (mu, sd float64) {
+	for _, v := range x {
+		mu += float64(v)
+	}
+	mu /= float64(len(x))
+	for _, v := range x {
+		d := float64(v) - mu
+		sd += d * d
+	}
+	return mu, math.Sqrt(sd / float64(len(x)))
+}
+
+// sigmoidNeg returns e^(−x)/(1 + e^(−x)) = 1/(1 + e^x).
+func sigmoidNeg(x float32) float32 { return float32(1 / (1 + math.Exp(float64(x)))) }
+
+func dot(a, b []float32) float32 {
+	var s float32
+	for k := range a {
+		s += a[k] * b[k]
+	}
+	return s
+}

@@ -1,0 +1,292 @@
+package sdcf
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/privrec/privrec/datasets"
+	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/rng"
+)
+
+// smallData returns a split of a fifth of ml-latest-small's users.
+func smallData(t *testing.T) ratings.Split {
+	t.Helper()
+	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err = ratings.SubsampleUsers(d, 0.2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ratings.Holdout(d, 0.8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func quick(loss Loss, private bool, rounds int) Config {
+	c := DefaultConfig(loss)
+	c.Rounds, c.Private, c.Temp, c.Seed = rounds, private, 0.01, 7
+	if loss == Squared {
+		c.Dim = 10
+	}
+	return c
+}
+
+func TestSameResultAtAnyWorkerCount(t *testing.T) {
+	s := smallData(t)
+	sd := quick(Squared, true, 4)
+	sd.Dropout = 0.2
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"sgld-mf", quick(Squared, false, 4)},
+		{"sdmf with dropout", sd},
+		{"sd-bprmf", quick(BPR, true, 4)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ref *Model
+			for _, w := range []int{1, 2, 8} {
+				tc.cfg.Workers = w
+				m, _, err := Train(context.Background(), s.Train, tc.cfg, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ref == nil {
+					ref = m
+					continue
+				}
+				if !slices.Equal(m.U, ref.U) || !slices.Equal(m.V, ref.V) {
+					t.Fatalf("%d workers give a different model than 1", w)
+				}
+			}
+		})
+	}
+}
+
+func TestUploadsMatchEq12(t *testing.T) {
+	s := smallData(t)
+	tests := []struct {
+		name    string
+		loss    Loss
+		z       float64
+		dropout float64
+	}{
+		{"sdmf z = |R|/|U|", Squared, 0, 0},
+		{"sdmf z = 40, dropout 0.3", Squared, 40, 0.3},
+		{"sd-bprmf", BPR, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := quick(tc.loss, true, 6)
+			cfg.Z, cfg.Dropout = tc.z, tc.dropout
+			_, rep, err := Train(context.Background(), s.Train, cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.z != 0 && rep.Z != tc.z {
+				t.Errorf("Z = %g, want %g", rep.Z, tc.z)
+			}
+			if math.Abs(rep.ExpectedUploads-rep.Z) > 1e-6*rep.Z {
+				t.Errorf("eq. (12) expectation %g, want z = %g", rep.ExpectedUploads, rep.Z)
+			}
+			// ~120 clients × 6 rounds × z sends: a few percent of noise.
+			if math.Abs(rep.UploadsPerClientRound-rep.Z) > 0.05*rep.Z {
+				t.Errorf("measured %g uploads per client and round, eq. (12) says %g", rep.UploadsPerClientRound, rep.Z)
+			}
+			if math.Abs(rep.Participation-(1-tc.dropout)) > 0.05 {
+				t.Errorf("participation %g with dropout %g", rep.Participation, tc.dropout)
+			}
+		})
+	}
+}
+
+// TestRRRates checks PRR and IRR frequencies of one client against f, p*
+// and q*.
+func TestRRRates(t *testing.T) {
+	const nItems, h = 4000, 400
+	for _, epsI := range []float64{4, 0.25} {
+		rr, err := dp.SolveTwoStageRR(2*epsI, epsI, h, nItems, 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := &public{nItems: nItems}
+		c := &client{pub: pub, rr: rr}
+		for j := range int32(h) {
+			c.items = append(c.items, 10*j) // rated: every tenth item
+		}
+		src := dp.NewPRRSource([]byte("0123456789abcdef"))
+		var onesRated int
+		for j := range int32(nItems) {
+			_, rated := c.rated(j)
+			if rr.PRR(src, j, rated) {
+				c.ones = append(c.ones, j)
+				if rated {
+					onesRated++
+				}
+			}
+		}
+		frac := func(n, of int) float64 { return float64(n) / float64(of) }
+		if got, want := frac(onesRated, h), 1-rr.F/2; math.Abs(got-want) > 4*math.Sqrt(want*(1-want)/h) {
+			t.Errorf("ε_I %g: P(B'=1 | rated) = %.3f, want %.3f", epsI, got, want)
+		}
+		if got, want := frac(len(c.ones)-onesRated, nItems-h), rr.F/2; math.Abs(got-want) > 4*math.Sqrt(want*(1-want)/(nItems-h)) {
+			t.Errorf("ε_I %g: P(B'=1 | unrated) = %.3f, want %.3f", epsI, got, want)
+		}
+		// IRR over many rounds: send rates of rated and unrated items given
+		// this B' are q or p per item; average them into p*, q* over items.
+		r := rng.New(1)
+		const rounds = 400
+		var sentRated, sentUnrated int
+		for range rounds {
+			c.sendSet(r)
+			if !slices.IsSorted(c.send) {
+				t.Fatal("send set not sorted")
+			}
+			for _, j := range c.send {
+				if _, ok := c.rated(j); ok {
+					sentRated++
+				} else {
+					sentUnrated++
+				}
+			}
+		}
+		ps, qs := rr.SendProbs()
+		// given this B', E[sent rated] = Σ over rated of q or p
+		wantRated := float64(onesRated)*rr.Q + float64(h-onesRated)*rr.P
+		wantUnrated := float64(len(c.ones)-onesRated)*rr.Q + float64(nItems-h-len(c.ones)+onesRated)*rr.P
+		if got := frac(sentRated, rounds); math.Abs(got-wantRated) > 0.05*wantRated+1 {
+			t.Errorf("ε_I %g: %.1f rated items sent per round, want %.1f (q* = %.3f)", epsI, got, wantRated, qs)
+		}
+		if got := frac(sentUnrated, rounds); math.Abs(got-wantUnrated) > 0.05*wantUnrated+1 {
+			t.Errorf("ε_I %g: %.1f unrated items sent per round, want %.1f (p* = %.4f)", epsI, got, wantUnrated, ps)
+		}
+	}
+}
+
+func TestTruncationBoundAndFakeErrors(t *testing.T) {
+	tests := []struct{ epsG, mu, sigma float64 }{
+		{4, 0, 1}, {1, -0.3, 0.8}, {0.25, 0.5, 1.2}, {0.0625, 0, 0.5},
+	}
+	r := rng.New(3)
+	for _, tc := range tests {
+		a, err := dp.TruncationBound(tc.epsG, tc.mu, tc.sigma)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mass := 0.5 * (math.Erf((a-tc.mu)/(tc.sigma*math.Sqrt2)) - math.Erf((-a-tc.mu)/(tc.sigma*math.Sqrt2)))
+		if got := -math.Log(mass); math.Abs(got-tc.epsG) > 1e-6 {
+			t.Errorf("ε_g %g: α = %g gives −ln P(|X| < α) = %g", tc.epsG, a, got)
+		}
+		// the normal's draws fall inside with probability e^−ε_g, and the
+		// truncated sampler stays inside
+		const n = 20000
+		in := 0
+		for range n {
+			if x := tc.mu + tc.sigma*r.NormFloat64(); math.Abs(x) < a {
+				in++
+			}
+			if x := truncNormal(r, tc.mu, tc.sigma, a); !(math.Abs(x) <= a) {
+				t.Fatalf("ε_g %g: fake error %g outside ±%g", tc.epsG, x, a)
+			}
+		}
+		if got, want := float64(in)/n, math.Exp(-tc.epsG); math.Abs(got-want) > 4*math.Sqrt(want*(1-want)/n) {
+			t.Errorf("ε_g %g: %.4f of the draws inside ±α, want %.4f", tc.epsG, got, want)
+		}
+	}
+}
+
+func TestSGLDMFLearns(t *testing.T) {
+	s := smallData(t)
+	cfg := quick(Squared, false, 30)
+	var first, last float64
+	m, rep, err := Train(context.Background(), s.Train, cfg, func(st RoundStats) {
+		if st.Round == 1 {
+			first = st.TrainRMSE
+		}
+		last = st.TrainRMSE
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(last < first-0.05) || last != rep.TrainRMSE {
+		t.Errorf("train RMSE %.4f after round 1, %.4f at the end (report %.4f)", first, last, rep.TrainRMSE)
+	}
+	var mean float64
+	for _, v := range s.Train.Values {
+		mean += float64(v)
+	}
+	mean /= float64(s.Train.Len())
+	var se float64
+	for _, v := range s.Test.Values {
+		se += (float64(v) - mean) * (float64(v) - mean)
+	}
+	if got, base := eval.Rating(m, s.Test).RMSE, math.Sqrt(se/float64(s.Test.Len())); !(got < base) {
+		t.Errorf("test RMSE %.4f does not beat the global mean's %.4f", got, base)
+	}
+}
+
+func TestLedger(t *testing.T) {
+	s := smallData(t)
+	cfg := quick(Squared, true, 5)
+	cfg.EpsG, cfg.EpsI = 0.5, 0.25
+	_, rep, err := Train(context.Background(), s.Train, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Report{EpsG: Spend{0.5, 2.5}, EpsI: Spend{0.25, 1.25}, EpsP: Spend{0.5, 0.5}}
+	near := func(a, b Spend) bool { return math.Abs(a.Round-b.Round) < 1e-9 && math.Abs(a.Total-b.Total) < 1e-9 }
+	if !near(rep.EpsG, want.EpsG) || !near(rep.EpsI, want.EpsI) || !near(rep.EpsP, want.EpsP) {
+		t.Errorf("spent ε_g %+v, ε_I %+v, ε_P %+v; want %+v, %+v, %+v", rep.EpsG, rep.EpsI, rep.EpsP, want.EpsG, want.EpsI, want.EpsP)
+	}
+	if got := rep.ExistenceTotal; math.Abs(got-(0.5+2.5)) > 1e-9 {
+		t.Errorf("existence total %g, want min(ε_P, Tε_I) + Tε_g = 3", got)
+	}
+}
+
+func TestBPRRanks(t *testing.T) {
+	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ratings.LeaveOneOut(d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := quick(BPR, false, 20)
+	m, _, err := Train(context.Background(), s.Train, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auc := eval.Rank(m, s.Train, s.Test, 10, s.Train.Scale.Min).AUC; !(auc > 0.75) {
+		t.Errorf("BPR-MF by SGLD: leave-one-out AUC %.4f", auc)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	bad := []func(*Config){
+		func(c *Config) { c.Dim = 0 },
+		func(c *Config) { c.Rounds = 0 },
+		func(c *Config) { c.LR0 = math.NaN() },
+		func(c *Config) { c.Dropout = 1 },
+		func(c *Config) { c.Private, c.EpsI = true, 0 },
+		func(c *Config) { c.Private, c.EpsG = true, -1 },
+		func(c *Config) { c.LambdaRate = 0 },
+	}
+	for k, f := range bad {
+		c := DefaultConfig(Squared)
+		f(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("case %d: no error for %+v", k, c)
+		}
+	}
+}

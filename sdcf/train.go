@@ -1,0 +1,314 @@
+package sdcf
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/rng"
+)
+
+// Random stream labels under Config.Seed, apart from the clients' streams
+// rng.New(Seed, clientID, round) that the transport draws.
+const (
+	streamLambda uint64 = 0x5344_4346_0000_0000 + iota // "SDCF"
+	streamServerInit
+	streamClientInit
+	streamSecret
+)
+
+// Spend is one budget's spending: the largest ε any user spent in one
+// round, and the largest total over the run by basic composition.
+type Spend struct {
+	Round, Total float64
+}
+
+// Report is what Train measured.
+type Report struct {
+	// Clients is the number of users with at least one training rating.
+	Clients int
+	// EpsG, EpsI, EpsP are the accountant's figures for ε_g (charged every
+	// round a user uploads, squared loss only), ε_I (every round) and ε_P
+	// (once, at a user's first upload). Zero without Config.Private.
+	EpsG, EpsI, EpsP Spend
+	// ExistenceTotal bounds the whole run's leak about which items a user
+	// rated: the send sets are post-processing of B', so they cost
+	// min(EpsP.Total, EpsI.Total), plus EpsG.Total for the fake values.
+	ExistenceTotal float64
+	// Z is the target uploads per client and round of eq. (12).
+	Z float64
+	// ExpectedUploads is the mean over clients of h·q* + (|V| − h)·p*
+	// (eq. 12) for their own p, q; it equals Z up to rounding.
+	ExpectedUploads float64
+	// UploadsPerClientRound is the measured mean number of item gradients
+	// per upload (a client that drops out sends none and is not counted).
+	UploadsPerClientRound float64
+	// Participation is the fraction of client-rounds with an upload.
+	Participation float64
+	// TrainRMSE is the final training RMSE (squared loss), NaN for BPR.
+	TrainRMSE float64
+}
+
+// RoundStats is what Train's hook receives after each round.
+type RoundStats struct {
+	Round, Rounds int     // finished rounds and the total
+	TrainRMSE     float64 // squared loss only, NaN for BPR
+	Uploads       int     // clients that uploaded
+	Items         int     // item gradients received
+}
+
+// Train runs SGLD MF, SDMF, BPR-MF or SD-BPRMF (see the package doc) on
+// train with the protocol's in-process transport. hook, when not nil, is
+// called after every round.
+func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(RoundStats)) (*Model, *Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	nU, nI, K := train.NumUsers(), train.NumItems(), cfg.Dim
+	if train.Len() == 0 || nI < 2 {
+		return nil, nil, fmt.Errorf("%w: training set has %d ratings over %d items", ErrConfig, train.Len(), nI)
+	}
+	pub := &public{loss: cfg.Loss, dim: K, nItems: nI, temp: cfg.Temp, private: cfg.Private,
+		epsG: cfg.EpsG, dropout: cfg.Dropout, lamU: make([]float32, K), lamV: make([]float32, K)}
+	lr := rng.New(cfg.Seed, streamLambda)
+	for d := range K {
+		pub.lamU[d] = float32(dp.SampleGamma(lr, cfg.LambdaShape, 1/cfg.LambdaRate))
+		pub.lamV[d] = float32(dp.SampleGamma(lr, cfg.LambdaShape, 1/cfg.LambdaRate))
+	}
+	m := &Model{Loss: cfg.Loss, Dim: K, U: make([]float32, nU*K), V: make([]float32, nI*K), Scale: train.Scale}
+	if cfg.Loss == Squared {
+		m.Offset = make([]float32, nU)
+	}
+	ir := rng.New(cfg.Seed, streamServerInit)
+	for k := range m.V {
+		m.V[k] = float32(ir.NormFloat64() * cfg.InitScale)
+	}
+
+	byUser := train.ByUser()
+	var users []int
+	for u := range nU {
+		if byUser.RowLen(u) > 0 {
+			users = append(users, u)
+		}
+	}
+	z := cfg.Z
+	if z == 0 {
+		z = float64(train.Len()) / float64(len(users))
+	}
+	cls := make([]*client, len(users))
+	expected := make([]float64, len(users))
+	errs := make([]error, len(users))
+	parallel(len(users), cfg.Workers, func(k int) {
+		cls[k], expected[k], errs[k] = newClient(users[k], byUser, pub, m, cfg, z)
+	})
+	for _, err := range errs {
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	rep := &Report{Clients: len(users), Z: z, TrainRMSE: math.NaN()}
+	for _, e := range expected {
+		rep.ExpectedUploads += e / float64(len(users))
+	}
+
+	srv := newServer(K, nI, cfg.Rounds, cfg.LR0, cfg.Gamma, m.V)
+	var led *ledger
+	if cfg.Private {
+		var err error
+		if led, err = newLedger(nU, cfg); err != nil {
+			return nil, nil, err
+		}
+		srv.onUploads = led.charge
+	}
+	pcs := make([]protocol.Client, len(cls))
+	for k, c := range cls {
+		pcs[k] = c
+	}
+	var ups, items int
+	opt := protocol.RunOptions{Workers: cfg.Workers, Seed: cfg.Seed, OnRound: func(info protocol.RoundInfo) error {
+		ups += info.Uploads
+		items += info.Items
+		if hook != nil {
+			st := RoundStats{Round: info.Round + 1, Rounds: cfg.Rounds, TrainRMSE: math.NaN(), Uploads: info.Uploads, Items: info.Items}
+			if cfg.Loss == Squared {
+				st.TrainRMSE = trainRMSE(m, train)
+			}
+			hook(st)
+		}
+		return nil
+	}}
+	if err := protocol.Run(ctx, srv, pcs, opt); err != nil {
+		return nil, nil, err
+	}
+	// The clients' u_i live in m.U, the simulation's backing store: the
+	// harness reads the devices here, the server never does.
+	if cfg.Loss == Squared {
+		rep.TrainRMSE = trainRMSE(m, train)
+	}
+	if ups > 0 {
+		rep.UploadsPerClientRound = float64(items) / float64(ups)
+	}
+	rep.Participation = float64(ups) / float64(len(cls)*cfg.Rounds)
+	if led != nil {
+		rep.EpsG, rep.EpsI, rep.EpsP = spend(led.g), spend(led.i), spend(led.p)
+		rep.ExistenceTotal = math.Min(rep.EpsP.Total, rep.EpsI.Total) + rep.EpsG.Total
+	}
+	return m, rep, nil
+}
+
+// newClient builds user u's device: its sorted ratings, initial u_i and,
+// for the private variants, its PRR vector and IRR probabilities. It also
+// returns the client's expected uploads per round, eq. (12).
+func newClient(u int, byUser *ratings.CSR, pub *public, m *Model, cfg Config, z float64) (*client, float64, error) {
+	idx, val := byUser.Row(u)
+	h, K := len(idx), pub.dim
+	c := &client{id: u, pub: pub, items: make([]int32, h), vals: make([]float32, h), u: m.U[u*K : (u+1)*K],
+		err: make([]float32, h), ubar: make([]float64, K)}
+	ord := make([]int, h)
+	for k := range ord {
+		ord[k] = k
+	}
+	slices.SortFunc(ord, func(a, b int) int { return int(idx[a]) - int(idx[b]) })
+	var mean float32
+	if m.Offset != nil {
+		for _, v := range val {
+			mean += v
+		}
+		mean /= float32(h)
+		m.Offset[u] = mean
+	}
+	for k, o := range ord {
+		c.items[k], c.vals[k] = idx[o], val[o]-mean
+	}
+	if pub.loss == BPR {
+		if h >= pub.nItems {
+			return nil, 0, fmt.Errorf("%w: user %d rated all %d items: no negatives for BPR", ErrConfig, u, pub.nItems)
+		}
+		c.negs = make([]int32, h)
+	}
+	r := rng.New(cfg.Seed, streamClientInit, uint64(u))
+	for d := range c.u {
+		c.u[d] = float32(r.NormFloat64() * cfg.InitScale)
+	}
+	if !pub.private {
+		return c, float64(h), nil
+	}
+	rr, err := dp.SolveTwoStageRR(cfg.epsP(), cfg.EpsI, h, pub.nItems, z)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sdcf: user %d (%d ratings): %w", u, h, err)
+	}
+	c.rr = rr
+	// The per-user PRR secret: random in deployment, derived from the seed
+	// here so that runs replay.
+	var secret [32]byte
+	sr := rng.New(cfg.Seed, streamSecret, uint64(u))
+	for k := range secret {
+		secret[k] = byte(sr.Uint32())
+	}
+	src := dp.NewPRRSource(secret[:])
+	for j := range int32(pub.nItems) {
+		_, rated := c.rated(j)
+		if rr.PRR(src, j, rated) {
+			c.ones = append(c.ones, j)
+		}
+	}
+	ps, qs := rr.SendProbs()
+	return c, float64(h)*qs + float64(pub.nItems-h)*ps, nil
+}
+
+func trainRMSE(m *Model, d *ratings.Dataset) float64 {
+	var s float64
+	for k := range d.Values {
+		e := float64(m.Predict(d.Users[k], d.Items[k]) - d.Values[k])
+		s += e * e
+	}
+	return math.Sqrt(s / float64(d.Len()))
+}
+
+// parallel runs f(0..n-1) on workers goroutines.
+func parallel(n, workers int, f func(int)) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	next := 0
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				k := next
+				next++
+				mu.Unlock()
+				if k >= n {
+					return
+				}
+				f(k)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// ledger charges the three budgets per user.
+type ledger struct {
+	cfg     Config
+	g, i, p *dp.Accountant
+	seen    []bool
+}
+
+func newLedger(nUsers int, cfg Config) (*ledger, error) {
+	inf := make([]float64, nUsers)
+	for k := range inf {
+		inf[k] = math.Inf(1)
+	}
+	l := &ledger{cfg: cfg, seen: make([]bool, nUsers)}
+	var err error
+	for _, a := range []**dp.Accountant{&l.g, &l.i, &l.p} {
+		if *a, err = dp.NewAccountant(inf, dp.AccountantConfig{Name: "user", Shards: 1}); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *ledger) charge(round int, ups []*protocol.Upload) error {
+	for _, up := range ups {
+		if up == nil {
+			continue
+		}
+		u := up.Client
+		if l.cfg.Loss == Squared {
+			if err := l.g.Charge(u, round, l.cfg.EpsG, 0, "sdcf/fake-gradients"); err != nil {
+				return err
+			}
+		}
+		if err := l.i.Charge(u, round, l.cfg.EpsI, 0, "sdcf/irr"); err != nil {
+			return err
+		}
+		if !l.seen[u] {
+			l.seen[u] = true
+			if err := l.p.Charge(u, round, l.cfg.epsP(), 0, "sdcf/prr"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func spend(a *dp.Accountant) Spend {
+	r := a.Report()
+	s := Spend{Total: r.Basic.MaxEps}
+	for _, x := range r.Rounds {
+		s.Round = math.Max(s.Round, x.MaxEps)
+	}
+	return s
+}
