@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/privrec/privrec/internal/atomicfile"
 	"math"
 	"os"
 	"path/filepath"
@@ -163,26 +164,11 @@ func writeAtomic(path string, data []byte) error {
 }
 
 func writeAtomicFunc(path string, write func(*os.File) error) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op after the rename
-	if err := write(f); err != nil {
-		f.Close()
+	if err := atomicfile.Write(path, write); err != nil {
 		return fmt.Errorf("experiment: writing %s: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return nil
 }

@@ -1,6 +1,9 @@
 package federated
 
-import "github.com/privrec/privrec/ratings"
+import (
+	"github.com/privrec/privrec/internal/vec"
+	"github.com/privrec/privrec/ratings"
+)
 
 // Model is the predictor a federated run leaves: each client's user vector
 // (gathered into U) and the server's V. With UserWeight and ItemWeight set
@@ -26,7 +29,7 @@ func (m *Model) PredictRaw(u, i int32) float32 {
 		return m.mid()
 	}
 	k := m.Dim
-	p := dot(m.U[int(u)*k:int(u)*k+k], m.V[int(i)*k:int(i)*k+k])
+	p := vec.Dot(m.U[int(u)*k:int(u)*k+k], m.V[int(i)*k:int(i)*k+k])
 	if m.UserWeight != nil {
 		p /= m.UserWeight[u] * m.ItemWeight[i]
 	}

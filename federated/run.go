@@ -3,6 +3,7 @@ package federated
 import (
 	"errors"
 	"fmt"
+	"github.com/privrec/privrec/internal/vec"
 	"math"
 	"math/rand/v2"
 
@@ -271,7 +272,7 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	var h []float32
 	for n, j := range c.items {
 		v := b.V[int(j)*k : int(j)*k+k]
-		e := 2 * (dot(u, v) - c.y[n])
+		e := 2 * (vec.Dot(u, v) - c.y[n])
 		row := vals[n*k : n*k+k]
 		nj := int(b.Counts[j])
 		if c.sh.scheme == dp.MixtureShares {
@@ -326,7 +327,7 @@ func (c *client) updateUser(b *protocol.Broadcast) {
 	u := c.u
 	for n, j := range c.items {
 		v := b.V[int(j)*k : int(j)*k+k]
-		e := 2 * (dot(u, v) - c.y[n])
+		e := 2 * (vec.Dot(u, v) - c.y[n])
 		for d := range g {
 			g[d] += e * v[d]
 		}
@@ -351,20 +352,6 @@ func project(u []float32) {
 			u[d] *= f
 		}
 	}
-}
-
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1 float32
-	k := 0
-	for ; k+2 <= len(a); k += 2 {
-		s0 += a[k] * b[k]
-		s1 += a[k+1] * b[k+1]
-	}
-	if k < len(a) {
-		s0 += a[k] * b[k]
-	}
-	return s0 + s1
 }
 
 // server holds the public item factors and counts.

@@ -6,10 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/privrec/privrec/internal/atomicfile"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 )
 
 // The model file format, version 1. All integers and floats are
@@ -331,31 +331,15 @@ func decode(b []byte) (*Model, error) {
 // Save writes m to path in the model file format. It writes a temporary
 // file in the same directory and renames it, so path never holds a
 // partly written model.
-func (m *Model) Save(path string) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+func (m *Model) Save(path string) error {
+	err := atomicfile.Write(path, func(f *os.File) error {
+		_, err := m.WriteTo(f)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("mf: save %s: %w", path, err)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			err = fmt.Errorf("mf: save %s: %w", path, err)
-		}
-	}()
-	if _, err = m.WriteTo(f); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(f.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return nil
 }
 
 // Load reads a model saved by Save. Errors name path and wrap ErrMagic,

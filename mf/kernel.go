@@ -1,5 +1,7 @@
 package mf
 
+import "github.com/privrec/privrec/internal/vec"
+
 // The SGD inner loops. They work on flat float32 slices, allocate nothing
 // and make no interface or closure calls; the dot product and the paired
 // update are unrolled by four.
@@ -8,23 +10,6 @@ package mf
 type entry struct {
 	u, i int32
 	r    float32
-}
-
-// dot returns a·b; len(b) must be at least len(a).
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	k := 0
-	for ; k+4 <= len(a); k += 4 {
-		s0 += a[k] * b[k]
-		s1 += a[k+1] * b[k+1]
-		s2 += a[k+2] * b[k+2]
-		s3 += a[k+3] * b[k+3]
-	}
-	for ; k < len(a); k++ {
-		s0 += a[k] * b[k]
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 // update applies p ← c·p + g·q and q ← c·q + g·p_old elementwise, which is
@@ -70,7 +55,7 @@ func (s *step) sgd(es []entry) float64 {
 		uo, io := int(e.u)*k, int(e.i)*k
 		p := U[uo : uo+k : uo+k]
 		q := V[io : io+k : io+k]
-		err := e.r - dot(p, q)
+		err := e.r - vec.Dot(p, q)
 		sse += float64(err * err)
 		update(p, q, c, lr*err)
 	}
@@ -87,7 +72,7 @@ func (s *step) sgdBiased(es []entry) float64 {
 		p := U[uo : uo+k : uo+k]
 		q := V[io : io+k : io+k]
 		bu, bi := &BU[e.u], &BI[e.i]
-		err := e.r - (mean + *bu + *bi + dot(p, q))
+		err := e.r - (mean + *bu + *bi + vec.Dot(p, q))
 		sse += float64(err * err)
 		g := lr * err
 		*bu = cb**bu + g

@@ -2,6 +2,7 @@ package mf
 
 import (
 	"container/heap"
+	"github.com/privrec/privrec/internal/vec"
 	"sort"
 
 	"github.com/privrec/privrec/ratings"
@@ -66,7 +67,7 @@ func (m *Model) PredictRaw(u, i int32) float32 {
 		}
 		return p
 	}
-	p := dot(pu, qi)
+	p := vec.Dot(pu, qi)
 	if m.Biased {
 		p += m.Mean + m.BU[u] + m.BI[i]
 	}
@@ -117,7 +118,7 @@ func (m *Model) ScoreItems(u int32, dst []float32) []float32 {
 	}
 	k := m.Dim
 	for i := range dst {
-		s := dot(pu, m.V[i*k:i*k+k:i*k+k])
+		s := vec.Dot(pu, m.V[i*k:i*k+k:i*k+k])
 		if m.Biased {
 			s += base + m.BI[i]
 		}

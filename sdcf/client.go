@@ -2,6 +2,7 @@ package sdcf
 
 import (
 	"fmt"
+	"github.com/privrec/privrec/internal/vec"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -77,7 +78,7 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	case Squared:
 		for k, j := range c.items {
 			v := b.Row(int(j))
-			e := dot(u, v) - c.vals[k]
+			e := vec.Dot(u, v) - c.vals[k]
 			c.err[k] = e
 			for d := range K {
 				c.ubar[d] += float64(e * v[d])
@@ -88,7 +89,7 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 			n := c.negative(r)
 			c.negs[k] = n
 			v, w := b.Row(int(j)), b.Row(int(n))
-			s := sigmoidNeg(dot(u, v) - dot(u, w))
+			s := sigmoidNeg(vec.Dot(u, v) - vec.Dot(u, w))
 			c.err[k] = s
 			for d := range K {
 				c.ubar[d] += float64(s * (w[d] - v[d]))
@@ -138,7 +139,7 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 				coef = -c.err[k]
 			default: // BPR, a negative: pair with a random positive
 				pos := c.items[r.IntN(h)]
-				coef = sigmoidNeg(dot(u, b.Row(int(pos))) - dot(u, b.Row(int(j))))
+				coef = sigmoidNeg(vec.Dot(u, b.Row(int(pos))) - vec.Dot(u, b.Row(int(j))))
 			}
 			c.pairs = append(c.pairs, pair{j, coef})
 		}
@@ -247,11 +248,3 @@ func meanStd(x []float32) (mu, sd float64) {
 
 // sigmoidNeg returns e^(−x)/(1 + e^(−x)) = 1/(1 + e^x).
 func sigmoidNeg(x float32) float32 { return float32(1 / (1 + math.Exp(float64(x)))) }
-
-func dot(a, b []float32) float32 {
-	var s float32
-	for k := range a {
-		s += a[k] * b[k]
-	}
-	return s
-}

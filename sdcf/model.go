@@ -1,6 +1,7 @@
 package sdcf
 
 import (
+	"github.com/privrec/privrec/internal/vec"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -19,7 +20,7 @@ type Model struct {
 // Predict returns the predicted rating Offset[u] + u·v clamped to the scale;
 // for the BPR loss it returns the ranking score u·v, which is not a rating.
 func (m *Model) Predict(u, i int32) float32 {
-	s := dot(m.U[int(u)*m.Dim:(int(u)+1)*m.Dim], m.V[int(i)*m.Dim:(int(i)+1)*m.Dim])
+	s := vec.Dot(m.U[int(u)*m.Dim:(int(u)+1)*m.Dim], m.V[int(i)*m.Dim:(int(i)+1)*m.Dim])
 	if m.Loss == BPR {
 		return s
 	}
@@ -40,7 +41,7 @@ func (m *Model) ScoreItems(u int32, dst []float32) []float32 {
 		off = m.Offset[u]
 	}
 	for j := range n {
-		dst[j] = off + dot(uv, m.V[j*m.Dim:(j+1)*m.Dim])
+		dst[j] = off + vec.Dot(uv, m.V[j*m.Dim:(j+1)*m.Dim])
 	}
 	return dst
 }

@@ -21,13 +21,7 @@ func PerturbRatings(r *rand.Rand, d *ratings.Dataset, eps float64) (*ratings.Dat
 	out := *d
 	out.Values = make([]float32, len(d.Values))
 	for k, v := range d.Values {
-		out.Values[k] = clampScale(d.Scale, float64(v)+dp.SampleLaplace(r, b))
+		out.Values[k] = d.Scale.Clamp(float32(float64(v) + dp.SampleLaplace(r, b))) // no snapping to the step: noisy values keep their resolution
 	}
 	return &out, nil
-}
-
-// clampScale clamps x to [Min, Max] without snapping to the step, so that
-// the noisy values keep their resolution.
-func clampScale(s ratings.Scale, x float64) float32 {
-	return float32(math.Max(float64(s.Min), math.Min(float64(s.Max), x)))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"github.com/privrec/privrec/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -125,40 +126,23 @@ at all.`,
 
 // writeTSV writes d as user TAB item TAB rating lines to path, through a
 // temporary file renamed into place, so path is whole or absent.
-func writeTSV(path string, d *ratings.Dataset) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
+func writeTSV(path string, d *ratings.Dataset) error {
+	return atomicfile.Write(path, func(f *os.File) error {
+		w := bufio.NewWriter(f)
+		var buf []byte
+		for k := range d.Values {
+			buf = append(buf[:0], d.UserIDs[d.Users[k]]...)
+			buf = append(buf, '\t')
+			buf = append(buf, d.ItemIDs[d.Items[k]]...)
+			buf = append(buf, '\t')
+			buf = strconv.AppendFloat(buf, float64(d.Values[k]), 'g', -1, 32)
+			buf = append(buf, '\n')
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
 		}
-	}()
-	w := bufio.NewWriter(f)
-	var buf []byte
-	for k := range d.Values {
-		buf = append(buf[:0], d.UserIDs[d.Users[k]]...)
-		buf = append(buf, '\t')
-		buf = append(buf, d.ItemIDs[d.Items[k]]...)
-		buf = append(buf, '\t')
-		buf = strconv.AppendFloat(buf, float64(d.Values[k]), 'g', -1, 32)
-		buf = append(buf, '\n')
-		if _, err = w.Write(buf); err != nil {
-			return err
-		}
-	}
-	if err = w.Flush(); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+		return w.Flush()
+	})
 }
 
 func (a *app) dataFetchCmd() *cobra.Command {
