@@ -57,6 +57,11 @@ type unit struct {
 	params              method.Params // resolved, before a grid choice
 	data                map[string]string
 	grid                []method.Params // grid points, nil without CV
+	// cvGrid and cvData are the grid and data parameters the CV cells use:
+	// grid and data, or, with CV.Once, those of the base setting (without
+	// the sweep value), shared by every sweep point.
+	cvGrid []method.Params
+	cvData map[string]string
 }
 
 // Plan is an expanded spec.
@@ -175,6 +180,7 @@ func (p *Plan) unit(ds string, v Variant, x Value, m *planMethod) (*unit, error)
 	for k, val := range m.Params {
 		params[k] = string(val) // strict: Resolve rejects an unknown name
 	}
+	base, baseData := maps.Clone(params), maps.Clone(u.data)
 	if s.Sweep != nil {
 		setIf(map[string]Value{s.Sweep.Param: x})
 	}
@@ -183,6 +189,26 @@ func (p *Plan) unit(ds string, v Variant, x Value, m *planMethod) (*unit, error)
 		return nil, fmt.Errorf("%w: %s: method %s: %v", ErrSpec, s.Name, m.label(), err)
 	}
 	u.params = res
+	if u.grid, err = p.grid(m, res); err != nil {
+		return nil, err
+	}
+	u.cvGrid, u.cvData = u.grid, u.data
+	if s.CV.Once && s.Sweep != nil && len(u.grid) > 0 {
+		if base, err = m.spec.Resolve(base); err != nil {
+			return nil, fmt.Errorf("%w: %s: method %s: %v", ErrSpec, s.Name, m.label(), err)
+		}
+		if u.cvGrid, err = p.grid(m, base); err != nil {
+			return nil, err
+		}
+		u.cvData = baseData
+	}
+	return u, nil
+}
+
+// grid returns m's grid points over the resolved parameters res.
+func (p *Plan) grid(m *planMethod, res method.Params) ([]method.Params, error) {
+	s := p.Spec
+	var out []method.Params
 	if len(m.Grid) > 0 {
 		names := slices.Sorted(maps.Keys(m.Grid))
 		points := []method.Params{{}}
@@ -206,10 +232,10 @@ func (p *Plan) unit(ds string, v Variant, x Value, m *planMethod) (*unit, error)
 			if _, err := m.spec.Resolve(full); err != nil {
 				return nil, fmt.Errorf("%w: %s: method %s: grid: %v", ErrSpec, s.Name, m.label(), err)
 			}
-			u.grid = append(u.grid, full)
+			out = append(out, full)
 		}
 	}
-	return u, nil
+	return out, nil
 }
 
 // seeds returns the split seeds.
@@ -228,10 +254,11 @@ func (p *Plan) cvCells(u *unit) []*Cell {
 	if p.Spec.CV.Holdout > 0 {
 		inner = 1
 	}
-	for g, pt := range u.grid {
+	for g, pt := range u.cvGrid {
 		for f := range inner {
 			c := p.cell(u, KindCV, p.Spec.Seed, f, pt)
 			c.Grid = g
+			c.Data = u.cvData
 			c.Key = p.key(c)
 			out = append(out, c)
 		}

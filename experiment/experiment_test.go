@@ -258,3 +258,35 @@ func TestStoreDropsPartialLine(t *testing.T) {
 		t.Errorf("after append: %d records", len(st.recs))
 	}
 }
+
+// TestCVOnce checks that with cv.once the sweep points share one
+// selection: their CV cells are the same cells, made at the base setting.
+func TestCVOnce(t *testing.T) {
+	for _, tc := range []struct {
+		once     bool
+		distinct int
+	}{
+		{once: false, distinct: 2 * 2 * 5}, // 2 sweep values × 2 points × 5 folds
+		{once: true, distinct: 2 * 5},
+	} {
+		s := readSpec(t, "tiny.yaml")
+		s.Methods = []MethodSpec{{Name: "mf", Grid: map[string][]Value{"lr": {"0.01", "0.02"}}}}
+		s.CV.Once = tc.once
+		p, err := Expand(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := map[string]bool{}
+		for _, u := range p.units {
+			for _, c := range p.cvCells(u) {
+				keys[c.Key] = true
+				if tc.once && c.Params["reg"] != p.units[0].cvGrid[0]["reg"] {
+					t.Errorf("once: CV cell at %s has reg %s, want the base value", u.x, c.Params["reg"])
+				}
+			}
+		}
+		if len(keys) != tc.distinct {
+			t.Errorf("once=%v: %d distinct CV cells, want %d", tc.once, len(keys), tc.distinct)
+		}
+	}
+}

@@ -262,7 +262,10 @@ func xFile(x string) string {
 }
 
 func fileName(ds, v string) string {
-	n := sanitize(filepath.Base(ds))
+	if filepath.IsAbs(ds) {
+		ds = filepath.Base(ds)
+	}
+	n := sanitize(ds)
 	if v != "" {
 		n += "_" + sanitize(v)
 	}

@@ -147,6 +147,11 @@ type CV struct {
 	Holdout float64 `yaml:"holdout"`
 	// Metric to minimize: rmse, mse or mae (default: the first metric).
 	Metric string `yaml:"metric"`
+	// Once selects the hyperparameters once per dataset, variant and
+	// method, at the spec's base setting (without the sweep value), and
+	// uses that choice at every sweep point; otherwise every sweep point
+	// has its own selection.
+	Once bool `yaml:"once"`
 }
 
 // Rank configures the ranking metrics.
@@ -393,6 +398,7 @@ func (s *Spec) ApplyQuick() *Spec {
 		if c.CV.Metric == "" {
 			c.CV.Metric = s.CV.Metric
 		}
+		c.CV.Once = c.CV.Once || s.CV.Once
 	}
 	c.Quick = nil
 	return &c
