@@ -217,10 +217,55 @@ func TestRunResumeAndInvalidate(t *testing.T) {
 		}
 	}
 	rep, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	for _, want := range []string{"global mean", "dp-itemavg (added baseline)", "[0.9000]", "paper numbers reproduce", "## Reading"} {
+	for _, want := range []string{"global mean", "dp-itemavg (added baseline)", "[0.9000]", "paper numbers reproduce", "## Reading", "not written yet"} {
 		if !strings.Contains(string(rep), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
+	}
+	// A hand-written reading.md becomes the Reading section of the next
+	// run's report, which reuses every cell.
+	if err := os.WriteFile(filepath.Join(dir, "reading.md"), []byte("MF wins here.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opt.Command = "privrec experiment run tiny --out X"
+	if _, err := Run(context.Background(), s, opt); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ = os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, want := range []string{"MF wins here.", "`privrec experiment run tiny --out X`"} {
+		if !strings.Contains(string(rep), want) {
+			t.Errorf("report.md with reading.md lacks %q", want)
+		}
+	}
+	if strings.Contains(string(rep), "not written yet") {
+		t.Error("report.md still says the reading is not written")
+	}
+}
+
+func TestOnlyDatasets(t *testing.T) {
+	s := &Spec{Name: "x", Datasets: []string{"a", "b", "c"}}
+	for _, tc := range []struct {
+		only []string
+		want string // datasets, or "error"
+	}{
+		{[]string{"c", "a"}, "a,c"},
+		{[]string{"b"}, "b"},
+		{[]string{"d"}, "error"},
+	} {
+		got, err := s.OnlyDatasets(tc.only)
+		switch {
+		case tc.want == "error":
+			if !errors.Is(err, ErrSpec) {
+				t.Errorf("%v: err = %v, want ErrSpec", tc.only, err)
+			}
+		case err != nil:
+			t.Errorf("%v: %v", tc.only, err)
+		case strings.Join(got.Datasets, ",") != tc.want:
+			t.Errorf("%v: datasets %v, want %s", tc.only, got.Datasets, tc.want)
+		}
+	}
+	if len(s.Datasets) != 3 {
+		t.Error("OnlyDatasets changed its receiver")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -298,8 +299,9 @@ func reportMD(o *Outcome, gs []*group, plots []string, dir string) []byte {
 	if s.Paper != "" {
 		w("Paper: %s. ", s.Paper)
 	}
-	w("Experiment `%s`, generated %s by `privrec experiment run %s`; %d cells computed now, %d reused from `cells.jsonl`; wall time %s.\n\n",
-		s.Name, time.Now().UTC().Format("2006-01-02 15:04 UTC"), s.Name, o.Computed, o.Reused, o.Wall.Round(10*time.Millisecond))
+	w("Experiment `%s`, generated %s by `%s`; %d cells computed now, %d reused from `cells.jsonl`; wall time of this run %s; all cells together took %s of one worker's time.\n\n",
+		s.Name, time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.command, o.Computed, o.Reused,
+		o.Wall.Round(10*time.Millisecond), o.CellTime.Round(time.Second))
 	if s.Description != "" {
 		w("%s\n\n", strings.TrimSpace(s.Description))
 	}
@@ -420,7 +422,12 @@ func reportMD(o *Outcome, gs []*group, plots []string, dir string) []byte {
 		}
 	}
 	w("## Reading\n\n")
-	w("_Interpretation: to be written. The facts below are generated._\n\n")
+	if reading, err := os.ReadFile(filepath.Join(dir, "reading.md")); err == nil {
+		w("%s\n\n", strings.TrimSpace(string(reading)))
+		w("Generated facts:\n\n")
+	} else {
+		w("_Interpretation: not written yet (put it in reading.md beside this report and rerun). The facts below are generated._\n\n")
+	}
 	for _, f := range facts(o, gs) {
 		w("- %s\n", f)
 	}

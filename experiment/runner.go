@@ -26,8 +26,12 @@ import (
 // Options configure a run.
 type Options struct {
 	// Out is the output folder; it holds the cell store (cells.jsonl), so
-	// a rerun with the same Out resumes.
+	// a rerun with the same Out resumes. A hand-written OUT/reading.md,
+	// when present, becomes the report's Reading section.
 	Out string
+	// Command is the command line that ran the experiment, for the report
+	// (default "privrec experiment run NAME").
+	Command string
 	// DataRoot, when set, is searched first for dataset names
 	// (DataRoot/NAME), before datasets.Open's own places.
 	DataRoot string
@@ -61,6 +65,11 @@ type Outcome struct {
 	// Files are the output files written.
 	Files []string
 	Wall  time.Duration
+	// CellTime is the summed running time of every cell the result rests
+	// on (cross-validation and test cells, whether computed now or
+	// reused): the cost of the experiment from scratch on one worker.
+	CellTime time.Duration
+	command  string
 }
 
 // Choice is a cross-validation result.
@@ -95,7 +104,10 @@ func Run(ctx context.Context, s *Spec, opt Options) (*Outcome, error) {
 	}
 	defer st.close()
 	r := &runner{plan: plan, opt: opt, st: st, data: map[string]*dataEntry{}}
-	out := &Outcome{Spec: s, Plan: plan, Chosen: map[string]Choice{}}
+	out := &Outcome{Spec: s, Plan: plan, Chosen: map[string]Choice{}, command: opt.Command}
+	if out.command == "" {
+		out.command = "privrec experiment run " + s.Name
+	}
 	total := plan.NumCells()
 	r.total = total
 	r.bar = progress.New(opt.Progress, int64(total), s.Name, "cells")
@@ -123,6 +135,13 @@ func Run(ctx context.Context, s *Spec, opt Options) (*Outcome, error) {
 	}
 	if err := r.runAll(ctx, test); err != nil {
 		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, c := range append(cv, test...) {
+		if rec := st.get(c.Key); rec != nil && !seen[c.Key] {
+			seen[c.Key] = true
+			out.CellTime += time.Duration(rec.Seconds * float64(time.Second))
+		}
 	}
 	for _, c := range test {
 		rec := *st.get(c.Key)

@@ -339,6 +339,19 @@ func (m MethodSpec) label() string {
 	return m.Name
 }
 
+// OnlyDatasets returns a copy of s restricted to the named datasets, in
+// the spec's order; a name the spec does not list is an error.
+func (s *Spec) OnlyDatasets(names []string) (*Spec, error) {
+	for _, n := range names {
+		if !slices.Contains(s.Datasets, n) {
+			return nil, fmt.Errorf("%w: %s: no dataset %q (the spec has %s)", ErrSpec, s.Name, n, strings.Join(s.Datasets, ", "))
+		}
+	}
+	c := *s
+	c.Datasets = slices.DeleteFunc(slices.Clone(s.Datasets), func(d string) bool { return !slices.Contains(names, d) })
+	return &c, nil
+}
+
 // ApplyQuick returns a copy of s with its quick overrides applied.
 func (s *Spec) ApplyQuick() *Spec {
 	c := *s

@@ -82,6 +82,7 @@ func (a *app) experimentRunCmd() *cobra.Command {
 	var (
 		quick               bool
 		out, dataRoot       string
+		only                []string
 		workers, methodWork int
 	)
 	cmd := &cobra.Command{
@@ -104,6 +105,11 @@ quick: overrides (fewer seeds, epochs, sweep points, a small dataset).`,
 			if quick {
 				s = s.ApplyQuick()
 			}
+			if len(only) > 0 {
+				if s, err = s.OnlyDatasets(only); err != nil {
+					return err
+				}
+			}
 			if out == "" {
 				name := s.Name
 				if quick {
@@ -116,6 +122,7 @@ quick: overrides (fewer seeds, epochs, sweep points, a small dataset).`,
 			}
 			o, err := experiment.Run(cmd.Context(), s, experiment.Options{
 				Out: out, DataRoot: dataRoot, Workers: workers, MethodWorkers: methodWork, Progress: a.stderr,
+				Command: "privrec " + strings.Join(os.Args[1:], " "),
 			})
 			if err != nil {
 				return err
@@ -126,6 +133,7 @@ quick: overrides (fewer seeds, epochs, sweep points, a small dataset).`,
 		},
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "apply the spec's quick overrides")
+	cmd.Flags().StringSliceVar(&only, "datasets", nil, "run only these of the spec's datasets (comma-separated)")
 	cmd.Flags().StringVar(&out, "out", "", "output folder (default docs/results/NAME, or NAME-quick with --quick)")
 	cmd.Flags().StringVar(&dataRoot, "data-root", "", "folder searched first for datasets by name (ROOT/ml-1m)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "cells run at once (default: cores / --method-workers)")
