@@ -294,15 +294,24 @@ func (p *Plan) NumCells() int {
 	return n
 }
 
+// resultNeutral are method parameters that by contract do not change a
+// fitted model, only how it is computed or what the server sees: the
+// worker count, and secure aggregation (the server adds the same uploads
+// either way; federated's TestSecureAggregation checks the models agree,
+// and on ml-latest-small they are bit-identical).
+var resultNeutral = []string{"workers", "secagg"}
+
 // key hashes everything that can change a cell's result: the code
 // version, the data and its preprocessing, the split, seed and fold, the
-// method and all its parameters (except "workers", which by contract
-// does not change results), and what is measured. Labels, variant names
+// method and all its parameters (except the resultNeutral ones), and
+// what is measured. Labels, variant names
 // and sweep values as written are not part of it; their effect is.
 func (p *Plan) key(c *Cell) string {
 	s := p.Spec
 	params := maps.Clone(c.Params)
-	delete(params, "workers")
+	for _, name := range resultNeutral {
+		delete(params, name)
+	}
 	k := map[string]any{
 		"v": codeVersion, "kind": c.Kind, "dataset": c.Dataset, "pre": s.Preprocess,
 		"split": s.Split, "seed": c.Seed, "fold": c.Fold, "method": c.Method,
