@@ -2,7 +2,8 @@
 // client/server protocol of package protocol, with the untrusted-server
 // Laplace family of Hu and Fang (HDPMF, "Decentralized Matrix
 // Factorization with Heterogeneous Differential Privacy"): HDPMF, its
-// ablation HDPMF-R, and the baselines DPMF and PDPMF of its §5.1.2.
+// ablation HDPMF-R, and the baselines DPMF and PDPMF of its §5.1.2, plus
+// Plain, the same protocol without noise, as an attack target.
 //
 // # Roles
 //
@@ -17,9 +18,10 @@
 //
 //  1. a setup round: each client announces the items it rated (PDPMF: the
 //     items it kept after its local sampling). The counts n_j tell the
-//     server how many noise shares to provision per item. This reveals
-//     which items a user rated: the methods protect rating values, not
-//     rating existence;
+//     server how many noise shares to provision per item. Under secure
+//     aggregation the server sees only the counts; without it, this
+//     reveals which items a user rated. The methods protect rating values,
+//     not rating existence;
 //  2. T training rounds: each client (from round 2 on) first updates u_i
 //     by one gradient step against the new V and projects it into the unit
 //     L2 ball, then sends, for every rated item j, its gradient
@@ -52,10 +54,21 @@
 // noise of an objective and does not cover the T released iterates, so
 // Result reports both the per-round and the composed totals.
 //
-// The guarantee holds for what an observer of the per-item sums sees. The
-// server here receives each client's upload separately (the protocol has
-// no secure aggregation), and one client's share carries only 1/n_j of the
-// noise: against a server that reads single uploads, ratings have no
-// finite ε guarantee. The mixture shares of the paper (Thm 3) are worse
-// still, since the server knows h (see dp.MixtureServerDelta).
+// The guarantee holds for what an observer of the per-item sums sees, and
+// by default that is all the server sees: Train runs the protocol under
+// secure aggregation (Config.SecureAggregation, protocol.SecureSum, the
+// ideal functionality of Bonawitz et al.; a network deployment must
+// realize it with masked sums). The server then learns, each round, only
+// the noisy sum of each item's gradients, and from the setup round only the
+// per-item counts n_j, not which user rated what. With
+// SecureAggregation off, the server reads single uploads: one client's
+// share carries only 1/n_j of the noise, so against such a server ratings
+// have no finite ε guarantee, and the setup round reveals which items each
+// user rated. The mixture shares of the paper (Thm 3) leak even through
+// the sums, since the server knows h (see dp.MixtureServerDelta); the
+// default gamma shares do not. privrec/audit runs these attacks.
+//
+// Plain (no noise, no secure aggregation) is the unprotected FedMF-style
+// control for those audits: its uploads are exact gradients, from which a
+// server recovers the ratings (Chai et al., FedMF, 2020).
 package federated

@@ -18,9 +18,12 @@ var ErrConfig = errors.New("federated: invalid config")
 // Variant is one method of the family.
 type Variant int
 
-// The methods. All four protect rating values against an untrusted server
-// (trusting nobody with raw ratings), with per-rating budgets
+// The methods. The first four protect rating values against an untrusted
+// server (trusting nobody with raw ratings, secure aggregation assumed:
+// the ε below holds for the per-item sums, which is all the server sees
+// under Config.SecureAggregation, the default), with per-rating budgets
 // ε_ij = W_ij·ε drawn from Config.Spec (HDPMF's Table 2 by default).
+// Plain protects nothing.
 const (
 	// HDPMF stretches rating (i, j) by W_ij on the device, adds item
 	// gradient noise Laplace(2√KΔ/ε) split among the item's raters, and
@@ -41,6 +44,12 @@ const (
 	// total; the sampling protects rating (i, j) at
 	// ln(1 + π_ij(e^(T·t) − 1)) over the run, ε_ij for one round.
 	PDPMF
+	// Plain is federated MF without noise, weights or sampling (the FedMF
+	// setting of Chai et al. without its encryption): every client uploads
+	// its exact item gradients. It protects nothing (ε = ∞) and is not a
+	// registered method; it is the control that privacy audits
+	// (privrec/audit) must break.
+	Plain
 )
 
 // String returns the method's registry name.
@@ -54,6 +63,8 @@ func (v Variant) String() string {
 		return "dpmf"
 	case PDPMF:
 		return "pdpmf"
+	case Plain:
+		return "fedmf"
 	}
 	return fmt.Sprintf("Variant(%d)", int(v))
 }
@@ -91,7 +102,15 @@ type Config struct {
 	// Noise is the share construction: dp.GammaShares (default) or
 	// dp.MixtureShares (the paper's, with the server's h_j ~ Exp(1) sent in
 	// Broadcast.Aux).
-	Noise   dp.ShareScheme
+	Noise dp.ShareScheme
+	// SecureAggregation runs the protocol under protocol.SecureSum: the
+	// server receives, each round, only the per-item sums of the uploads,
+	// which is what the privacy claim covers (DefaultConfig sets it). Off,
+	// the server reads every client's upload, whose noise share is only
+	// 1/n_j of the item's noise, and the setup round tells it which items
+	// each user rated.
+	SecureAggregation bool
+
 	Workers int    // client goroutines; the result does not depend on it
 	Seed    uint64 // labels every random stream of the run
 	// Transcript, when not nil, receives everything the server sends and
@@ -111,12 +130,14 @@ type RoundStats struct {
 }
 
 // DefaultConfig returns the paper's defaults for v: K = 10, T = 100, the
-// step schedule, λ = 0.01, ε = 1, Table 2 weights, GammaShares.
+// step schedule, λ = 0.01, ε = 1, Table 2 weights, GammaShares, secure
+// aggregation (except for Plain, the no-privacy control, whose server reads
+// single uploads).
 func DefaultConfig(v Variant) Config {
 	return Config{
 		Variant: v, Dim: 10, Rounds: 100, LearnRate: 0.5, UserLearnRate: 0.5, Reg: 0.01, Pseudo: 50,
 		InitScale: 0.1, Eps: 1, Spec: dp.DefaultHDPMF(), SpecSeed: 1,
-		Threshold: "mean", Noise: dp.GammaShares, Seed: 1,
+		Threshold: "mean", Noise: dp.GammaShares, SecureAggregation: v != Plain, Seed: 1,
 	}
 }
 
@@ -127,8 +148,8 @@ func (c Config) Validate() error {
 	}
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
-	case c.Variant < HDPMF || c.Variant > PDPMF:
-		return bad("Variant", int(c.Variant), "HDPMF, HDPMFR, DPMF or PDPMF")
+	case c.Variant < HDPMF || c.Variant > Plain:
+		return bad("Variant", int(c.Variant), "HDPMF, HDPMFR, DPMF, PDPMF or Plain")
 	case c.Dim < 1 || c.Dim > 4096:
 		return bad("Dim", c.Dim, "1..4096")
 	case c.Rounds < 1:
@@ -219,9 +240,11 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*Model, *Re
 	}
 	opt := protocol.RunOptions{
 		Workers: cfg.Workers, Seed: cfg.Seed, Transcript: cfg.Transcript,
+		SecureAggregation: cfg.SecureAggregation,
 		Header: protocol.TranscriptHeader{Method: cfg.Variant.String(), Meta: map[string]string{
 			"dim": fmt.Sprint(cfg.Dim), "rounds": fmt.Sprint(cfg.Rounds), "eps": fmt.Sprint(cfg.Eps),
-			"noise": cfg.Noise.String(),
+			"noise": cfg.Noise.String(), "noise_scale": fmt.Sprint(run.noise),
+			"pseudo": fmt.Sprint(cfg.Pseudo), "secagg": fmt.Sprint(cfg.SecureAggregation),
 		}},
 		OnRound: func(info protocol.RoundInfo) error {
 			if cfg.OnRound == nil {

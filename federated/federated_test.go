@@ -87,7 +87,9 @@ func TestTranscriptCarriesNoRating(t *testing.T) {
 		t.Run(v.String(), func(t *testing.T) {
 			var buf bytes.Buffer
 			cfg := DefaultConfig(v)
-			cfg.Rounds, cfg.Transcript = 3, &buf
+			// Per-client uploads, to check each of them (secure
+			// aggregation would show only sums).
+			cfg.Rounds, cfg.Transcript, cfg.SecureAggregation = 3, &buf, false
 			if _, _, err := Train(context.Background(), train, cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -371,5 +373,123 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("error %v does not wrap ErrConfig", err)
 			}
 		})
+	}
+}
+
+// TestSecureAggregation checks the default: the server's transcript holds
+// only summed uploads (Client −1), never one user's, and the summed run
+// learns exactly the model of the per-client run (the server only adds).
+func TestSecureAggregation(t *testing.T) {
+	train := tiny(t, 30)
+	for _, v := range []Variant{HDPMF, DPMF, PDPMF} {
+		t.Run(v.String(), func(t *testing.T) {
+			cfg := DefaultConfig(v)
+			if !cfg.SecureAggregation {
+				t.Fatal("secure aggregation is not the default")
+			}
+			var buf bytes.Buffer
+			cfg.Rounds, cfg.Transcript, cfg.Workers = 3, &buf, 2
+			sum, _, err := Train(context.Background(), train, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := protocol.NewTranscriptReader(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tr.Header().Meta["secagg"]; got != "true" {
+				t.Errorf("header secagg = %q, want true", got)
+			}
+			for {
+				rec, err := tr.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rec.Broadcast.Phase != protocol.PhaseFinal && len(rec.Uploads) != 1 {
+					t.Errorf("round %d: %d uploads, want one sum", rec.Round, len(rec.Uploads))
+				}
+				for _, u := range rec.Uploads {
+					if u.Client != -1 {
+						t.Errorf("round %d: the server sees client %d's own upload", rec.Round, u.Client)
+					}
+				}
+			}
+			cfg.SecureAggregation, cfg.Transcript = false, nil
+			each, _, err := Train(context.Background(), train, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(sum.U, each.U) {
+				// Float sums in another order may differ in the last bit.
+				var d float64
+				for k := range sum.V {
+					d = math.Max(d, math.Abs(float64(sum.V[k]-each.V[k])))
+				}
+				if d > 1e-3 {
+					t.Errorf("summed and per-client runs differ by %g in V", d)
+				}
+			}
+		})
+	}
+}
+
+// TestPlain checks the unprotected control: it trains, reports ε = ∞ and
+// uploads the exact gradients 2(u·v − r)u.
+func TestPlain(t *testing.T) {
+	train := tiny(t, 20)
+	cfg := DefaultConfig(Plain)
+	if cfg.SecureAggregation {
+		t.Error("Plain defaults to secure aggregation; it is the unprotected control")
+	}
+	var buf bytes.Buffer
+	cfg.Rounds, cfg.Transcript = 2, &buf
+	m, rep, err := Train(context.Background(), train, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsInf(rep.EpsTotal, 1) || !math.IsInf(rep.EpsRound, 1) {
+		t.Errorf("Plain reports ε %v per round, %v in total; want +Inf", rep.EpsRound, rep.EpsTotal)
+	}
+	if m.UserWeight != nil {
+		t.Error("Plain rescales predictions")
+	}
+	tr, err := protocol.NewTranscriptReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byUser := train.ByUser()
+	for {
+		rec, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Round 1: every user vector is still its start, so each upload row
+		// is a multiple of one vector: check that the rows are parallel.
+		if rec.Round != 1 {
+			continue
+		}
+		k := rec.Broadcast.Dim
+		for _, u := range rec.Uploads {
+			items, _ := byUser.Row(u.Client)
+			if len(u.Items) != len(items) {
+				t.Fatalf("client %d uploads %d items, rated %d", u.Client, len(u.Items), len(items))
+			}
+			a, b := u.Row(0, k), u.Row(len(u.Items)-1, k)
+			var ab, aa, bb float64
+			for d := range k {
+				ab += float64(a[d]) * float64(b[d])
+				aa += float64(a[d]) * float64(a[d])
+				bb += float64(b[d]) * float64(b[d])
+			}
+			if c := math.Abs(ab) / math.Sqrt(aa*bb); aa > 0 && bb > 0 && c < 0.9999 {
+				t.Errorf("client %d: rows not parallel (|cos| = %.6f): noise in Plain?", u.Client, c)
+			}
+		}
 	}
 }

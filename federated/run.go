@@ -92,6 +92,8 @@ func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 		for u := range nu {
 			perRound[u] = t
 		}
+	case Plain:
+		// No noise: nothing is spent because nothing is protected.
 	}
 	budgets := make([]float64, nu)
 	for u := range budgets {
@@ -203,6 +205,9 @@ func (r *run) report() *Report {
 	for _, x := range a.Rounds {
 		rep.EpsRound = math.Max(rep.EpsRound, x.MaxEps)
 	}
+	if r.cfg.Variant == Plain { // exact gradients: no guarantee at all
+		rep.EpsRound, rep.EpsTotal = math.Inf(1), math.Inf(1)
+	}
 	if r.cfg.Variant == PDPMF {
 		var kept int
 		for _, c := range r.cls {
@@ -260,6 +265,9 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	if len(c.items) == 0 {
 		return nil, nil
 	}
+	if c.sh.noise == 0 { // Plain: exact gradients, no budget
+		return c.exact(b), nil
+	}
 	if err := c.sh.acct.Charge(c.id, b.Round, c.charge, 0, c.sh.label); err != nil {
 		if errors.Is(err, dp.ErrBudgetExceeded) {
 			return nil, nil // out of budget: release nothing
@@ -288,6 +296,23 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	c.up.Client, c.up.Round, c.up.Items, c.up.Values = c.id, b.Round, c.items, vals
 	c.up.Counts = c.sh.ones[:len(c.items)]
 	return &c.up, nil
+}
+
+// exact builds Plain's upload: the exact gradient 2(u·v_j − r_ij)u of every
+// rated item.
+func (c *client) exact(b *protocol.Broadcast) *protocol.Upload {
+	k := c.sh.k
+	vals := c.up.Values[:len(c.items)*k]
+	for n, j := range c.items {
+		e := 2 * (vec.Dot(c.u, b.V[int(j)*k:int(j)*k+k]) - c.y[n])
+		row := vals[n*k : n*k+k]
+		for d := range row {
+			row[d] = e * c.u[d]
+		}
+	}
+	c.up.Client, c.up.Round, c.up.Items, c.up.Values = c.id, b.Round, c.items, vals
+	c.up.Counts = c.sh.ones[:len(c.items)]
+	return &c.up
 }
 
 // setup samples (PDPMF) and announces the rated items.

@@ -16,8 +16,9 @@ import (
 var federatedClaim = Privacy{
 	Unit: "rating value", Trusted: "nobody",
 	Note: "per-item noisy gradient sums; ε per round for the most exposed rating, total by basic composition over the rounds " +
-		"(the paper's Thm 2 states it for one round); holds for the per-item sums, not for one upload read alone (no secure aggregation); " +
-		"the setup round reveals which items each user rated",
+		"(the paper's Thm 2 states it for one round); holds against a server that sees only the per-item sums, which secure aggregation " +
+		"(secagg=true, the default; its ideal functionality in process, masked sums in a deployment) ensures; with secagg=false the server " +
+		"reads single uploads, carrying 1/n_j of the noise (no finite ε), and learns which items each user rated",
 }
 
 // federatedParams are the parameters of the federated methods.
@@ -43,6 +44,7 @@ func federatedParams(v federated.Variant) []Param {
 		{"eps-im", ftoa(def.Spec.Item.Mid), "lowest weight of moderately sensitive items"},
 		{"spec-seed", strconv.FormatUint(def.SpecSeed, 10), "seed of the privacy specification"},
 		{"noise", def.Noise.String(), "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's, leaks to a server that knows h)"},
+		{"secagg", "true", "secure aggregation: the server sees only per-item sums (false: it reads every user's upload, and the claim does not hold)"},
 		{"workers", "0", "parallel client workers (0: all cores); results do not depend on it"},
 	}
 	if v == federated.PDPMF {
@@ -68,6 +70,7 @@ func federatedConfig(v federated.Variant, p Params, seed uint64) (federated.Conf
 	cfg.Spec.Item.Low, cfg.Spec.Item.Mid = r.Float("eps-ic"), r.Float("eps-im")
 	cfg.Spec.EpsMax = cfg.Eps
 	cfg.Workers = r.Int("workers")
+	cfg.SecureAggregation = r.Bool("secagg")
 	specSeed := r.String("spec-seed")
 	noise := r.String("noise")
 	if v == federated.PDPMF {
@@ -120,6 +123,10 @@ func registerFederated(v federated.Variant, summary string) {
 			}
 			priv := federatedClaim
 			priv.EpsRound, priv.EpsTotal, priv.Delta = rep.EpsRound, rep.EpsTotal, 0
+			if !cfg.SecureAggregation {
+				priv.Note = "secagg=false: the server reads single uploads, so the ε below holds only for an observer of the per-item sums, " +
+					"not for the server; " + priv.Note
+			}
 			priv.Note += fmt.Sprintf("; advanced composition: ε %.4g at δ %.2g", rep.AdvEpsTotal, rep.AdvDelta)
 			if v == federated.PDPMF {
 				priv.Note += fmt.Sprintf("; sampling threshold t = %.4g, kept %.1f%% of the ratings", rep.Threshold, 100*rep.Kept)

@@ -70,5 +70,6 @@ The default dataset, ml-latest-small (MovieLens, GroupLens), is embedded.`,
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log progress details to stderr")
 	root.AddCommand(a.evaluateCmd(), a.trainCmd(), a.recommendCmd(), a.dataCmd())
 	root.AddCommand(a.experimentCmd())
+	root.AddCommand(a.auditCmd())
 	return root
 }

@@ -1,0 +1,53 @@
+// Package audit checks privrec's privacy claims by attacking them: it runs
+// the attacks a curious server can mount on what it receives, the
+// protocol's transcripts, and reports each attack's success with a
+// confidence interval against the bound the attacked method's claim
+// implies.
+//
+// # Trusting an audit
+//
+// An attack that fails against a private method proves nothing if it
+// would also fail against an unprotected one. So every attack has a
+// control, the naive variant it must break (plain federated MF, fresh
+// randomized response, LDP-OP's basic scheme, the papers' mixture noise),
+// and the audit fails when a control holds. A protected method fails when
+// the attack beats its bound with 95% confidence. Findings are
+// configurations outside a claim (secure aggregation switched off), shown
+// for information.
+//
+// # The attacks
+//
+//   - inversion: rating reconstruction from gradients (two-round
+//     gradient inversion, as against FedMF): fedmf and SGLD MF (controls)
+//     versus DPMF, HDPMF and SDMF; the reconstruction must be no better
+//     than the global mean, within a margin.
+//   - difference: the difference attack on repeated objective noise:
+//     LDP-OP's basic scheme (control) versus LDP-OP Alg. 2.
+//   - average: the average attack on randomized response: fresh per-round
+//     RR and a PRR that a restart redraws (controls) versus SDMF's PRR +
+//     IRR, whose accuracy must stay within e^ε∞/(1+e^ε∞), ε∞ the PRR bound,
+//     also across client restarts.
+//   - shape: existence inference from which items receive contributions
+//     and from message sizes: fedmf (control) versus SDMF and LDP-OP.
+//   - server-h: the server-knows-h audit of the papers' distributed
+//     Laplace (mixture shares, control) versus the server-blind gamma
+//     shares.
+//
+// Run runs them (all, or one attack, or the attacks of one method) and
+// Report.Markdown writes the report, docs/results/audit.md in the
+// repository; the command is privrec audit.
+//
+// # What is observed
+//
+// The federated methods (privrec/federated) and LDP-OP (privrec/ldpop)
+// are observed through their Config.Transcript, streamed to the attacker
+// as the run writes it. privrec/sdcf does not expose its transcript, so
+// the SDMF targets observe a re-implementation of sdcf's client round
+// built from the same privacy layer (dp.SolveTwoStageRR, dp.PRRSource,
+// dp.TruncationBound); the report says so on every such row.
+//
+// Attackers are given more than a server has wherever that is simpler
+// (each user's randomized-response parameters, HDPMF's user weights, an
+// affine calibration of reconstructed ratings against the truth): the
+// audit errs on the side of finding leaks.
+package audit
