@@ -1,0 +1,232 @@
+package ldpop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+)
+
+// ErrConfig is wrapped by every error about an invalid Config or dataset.
+var ErrConfig = errors.New("ldpop: invalid config")
+
+// Variant is one method of the family.
+type Variant int
+
+// The methods (see the package documentation for their privacy claims).
+const (
+	// LDPOP is the paper's Alg. 2 with C2: one unmarked position of V per
+	// round, drawn without replacement, noise shares on every position.
+	LDPOP Variant = iota
+	// Basic is Alg. 1: the whole gradient every round with the same noise
+	// shares, which the difference of two rounds cancels.
+	Basic
+	// RSMF is LDP-OP's sampling without noise (§6.1): it protects nothing.
+	RSMF
+)
+
+// String returns the method's registry name.
+func (v Variant) String() string {
+	switch v {
+	case LDPOP:
+		return "ldp-op"
+	case Basic:
+		return "ldp-op-basic"
+	case RSMF:
+		return "rsmf"
+	}
+	return fmt.Sprintf("Variant(%d)", int(v))
+}
+
+// Config configures a run. DefaultConfig gives the paper's settings.
+type Config struct {
+	Variant Variant
+	// Dim is the latent dimension d (the paper does not give it; 10).
+	Dim int
+	// Rounds is the number of training rounds, the paper's iter (1000;
+	// Basic: 100).
+	Rounds int
+	// PerRound is the number of positions of V named per round (LDP-OP,
+	// RSMF; the paper: 1). The basic scheme uploads every position.
+	PerRound int
+	// LearnRate γ_0 (0.015) decays to γ_t = γ_0·Decay^⌊t/DecayEvery⌋
+	// (0.95 per round).
+	LearnRate, Decay float64
+	DecayEvery       int
+	// Reg is λ of objectives (2) and (8) (1e-8).
+	Reg float64
+	// Eps is ε of one released position (LDP-OP) or of the objective noise
+	// (Basic); ignored by RSMF.
+	Eps float64
+	// Bound is B, the bound on ‖u_i‖ that the noise is calibrated to; the
+	// user fit is constrained to it.
+	Bound float64
+	// InitScale is the standard deviation of V⁰'s coordinates but the
+	// first, which starts at r_max/Bound.
+	InitScale float64
+	// Refit, when > 0, refits every u_i against the current V every Refit
+	// rounds (not in the paper; 0: u_i is fitted once against V⁰). Not
+	// allowed for Basic, whose fixed noise would then reveal the values.
+	Refit int
+	// Noise is the construction of the users' noise shares: dp.GammaShares
+	// (default, hides the noise from the server) or dp.MixtureShares (the
+	// paper's, with the server's H ~ Exp(1)).
+	Noise dp.ShareScheme
+	// SecureAggregation runs the rounds under protocol.SecureSum: the
+	// server sees only the per-item sums, against which the ε of the
+	// claims holds. On by default for LDPOP; off for Basic (the attack
+	// target, as in the paper, whose server receives every user's upload)
+	// and RSMF (nothing to protect).
+	SecureAggregation bool
+	// Seed labels every random stream; Workers is the number of client
+	// goroutines (<= 0: all cores), on which results do not depend.
+	Seed    uint64
+	Workers int
+	// Transcript, when not nil, receives every broadcast and upload (see
+	// protocol.TranscriptWriter): exactly what the server sees.
+	Transcript io.Writer
+	// OnRound, when not nil, is called after every training round.
+	OnRound func(RoundStats)
+}
+
+// RoundStats describes a finished training round.
+type RoundStats struct {
+	Round, Rounds int     // finished training rounds and the total
+	Pass          int     // pass over the positions of V, from 0
+	LearnRate     float64 // γ_t of the round
+	EpsSpent      float64 // largest ε any rating has spent so far (u_i fixed)
+}
+
+// DefaultConfig returns the paper's settings for v: d = 10, iter = 1000
+// rounds of one position, γ = 0.015 decaying by 0.95 per round, λ = 1e-8,
+// ε = 1, B = 1, GammaShares; secure aggregation for LDPOP only. The basic
+// scheme, which the paper defines but never runs, defaults to 100 rounds:
+// each is a dense m × d upload per user, and with the decay the steps
+// after round 100 add up to 0.6% (0.95^100) of the total step.
+func DefaultConfig(v Variant) Config {
+	rounds := 1000
+	if v == Basic {
+		rounds = 100
+	}
+	return Config{
+		Variant: v, Dim: 10, Rounds: rounds, PerRound: 1,
+		LearnRate: 0.015, Decay: 0.95, DecayEvery: 1, Reg: 1e-8,
+		Eps: 1, Bound: 1, InitScale: 0.1, Noise: dp.GammaShares,
+		SecureAggregation: v == LDPOP, Seed: 1,
+	}
+}
+
+// Validate reports the first invalid field of c.
+func (c Config) Validate() error {
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("%w: %s = %v, want %s", ErrConfig, field, v, want)
+	}
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	switch {
+	case c.Variant < LDPOP || c.Variant > RSMF:
+		return bad("Variant", int(c.Variant), "LDPOP, Basic or RSMF")
+	case c.Dim < 1 || c.Dim > 4096:
+		return bad("Dim", c.Dim, "1..4096")
+	case c.Rounds < 1:
+		return bad("Rounds", c.Rounds, ">= 1")
+	case c.PerRound < 1:
+		return bad("PerRound", c.PerRound, ">= 1")
+	case !(c.LearnRate > 0) || !finite(c.LearnRate):
+		return bad("LearnRate", c.LearnRate, "a finite number > 0")
+	case !(c.Decay > 0 && c.Decay <= 1):
+		return bad("Decay", c.Decay, "a number in (0, 1]")
+	case c.DecayEvery < 1:
+		return bad("DecayEvery", c.DecayEvery, ">= 1")
+	case !(c.Reg >= 0) || !finite(c.Reg):
+		return bad("Reg", c.Reg, "a finite number >= 0")
+	case c.Variant != RSMF && (!(c.Eps > 0) || !finite(c.Eps)):
+		return bad("Eps", c.Eps, "a finite number > 0")
+	case !(c.Bound > 0) || !finite(c.Bound):
+		return bad("Bound", c.Bound, "a finite number > 0")
+	case !(c.InitScale >= 0) || !finite(c.InitScale):
+		return bad("InitScale", c.InitScale, "a finite number >= 0")
+	case c.Refit < 0:
+		return bad("Refit", c.Refit, ">= 0")
+	case c.Refit > 0 && c.Variant == Basic:
+		return bad("Refit", c.Refit, "0 for the basic scheme (its fixed noise would reveal the rating values once u_i moves)")
+	case c.Noise != dp.GammaShares && c.Noise != dp.MixtureShares:
+		return bad("Noise", int(c.Noise), "GammaShares or MixtureShares")
+	}
+	return nil
+}
+
+// rate returns γ_t of training round t (from 0).
+func (c Config) rate(t int) float64 {
+	return c.LearnRate * math.Pow(c.Decay, float64(t/c.DecayEvery))
+}
+
+// Report is what a run spent and measured.
+type Report struct {
+	// EpsRound is the largest ε any rating spends in one round and
+	// EpsTotal over the run, with u_i held fixed (the paper's assumption),
+	// against the per-position sums. 0 for RSMF, which protects nothing.
+	EpsRound, EpsTotal float64
+	// EpsTotalUser bounds a whole user's data (ratings and thus u_i)
+	// against the sums, by basic composition over every released row.
+	EpsTotalUser float64
+	// NoiseScale is b = 2ΔB/ε, the Laplace scale of a position's summed
+	// noise (0 for RSMF).
+	NoiseScale float64
+	// Passes counts the passes over the md positions begun; Updated the
+	// positions of V updated at least once, out of Positions = m·d.
+	Passes, Updated, Positions int
+	// ClippedUsers counts users whose fitted u_i met the bound B.
+	ClippedUsers int
+	// TrainRMSE is the final model's error on the training ratings.
+	TrainRMSE float64
+}
+
+// Train runs the method on train over the in-process transport and
+// returns the model gathered from the server's V and the devices' u_i.
+func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*Model, *Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if train == nil || train.Len() == 0 {
+		return nil, nil, fmt.Errorf("%w: no training ratings", ErrConfig)
+	}
+	if err := train.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if !(train.Scale.Max > train.Scale.Min) {
+		return nil, nil, fmt.Errorf("%w: rating scale %v has no range", ErrConfig, train.Scale)
+	}
+	n, m := train.NumUsers(), train.NumItems()
+	if cfg.Variant == Basic && float64(n)*float64(m)*float64(cfg.Dim) > 1<<30 {
+		return nil, nil, fmt.Errorf("%w: the basic scheme holds %d users × %d items × d = %d dense noise values, above 2^30",
+			ErrConfig, n, m, cfg.Dim)
+	}
+	r := newRun(train, cfg)
+	opt := protocol.RunOptions{
+		Workers: cfg.Workers, Seed: cfg.Seed, SecureAggregation: cfg.SecureAggregation,
+		Transcript: cfg.Transcript,
+		Header: protocol.TranscriptHeader{Method: cfg.Variant.String(), Meta: map[string]string{
+			"dim": fmt.Sprint(cfg.Dim), "rounds": fmt.Sprint(cfg.Rounds), "per-round": fmt.Sprint(cfg.PerRound),
+			"eps": fmt.Sprint(cfg.Eps), "noise": cfg.Noise.String(), "noise-scale": fmt.Sprint(r.sh.b),
+		}},
+		MaxRounds: 2*cfg.Rounds + 2,
+	}
+	if cfg.OnRound != nil {
+		opt.OnRound = func(info protocol.RoundInfo) error {
+			if s, ok := r.srv.trained(info.Round); ok {
+				cfg.OnRound(s)
+			}
+			return nil
+		}
+	}
+	if err := protocol.Run(ctx, r.srv, r.clients, opt); err != nil {
+		return nil, nil, err
+	}
+	mod := r.model()
+	return mod, r.report(mod), nil
+}
