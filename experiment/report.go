@@ -443,6 +443,12 @@ func resultCell(o *Outcome, gs []*group, g *group, ref *planMethod, metric strin
 	if sum.N > 1 {
 		cell += " ± " + f4(sum.Std)
 	}
+	if bad := len(g.recs) - sum.N; bad > 0 {
+		cell += fmt.Sprintf(" (%d of %d diverged)", bad, len(g.recs))
+		if sum.N == 0 {
+			cell = fmt.Sprintf("diverged (%d of %d)", bad, len(g.recs))
+		}
+	}
 	if t, ok := ttest(g, findGroup(gs, g.dataset, g.variant, g.x, ref), metric); ok {
 		if st := stars(t.P); st != "" {
 			arrow := "↓"

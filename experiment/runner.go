@@ -459,6 +459,14 @@ func (r *runner) exec(ctx context.Context, c *Cell) (*Record, error) {
 	hook := func(p method.Progress) { curve = append(curve, Num(p.TrainRMSE)) }
 	start := time.Now()
 	m, res, err := method.Fit(ctx, c.Method, train, params, c.Seed*1_000_003+uint64(c.Fold), hook)
+	if errors.Is(err, method.ErrDiverged) {
+		// A setting that diverges is a result: NaN metrics, marked, and
+		// never chosen by cross-validation.
+		nan := Num(math.NaN())
+		return &Record{Cell: *c, Metrics: map[string]Num{"rmse": nan, "mse": nan, "mae": nan},
+			Stats: map[string]Num{"diverged": 1}, Train: train.Len(), Test: test.Len(),
+			Seconds: time.Since(start).Seconds(), Finished: time.Now().UTC()}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/privrec/privrec/mf"
+	"github.com/privrec/privrec/pmf"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/sdcf"
 )
 
 // Model is a fitted recommender. Indices are the training set's.
@@ -266,6 +269,9 @@ func All() []Spec {
 }
 
 // Fit resolves params for the method called name and trains it.
+//
+// A training run whose factors became NaN or infinite fails with an error
+// that wraps ErrDiverged (and the method package's own error).
 func Fit(ctx context.Context, name string, train *ratings.Dataset, params Params, seed uint64, hook func(Progress)) (Model, *Result, error) {
 	s, err := Lookup(name)
 	if err != nil {
@@ -275,8 +281,19 @@ func Fit(ctx context.Context, name string, train *ratings.Dataset, params Params
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.Fit(ctx, train, p, seed, hook)
+	m, res, err := s.Fit(ctx, train, p, seed, hook)
+	if err != nil && !errors.Is(err, ErrDiverged) && slices.ContainsFunc(diverged, func(e error) bool { return errors.Is(err, e) }) {
+		err = fmt.Errorf("%w: %w", ErrDiverged, err)
+	}
+	return m, res, err
 }
+
+// ErrDiverged reports a training run that diverged: a legitimate outcome
+// of a hyperparameter setting (an experiment records it), not a bug.
+var ErrDiverged = errors.New("method: training diverged")
+
+// diverged are the method packages' divergence errors.
+var diverged = []error{mf.ErrDiverged, pmf.ErrDiverged, sdcf.ErrDiverged}
 
 func fmtErr(base error, format string, a ...any) error {
 	return fmt.Errorf("%w: %s", base, fmt.Sprintf(format, a...))

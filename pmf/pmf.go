@@ -14,6 +14,9 @@ import (
 // ErrConfig is wrapped by every error about a bad configuration.
 var ErrConfig = errors.New("pmf: bad configuration")
 
+// ErrDiverged reports factors that became NaN or infinite in training.
+var ErrDiverged = errors.New("pmf: training diverged")
+
 // Stream labels for rng.New.
 const (
 	rngInit  uint64 = 0x706d_6669 // "pmfi": initial factors
@@ -226,7 +229,7 @@ func trainFactors(ctx context.Context, d *ratings.Dataset, cfg Config, hook func
 	}
 	for _, x := range f.u {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil, fmt.Errorf("%w: training diverged (learning rate %g too large?)", ErrConfig, cfg.LearnRate)
+			return nil, fmt.Errorf("%w (learning rate %g too large?)", ErrDiverged, cfg.LearnRate)
 		}
 	}
 	return f, nil

@@ -165,7 +165,7 @@ func trainDP(ctx context.Context, d *ratings.Dataset, cfg DPConfig, eps float64,
 	}
 	for _, x := range f.v {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil, st, fmt.Errorf("%w: the V stage diverged (λ_v = %g, γ = %g)", ErrConfig, st.RegV, cfg.PMF.LearnRate)
+			return nil, st, fmt.Errorf("%w in the V stage (λ_v = %g, γ = %g)", ErrDiverged, st.RegV, cfg.PMF.LearnRate)
 		}
 	}
 	st.TrainRMSE = f.rmse(d)
