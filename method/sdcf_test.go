@@ -81,9 +81,38 @@ func TestSDCFParamErrors(t *testing.T) {
 		{"sdmf-alpha-inf", method.Params{"eps-g": "1"}},
 		{"isgld", method.Params{"eps": "0"}},
 		{"sgld-mf", method.Params{"dropout": "1"}},
+		{"sdmf", method.Params{"server-step": "0"}},
+		{"sgld-mf", method.Params{"lambda": "-1"}},
+		{"sgld-mf", method.Params{"server-pseudo": "-1"}},
+		{"sgld-mf", method.Params{"item-bias": "maybe"}},
 	} {
 		if _, _, err := method.Fit(context.Background(), tc.method, train, tc.p, 1, nil); err == nil {
 			t.Errorf("%s %v: no error", tc.method, tc.p)
 		}
+	}
+}
+
+// TestSDMFStatsAndDropout checks the eq. (12) and participation figures in
+// Result.Stats under dropout.
+func TestSDMFStatsAndDropout(t *testing.T) {
+	train, _ := realData(t)
+	_, res, err := method.Fit(context.Background(), "sdmf", train,
+		method.Params{"epochs": "5", "dim": "10", "dropout": "0.4"}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.Stats
+	if z, got := st["z"], st["uploads_per_client_round"]; !(z > 0) || math.Abs(got-z) > 0.05*z || math.Abs(st["eq12_expected_uploads"]-z) > 1e-6*z {
+		t.Errorf("uploads per client and round %g, eq. (12) %g, z %g", got, st["eq12_expected_uploads"], z)
+	}
+	if p := st["participation"]; math.Abs(p-0.6) > 0.03 {
+		t.Errorf("participation %g with dropout 0.4", p)
+	}
+	if f, e := st["unrated_fraction"], st["expected_unrated_fraction"]; !(e > 0.8) || math.Abs(f-e) > 0.02 {
+		t.Errorf("unrated fraction %g, expected %g", f, e)
+	}
+	// ε_I is charged only in rounds a user took part: fewer than all 5.
+	if tot := st["eps_i_total"]; !(tot <= 5) || !(tot >= 3) {
+		t.Errorf("ε_I total %g over 5 rounds at 60%% participation (most active user)", tot)
 	}
 }

@@ -2,12 +2,12 @@ package sdcf
 
 import (
 	"fmt"
-	"github.com/privrec/privrec/internal/vec"
 	"math"
 	"math/rand/v2"
 	"slices"
 
 	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/internal/vec"
 	"github.com/privrec/privrec/protocol"
 )
 
@@ -21,6 +21,7 @@ type public struct {
 	private    bool
 	epsG       float64
 	dropout    float64
+	itemBias   bool // u_i[0] is fixed at 1 (Config.ItemBias)
 	lamU, lamV []float32
 }
 
@@ -42,6 +43,10 @@ type client struct {
 	send  []int32
 	pairs []pair
 	up    protocol.Upload
+
+	// simulation ledger (never sent): item gradients uploaded over the
+	// run, and how many of them were for items the client did not rate
+	sent, unrated int64
 }
 
 // pair is one item gradient of a round before merging: its error (or BPR
@@ -102,6 +107,9 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	for d := range K {
 		c.ubar[d] = eta*(c.ubar[d]/float64(h)+float64(p.lamU[d]*u[d])) - sdU*r.NormFloat64()
 	}
+	if p.itemBias {
+		c.ubar[0] = 0 // the offset coordinate stays 1
+	}
 
 	c.pairs = c.pairs[:0]
 	if !p.private {
@@ -117,6 +125,9 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 		var alpha, mu, sigma float64
 		if p.loss == Squared {
 			mu, sigma = meanStd(c.err)
+			if math.IsNaN(mu+sigma) || math.IsInf(mu+sigma, 0) {
+				return nil, fmt.Errorf("%w at round %d: client %d has non-finite errors", ErrDiverged, b.Round+1, c.id)
+			}
 			sigma = math.Max(sigma, 1e-3)
 			alpha = math.Inf(1)
 			if p.epsG > 0 {
@@ -147,6 +158,9 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	c.emit(b, r, eta)
 	for d := range K {
 		u[d] -= float32(c.ubar[d])
+		if x := math.Abs(float64(u[d])); !(x <= maxFactor) {
+			return nil, fmt.Errorf("%w at round %d: client %d's user vector left [−%g, %g]; lower lr0", ErrDiverged, b.Round+1, c.id, maxFactor, maxFactor)
+		}
 	}
 	return &c.up, nil
 }
@@ -166,6 +180,10 @@ func (c *client) emit(b *protocol.Broadcast, r *rand.Rand, eta float64) {
 		}
 		v := b.Row(int(j))
 		c.up.Items = append(c.up.Items, j)
+		c.sent++
+		if _, ok := c.rated(j); !ok {
+			c.unrated++
+		}
 		for d := range K {
 			g := eta*float64(coef*c.u[d]+c.pub.lamV[d]*v[d]) - sd*r.NormFloat64()
 			c.up.Values = append(c.up.Values, float32(g))

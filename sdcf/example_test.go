@@ -15,8 +15,8 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	cfg := sdcf.DefaultConfig(sdcf.Squared)
-	cfg.Private, cfg.Dim, cfg.Rounds, cfg.EpsG, cfg.EpsI = true, 10, 5, 1, 1
+	cfg := sdcf.DefaultConfig(sdcf.Squared, true)
+	cfg.Dim, cfg.Rounds, cfg.EpsG, cfg.EpsI = 10, 5, 1, 1
 	_, rep, err := sdcf.Train(context.Background(), d, cfg, nil)
 	if err != nil {
 		fmt.Println(err)

@@ -1,6 +1,7 @@
 package sdcf
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/privrec/privrec/protocol"
@@ -10,6 +11,9 @@ import (
 type server struct {
 	dim, nItems, rounds int
 	lr0, gamma          float64
+	kappa               float64   // ServerStep
+	pseudo              float64   // ServerPseudo
+	lamV                []float32 // public prior precisions Λ_v
 	v, bv               []float32 // current factors and the broadcast copy
 	sum                 []float64
 	cnt                 []int32
@@ -20,8 +24,8 @@ type server struct {
 	onUploads func(round int, ups []*protocol.Upload) error
 }
 
-func newServer(dim, nItems, rounds int, lr0, gamma float64, v []float32) *server {
-	return &server{dim: dim, nItems: nItems, rounds: rounds, lr0: lr0, gamma: gamma, v: v,
+func newServer(dim, nItems, rounds int, lr0, gamma, kappa float64, lamV, v []float32) *server {
+	return &server{dim: dim, nItems: nItems, rounds: rounds, lr0: lr0, gamma: gamma, kappa: kappa, lamV: lamV, v: v,
 		bv: make([]float32, len(v)), sum: make([]float64, len(v)), cnt: make([]int32, nItems),
 		b: protocol.Broadcast{Phase: protocol.PhaseTrain, Dim: dim, NumItems: nItems, Params: map[string]float64{}}}
 }
@@ -36,8 +40,12 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 	return &s.b, nil
 }
 
-// Aggregate moves each v_j by the mean of the gradients received for j
-// (items nobody sent stay).
+// Aggregate averages, per item j, the gradients received for j (whatever
+// arrives: real and fake, from the clients online this round) into g_j and
+// moves v_j ← v_j − η_t Λ_v v_j − κ·(g_j − η_t Λ_v v_j): every upload's prior
+// term η_t Λ_v v_j is public, so the server applies it once and scales only
+// the data part by κ (Config.ServerStep). With κ = 1 this is v_j ← v_j − g_j.
+// Items nobody sent stay. A non-finite factor ends the run with an error.
 func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 	K := s.dim
 	for _, up := range ups {
@@ -52,18 +60,26 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 			}
 		}
 	}
+	eta := s.eta(round)
+	bad := false
 	for j, n := range s.cnt {
 		if n == 0 {
 			continue
 		}
 		row, sum := s.v[j*K:(j+1)*K], s.sum[j*K:(j+1)*K]
 		for d := range K {
-			row[d] -= float32(sum[d] / float64(n))
+			prior := eta * float64(s.lamV[d]*row[d])
+			x := float64(row[d]) - prior - s.kappa*(sum[d]-float64(n)*prior)/(float64(n)+s.pseudo)
+			row[d] = float32(x)
+			bad = bad || math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) > maxFactor
 			sum[d] = 0
 		}
 		s.cnt[j] = 0
 	}
 	s.round = round + 1
+	if bad {
+		return fmt.Errorf("%w at round %d: item factors left [−%g, %g]; lower lr0 or the server step", ErrDiverged, round+1, maxFactor, maxFactor)
+	}
 	if s.onUploads != nil {
 		return s.onUploads(round, ups)
 	}

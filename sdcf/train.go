@@ -49,6 +49,13 @@ type Report struct {
 	// UploadsPerClientRound is the measured mean number of item gradients
 	// per upload (a client that drops out sends none and is not counted).
 	UploadsPerClientRound float64
+	// UnratedFraction is the measured fraction of uploaded item gradients
+	// that were for items their client did not rate: SDMF's fake gradients
+	// (about 94% on ML-100K at z = |R|/|U|), SD-BPRMF's and BPR's sampled
+	// negatives, 0 for SGLD MF. ExpectedUnrated is its eq. (10)-(12)
+	// expectation, 1 − Σ h_i q*_i / Σ z_i over the clients (private only).
+	// Only the simulation knows these; the server cannot tell.
+	UnratedFraction, ExpectedUnrated float64
 	// Participation is the fraction of client-rounds with an upload.
 	Participation float64
 	// TrainRMSE is the final training RMSE (squared loss), NaN for BPR.
@@ -75,9 +82,13 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 		return nil, nil, fmt.Errorf("%w: training set has %d ratings over %d items", ErrConfig, train.Len(), nI)
 	}
 	pub := &public{loss: cfg.Loss, dim: K, nItems: nI, temp: cfg.Temp, private: cfg.Private,
-		epsG: cfg.EpsG, dropout: cfg.Dropout, lamU: make([]float32, K), lamV: make([]float32, K)}
+		epsG: cfg.EpsG, dropout: cfg.Dropout, itemBias: cfg.ItemBias, lamU: make([]float32, K), lamV: make([]float32, K)}
 	lr := rng.New(cfg.Seed, streamLambda)
 	for d := range K {
+		if cfg.Lambda > 0 {
+			pub.lamU[d], pub.lamV[d] = float32(cfg.Lambda), float32(cfg.Lambda)
+			continue
+		}
 		pub.lamU[d] = float32(dp.SampleGamma(lr, cfg.LambdaShape, 1/cfg.LambdaRate))
 		pub.lamV[d] = float32(dp.SampleGamma(lr, cfg.LambdaShape, 1/cfg.LambdaRate))
 	}
@@ -103,9 +114,10 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 	}
 	cls := make([]*client, len(users))
 	expected := make([]float64, len(users))
+	realExp := make([]float64, len(users))
 	errs := make([]error, len(users))
 	parallel(len(users), cfg.Workers, func(k int) {
-		cls[k], expected[k], errs[k] = newClient(users[k], byUser, pub, m, cfg, z)
+		cls[k], expected[k], realExp[k], errs[k] = newClient(users[k], byUser, pub, m, cfg, z)
 	})
 	for _, err := range errs {
 		if err != nil {
@@ -113,11 +125,17 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 		}
 	}
 	rep := &Report{Clients: len(users), Z: z, TrainRMSE: math.NaN()}
-	for _, e := range expected {
+	var realSum, allSum float64
+	for k, e := range expected {
 		rep.ExpectedUploads += e / float64(len(users))
+		realSum, allSum = realSum+realExp[k], allSum+e
+	}
+	if cfg.Private {
+		rep.ExpectedUnrated = 1 - realSum/allSum
 	}
 
-	srv := newServer(K, nI, cfg.Rounds, cfg.LR0, cfg.Gamma, m.V)
+	srv := newServer(K, nI, cfg.Rounds, cfg.LR0, cfg.Gamma, cfg.serverStep(), pub.lamV, m.V)
+	srv.pseudo = cfg.ServerPseudo
 	var led *ledger
 	if cfg.Private {
 		var err error
@@ -155,6 +173,13 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 		rep.UploadsPerClientRound = float64(items) / float64(ups)
 	}
 	rep.Participation = float64(ups) / float64(len(cls)*cfg.Rounds)
+	var sent, unrated int64
+	for _, c := range cls {
+		sent, unrated = sent+c.sent, unrated+c.unrated
+	}
+	if sent > 0 {
+		rep.UnratedFraction = float64(unrated) / float64(sent)
+	}
 	if led != nil {
 		rep.EpsG, rep.EpsI, rep.EpsP = spend(led.g), spend(led.i), spend(led.p)
 		rep.ExistenceTotal = math.Min(rep.EpsP.Total, rep.EpsI.Total) + rep.EpsG.Total
@@ -164,8 +189,9 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 
 // newClient builds user u's device: its sorted ratings, initial u_i and,
 // for the private variants, its PRR vector and IRR probabilities. It also
-// returns the client's expected uploads per round, eq. (12).
-func newClient(u int, byUser *ratings.CSR, pub *public, m *Model, cfg Config, z float64) (*client, float64, error) {
+// returns the client's expected uploads per round, eq. (12), and the
+// expected number of them for rated items, h·q*.
+func newClient(u int, byUser *ratings.CSR, pub *public, m *Model, cfg Config, z float64) (*client, float64, float64, error) {
 	idx, val := byUser.Row(u)
 	h, K := len(idx), pub.dim
 	c := &client{id: u, pub: pub, items: make([]int32, h), vals: make([]float32, h), u: m.U[u*K : (u+1)*K],
@@ -188,7 +214,7 @@ func newClient(u int, byUser *ratings.CSR, pub *public, m *Model, cfg Config, z 
 	}
 	if pub.loss == BPR {
 		if h >= pub.nItems {
-			return nil, 0, fmt.Errorf("%w: user %d rated all %d items: no negatives for BPR", ErrConfig, u, pub.nItems)
+			return nil, 0, 0, fmt.Errorf("%w: user %d rated all %d items: no negatives for BPR", ErrConfig, u, pub.nItems)
 		}
 		c.negs = make([]int32, h)
 	}
@@ -196,12 +222,15 @@ func newClient(u int, byUser *ratings.CSR, pub *public, m *Model, cfg Config, z 
 	for d := range c.u {
 		c.u[d] = float32(r.NormFloat64() * cfg.InitScale)
 	}
+	if pub.itemBias {
+		c.u[0] = 1
+	}
 	if !pub.private {
-		return c, float64(h), nil
+		return c, float64(h), float64(h), nil
 	}
 	rr, err := dp.SolveTwoStageRR(cfg.epsP(), cfg.EpsI, h, pub.nItems, z)
 	if err != nil {
-		return nil, 0, fmt.Errorf("sdcf: user %d (%d ratings): %w", u, h, err)
+		return nil, 0, 0, fmt.Errorf("sdcf: user %d (%d ratings): %w", u, h, err)
 	}
 	c.rr = rr
 	// The per-user PRR secret: random in deployment, derived from the seed
@@ -219,7 +248,7 @@ func newClient(u int, byUser *ratings.CSR, pub *public, m *Model, cfg Config, z 
 		}
 	}
 	ps, qs := rr.SendProbs()
-	return c, float64(h)*qs + float64(pub.nItems-h)*ps, nil
+	return c, float64(h)*qs + float64(pub.nItems-h)*ps, float64(h) * qs, nil
 }
 
 func trainRMSE(m *Model, d *ratings.Dataset) float64 {
