@@ -10,7 +10,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/sdcf"
 )
 
 var (
@@ -187,37 +190,113 @@ func TestMomentsRatio(t *testing.T) {
 	}
 }
 
-// TestPRRSurvivesRestart checks what the restart rows rest on: a client
-// that keeps its secret rebuilds exactly the same B', one that forgets it
-// draws a new one.
-func TestPRRSurvivesRestart(t *testing.T) {
+// TestSDMFModelMatchesTranscript checks the attacker's model of SDMF
+// against what sdcf.Train sends: the parameters recomputed from the
+// transcript header and each user's h give eq. (12)'s z for every user,
+// and the uploads of the run average z items.
+func TestSDMFModelMatchesTranscript(t *testing.T) {
 	e, err := newEnv(Config{Quick: true, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, forget := range []bool{false, true} {
-		cfg := defaultSDMF()
-		cfg.dim, cfg.rounds, cfg.epsI, cfg.epsP, cfg.seed = 0, 4, avgEpsI, avgEpsP, 3
-		cfg.restartEvery, cfg.forgetSecret = 1, forget
-		sim, err := newSDMFSim(e.data, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		same := 0
-		for _, c := range sim.clients {
-			before := slices.Clone(c.ones)
-			c.epoch = 1
-			c.drawPRR()
-			if slices.Equal(before, c.ones) {
-				same++
+	cfg := sdmfShapeConfig(e, 20)
+	var rr map[int]dp.TwoStageRR
+	var z, items, ups float64
+	err = observe(context.Background(), sdcfRun(context.Background(), e.data, cfg), func(h protocol.TranscriptHeader, rec *protocol.Record) error {
+		if rr == nil {
+			if rr, err = sdmfRR(e.data, h); err != nil {
+				return err
+			}
+			if z, err = metaFloat(h, "z"); err != nil {
+				return err
 			}
 		}
-		if !forget && same != len(sim.clients) {
-			t.Errorf("kept secret: %d of %d clients rebuilt the same B'", same, len(sim.clients))
+		for _, up := range rec.Uploads {
+			items += float64(len(up.Items))
+			ups++
 		}
-		if forget && same > len(sim.clients)/10 {
-			t.Errorf("forgotten secret: %d of %d clients kept B'", same, len(sim.clients))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byUser := e.data.ByUser()
+	raters := 0
+	for u := range e.data.NumUsers() {
+		if byUser.RowLen(u) > 0 {
+			raters++
 		}
+	}
+	if len(rr) != raters || raters == 0 {
+		t.Errorf("parameters for %d users, %d have ratings", len(rr), raters)
+	}
+	for u, p := range rr {
+		h := float64(byUser.RowLen(u))
+		ps, qs := p.SendProbs()
+		if got := h*qs + (float64(e.data.NumItems())-h)*ps; math.Abs(got-z) > 1e-6*z {
+			t.Fatalf("user %d: expected uploads %g, want z = %g", u, got, z)
+		}
+		if math.Abs(p.PRREpsilon(int(h))-2*cfg.EpsI) > 1e-9 {
+			t.Fatalf("user %d: ε_P %g, want %g", u, p.PRREpsilon(int(h)), 2*cfg.EpsI)
+		}
+	}
+	if got := items / ups; math.Abs(got-z) > 0.05*z {
+		t.Errorf("the run sent %.1f items per upload, the model says z = %.1f", got, z)
+	}
+}
+
+// TestRedrawnControlRedraws checks the prr-redrawn control: a restart
+// draws a new B' (a client that forgot its PRR state), while sdcf's B'
+// is a pure function of the kept secret (dp's TestPRRDeterministicAndRates).
+func TestRedrawnControlRedraws(t *testing.T) {
+	e, err := newEnv(Config{Quick: true, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := newSendSim(e.data, rrRedrawn, 4, 1, avgEpsI, avgEpsP, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := 0
+	for _, c := range sim.clients {
+		before := slices.Clone(c.ones)
+		c.epoch = 1
+		c.drawB()
+		if slices.Equal(before, c.ones) {
+			same++
+		}
+	}
+	if same > len(sim.clients)/10 {
+		t.Errorf("%d of %d clients kept B' across a restart", same, len(sim.clients))
+	}
+	fresh, err := newSendSim(e.data, rrFresh, 4, 0, avgEpsI, avgEpsP, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range fresh.clients {
+		if !slices.Equal(c.ones, c.items) {
+			t.Fatalf("fresh RR: client %d randomizes from %d items, not its %d rated ones", c.id, len(c.ones), len(c.items))
+		}
+	}
+}
+
+// TestInversionTwoRoundPath runs the inversion on sdcf's SGLD MF without
+// the item-offset coordinate, where one round does not fix ‖u‖: the
+// two-round solve and the sign resolution must still break it.
+func TestInversionTwoRoundPath(t *testing.T) {
+	e, err := newEnv(Config{Quick: true, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sdcf.DefaultConfig(sdcf.Squared, false)
+	cfg.Dim, cfg.ItemBias, cfg.Temp, cfg.Rounds, cfg.Seed = 10, false, 0, 5, 1
+	r, err := invertSDCF(context.Background(), e, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ratio %.4f [%.4f, %.4f]", r.Value, r.Lo, r.Hi)
+	if !strings.Contains(r.Note, "two-round") || !(r.Hi < 0.1) {
+		t.Errorf("two-round inversion of SGLD MF: ratio %.4f [%.4f, %.4f]; %s", r.Value, r.Lo, r.Hi, r.Note)
 	}
 }
 
@@ -256,7 +335,7 @@ func TestMarkdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.String()
-	for _, want := range []string{"`privrec audit --all --quick`", "**Passed**", "| inversion | fedmf | control |", "## server-h:", "rounds observed", "audit simulation"} {
+	for _, want := range []string{"`privrec audit --all --quick`", "**Passed**", "| inversion | fedmf | control |", "## server-h:", "rounds observed", "audit simulation", "sdcf.Train SDMF"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/protocol"
 )
 
@@ -28,90 +29,142 @@ func init() {
 			"rounds grow. SDMF draws B' once (PRR, from a per-user secret through dp.PRRSource), so averaging recovers B' at best: " +
 			"balanced accuracy at most e^ε∞/(1+e^ε∞) = 1 − f/2 per bit, ε∞ the PRR bound. Across restarts: a client that forgets its " +
 			"PRR state redraws B' at each restart (control, the attacker treats each restart as a new draw); SDMF rebuilds the same B' " +
-			"from its kept secret. Scored on a balanced set per user (its rated items and as many unrated ones).",
+			"from its kept secret. SDMF is sdcf.Train observed through its transcript, the attacker's parameters recomputed by " +
+			"dp.SolveTwoStageRR from the header's ε_P, ε_I, z and each user's h; the controls are simulated send sets. " +
+			"Scored on a balanced set per user (its rated items and as many unrated ones).",
 		cases: func(e *env) []testCase {
 			return []testCase{
-				{method: "fresh-rr", role: Control, run: averageRun(sdmfFresh, false, false)},
-				{method: "prr-redrawn", role: Control, run: averageRun(sdmfPRR, true, true)},
-				{method: "sdmf", role: Protected, run: averageRun(sdmfPRR, false, false)},
-				{method: "sdmf", role: Protected, run: averageRun(sdmfPRR, true, false)},
+				{method: "fresh-rr", role: Control, run: averageRun("fresh-rr", false)},
+				{method: "prr-redrawn", role: Control, run: averageRun("prr-redrawn", false)},
+				{method: "sdmf", role: Protected, run: averageRun("sdmf", false)},
+				{method: "sdmf", role: Protected, run: averageRun("sdmf", true)},
 			}
 		},
 	})
 }
 
-// averageRun observes a shape-only SDMF simulation and scores the
-// average attack on it.
-func averageRun(mode sdmfMode, restart, forget bool) func(context.Context, *env) (Result, error) {
-	return func(ctx context.Context, e *env) (Result, error) {
-		cfg := defaultSDMF()
-		cfg.mode, cfg.dim, cfg.rounds = mode, 0, e.avgRounds
-		cfg.epsI, cfg.epsP = avgEpsI, avgEpsP
-		cfg.seed, cfg.workers = e.cfg.Seed, e.cfg.Workers
-		if restart {
-			cfg.restartEvery, cfg.forgetSecret = e.restartEvery, forget
+// avgObs is one observed run of the average attack: the attacker's counts
+// and the curves of its two models.
+type avgObs struct {
+	x            *existence
+	rounds       int
+	wholeRun     []Point // B' one draw for the whole run
+	perEpoch     []Point // each epoch's B' a new draw
+	setting      string
+	restartEvery int
+}
+
+// averageObserve runs (once per env and target) the target and counts the
+// items of every upload, with epochs of e.restartEvery rounds.
+func averageObserve(ctx context.Context, e *env, target string) (*avgObs, error) {
+	if o, ok := e.cache["average/"+target].(*avgObs); ok {
+		return o, nil
+	}
+	o := &avgObs{rounds: e.avgRounds, restartEvery: e.restartEvery}
+	var produce func(w io.Writer) error
+	var rr map[int]dp.TwoStageRR
+	switch target {
+	case "fresh-rr", "prr-redrawn":
+		mode, every := rrFresh, 0
+		if target == "prr-redrawn" {
+			mode, every = rrRedrawn, e.restartEvery
 		}
-		sim, err := newSDMFSim(e.data, cfg)
+		sim, err := newSendSim(e.data, mode, e.avgRounds, every, avgEpsI, avgEpsP, e.cfg.Seed, e.cfg.Workers)
 		if err != nil {
-			return Result{}, err
+			return nil, err
 		}
-		model := func(u int) (existenceModel, bool) {
+		produce = func(w io.Writer) error { return sim.run(ctx, w) }
+		o.x = newExistence(e.data, e.cfg.Seed, e.restartEvery, func(u int) (existenceModel, bool) {
 			c := sim.byUser[u]
 			if c == nil {
 				return existenceModel{}, false
 			}
-			if mode == sdmfFresh {
-				ps, qs := c.rr.SendProbs()
-				return existenceModel{p: ps, q: qs}, true
-			}
-			return existenceModel{f: c.rr.F, p: c.rr.P, q: c.rr.Q}, true
-		}
-		x := newExistence(e.data, e.cfg.Seed, cfg.restartEvery, model)
-		x.bnd = func(u int) float64 { return 1 - sim.byUser[u].rr.F/2 }
-		perEpoch := restart
-		var curve []Point
-		err = observe(ctx, func(w io.Writer) error { return sim.run(ctx, w) }, func(_ protocol.TranscriptHeader, rec *protocol.Record) error {
-			x.observe(rec)
-			if t := rec.Round + 1; isCheckpoint(t) || t == cfg.rounds {
-				a, _ := x.score(perEpoch)
-				v, lo, hi := a.value()
-				curve = append(curve, Point{X: float64(t), Value: v, Lo: lo, Hi: hi})
-			}
-			return nil
+			return c.model(), true
 		})
+		o.x.bnd = func(u int) float64 { return 1 - sim.byUser[u].rr.F/2 }
+		o.setting = fmt.Sprintf("fresh RR at SDMF's per-round p*, q*; ε_I = %g per round, %d rounds", avgEpsI, e.avgRounds)
+		if mode == rrRedrawn {
+			o.setting = fmt.Sprintf("PRR redrawn at each restart (every %d rounds); ε_I = %g, ε_P = %g, %d rounds", e.restartEvery, avgEpsI, avgEpsP, e.avgRounds)
+		}
+		o.setting += "; audit simulation of the send sets (a naive variant, not sdcf)"
+	case "sdmf":
+		cfg := sdmfShapeConfig(e, e.avgRounds)
+		cfg.EpsI, cfg.EpsP = avgEpsI, avgEpsP
+		produce = sdcfRun(ctx, e.data, cfg)
+		o.setting = fmt.Sprintf("sdcf.Train SDMF, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|, K = %d (the send sets do not depend on K), %d rounds",
+			cfg.EpsI, cfg.EpsP, cfg.EpsG, cfg.Dim, cfg.Rounds)
+	default:
+		return nil, fmt.Errorf("%w: average attack has no target %q", ErrUsage, target)
+	}
+	err := observe(ctx, produce, func(h protocol.TranscriptHeader, rec *protocol.Record) error {
+		if o.x == nil { // sdmf: the attacker's model from the header's public parameters
+			var err error
+			if rr, err = sdmfRR(e.data, h); err != nil {
+				return err
+			}
+			o.x = newExistence(e.data, e.cfg.Seed, e.restartEvery, func(u int) (existenceModel, bool) {
+				p, ok := rr[u]
+				return existenceModel{f: p.F, p: p.P, q: p.Q}, ok
+			})
+			o.x.bnd = func(u int) float64 { return 1 - rr[u].F/2 }
+		}
+		o.x.observe(rec)
+		if t := rec.Round + 1; isCheckpoint(t) || t == o.rounds {
+			for _, per := range []bool{false, true} {
+				a, _ := o.x.score(per)
+				v, lo, hi := a.value()
+				pt := Point{X: float64(t), Value: v, Lo: lo, Hi: hi}
+				if per {
+					o.perEpoch = append(o.perEpoch, pt)
+				} else {
+					o.wholeRun = append(o.wholeRun, pt)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.cache["average/"+target] = o
+	return o, nil
+}
+
+// averageRun scores the average attack on target; restarts scores the
+// attacker that models client restarts every e.restartEvery rounds.
+func averageRun(target string, restarts bool) func(context.Context, *env) (Result, error) {
+	return func(ctx context.Context, e *env) (Result, error) {
+		o, err := averageObserve(ctx, e, target)
 		if err != nil {
 			return Result{}, err
 		}
-		acc, bound := x.score(perEpoch)
-		note := ""
-		if restart && !forget {
+		// The control that redraws B' is attacked per restart, as its
+		// mechanism is; fresh RR and SDMF without restarts over the run.
+		perEpoch := target == "prr-redrawn" || restarts
+		acc, bound := o.x.score(perEpoch)
+		curve := o.wholeRun
+		if perEpoch {
+			curve = o.perEpoch
+		}
+		note, setting := "", o.setting
+		if restarts {
 			// Against a client that keeps B', one draw for the whole run is
 			// the right model: report the stronger of the two attackers.
-			if a2, _ := x.score(false); a2.ok > acc.ok {
+			if a2, _ := o.x.score(false); a2.ok > acc.ok {
 				acc = a2
 			}
 			note = "stronger of the per-restart and whole-run attackers; "
+			setting = fmt.Sprintf("restart every %d rounds, B' rebuilt from the kept secret: sdcf derives B' once from the user's secret "+
+				"through dp.PRRSource, a pure function of (secret, item, bit), so a restarted client sends from the same B' and its "+
+				"transcript is this run's; ", o.restartEvery) + setting
 		}
 		v, lo, hi := acc.value()
 		res := Result{
-			Case:   map[bool]string{true: "restarts", false: ""}[restart && !forget],
+			Case:   map[bool]string{true: "restarts", false: ""}[restarts],
 			Metric: "balanced accuracy", Value: v, Lo: lo, Hi: hi, N: acc.n, Baseline: 0.5,
-			Bound: bound + avgMargin, HigherLeaks: true, Curve: curve, CurveX: "rounds observed",
+			Bound: bound + avgMargin, HigherLeaks: true, Curve: curve, CurveX: "rounds observed", Setting: setting,
 		}
-		set := fmt.Sprintf("ε_I = %g, ε_P = %g, z = |R|/|U|, %d rounds", cfg.epsI, cfg.epsP, cfg.rounds)
-		switch {
-		case mode == sdmfFresh:
-			set = fmt.Sprintf("fresh RR at SDMF's per-round p*, q*; ε_I = %g per round, %d rounds", cfg.epsI, cfg.rounds)
-		case restart && forget:
-			set = fmt.Sprintf("PRR redrawn at each restart (every %d rounds); ε_I = %g, ε_P = %g, %d rounds", cfg.restartEvery, cfg.epsI, cfg.epsP, cfg.rounds)
-		case restart:
-			set = fmt.Sprintf("restart every %d rounds, B' rebuilt from the kept secret; ε_I = %g, ε_P = %g, %d rounds", cfg.restartEvery, cfg.epsI, cfg.epsP, cfg.rounds)
-		}
-		res.Setting = set + "; audit simulation of sdcf's send sets"
 		res.Note = note + fmt.Sprintf("bound: item-weighted mean of 1 − f_u/2 = e^ε∞/(1+e^ε∞) (ε∞ = ε_P/2h per bit) = %.4f, plus margin %.2f", bound, avgMargin)
-		if sim.skipped > 0 {
-			res.Note += fmt.Sprintf("; %d users without feasible RR parameters left out", sim.skipped)
-		}
 		return res, nil
 	}
 }

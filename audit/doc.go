@@ -19,8 +19,9 @@
 //
 //   - inversion: rating reconstruction from gradients (two-round
 //     gradient inversion, as against FedMF): fedmf and SGLD MF (controls)
-//     versus DPMF, HDPMF and SDMF; the reconstruction must be no better
-//     than the global mean, within a margin.
+//     versus DPMF and HDPMF; the reconstruction must be no better than the
+//     global mean, within a margin. SDMF, which claims rating existence
+//     and not values, is a finding.
 //   - difference: the difference attack on repeated objective noise:
 //     LDP-OP's basic scheme (control) versus LDP-OP Alg. 2.
 //   - average: the average attack on randomized response: fresh per-round
@@ -39,12 +40,14 @@
 //
 // # What is observed
 //
-// The federated methods (privrec/federated) and LDP-OP (privrec/ldpop)
-// are observed through their Config.Transcript, streamed to the attacker
-// as the run writes it. privrec/sdcf does not expose its transcript, so
-// the SDMF targets observe a re-implementation of sdcf's client round
-// built from the same privacy layer (dp.SolveTwoStageRR, dp.PRRSource,
-// dp.TruncationBound); the report says so on every such row.
+// The federated methods (privrec/federated), LDP-OP (privrec/ldpop) and
+// the SDCF family (privrec/sdcf: SGLD MF and SDMF) are observed through
+// their Config.Transcript, streamed to the attacker as the run writes it;
+// the public parameters an attack needs (Λ, ε_I, ε_P, z, ...) come from
+// the transcript header. Only the average attack's naive controls, which
+// are not any shipped method (fresh per-round randomized response, a PRR
+// redrawn at every restart), are simulations of send sets, and the report
+// says so on their rows.
 //
 // Attackers are given more than a server has wherever that is simpler
 // (each user's randomized-response parameters, HDPMF's user weights, an

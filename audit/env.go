@@ -15,8 +15,7 @@ import (
 const (
 	streamEval   uint64 = 0x41554430 + iota // "AUD0": which unrated items are scored
 	streamBoot                              // bootstrap resamples
-	streamSim                               // the SDMF simulation's public draws
-	streamSecret                            // per-user PRR secrets of the simulation
+	streamSecret                            // B' redrawn by the prr-redrawn control's clients
 )
 
 // env is what every case of a run shares: the data and the sizes.

@@ -12,6 +12,7 @@ import (
 	"github.com/privrec/privrec/federated"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/sdcf"
 )
 
 // invMargin is how much better than the mean (in calibrated RMSE, as a
@@ -26,22 +27,24 @@ func init() {
 			"η(e_j·u + Λ_v v_j) − noise in SGLD. The server takes the direction of u from one round's rows, and the user's update between " +
 			"two consecutive rounds (a public rule of the protocol, with the public V of both rounds) fixes its length: a closed-form " +
 			"least-squares solve for ‖u‖; the rating then follows from each row (Chai et al., FedMF, 2020). Every consecutive pair of " +
-			"training rounds gives an estimate; the attacker takes the median. Ratings without an estimate get the global mean. " +
+			"training rounds gives an estimate; the attacker takes the median. sdcf fixes the first coordinate of u at 1 (the item " +
+			"offset), so there one round fixes the length and the sign: u = a/a[0]. Ratings without an estimate get the global mean. " +
 			"Metric: RMSE of the best affine map of the estimates onto the truth, over the RMSE of the global mean (sqrt(1 − ρ²); " +
 			"calibrating with the truth only helps the attacker), with a bootstrap interval over users. Controls: plain federated MF " +
-			"(near-exact recovery) and SGLD MF without Langevin noise or randomized response (checks the SGLD equations). Protected: " +
-			"DPMF and HDPMF as shipped (secure aggregation: the server holds only per-item sums, nothing to attribute to a user), and " +
-			"SDMF; each must stay at ratio ≥ 1 − margin. Findings: DPMF and HDPMF with secure aggregation off, where the server reads each " +
-			"user's upload and its 1/n_j share of the noise.",
+			"(near-exact recovery) and sdcf's SGLD MF without Langevin noise or randomized response (checks the SGLD equations). Protected: " +
+			"DPMF and HDPMF as shipped (secure aggregation: the server holds only per-item sums, nothing to attribute to a user); each " +
+			"must stay at ratio ≥ 1 − margin. Findings: DPMF and HDPMF with secure aggregation off, where the server reads each " +
+			"user's upload and its 1/n_j share of the noise, and SDMF, whose claim covers rating existence, not values (sdcf.Train " +
+			"observed through its transcript).",
 		cases: func(e *env) []testCase {
 			return []testCase{
 				{method: "fedmf", role: Control, run: fedInversion(federated.Plain, false)},
-				{method: "sgld-mf", role: Control, run: sgldInversion(sdmfPlain, 0)},
+				{method: "sgld-mf", role: Control, run: sdcfInversion(false)},
 				{method: "dpmf", role: Protected, run: fedInversion(federated.DPMF, true)},
 				{method: "hdpmf", role: Protected, run: fedInversion(federated.HDPMF, true)},
-				{method: "sdmf", role: Protected, run: sgldInversion(sdmfPRR, 1)},
 				{method: "dpmf", role: Finding, run: fedInversion(federated.DPMF, false)},
 				{method: "hdpmf", role: Finding, run: fedInversion(federated.HDPMF, false)},
+				{method: "sdmf", role: Finding, run: sdcfInversion(true)},
 			}
 		},
 	})
@@ -499,56 +502,139 @@ func fedInversion(v federated.Variant, secagg bool) func(context.Context, *env) 
 	}
 }
 
-// sgldInversion observes the SDMF simulation (mode sdmfPlain with temp 0:
-// SGLD MF without noise, the control) and scores the inversion on the
-// centred ratings.
-func sgldInversion(mode sdmfMode, temp float64) func(context.Context, *env) (Result, error) {
+// sdcfInversion observes sdcf.Train (SGLD MF, or SDMF when private; the
+// control runs SGLD MF at temperature 0, without Langevin noise) and
+// scores the inversion on the centred ratings. The attacker reads Λ_u,
+// Λ_v and whether the first coordinate of u is the fixed item-offset 1
+// from the transcript header. With that coordinate (sdcf's default), one
+// round's rows give u itself, u = a/a[0] for their direction a, and each
+// row's error e_j; without it, the two-round solve and the sign
+// resolution below.
+func sdcfInversion(private bool) func(context.Context, *env) (Result, error) {
 	return func(ctx context.Context, e *env) (Result, error) {
-		d := e.data
-		cfg := defaultSDMF()
-		cfg.mode, cfg.rounds, cfg.temp = mode, e.invRounds, temp
-		cfg.dim = 10
-		cfg.seed, cfg.workers = e.cfg.Seed, e.cfg.Workers
-		sim, err := newSDMFSim(d, cfg)
-		if err != nil {
-			return Result{}, err
+		cfg := sdcf.DefaultConfig(sdcf.Squared, private)
+		cfg.Rounds, cfg.Seed, cfg.Workers = e.invRounds, e.cfg.Seed, e.cfg.Workers
+		if !private {
+			cfg.Temp = 0
 		}
-		est := signed{}
-		pop := make([]float64, d.NumItems())
-		p := &pairs{onRound: func(rec *protocol.Record) {
-			for _, up := range rec.Uploads {
-				for _, j := range up.Items {
-					pop[j]++
-				}
+		return invertSDCF(ctx, e, cfg)
+	}
+}
+
+// invertSDCF runs the inversion on sdcf.Train with cfg.
+func invertSDCF(ctx context.Context, e *env, cfg sdcf.Config) (Result, error) {
+	d, private := e.data, cfg.Private
+	est, signs := estimates{}, signed{}
+	pop := make([]float64, d.NumItems())
+	var lamU, lamV []float32
+	var itemBias bool
+	p := &pairs{}
+	p.onRound = func(rec *protocol.Record) {
+		for _, up := range rec.Uploads {
+			for _, j := range up.Items {
+				pop[j]++
 			}
-		}}
-		p.inv = func(b0, b1 *protocol.Broadcast, up0, up1 *protocol.Upload) {
-			sgldInvert(b0, b1, up0, up1, sim.lamU, sim.lamV, est)
+			if itemBias {
+				biasInvert(rec.Broadcast, up, lamV, est)
+			}
 		}
-		err = observe(ctx, func(w io.Writer) error { return sim.run(ctx, w) },
-			func(_ protocol.TranscriptHeader, rec *protocol.Record) error { p.observe(rec); return nil })
-		if err != nil {
-			return Result{}, err
+	}
+	p.inv = func(b0, b1 *protocol.Broadcast, up0, up1 *protocol.Upload) {
+		if !itemBias {
+			sgldInvert(b0, b1, up0, up1, lamU, lamV, signs)
 		}
-		means := map[int]float64{}
-		for u, c := range sim.byUser {
-			means[u] = float64(c.mean)
+	}
+	err := observe(ctx, sdcfRun(ctx, d, cfg), func(h protocol.TranscriptHeader, rec *protocol.Record) error {
+		if lamV == nil {
+			var err error
+			if lamU, err = metaList(h, "lambda_u"); err != nil {
+				return err
+			}
+			if lamV, err = metaList(h, "lambda_v"); err != nil {
+				return err
+			}
+			itemBias = h.Meta["item_bias"] == "true"
 		}
-		guess := func(_ int, _ int32, c float64) float64 { return c }
-		truth := func(u int, _ int32, r float32) float64 { return float64(r) - means[u] }
-		val, lo, hi, raw, n, covered := scoreEstimates(d, est.resolve(d.NumItems(), pop), e.cfg.Seed, guess, truth, 0)
-		name := map[sdmfMode]string{sdmfPlain: "SGLD MF without Langevin noise or RR", sdmfPRR: "SDMF"}[mode]
-		res := Result{
-			Metric: "calibrated RMSE / user-mean RMSE", Value: val, Lo: lo, Hi: hi, N: n, Baseline: 1,
-			Bound: 1 - invMargin, HigherLeaks: false,
-			Setting: fmt.Sprintf("%s, K = %d, %d rounds, temperature %g", name, cfg.dim, cfg.rounds, cfg.temp),
-			Note: fmt.Sprintf("audit simulation of sdcf's client; scored on ratings centred at the user's mean (SDMF centres on the device), "+
-				"so the baseline is the user's own mean, which the attacker is given; estimates for %d of %d ratings, raw RMSE %.4f", covered, n, raw),
+		p.observe(rec)
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if !itemBias {
+		est = signs.resolve(d.NumItems(), pop)
+	}
+	// Each user's own mean, as the device computes it (the attacker is
+	// given it: the scores are on centred ratings).
+	byUser := d.ByUser()
+	means := make([]float64, d.NumUsers())
+	for u := range means {
+		_, vals := byUser.Row(u)
+		var m float32
+		for _, v := range vals {
+			m += v
 		}
-		if mode == sdmfPRR {
-			res.Setting += fmt.Sprintf(", ε_I = %g, ε_g = %g", cfg.epsI, cfg.epsG)
+		means[u] = float64(m / float32(max(len(vals), 1)))
+	}
+	guess := func(_ int, _ int32, c float64) float64 { return c }
+	truth := func(u int, _ int32, r float32) float64 { return float64(r) - means[u] }
+	val, lo, hi, raw, n, covered := scoreEstimates(d, est, e.cfg.Seed, guess, truth, 0)
+	var se float64 // over the ratings with an estimate only
+	for k, u := range d.Users {
+		if x, ok := est[key(int(u), d.Items[k])]; ok {
+			dx := median32(x) - truth(int(u), d.Items[k], d.Values[k])
+			se += dx * dx
 		}
-		return res, nil
+	}
+	name := "SGLD MF without Langevin noise or RR (temperature 0)"
+	if private {
+		name = fmt.Sprintf("SDMF at its defaults, temperature %g, ε_I = %g, ε_g = %g", cfg.Temp, cfg.EpsI, cfg.EpsG)
+	}
+	how := "the item-offset coordinate u[0] = 1 fixes u from one round's rows"
+	if !itemBias {
+		how = "two-round solve for ‖u‖, signs resolved across users"
+	}
+	res := Result{
+		Metric: "calibrated RMSE / user-mean RMSE", Value: val, Lo: lo, Hi: hi, N: n, Baseline: 1,
+		Bound: 1 - invMargin, HigherLeaks: false,
+		Setting: fmt.Sprintf("sdcf.Train %s, K = %d, %d rounds", name, cfg.Dim, cfg.Rounds),
+		Note: fmt.Sprintf("%s; scored on ratings centred at the user's mean (sdcf centres on the device), "+
+			"so the baseline is the user's own mean, which the attacker is given; estimates for %d of %d ratings, raw RMSE %.4f (%.4f on those %d)",
+			how, covered, n, raw, math.Sqrt(se/float64(max(covered, 1))), covered),
+	}
+	if private {
+		res.Note += "; SDMF claims rating existence only: rating values are hidden by the Langevin noise alone, with no ε claimed " +
+			"(method sdmf's claim), so this row is a finding: the rated items a client sends give their ratings away up to that noise"
+	}
+	return res, nil
+}
+
+// biasInvert inverts one SGLD upload whose user vector has the fixed
+// coordinate u[0] = 1: its rows, less the public prior term and divided by
+// η, are e_j·u plus noise, so their top direction a gives u = a/a[0], each
+// row's error e_j = a·row/(a·u), and the centred rating c_j = u·v_j − e_j.
+// Fake rows (SDMF) are multiples of the same u and only sharpen a; the
+// estimates of the items the user did not rate are never scored.
+func biasInvert(b *protocol.Broadcast, up *protocol.Upload, lamV []float32, est estimates) {
+	k := b.Dim
+	eta := b.Param("eta", 0)
+	if k < 2 || len(up.Items) == 0 || !(eta > 0) || len(lamV) != k {
+		return
+	}
+	rows := make([]float32, len(up.Values))
+	for m, j := range up.Items {
+		for d := range k {
+			rows[m*k+d] = float32(float64(up.Values[m*k+d])/eta - float64(lamV[d]*b.V[int(j)*k+d]))
+		}
+	}
+	a := topDir(rows, k)
+	if a == nil || a[0] == 0 {
+		return
+	}
+	s := 1 / a[0] // u = s·a
+	for m, j := range up.Items {
+		c := s*dot32(a, b.V[int(j)*k:int(j)*k+k]) - dot32(a, rows[m*k:(m+1)*k])/s
+		est[key(up.Client, j)] = append(est[key(up.Client, j)], float32(c))
 	}
 }
 

@@ -8,112 +8,149 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/privrec/privrec/dp"
-	"github.com/privrec/privrec/internal/vec"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
+	"github.com/privrec/privrec/sdcf"
 )
 
-// This file simulates SDMF (privrec/sdcf, SDCF Alg. 1-2) on the protocol
-// with a transcript. sdcf.Train does not expose its transcript (it has no
-// Config.Transcript), so the audit cannot observe the real clients; this
-// is a re-implementation of sdcf's client round from the same privacy
-// layer (dp.SolveTwoStageRR, dp.PRRSource, TwoStageRR.PRR,
-// dp.TruncationBound) and the same update rules, labelled as such in the
-// report. When sdcf passes a transcript writer to protocol.Run, the SDMF
-// targets should observe sdcf.Train instead.
+// This file holds what the SDMF targets share: observing sdcf.Train
+// through its transcript (sdcf.Config.Transcript), reading the public
+// parameters from the transcript header, the attacker's model of each
+// user's randomized response, and the send-set simulation of the average
+// attack's naive controls (fresh per-round RR, a PRR redrawn at every
+// restart), which are not sdcf and so cannot be observed in it.
 
-// sdmfMode selects what decides the items a client uploads for.
-type sdmfMode int
+// sdcfRun returns a producer for observe: sdcf.Train on d with cfg,
+// writing its transcript (what the server receives) to the writer.
+func sdcfRun(ctx context.Context, d *ratings.Dataset, cfg sdcf.Config) func(w io.Writer) error {
+	return func(w io.Writer) error {
+		c := cfg
+		c.Transcript = w
+		_, _, err := sdcf.Train(ctx, d, c, nil)
+		return err
+	}
+}
+
+// sdmfShapeConfig returns SDMF's defaults for an attack on the send sets
+// only: K = 2 (the smallest with the item-offset coordinate), since which
+// items a client sends does not depend on the values, and the uploads stay
+// small over hundreds of rounds.
+func sdmfShapeConfig(e *env, rounds int) sdcf.Config {
+	cfg := sdcf.DefaultConfig(sdcf.Squared, true)
+	cfg.Dim, cfg.Rounds, cfg.Seed, cfg.Workers = 2, rounds, e.cfg.Seed, e.cfg.Workers
+	return cfg
+}
+
+// sdcfEpsP returns the ε_P a Config runs with: EpsP, or 2·EpsI when it is 0
+// (as sdcf.Config documents).
+func sdcfEpsP(c sdcf.Config) float64 {
+	if c.EpsP == 0 {
+		return 2 * c.EpsI
+	}
+	return c.EpsP
+}
+
+// metaFloat reads a number from a transcript header's Meta.
+func metaFloat(h protocol.TranscriptHeader, key string) (float64, error) {
+	x, err := strconv.ParseFloat(h.Meta[key], 64)
+	if err != nil {
+		return 0, fmt.Errorf("transcript header of %q: %q: %w", h.Method, key, err)
+	}
+	return x, nil
+}
+
+// metaList reads a comma-separated list of numbers from a transcript
+// header's Meta.
+func metaList(h protocol.TranscriptHeader, key string) ([]float32, error) {
+	var out []float32
+	for _, f := range strings.Split(h.Meta[key], ",") {
+		x, err := strconv.ParseFloat(f, 32)
+		if err != nil {
+			return nil, fmt.Errorf("transcript header of %q: %q: %w", h.Method, key, err)
+		}
+		out = append(out, float32(x))
+	}
+	return out, nil
+}
+
+// sdmfRR returns every user's two-stage randomized-response parameters as
+// the clients of the transcript's run computed them: dp.SolveTwoStageRR
+// from ε_P, ε_I and z, public in the header, and the user's number of
+// ratings h, which only its device knows: the audit gives it to the
+// attacker, which only helps it.
+func sdmfRR(d *ratings.Dataset, h protocol.TranscriptHeader) (map[int]dp.TwoStageRR, error) {
+	var p [3]float64
+	for k, key := range []string{"eps_p", "eps_i", "z"} {
+		x, err := metaFloat(h, key)
+		if err != nil {
+			return nil, err
+		}
+		p[k] = x
+	}
+	byUser := d.ByUser()
+	out := map[int]dp.TwoStageRR{}
+	for u := range d.NumUsers() {
+		n := byUser.RowLen(u)
+		if n == 0 {
+			continue
+		}
+		rr, err := dp.SolveTwoStageRR(p[0], p[1], n, d.NumItems(), p[2])
+		if err != nil {
+			return nil, fmt.Errorf("user %d (%d ratings): %w", u, n, err)
+		}
+		out[u] = rr
+	}
+	return out, nil
+}
+
+// rrMode selects the naive send-set mechanism a control simulates.
+type rrMode int
 
 const (
-	sdmfPlain sdmfMode = iota // exactly the rated items (SGLD MF)
-	sdmfPRR                   // SDMF: permanent B' (PRR), fresh send set from it each round (IRR)
-	sdmfFresh                 // the naive control: fresh randomized response on the rated bits every round, same p*, q*
+	// rrFresh is SDMF without its permanent stage: each round, fresh
+	// randomized response on the rated bits with SDMF's per-round p*, q*.
+	rrFresh rrMode = iota
+	// rrRedrawn is a client that does not persist its PRR state: it
+	// redraws B' from fresh randomness at every restart.
+	rrRedrawn
 )
 
-// sdmfConfig configures a simulated run.
-type sdmfConfig struct {
-	mode sdmfMode
-	// dim is K; 0 runs the send sets only (uploads carry items, no
-	// values), for long existence attacks whose outcome does not depend on
-	// the values.
-	dim, rounds            int
-	lr0, gamma, temp, init float64
-	lamShape, lamRate      float64
-	epsI, epsP, epsG, z    float64
-	restartEvery           int  // clients restart every so many rounds (0: never)
-	forgetSecret           bool // a restarted client draws a new PRR secret (the naive control)
-	seed                   uint64
-	workers                int
+// sendSim simulates the send sets of a naive control at SDMF's parameters
+// (dp.SolveTwoStageRR with sdcf's ε_P, ε_I and z = |R|/|U|). Uploads name
+// items and carry no values: the average attack reads only which items
+// are sent.
+type sendSim struct {
+	mode         rrMode
+	rounds       int
+	restartEvery int // rrRedrawn: rounds between restarts
+	epsI, epsP   float64
+	seed         uint64
+	workers      int
+	nItems       int
+	clients      []*simClient
+	byUser       map[int]*simClient
 }
 
-// defaultSDMF returns sdcf's defaults (K = 50, η_0 = 0.5, γ = 0.6,
-// Λ ~ Gamma(1, rate 100), ε_I = ε_g = 1, ε_P = 2ε_I, z = |R|/|U|).
-func defaultSDMF() sdmfConfig {
-	return sdmfConfig{mode: sdmfPRR, dim: 50, rounds: 100, lr0: 0.5, gamma: 0.6, temp: 1, init: 0.1,
-		lamShape: 1, lamRate: 100, epsI: 1, epsG: 1}
-}
-
-func (c sdmfConfig) epsPOrDefault() float64 {
-	if c.epsP == 0 {
-		return 2 * c.epsI
-	}
-	return c.epsP
-}
-
-// sdmfSim is a built simulation: the public values and the clients.
-type sdmfSim struct {
-	cfg        sdmfConfig
-	nItems     int
-	lamU, lamV []float32
-	v          []float32 // initial item factors
-	clients    []*simClient
-	byUser     map[int]*simClient
-	skipped    int // users for whom no IRR probabilities exist (sdcf would refuse to train)
-}
-
-// simClient is one simulated device.
+// simClient is one simulated device of a control.
 type simClient struct {
 	id    int
-	sim   *sdmfSim
-	items []int32   // rated, sorted
-	vals  []float32 // ratings centred at the user's mean
-	mean  float32
-	u     []float32
+	sim   *sendSim
+	items []int32 // rated, sorted
 	rr    dp.TwoStageRR
-	ones  []int32 // B' = 1 (PRR) or the rated items (fresh)
+	ones  []int32 // B' (rrRedrawn) or the rated items (rrFresh)
 	epoch int     // restarts so far
-
-	err   []float32
-	ubar  []float64
 	send  []int32
-	pairs []simPair
 	up    protocol.Upload
 }
 
-type simPair struct {
-	item int32
-	coef float32
-}
-
-func newSDMFSim(d *ratings.Dataset, cfg sdmfConfig) (*sdmfSim, error) {
+func newSendSim(d *ratings.Dataset, mode rrMode, rounds, restartEvery int, epsI, epsP float64, seed uint64, workers int) (*sendSim, error) {
 	nI := d.NumItems()
-	s := &sdmfSim{cfg: cfg, nItems: nI, byUser: map[int]*simClient{}}
-	if cfg.dim > 0 {
-		r := rng.New(cfg.seed, streamSim, 0)
-		s.lamU, s.lamV = make([]float32, cfg.dim), make([]float32, cfg.dim)
-		for k := range cfg.dim {
-			s.lamU[k] = float32(dp.SampleGamma(r, cfg.lamShape, 1/cfg.lamRate))
-			s.lamV[k] = float32(dp.SampleGamma(r, cfg.lamShape, 1/cfg.lamRate))
-		}
-		s.v = make([]float32, nI*cfg.dim)
-		for k := range s.v {
-			s.v[k] = float32(r.NormFloat64() * cfg.init)
-		}
-	}
+	s := &sendSim{mode: mode, rounds: rounds, restartEvery: restartEvery, epsI: epsI, epsP: epsP, seed: seed, workers: workers,
+		nItems: nI, byUser: map[int]*simClient{}}
 	byUser := d.ByUser()
 	users := 0
 	for u := range d.NumUsers() {
@@ -121,178 +158,71 @@ func newSDMFSim(d *ratings.Dataset, cfg sdmfConfig) (*sdmfSim, error) {
 			users++
 		}
 	}
-	z := cfg.z
-	if z == 0 {
-		z = float64(d.Len()) / float64(users)
-	}
+	z := float64(d.Len()) / float64(max(users, 1))
 	for u := range d.NumUsers() {
-		idx, val := byUser.Row(u)
-		h := len(idx)
-		if h == 0 {
+		idx, _ := byUser.Row(u)
+		if len(idx) == 0 {
 			continue
 		}
-		c := &simClient{id: u, sim: s, items: make([]int32, h), vals: make([]float32, h)}
-		ord := make([]int, h)
-		for k := range ord {
-			ord[k] = k
+		rr, err := dp.SolveTwoStageRR(epsP, epsI, len(idx), nI, z)
+		if err != nil {
+			return nil, fmt.Errorf("user %d (%d ratings): %w", u, len(idx), err)
 		}
-		slices.SortFunc(ord, func(a, b int) int { return int(idx[a]) - int(idx[b]) })
-		for _, v := range val {
-			c.mean += v
-		}
-		c.mean /= float32(h)
-		for k, o := range ord {
-			c.items[k], c.vals[k] = idx[o], val[o]-c.mean
-		}
-		if cfg.dim > 0 {
-			r := rng.New(cfg.seed, streamSim, 1, uint64(u))
-			c.u = make([]float32, cfg.dim)
-			for k := range c.u {
-				c.u[k] = float32(r.NormFloat64() * cfg.init)
-			}
-			c.err, c.ubar = make([]float32, h), make([]float64, cfg.dim)
-		}
-		if cfg.mode != sdmfPlain {
-			rr, err := dp.SolveTwoStageRR(cfg.epsPOrDefault(), cfg.epsI, h, nI, z)
-			if err != nil {
-				s.skipped++
-				continue
-			}
-			c.rr = rr
-			c.drawPRR()
-		}
+		c := &simClient{id: u, sim: s, items: slices.Sorted(slices.Values(idx)), rr: rr}
+		c.drawB()
 		s.clients = append(s.clients, c)
 		s.byUser[u] = c
 	}
 	if len(s.clients) == 0 {
-		return nil, fmt.Errorf("audit: no user of %d admits SDMF's randomized response at ε_I = %g, z = %g", users, cfg.epsI, z)
+		return nil, fmt.Errorf("%w: the data set has no ratings", ErrUsage)
 	}
 	return s, nil
 }
 
-// drawPRR sets the client's permanent vector B' as sdcf does: from the
-// user's secret through dp.PRRSource, a pure function of (secret, item,
-// rated), so a restarted client that kept its secret rebuilds the same B'.
-// The naive control (forgetSecret) redraws B' from fresh randomness after a
-// restart, as a client that does not persist its PRR state would. In fresh
-// mode, ones is the rated set itself.
-func (c *simClient) drawPRR() {
-	cfg := c.sim.cfg
-	if cfg.mode == sdmfFresh {
+// drawB sets ones: the rated items (fresh RR), or a B' drawn by eq. (9)
+// from fresh randomness for the client's current epoch (a client that
+// forgets its PRR state at a restart).
+func (c *simClient) drawB() {
+	if c.sim.mode == rrFresh {
 		c.ones = c.items
 		return
 	}
 	c.ones = c.ones[:0]
-	if cfg.forgetSecret && c.epoch > 0 {
-		r := rng.New(cfg.seed, streamSecret, uint64(c.id), uint64(c.epoch))
-		f := c.rr.F
-		for j := range int32(c.sim.nItems) {
-			_, rated := slices.BinarySearch(c.items, j)
-			u := r.Float64()
-			if u < f/2 || (u >= f && rated) {
-				c.ones = append(c.ones, j)
-			}
-		}
-		return
-	}
-	var secret [32]byte
-	sr := rng.New(cfg.seed, streamSecret, uint64(c.id))
-	for k := range secret {
-		secret[k] = byte(sr.Uint32())
-	}
-	src := dp.NewPRRSource(secret[:])
+	r := rng.New(c.sim.seed, streamSecret, uint64(c.id), uint64(c.epoch))
+	f := c.rr.F
 	for j := range int32(c.sim.nItems) {
 		_, rated := slices.BinarySearch(c.items, j)
-		if c.rr.PRR(src, j, rated) {
+		if u := r.Float64(); u < f/2 || (u >= f && rated) {
 			c.ones = append(c.ones, j)
 		}
 	}
 }
 
-// sendProbs returns the probabilities with which an item of ones and any
-// other item is sent in a round.
-func (c *simClient) sendProbs() (q, p float64) {
-	if c.sim.cfg.mode == sdmfFresh {
+// model returns the attacker's model of the client's send decisions.
+func (c *simClient) model() existenceModel {
+	if c.sim.mode == rrFresh {
 		ps, qs := c.rr.SendProbs()
-		return qs, ps
+		return existenceModel{p: ps, q: qs}
 	}
-	return c.rr.Q, c.rr.P
+	return existenceModel{f: c.rr.F, p: c.rr.P, q: c.rr.Q}
 }
 
 func (c *simClient) ID() int { return c.id }
 
-// Round is sdcf's client round (Alg. 1): errors against the broadcast V,
-// the Langevin user step, the send set and the item gradients.
+// Round sends each item of ones with probability q and any other with
+// probability p (per-round q*, p* in fresh mode), redrawing B' first at a
+// restart.
 func (c *simClient) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
-	cfg := c.sim.cfg
-	if cfg.restartEvery > 0 && b.Round > 0 && b.Round%cfg.restartEvery == 0 && cfg.mode == sdmfPRR {
-		c.epoch = b.Round / cfg.restartEvery
-		c.drawPRR() // the restarted app rebuilds B' from its (kept or new) secret
+	s := c.sim
+	q, p := c.rr.Q, c.rr.P
+	if s.mode == rrFresh {
+		p, q = c.rr.SendProbs()
+	} else if s.restartEvery > 0 && b.Round > 0 && b.Round%s.restartEvery == 0 {
+		c.epoch = b.Round / s.restartEvery
+		c.drawB()
 	}
-	if cfg.mode != sdmfPlain {
-		q, p := c.sendProbs()
-		c.send = sendSet(r, c.send[:0], c.ones, c.sim.nItems, q, p)
-	}
-	if cfg.dim == 0 { // shape only
-		items := c.send
-		if cfg.mode == sdmfPlain {
-			items = c.items
-		}
-		c.up = protocol.Upload{Client: c.id, Round: b.Round, Items: items}
-		return &c.up, nil
-	}
-	eta := b.Param("eta", 0)
-	K, h, u := cfg.dim, len(c.items), c.u
-	clear(c.ubar)
-	for k, j := range c.items {
-		v := b.Row(int(j))
-		e := vec.Dot(u, v) - c.vals[k]
-		c.err[k] = e
-		for d := range K {
-			c.ubar[d] += float64(e * v[d])
-		}
-	}
-	sdU := math.Sqrt(cfg.temp * eta / float64(h))
-	for d := range K {
-		c.ubar[d] = eta*(c.ubar[d]/float64(h)+float64(c.sim.lamU[d]*u[d])) - sdU*r.NormFloat64()
-	}
-	c.pairs = c.pairs[:0]
-	if cfg.mode == sdmfPlain {
-		for k, j := range c.items {
-			c.pairs = append(c.pairs, simPair{j, c.err[k]})
-		}
-	} else {
-		mu, sigma := meanStd(c.err)
-		sigma = math.Max(sigma, 1e-3)
-		alpha := math.Inf(1)
-		if cfg.epsG > 0 {
-			a, err := dp.TruncationBound(cfg.epsG, mu, sigma)
-			if err != nil {
-				return nil, err
-			}
-			alpha = a
-		}
-		for _, j := range c.send {
-			coef := float32(truncNormal(r, mu, sigma, alpha))
-			if k, ok := slices.BinarySearch(c.items, j); ok {
-				coef = c.err[k]
-			}
-			c.pairs = append(c.pairs, simPair{j, coef})
-		}
-	}
-	sd := math.Sqrt(cfg.temp * eta)
-	c.up = protocol.Upload{Client: c.id, Round: b.Round, Items: c.up.Items[:0], Values: c.up.Values[:0]}
-	for _, pr := range c.pairs { // items are distinct and sorted
-		v := b.Row(int(pr.item))
-		c.up.Items = append(c.up.Items, pr.item)
-		for d := range K {
-			g := eta*float64(pr.coef*u[d]+c.sim.lamV[d]*v[d]) - sd*r.NormFloat64()
-			c.up.Values = append(c.up.Values, float32(g))
-		}
-	}
-	for d := range K {
-		u[d] -= float32(c.ubar[d])
-	}
+	c.send = sendSet(r, c.send[:0], c.ones, s.nItems, q, p)
+	c.up = protocol.Upload{Client: c.id, Round: b.Round, Items: c.send}
 	return &c.up, nil
 }
 
@@ -328,104 +258,34 @@ func skip(r *rand.Rand, p float64, pos int) int {
 	return pos + 1 + int(g)
 }
 
-// truncNormal draws from N(mu, sigma²) restricted to [−alpha, alpha].
-func truncNormal(r *rand.Rand, mu, sigma, alpha float64) float64 {
-	if math.IsInf(alpha, 1) {
-		return mu + sigma*r.NormFloat64()
-	}
-	lo := 0.5 * math.Erfc(-(-alpha-mu)/(sigma*math.Sqrt2))
-	hi := 0.5 * math.Erfc(-(alpha-mu)/(sigma*math.Sqrt2))
-	x := mu + sigma*math.Sqrt2*math.Erfinv(2*(lo+(hi-lo)*r.Float64())-1)
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		x = mu
-	}
-	return math.Max(-alpha, math.Min(alpha, x))
-}
-
-func meanStd(x []float32) (mu, sd float64) {
-	for _, v := range x {
-		mu += float64(v)
-	}
-	mu /= float64(len(x))
-	for _, v := range x {
-		d := float64(v) - mu
-		sd += d * d
-	}
-	return mu, math.Sqrt(sd / float64(len(x)))
-}
-
-// simServer is sdcf's server (Alg. 2): each v_j moves by the mean of the
-// gradients received for it.
+// simServer only counts rounds: the controls' uploads carry no values.
 type simServer struct {
-	cfg   sdmfConfig
-	n     int
-	v, bv []float32
-	sum   []float64
-	cnt   []int32
-	round int
-	b     protocol.Broadcast
+	n, rounds, round int
 }
 
 func (s *simServer) Broadcast(round int) (*protocol.Broadcast, error) {
-	s.b = protocol.Broadcast{Round: round, Phase: protocol.PhaseTrain, Dim: s.cfg.dim, NumItems: s.n,
-		Params: map[string]float64{"eta": s.cfg.lr0 / math.Pow(float64(round+1), s.cfg.gamma)}}
-	if s.cfg.dim > 0 {
-		copy(s.bv, s.v)
-		s.b.V = s.bv
-	}
-	return &s.b, nil
+	return &protocol.Broadcast{Round: round, Phase: protocol.PhaseTrain, NumItems: s.n}, nil
 }
 
-func (s *simServer) Aggregate(round int, ups []*protocol.Upload) error {
+func (s *simServer) Aggregate(round int, _ []*protocol.Upload) error {
 	s.round = round + 1
-	K := s.cfg.dim
-	if K == 0 {
-		return nil
-	}
-	for _, up := range ups {
-		if up == nil {
-			continue
-		}
-		for k, j := range up.Items {
-			s.cnt[j]++
-			row, g := s.sum[int(j)*K:(int(j)+1)*K], up.Values[k*K:(k+1)*K]
-			for d := range K {
-				row[d] += float64(g[d])
-			}
-		}
-	}
-	for j, n := range s.cnt {
-		if n == 0 {
-			continue
-		}
-		row, sum := s.v[j*K:(j+1)*K], s.sum[j*K:(j+1)*K]
-		for d := range K {
-			row[d] -= float32(sum[d] / float64(n))
-			sum[d] = 0
-		}
-		s.cnt[j] = 0
-	}
 	return nil
 }
 
-func (s *simServer) Done() bool { return s.round >= s.cfg.rounds }
+func (s *simServer) Done() bool { return s.round >= s.rounds }
 
 // run runs the simulation and writes its transcript to w.
-func (s *sdmfSim) run(ctx context.Context, w io.Writer) error {
-	cfg := s.cfg
-	srv := &simServer{cfg: cfg, n: s.nItems, v: slices.Clone(s.v), bv: make([]float32, len(s.v)),
-		sum: make([]float64, len(s.v)), cnt: make([]int32, s.nItems)}
+func (s *sendSim) run(ctx context.Context, w io.Writer) error {
 	pcs := make([]protocol.Client, len(s.clients))
 	for k, c := range s.clients {
 		pcs[k] = c
 	}
-	mode := map[sdmfMode]string{sdmfPlain: "sgld-mf", sdmfPRR: "sdmf", sdmfFresh: "fresh-rr"}[cfg.mode]
-	return protocol.Run(ctx, srv, pcs, protocol.RunOptions{
-		Workers: cfg.workers, Seed: cfg.seed, Transcript: w,
+	mode := map[rrMode]string{rrFresh: "fresh-rr", rrRedrawn: "prr-redrawn"}[s.mode]
+	return protocol.Run(ctx, &simServer{n: s.nItems, rounds: s.rounds}, pcs, protocol.RunOptions{
+		Workers: s.workers, Seed: s.seed, Transcript: w,
 		Header: protocol.TranscriptHeader{Method: mode + " (audit simulation)", Meta: map[string]string{
-			"dim": strconv.Itoa(cfg.dim), "rounds": strconv.Itoa(cfg.rounds),
-			"eps_i": fmt.Sprint(cfg.epsI), "eps_p": fmt.Sprint(cfg.epsPOrDefault()), "eps_g": fmt.Sprint(cfg.epsG),
-			"restart_every": strconv.Itoa(cfg.restartEvery),
+			"rounds": strconv.Itoa(s.rounds), "eps_i": fmt.Sprint(s.epsI), "eps_p": fmt.Sprint(s.epsP),
+			"restart_every": strconv.Itoa(s.restartEvery),
 		}},
 	})
 }

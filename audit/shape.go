@@ -10,6 +10,7 @@ import (
 	"github.com/privrec/privrec/federated"
 	"github.com/privrec/privrec/ldpop"
 	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/sdcf"
 )
 
 // shapeMargin is the slack over each bound of the shape attack.
@@ -24,8 +25,8 @@ func init() {
 			"attack), bounded by e^ε∞/(1+e^ε∞) + margin with ε∞ SDMF's PRR bound. Size: guessing whether a user rated more items than " +
 			"the median user from its mean message size, bounded by 1/2 + margin for SDMF, whose eq. (12) makes every user's expected " +
 			"upload the same z. LDP-OP (Alg. 2, secure aggregation by default): every user answers the same named positions; bounds " +
-			"e^ε/(1+e^ε) + margin and 1/2 + margin. Control: plain federated MF, whose uploads name exactly the rated items. SDMF runs at SDCF's defaults " +
-			"(ε_I = 1, ε_P = 2ε_I, z = |R|/|U|). Findings: DPMF with and without secure aggregation (its claim covers values, not " +
+			"e^ε/(1+e^ε) + margin and 1/2 + margin. Control: plain federated MF, whose uploads name exactly the rated items. SDMF is sdcf.Train at its defaults " +
+			"(ε_I = 1, ε_P = 2ε_I, z = |R|/|U|), observed through its transcript. Findings: DPMF with and without secure aggregation (its claim covers values, not " +
 			"existence; with secure aggregation the server sees no per-user shape at all).",
 		cases: func(e *env) []testCase {
 			return []testCase{
@@ -49,6 +50,9 @@ type shapeObs struct {
 	bound     func(u int) float64
 	boundText string
 	label     string
+	// onHeader, when x is nil, builds x and bound from the transcript
+	// header (the public parameters of the run).
+	onHeader func(h protocol.TranscriptHeader) error
 }
 
 // shapeObserve runs (once per env) the target and counts its shapes.
@@ -88,34 +92,33 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 		o.setting = fmt.Sprintf("%s, %d rounds, %s", v, cfg.Rounds, view)
 		// The line is SDMF's bound for the same users (the control must beat
 		// what SDMF promises).
-		def := defaultSDMF()
+		epsP := sdcfEpsP(sdcf.DefaultConfig(sdcf.Squared, true))
 		byUser := d.ByUser()
-		o.boundText = fmt.Sprintf("SDMF's item-weighted mean of e^ε∞/(1+e^ε∞) for these users at ε_P = %g", def.epsPOrDefault())
+		o.boundText = fmt.Sprintf("SDMF's item-weighted mean of e^ε∞/(1+e^ε∞) for these users at ε_P = %g", epsP)
 		o.bound = func(u int) float64 {
-			f, err := dp.SolvePRR(def.epsPOrDefault(), byUser.RowLen(u))
+			f, err := dp.SolvePRR(epsP, byUser.RowLen(u))
 			if err != nil {
 				return 1
 			}
 			return 1 - f/2
 		}
 	case "sdmf":
-		cfg := defaultSDMF()
-		cfg.dim, cfg.rounds, cfg.seed, cfg.workers = 0, e.shapeRounds, e.cfg.Seed, e.cfg.Workers
-		sim, err := newSDMFSim(d, cfg)
-		if err != nil {
-			return nil, err
-		}
-		produce = func(w io.Writer) error { return sim.run(ctx, w) }
-		o.x = newExistence(d, e.cfg.Seed, 0, func(u int) (existenceModel, bool) {
-			c := sim.byUser[u]
-			if c == nil {
-				return existenceModel{}, false
+		cfg := sdmfShapeConfig(e, e.shapeRounds)
+		produce = sdcfRun(ctx, d, cfg)
+		o.onHeader = func(h protocol.TranscriptHeader) error {
+			rr, err := sdmfRR(d, h)
+			if err != nil {
+				return err
 			}
-			return existenceModel{f: c.rr.F, p: c.rr.P, q: c.rr.Q}, true
-		})
-		o.setting = fmt.Sprintf("SDMF send sets, ε_I = %g, ε_P = %g, z = |R|/|U|, %d rounds; audit simulation of sdcf's send sets",
-			cfg.epsI, cfg.epsPOrDefault(), cfg.rounds)
-		o.bound = func(u int) float64 { return 1 - sim.byUser[u].rr.F/2 }
+			o.x = newExistence(d, e.cfg.Seed, 0, func(u int) (existenceModel, bool) {
+				p, ok := rr[u]
+				return existenceModel{f: p.F, p: p.P, q: p.Q}, ok
+			})
+			o.bound = func(u int) float64 { return 1 - rr[u].F/2 }
+			return nil
+		}
+		o.setting = fmt.Sprintf("sdcf.Train SDMF send sets, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|, K = %d (the send sets do not depend on K), %d rounds",
+			cfg.EpsI, sdcfEpsP(cfg), cfg.EpsG, cfg.Dim, cfg.Rounds)
 		o.boundText = "item-weighted mean of e^ε∞/(1+e^ε∞), ε∞ the PRR bound"
 	case "ldp-op":
 		cfg := ldpop.DefaultConfig(ldpop.LDPOP)
@@ -141,7 +144,12 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 	default:
 		return nil, fmt.Errorf("%w: shape attack has no target %q", ErrUsage, target)
 	}
-	err := observe(ctx, produce, func(_ protocol.TranscriptHeader, rec *protocol.Record) error {
+	err := observe(ctx, produce, func(h protocol.TranscriptHeader, rec *protocol.Record) error {
+		if o.x == nil {
+			if err := o.onHeader(h); err != nil {
+				return err
+			}
+		}
 		o.x.observe(rec)
 		return nil
 	})

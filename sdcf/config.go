@@ -3,6 +3,7 @@ package sdcf
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 )
 
@@ -112,6 +113,37 @@ type Config struct {
 	Workers int
 	// Seed fixes every random draw.
 	Seed uint64
+	// Transcript, when not nil, receives everything the server sends and
+	// receives: one record per round with the broadcast (V and the step
+	// "eta") and the uploads the server aggregated, in
+	// protocol.TranscriptWriter's format (read it back with
+	// protocol.NewTranscriptReader). Writing it does not change the run.
+	// The header's Method is MethodName and its Meta holds the public
+	// parameters a server knows: "loss", "private", "dim", "rounds", "lr0",
+	// "gamma", "temp", "item_bias", "server_step" and "server_pseudo" (κ
+	// and n0 in effect), "dropout", "lambda_u" and "lambda_v" (the K
+	// precisions, comma-separated) and, when Private, "eps_i", "eps_p",
+	// "eps_g" and "z" (in effect, defaults resolved). The header's Seed is
+	// the simulation's: the clients' secrets derive from it, so an attack
+	// that plays the server must not use it.
+	Transcript io.Writer
+}
+
+// MethodName returns the name of the variant c trains, as the method
+// registry calls it: "sgld-mf", "sdmf", "sdmf-alpha-inf" (EpsG = 0),
+// "bpr-sgld" or "sd-bprmf".
+func (c Config) MethodName() string {
+	switch {
+	case c.Loss == BPR && c.Private:
+		return "sd-bprmf"
+	case c.Loss == BPR:
+		return "bpr-sgld"
+	case c.Private && c.EpsG == 0:
+		return "sdmf-alpha-inf"
+	case c.Private:
+		return "sdmf"
+	}
+	return "sgld-mf"
 }
 
 // DefaultConfig returns the defaults for loss, without or with the

@@ -43,6 +43,10 @@
 // are protected only by the Langevin noise, which the paper does not
 // quantify.
 //
+// What the server sees. Config.Transcript records every broadcast and
+// every upload the server aggregates (protocol.TranscriptWriter), headed by
+// the run's public parameters; privrec/audit attacks SDMF through it.
+//
 // Deviations from the paper, each documented on Config and chosen on a
 // validation split of training data (DefaultConfig):
 //

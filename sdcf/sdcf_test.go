@@ -1,10 +1,14 @@
 package sdcf
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/privrec/privrec/datasets"
@@ -431,5 +435,135 @@ func TestSDMFLearnsAndFollowsEpsG(t *testing.T) {
 	}
 	if !(plain > hi) {
 		t.Errorf("κ = 1 RMSE %.4f not above κ = 4's %.4f", plain, hi)
+	}
+}
+
+// TestTranscriptRecordsWhatTheServerAggregates reads back the transcript
+// of a short SDMF run: one record per round, a header with the public
+// parameters, and uploads that, replayed through the server's update rule
+// from the first broadcast's V, give every later broadcast and the final V
+// exactly. Writing the transcript does not change the run.
+func TestTranscriptRecordsWhatTheServerAggregates(t *testing.T) {
+	d, err := ratings.Synthetic(ratings.SyntheticConfig{Users: 200, Items: 300, Rank: 5, PerUser: 30, MinPerUser: 10, Noise: 0.3}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		loss    Loss
+		private bool
+		method  string
+	}{{Squared, true, "sdmf"}, {Squared, false, "sgld-mf"}, {BPR, true, "sd-bprmf"}} {
+		t.Run(tc.method, func(t *testing.T) {
+			cfg := quick(tc.loss, tc.private, 4)
+			cfg.Dropout = 0.1
+			plain, _, err := Train(context.Background(), d, cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			cfg.Transcript = &buf
+			m, rep, err := Train(context.Background(), d, cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(m.V, plain.V) || !slices.Equal(m.U, plain.U) {
+				t.Fatal("the run with a transcript differs from the run without")
+			}
+			tr, err := protocol.NewTranscriptReader(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := tr.Header()
+			if h.Method != tc.method || h.NumClients != rep.Clients {
+				t.Errorf("header method %q with %d clients, want %q with %d", h.Method, h.NumClients, tc.method, rep.Clients)
+			}
+			num := func(key string) float64 {
+				x, err := strconv.ParseFloat(h.Meta[key], 64)
+				if err != nil {
+					t.Fatalf("meta %q: %v", key, err)
+				}
+				return x
+			}
+			var lamV []float32
+			for _, f := range strings.Split(h.Meta["lambda_v"], ",") {
+				x, err := strconv.ParseFloat(f, 32)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lamV = append(lamV, float32(x))
+			}
+			if len(lamV) != cfg.Dim || lamV[0] != float32(cfg.Lambda) {
+				t.Errorf("lambda_v %q, want %d values %g", h.Meta["lambda_v"], cfg.Dim, cfg.Lambda)
+			}
+			if _, ok := h.Meta["eps_i"]; ok != tc.private {
+				t.Errorf("eps_i in the header: %v, private %v", ok, tc.private)
+			}
+			if tc.private && (num("z") != rep.Z || num("eps_p") != 2*cfg.EpsI) {
+				t.Errorf("header z %s, eps_p %s; want %g, %g", h.Meta["z"], h.Meta["eps_p"], rep.Z, 2*cfg.EpsI)
+			}
+			var srv *server
+			var ups, items int
+			for round := 0; ; round++ {
+				rec, err := tr.Next()
+				if err == io.EOF {
+					if round != cfg.Rounds {
+						t.Errorf("%d records, want one per round (%d)", round, cfg.Rounds)
+					}
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := rec.Broadcast
+				if rec.Round != round || b.Phase != protocol.PhaseTrain || b.Dim != cfg.Dim {
+					t.Fatalf("record %d: round %d, phase %q, dim %d", round, rec.Round, b.Phase, b.Dim)
+				}
+				if srv == nil {
+					srv = newServer(cfg.Dim, b.NumItems, cfg.Rounds, num("lr0"), num("gamma"), num("server_step"), lamV, slices.Clone(b.V))
+					srv.pseudo = num("server_pseudo")
+				}
+				if !slices.Equal(b.V, srv.v) || b.Param("eta", 0) != srv.eta(round) {
+					t.Fatalf("round %d: broadcast differs from the replayed server", round)
+				}
+				for _, up := range rec.Uploads {
+					ups++
+					items += len(up.Items)
+					if up.Round != round || len(up.Values) != len(up.Items)*cfg.Dim {
+						t.Fatalf("round %d: upload of client %d for round %d, %d values for %d items", round, up.Client, up.Round, len(up.Values), len(up.Items))
+					}
+				}
+				if err := srv.Aggregate(round, rec.Uploads); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(srv.v, m.V) {
+				t.Error("replaying the transcript's uploads does not give the trained V")
+			}
+			if got := float64(items) / float64(ups); got != rep.UploadsPerClientRound {
+				t.Errorf("transcript: %g items per upload, report %g", got, rep.UploadsPerClientRound)
+			}
+			if got := float64(ups) / float64(rep.Clients*cfg.Rounds); got != rep.Participation || got == 1 {
+				t.Errorf("transcript: participation %g, report %g (dropout %g)", got, rep.Participation, cfg.Dropout)
+			}
+		})
+	}
+}
+
+func TestMethodName(t *testing.T) {
+	alphaInf := DefaultConfig(Squared, true)
+	alphaInf.EpsG = 0
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{DefaultConfig(Squared, false), "sgld-mf"},
+		{DefaultConfig(Squared, true), "sdmf"},
+		{alphaInf, "sdmf-alpha-inf"},
+		{DefaultConfig(BPR, false), "bpr-sgld"},
+		{DefaultConfig(BPR, true), "sd-bprmf"},
+	} {
+		if got := tc.cfg.MethodName(); got != tc.want {
+			t.Errorf("%v private %v ε_g %g: %q, want %q", tc.cfg.Loss, tc.cfg.Private, tc.cfg.EpsG, got, tc.want)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/privrec/privrec/dp"
@@ -72,7 +74,8 @@ type RoundStats struct {
 
 // Train runs SGLD MF, SDMF, BPR-MF or SD-BPRMF (see the package doc) on
 // train with the protocol's in-process transport. hook, when not nil, is
-// called after every round.
+// called after every round; cfg.Transcript, when not nil, receives what
+// the server receives.
 func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(RoundStats)) (*Model, *Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
@@ -149,7 +152,9 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 		pcs[k] = c
 	}
 	var ups, items int
-	opt := protocol.RunOptions{Workers: cfg.Workers, Seed: cfg.Seed, OnRound: func(info protocol.RoundInfo) error {
+	opt := protocol.RunOptions{Workers: cfg.Workers, Seed: cfg.Seed, Transcript: cfg.Transcript,
+		Header: protocol.TranscriptHeader{Method: cfg.MethodName(), Meta: transcriptMeta(cfg, pub, z)}}
+	opt.OnRound = func(info protocol.RoundInfo) error {
 		ups += info.Uploads
 		items += info.Items
 		if hook != nil {
@@ -160,7 +165,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 			hook(st)
 		}
 		return nil
-	}}
+	}
 	if err := protocol.Run(ctx, srv, pcs, opt); err != nil {
 		return nil, nil, err
 	}
@@ -185,6 +190,30 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 		rep.ExistenceTotal = math.Min(rep.EpsP.Total, rep.EpsI.Total) + rep.EpsG.Total
 	}
 	return m, rep, nil
+}
+
+// transcriptMeta returns the public parameters of a run for the
+// transcript header (see Config.Transcript).
+func transcriptMeta(cfg Config, pub *public, z float64) map[string]string {
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	list := func(x []float32) string {
+		s := make([]string, len(x))
+		for k, v := range x {
+			s[k] = strconv.FormatFloat(float64(v), 'g', -1, 32)
+		}
+		return strings.Join(s, ",")
+	}
+	m := map[string]string{
+		"loss": cfg.Loss.String(), "private": strconv.FormatBool(cfg.Private),
+		"dim": strconv.Itoa(cfg.Dim), "rounds": strconv.Itoa(cfg.Rounds), "lr0": f(cfg.LR0), "gamma": f(cfg.Gamma),
+		"temp": f(cfg.Temp), "item_bias": strconv.FormatBool(cfg.ItemBias), "server_step": f(cfg.serverStep()),
+		"server_pseudo": f(cfg.ServerPseudo), "dropout": f(cfg.Dropout),
+		"lambda_u": list(pub.lamU), "lambda_v": list(pub.lamV),
+	}
+	if cfg.Private {
+		m["eps_i"], m["eps_p"], m["eps_g"], m["z"] = f(cfg.EpsI), f(cfg.epsP()), f(cfg.EpsG), f(z)
+	}
+	return m
 }
 
 // newClient builds user u's device: its sorted ratings, initial u_i and,
