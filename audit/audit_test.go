@@ -65,7 +65,9 @@ func TestEveryControlBrokenEveryProtectedWithin(t *testing.T) {
 		}
 	}
 	for _, a := range AttackNames() {
-		if roles[a][Control] == 0 || roles[a][Protected] == 0 {
+		// The grid attack has no protected row: what it breaks is outside
+		// SDMF's claim as stated, so SDMF is a finding there.
+		if roles[a][Control] == 0 || roles[a][Protected]+roles[a][Finding] == 0 {
 			t.Errorf("attack %s has %d controls and %d protected rows, want both", a, roles[a][Control], roles[a][Protected])
 		}
 	}
@@ -87,6 +89,7 @@ func TestControlsAreClearlyBroken(t *testing.T) {
 		{"difference", "ldp-op-basic", func(v float64) bool { return v > 0.95 }, "accuracy > 0.95"},
 		{"shape", "fedmf", func(v float64) bool { return v > 0.95 }, "accuracy > 0.95"},
 		{"server-h", "mixture", func(v float64) bool { return v > 0.1 }, "δ̂ > 0.1 (exact ≈ 0.19)"},
+		{"grid", "sgld-mf", func(v float64) bool { return v > 0.95 }, "accuracy > 0.95"},
 	}
 	for _, w := range want {
 		found := false

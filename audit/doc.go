@@ -30,6 +30,12 @@
 //     also across client restarts.
 //   - shape: existence inference from which items receive contributions
 //     and from message sizes: fedmf (control) versus SDMF and LDP-OP.
+//   - grid: existence inference from the values a server recovers:
+//     sdcf's u[0] = 1 gives away each upload's implied rating, real
+//     ratings lie on the rating grid and SDMF's fakes do not. SGLD MF and
+//     SDMF at temperature 0 (controls) must beat SDMF's existence bound;
+//     SDMF as shipped is a finding (its claim assumes no value recovery),
+//     and it beats the bound too.
 //   - server-h: the server-knows-h audit of the papers' distributed
 //     Laplace (mixture shares, control) versus the server-blind gamma
 //     shares.

@@ -32,6 +32,8 @@ type env struct {
 	shapeRounds int
 	// server-h: independent items (samples) per neighbouring input.
 	hItems int
+	// grid: training rounds of the observed runs.
+	gridRounds int
 
 	// cache holds observations that several rows score.
 	cache map[string]any
@@ -87,8 +89,10 @@ func newEnv(cfg Config) (*env, error) {
 	e.dataDesc = fmt.Sprintf("%s: %d users, %d items, %d ratings", name, d.NumUsers(), d.NumItems(), d.Len())
 	if cfg.Quick {
 		e.invRounds, e.avgRounds, e.restartEvery, e.shapeRounds, e.hItems = 5, 300, 30, 50, 100000
+		e.gridRounds = 10
 	} else {
 		e.invRounds, e.avgRounds, e.restartEvery, e.shapeRounds, e.hItems = 8, 1000, 25, 200, 1000000
+		e.gridRounds = 30
 	}
 	return e, nil
 }

@@ -616,6 +616,14 @@ func invertSDCF(ctx context.Context, e *env, cfg sdcf.Config) (Result, error) {
 // Fake rows (SDMF) are multiples of the same u and only sharpen a; the
 // estimates of the items the user did not rate are never scored.
 func biasInvert(b *protocol.Broadcast, up *protocol.Upload, lamV []float32, est estimates) {
+	biasEach(b, up, lamV, func(j int32, c float64) {
+		est[key(up.Client, j)] = append(est[key(up.Client, j)], float32(c))
+	})
+}
+
+// biasEach inverts one SGLD upload as biasInvert does and calls fn with
+// each uploaded item and its estimated centred rating c_j.
+func biasEach(b *protocol.Broadcast, up *protocol.Upload, lamV []float32, fn func(j int32, c float64)) {
 	k := b.Dim
 	eta := b.Param("eta", 0)
 	if k < 2 || len(up.Items) == 0 || !(eta > 0) || len(lamV) != k {
@@ -633,8 +641,7 @@ func biasInvert(b *protocol.Broadcast, up *protocol.Upload, lamV []float32, est 
 	}
 	s := 1 / a[0] // u = s·a
 	for m, j := range up.Items {
-		c := s*dot32(a, b.V[int(j)*k:int(j)*k+k]) - dot32(a, rows[m*k:(m+1)*k])/s
-		est[key(up.Client, j)] = append(est[key(up.Client, j)], float32(c))
+		fn(j, s*dot32(a, b.V[int(j)*k:int(j)*k+k])-dot32(a, rows[m*k:(m+1)*k])/s)
 	}
 }
 

@@ -91,6 +91,13 @@ func sdmfRR(d *ratings.Dataset, h protocol.TranscriptHeader) (map[int]dp.TwoStag
 		}
 		p[k] = x
 	}
+	return twoStageRR(d, p[0], p[1], p[2])
+}
+
+// twoStageRR returns every rating user's two-stage randomized-response
+// parameters at ε_P, ε_I and z (dp.SolveTwoStageRR with the user's h).
+func twoStageRR(d *ratings.Dataset, epsP, epsI, z float64) (map[int]dp.TwoStageRR, error) {
+	p := [3]float64{epsP, epsI, z}
 	byUser := d.ByUser()
 	out := map[int]dp.TwoStageRR{}
 	for u := range d.NumUsers() {

@@ -52,8 +52,13 @@ const sdcfNote = "existence of ratings against an untrusted server; the paper bo
 	"(send sets are post-processing of the PRR vector; ε_g charged once per round as the paper does, " +
 	"though Thm 3 bounds one fake gradient); rating values are hidden only by Langevin noise (no ε claimed)"
 
+// sdmfNote is SDMF's note: sdcfNote and the limit the grid attack shows.
+const sdmfNote = sdcfNote + "; the existence protection assumes the server cannot recover values: " +
+	"at the shipped temperature it can (u[0] = 1 fixes u, so each upload's implied rating is recovered), real uploads' ratings " +
+	"lie on the rating grid and the fakes' do not, and `privrec audit --attack grid` infers existence beyond the ε_P bound"
+
 var (
-	sdmfClaim   = Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdcfNote}
+	sdmfClaim   = Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdmfNote}
 	sdbprClaim  = Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdcfNote + "; no ε_g (no fake gradients)"}
 	isgldClaim  = Privacy{Unit: "rating value", Trusted: "nobody", Note: "Laplace input perturbation on the device, one release; existence and the model are not protected"}
 	sgldNoClaim = Privacy{Unit: "none", Trusted: "everyone", Note: "ratings stay on the devices, but each upload shows which items its user rated"}

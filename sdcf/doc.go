@@ -47,6 +47,19 @@
 // every upload the server aggregates (protocol.TranscriptWriter), headed by
 // the run's public parameters; privrec/audit attacks SDMF through it.
 //
+// Existence against value recovery. SDMF's existence bound assumes the
+// server learns nothing from the values of the gradients. It does: with
+// ItemBias the user vector's first coordinate is 1, so one upload's rows
+// give the server u_i and each row's implied centred rating u·v_j − e_ij,
+// up to the Langevin noise only. A real gradient's rating plus the user's
+// mean lies on the rating grid (the scale's steps); a fake's error, drawn
+// from the normal fitted to the user's own errors, does not. At the
+// shipped Temp = 10⁻⁴ this tells rated from unrated items beyond
+// e^ε∞/(1+e^ε∞) (`privrec audit --attack grid`, a finding there). Two
+// fixes, both untested: draw each fake as a grid rating r̃ from the user's
+// own rating distribution and send the error r̃ − u_i·v_j, or raise the
+// Langevin noise until it hides the grid.
+//
 // Deviations from the paper, each documented on Config and chosen on a
 // validation split of training data (DefaultConfig):
 //
