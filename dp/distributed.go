@@ -55,6 +55,73 @@ func FillGammaShares(r *rand.Rand, b float64, n int, dst []float64) {
 	}
 }
 
+// gammaShareCut is the cut-off of FillGammaShares32: a Gamma(1/n) term
+// Gamma(1+1/n)·U^n with U^n < e^−gammaShareCut is set to zero.
+const gammaShareCut = 40
+
+// FillGammaShares32 writes one user's GammaShares share of Laplace(b) noise
+// among n users into every coordinate of dst: G1 − G2 with G1, G2 ~
+// Gamma(1/n, b), so that n users' shares sum to Laplace(b) per coordinate.
+// For n ≤ 1 each coordinate is a plain SampleLaplace(r, b) draw. It is the
+// fast float32 sampler for large n (a popular item's gradient shared by
+// hundreds of users), and it draws the same law as FillGammaShares in a
+// different form, so the two give different streams for one seed.
+//
+// Each Gamma(a) term, a = 1/n, is drawn in its boost form
+// b·Gamma(1+a)·U^n. For large n, U^n is negligible for most U, so the
+// 2·len(dst) uniforms are not drawn one by one: the terms whose U^n reaches
+// e^−40 are found by geometric skips (one uniform per skip), and only there
+// are U, conditioned on that event, and Gamma(1+a) drawn: 2·len(dst)·
+// (1 − e^(−40/n)) gamma draws on average, about 80·len(dst)/n for large n.
+// It is faster than FillGammaShares for n above roughly 50 (10× at
+// n = 1000) and slower for small n ≥ 2 (BenchmarkFillGammaShares32).
+//
+// Approximation: every term with U^n < e^−40 ≈ 4.2·10^−18 is set to zero
+// instead of b·Gamma(1+a)·U^n. Above the cut the law is exactly that of the
+// direct method. The expected absolute error this cut adds to one
+// coordinate of the sum of the n users' shares is 2b·e^(−40(n+1)/n) <
+// 8.5·10^−18·b, far below float32 resolution of the noise (b·6·10^−8). A
+// skip is capped at 2^30 terms, which matters only for n ≳ 10^9.
+// b must be positive.
+func FillGammaShares32(r *rand.Rand, b float64, n int, dst []float32) {
+	clear(dst)
+	if n <= 1 {
+		for d := range dst {
+			dst[d] = float32(SampleLaplace(r, b))
+		}
+		return
+	}
+	fn := float64(n)
+	a := 1 / fn
+	lthr := -gammaShareCut / fn // ln of the threshold on U
+	p := -math.Expm1(lthr)      // P(U ≥ threshold)
+	total := 2 * len(dst)       // term 2d is G1 of coordinate d, 2d+1 its G2
+	pos := geomSkip(r, lthr)
+	for pos < total {
+		// U uniform on [threshold, 1): 1 − p·W, W uniform on [0, 1).
+		lu := math.Log1p(-p * r.Float64())
+		g := b * SampleGamma(r, 1+a, 1) * math.Exp(fn*lu)
+		if pos&1 == 0 {
+			dst[pos>>1] += float32(g)
+		} else {
+			dst[pos>>1] -= float32(g)
+		}
+		pos += 1 + geomSkip(r, lthr)
+	}
+}
+
+// geomSkip returns the number of failures before the first success of
+// Bernoulli trials that fail with probability e^lq (lq < 0), capped at
+// 2^30.
+func geomSkip(r *rand.Rand, lq float64) int {
+	v := 1 - r.Float64() // (0, 1]
+	s := math.Log(v) / lq
+	if s > 1<<30 {
+		return 1 << 30
+	}
+	return int(s)
+}
+
 // SampleMixing returns the server's mixing variable h ~ Exp(1) of the
 // MixtureShares construction.
 func SampleMixing(r *rand.Rand) float64 { return r.ExpFloat64() }

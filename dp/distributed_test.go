@@ -187,3 +187,87 @@ func TestGaussDeltaKnownValue(t *testing.T) {
 		t.Errorf("δ(0) = %v, want 0.382925", d)
 	}
 }
+
+// TestFillGammaShares32SumIsLaplace checks the fast, cut-off float32
+// sampler: the sum of n users' shares is Laplace(b) per coordinate (KS at
+// α = 0.001), and the same test rejects a scale 15% too small.
+func TestFillGammaShares32SumIsLaplace(t *testing.T) {
+	const b, trials, dim = 2.5, 4000, 4
+	for _, n := range []int{1, 2, 3, 50, 2000} {
+		t.Run("n="+itoa(n), func(t *testing.T) {
+			r := rng.New(7, uint64(n))
+			share := make([]float32, dim)
+			sum := make([]float64, dim)
+			xs := make([]float64, 0, trials*dim)
+			for range trials {
+				clear(sum)
+				for range n {
+					FillGammaShares32(r, b, n, share)
+					for d, x := range share {
+						sum[d] += float64(x)
+					}
+				}
+				xs = append(xs, sum...)
+			}
+			crit := 1.95 / math.Sqrt(float64(len(xs))) // KS critical value, α = 0.001
+			if d := ksD(xs, laplaceCDF(b)); d > crit {
+				t.Errorf("KS distance %.4f to Laplace(%g) exceeds %.4f", d, b, crit)
+			}
+			if d := ksD(xs, laplaceCDF(0.85*b)); d <= crit {
+				t.Errorf("KS test cannot tell Laplace(%g) from the sum (distance %.4f)", 0.85*b, d)
+			}
+		})
+	}
+}
+
+// TestFillGammaShares32Overwrites checks that dst is overwritten, not added
+// to, and that a huge n leaves almost every coordinate exactly zero (the
+// cut-off at work) while small n leaves none zero.
+func TestFillGammaShares32Overwrites(t *testing.T) {
+	tests := []struct {
+		n                int
+		minZero, maxZero float64 // bounds on the fraction of zero coordinates
+	}{
+		{1, 0, 0}, {2, 0, 0}, {100000, 0.99, 1},
+	}
+	for _, tc := range tests {
+		r := rng.New(9, uint64(tc.n))
+		dst := make([]float32, 10000)
+		for i := range dst {
+			dst[i] = 1e6
+		}
+		FillGammaShares32(r, 1, tc.n, dst)
+		zero := 0
+		for _, x := range dst {
+			if math.Abs(float64(x)) > 1e5 {
+				t.Fatalf("n = %d: stale value %g left in dst", tc.n, x)
+			}
+			if x == 0 {
+				zero++
+			}
+		}
+		if f := float64(zero) / float64(len(dst)); f < tc.minZero || f > tc.maxZero {
+			t.Errorf("n = %d: zero fraction %.4f outside [%g, %g]", tc.n, f, tc.minZero, tc.maxZero)
+		}
+	}
+}
+
+// BenchmarkFillGammaShares32 times one user's share for a k = 32 factor,
+// against the direct float64 sampler FillGammaShares.
+func BenchmarkFillGammaShares32(b *testing.B) {
+	r := rng.New(1)
+	f32 := make([]float32, 32)
+	f64 := make([]float64, 32)
+	for _, n := range []int{1, 2, 10, 100, 1000} {
+		b.Run("fast/n="+itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				FillGammaShares32(r, 1, n, f32)
+			}
+		})
+		b.Run("direct/n="+itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				FillGammaShares(r, 1, n, f64)
+			}
+		})
+	}
+}

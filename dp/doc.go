@@ -19,10 +19,12 @@
 //   - distributed Laplace noise: n users each add a share so that the server
 //     sees only the noisy sum. GammaShares (each share G1 − G2 with G1, G2 ~
 //     Gamma(1/n, b)) is the default: the shares sum to exactly Laplace(b)
-//     and the server learns nothing about the noise. MixtureShares is the
-//     papers' construction, in which the server draws h ~ Exp(1); a server
-//     that knows h sees Gaussian noise, and MixtureServerDelta computes the δ
-//     it leaks (about 0.19 at ε = 1). SharesEpsilon says what dropouts cost;
+//     and the server learns nothing about the noise; FillGammaShares32 is
+//     its fast float32 sampler for many users (a stated e^−40 cut-off).
+//     MixtureShares is the papers' construction, in which the server draws
+//     h ~ Exp(1); a server that knows h sees Gaussian noise, and
+//     MixtureServerDelta computes the δ it leaks (about 0.19 at ε = 1).
+//     SharesEpsilon says what dropouts cost;
 //   - randomized response: RandomizedResponse, and the two-stage PRR + IRR
 //     of SDCF (SolveTwoStageRR), whose permanent answers come from a per-user
 //     secret (PRRSource) so they survive a restart; TruncationBound;

@@ -287,7 +287,7 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 			h = b.Aux[int(j)*k : int(j)*k+k]
 			mixShares(r, c.sh.noise, h, nj, row)
 		} else {
-			gammaShares(r, c.sh.noise, nj, row)
+			dp.FillGammaShares32(r, c.sh.noise, nj, row)
 		}
 		for d := range row {
 			row[d] += e * u[d]
