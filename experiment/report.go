@@ -589,11 +589,14 @@ func methodParams(o *Outcome, m *planMethod) string {
 		if p.Name == "workers" {
 			continue
 		}
-		var vals []string
+		var vals []string // every value used, shown unless all are the default
 		for _, u := range o.Plan.units {
-			if u.m == m && u.params[p.Name] != p.Default {
+			if u.m == m {
 				vals = addDistinct(vals, u.params[p.Name])
 			}
+		}
+		if len(vals) == 1 && vals[0] == p.Default {
+			vals = nil
 		}
 		if _, ok := m.Grid[p.Name]; ok {
 			vals = []string{"CV over " + joinValues(m.Grid[p.Name])}
