@@ -219,7 +219,12 @@ func trainFactors(ctx context.Context, d *ratings.Dataset, cfg Config, hook func
 					h[c] += e*u[c] + lam*v[c]
 				}
 			}
-			step := cfg.LearnRate / float64(len(batch))
+			// The step is per nominal batch: a short last batch (the
+			// remainder of the epoch) takes a proportionally short step.
+			// Dividing by its own length instead gave its few ratings the
+			// weight of a full batch and diverged on ML-1M (900,188
+			// ratings: a last batch of 188 at γ = 50).
+			step := cfg.LearnRate / float64(bs)
 			momentumStep(f.u, iu, gu, cfg.Momentum, step)
 			momentumStep(f.v, iv, gv, cfg.Momentum, step)
 		}

@@ -284,3 +284,20 @@ func TestBadConfig(t *testing.T) {
 		t.Errorf("Train on no ratings: %v", err)
 	}
 }
+
+// TestShortLastBatch checks that the epoch's short remainder batch takes
+// a proportionally short step: with a last batch of 3 ratings at the
+// paper's γ = 50, a step per actual batch length diverged.
+func TestShortLastBatch(t *testing.T) {
+	train, test := data(t)
+	cfg := DefaultConfig()
+	cfg.Dim, cfg.Epochs, cfg.BatchSize = 5, 10, train.Len()-3
+	m, err := Train(context.Background(), train, cfg, nil)
+	if err != nil {
+		t.Fatalf("a 3-rating last batch: %v", err)
+	}
+	mean := math.Sqrt(eval.Rating(constant(train.Mean()), test).MSE)
+	if got := eval.Rating(m, test).RMSE; !(got < mean) {
+		t.Errorf("test RMSE %.4f, global mean %.4f", got, mean)
+	}
+}
