@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -228,41 +227,9 @@ func (c *simClient) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload
 		c.epoch = b.Round / s.restartEvery
 		c.drawB()
 	}
-	c.send = sendSet(r, c.send[:0], c.ones, s.nItems, q, p)
+	c.send = dp.SampleSendSet(r, c.send[:0], c.ones, s.nItems, q, p)
 	c.up = protocol.Upload{Client: c.id, Round: b.Round, Items: c.send}
 	return &c.up, nil
-}
-
-// sendSet appends to dst, sorted, each item of ones with probability q and
-// each other item of [0, n) with probability p, by geometric skips.
-func sendSet(r *rand.Rand, dst, ones []int32, n int, q, p float64) []int32 {
-	for pos := skip(r, q, -1); pos < len(ones); pos = skip(r, q, pos) {
-		dst = append(dst, ones[pos])
-	}
-	ptr := 0
-	for pos := skip(r, p, -1); pos < n-len(ones); pos = skip(r, p, pos) {
-		for ptr < len(ones) && int(ones[ptr]) <= pos+ptr {
-			ptr++
-		}
-		dst = append(dst, int32(pos+ptr))
-	}
-	slices.Sort(dst)
-	return dst
-}
-
-// skip returns the next index after pos chosen by Bernoulli(p) trials.
-func skip(r *rand.Rand, p float64, pos int) int {
-	switch {
-	case p >= 1:
-		return pos + 1
-	case p <= 0:
-		return math.MaxInt
-	}
-	g := math.Floor(math.Log(1-r.Float64()) / math.Log1p(-p))
-	if g > float64(math.MaxInt32) {
-		return math.MaxInt
-	}
-	return pos + 1 + int(g)
 }
 
 // simServer only counts rounds: the controls' uploads carry no values.

@@ -3,6 +3,7 @@ package dp
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 )
 
 // ShareScheme names a construction of distributed Laplace noise: n users
@@ -31,6 +32,18 @@ func (s ShareScheme) String() string {
 		return "mixture"
 	}
 	return "unknown"
+}
+
+// ParseShareScheme returns the scheme String names: "gamma" or "mixture"
+// (surrounding spaces ignored); anything else fails with ErrParam.
+func ParseShareScheme(name string) (ShareScheme, error) {
+	switch strings.TrimSpace(name) {
+	case "gamma":
+		return GammaShares, nil
+	case "mixture":
+		return MixtureShares, nil
+	}
+	return 0, paramErr("share scheme %q, want gamma or mixture", name)
 }
 
 // SampleGammaShare returns one user's share of distributed Laplace(b) noise
@@ -132,13 +145,15 @@ func SampleMixShare(r *rand.Rand, b, h float64, n int) float64 {
 	return b * math.Sqrt(2*h/float64(n)) * r.NormFloat64()
 }
 
-// FillMixShares writes MixtureShares shares into dst, coordinate i using the
-// server's h[i] (len(h) must be at least len(dst)).
-func FillMixShares(r *rand.Rand, b float64, h []float64, n int, dst []float64) {
+// FillMixShares writes one user's MixtureShares shares among n users into
+// dst, coordinate i using the server's h[i] (len(h) must be at least
+// len(dst)): b·sqrt(2h[i]/n)·c with c ~ N(0, 1), computed in float64. An n
+// below 1 counts as 1.
+func FillMixShares[F float32 | float64](r *rand.Rand, b float64, h []F, n int, dst []F) {
 	h = h[:len(dst)]
-	c := b * math.Sqrt(2/float64(n))
+	c := b * math.Sqrt(2/float64(max(n, 1)))
 	for i := range dst {
-		dst[i] = c * math.Sqrt(h[i]) * r.NormFloat64()
+		dst[i] = F(c * math.Sqrt(float64(h[i])) * r.NormFloat64())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"hash"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // RRKeepProb returns the probability e^ε/(1+e^ε) with which binary
@@ -144,6 +145,45 @@ func (t TwoStageRR) IRR(r *rand.Rand, prr bool) bool {
 		return r.Float64() < t.Q
 	}
 	return r.Float64() < t.P
+}
+
+// SampleSendSet draws the instantaneous randomized response of a whole
+// sparse bit vector over items [0, n) whose 1-bits are ones (sorted,
+// distinct, each in [0, n)): it appends to dst, sorted, each item of ones
+// with probability q and each other item with probability p, and returns
+// dst. It is IRR applied to every item, q = TwoStageRR.Q and p =
+// TwoStageRR.P, but costs O(len(ones) + p·n) draws instead of n: the kept
+// items are found by geometric skips.
+func SampleSendSet(r *rand.Rand, dst, ones []int32, n int, q, p float64) []int32 {
+	for pos := bernoulliSkip(r, q, -1); pos < len(ones); pos = bernoulliSkip(r, q, pos) {
+		dst = append(dst, ones[pos])
+	}
+	ptr := 0
+	for pos := bernoulliSkip(r, p, -1); pos < n-len(ones); pos = bernoulliSkip(r, p, pos) {
+		// the pos-th item not in ones
+		for ptr < len(ones) && int(ones[ptr]) <= pos+ptr {
+			ptr++
+		}
+		dst = append(dst, int32(pos+ptr))
+	}
+	slices.Sort(dst)
+	return dst
+}
+
+// bernoulliSkip returns the next index after pos selected by independent
+// Bernoulli(p) trials (math.MaxInt when none is).
+func bernoulliSkip(r *rand.Rand, p float64, pos int) int {
+	switch {
+	case p >= 1:
+		return pos + 1
+	case p <= 0:
+		return math.MaxInt
+	}
+	g := math.Floor(math.Log(1-r.Float64()) / math.Log1p(-p))
+	if g > float64(math.MaxInt32) {
+		return math.MaxInt
+	}
+	return pos + 1 + int(g)
 }
 
 // PRRSource derives a user's permanent uniforms from a per-user secret:

@@ -3,6 +3,7 @@ package dp
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/privrec/privrec/rng"
@@ -173,5 +174,76 @@ func TestTruncationBound(t *testing.T) {
 	}
 	if _, err := TruncationBound(1, 0, -1); !errors.Is(err, ErrParam) {
 		t.Errorf("σ < 0: error %v", err)
+	}
+}
+
+// TestSampleSendSet checks the per-item send rates of the sparse IRR:
+// q for the items of ones, p for the others, a sorted result, and the
+// edge cases p, q ∈ {0, 1}.
+func TestSampleSendSet(t *testing.T) {
+	const n = 200
+	ones := []int32{0, 3, 4, 50, 51, 52, 120, 199}
+	isOne := map[int32]bool{}
+	for _, j := range ones {
+		isOne[j] = true
+	}
+	tests := []struct {
+		name string
+		q, p float64
+	}{
+		{"all of ones only", 1, 0},
+		{"the complement only", 0, 1},
+		{"everything", 1, 1},
+		{"nothing", 0, 0},
+		{"q=0.7 p=0.1", 0.7, 0.1},
+		{"q=0.2 p=0.9", 0.2, 0.9},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rng.New(9)
+			const rounds = 4000
+			var gotOnes, gotOthers int
+			var buf []int32
+			for range rounds {
+				buf = SampleSendSet(r, buf[:0], ones, n, tc.q, tc.p)
+				for k, j := range buf {
+					if j < 0 || j >= n || (k > 0 && buf[k-1] >= j) {
+						t.Fatalf("send set %v is not sorted, distinct and in [0, %d)", buf, n)
+					}
+					if isOne[j] {
+						gotOnes++
+					} else {
+						gotOthers++
+					}
+				}
+			}
+			if k, m := gotOnes, rounds*len(ones); !binomialOK(k, m, tc.q, 5) {
+				t.Errorf("items of ones sent at rate %.4f, want %g", float64(k)/float64(m), tc.q)
+			}
+			if k, m := gotOthers, rounds*(n-len(ones)); !binomialOK(k, m, tc.p, 5) {
+				t.Errorf("other items sent at rate %.4f, want %g", float64(k)/float64(m), tc.p)
+			}
+		})
+	}
+}
+
+func TestParseShareScheme(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want ShareScheme
+		ok   bool
+	}{
+		{"gamma", GammaShares, true}, {" mixture ", MixtureShares, true}, {"laplace", 0, false}, {"", 0, false},
+	} {
+		got, err := ParseShareScheme(tc.in)
+		if tc.ok != (err == nil) || (tc.ok && got != tc.want) {
+			t.Errorf("ParseShareScheme(%q) = %v, %v", tc.in, got, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrParam) {
+			t.Errorf("ParseShareScheme(%q): %v does not wrap ErrParam", tc.in, err)
+		}
+		if tc.ok && got.String() != strings.TrimSpace(tc.in) {
+			t.Errorf("%q does not round-trip: %s", tc.in, got)
+		}
 	}
 }

@@ -184,14 +184,6 @@ func (c Config) Validate() error {
 // rate returns η of training round t (0-based): the paper's schedule.
 func (c Config) rate(t int) float64 { return schedule(c.LearnRate, t, c.Rounds) }
 
-// userRate returns the user step's η of round t.
-func (c Config) userRate(t int) float64 {
-	if c.UserLearnRate == 0 {
-		return c.rate(t)
-	}
-	return schedule(c.UserLearnRate, t, c.Rounds)
-}
-
 // schedule divides lr by 5 after 25% and again after 75% of the rounds.
 func schedule(lr float64, t, rounds int) float64 {
 	if 4*t >= rounds {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/rng"
 )
 
@@ -28,8 +29,9 @@ func ksLaplace(xs []float64, b float64) float64 {
 	return d
 }
 
-// TestMixSharesSumToLaplace checks that n MixtureShares shares, each given
-// the server's h ~ Exp(1), sum to Laplace(b).
+// TestMixSharesSumToLaplace checks that n of the MixtureShares shares the
+// clients add (dp.FillMixShares in float32), each given the server's
+// h ~ Exp(1), sum to Laplace(b).
 func TestMixSharesSumToLaplace(t *testing.T) {
 	const b, trials, dim = 2.5, 4000, 4
 	// The gamma shares are dp.FillGammaShares32, KS-tested in package dp.
@@ -51,7 +53,7 @@ func TestMixSharesSumToLaplace(t *testing.T) {
 					h[d] = float32(r.ExpFloat64())
 				}
 				for range tc.n {
-					mixShares(r, b, h, tc.n, share)
+					dp.FillMixShares(r, b, h, tc.n, share)
 					for d, x := range share {
 						sum[d] += float64(x)
 					}

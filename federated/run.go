@@ -265,29 +265,28 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	if len(c.items) == 0 {
 		return nil, nil
 	}
-	if c.sh.noise == 0 { // Plain: exact gradients, no budget
-		return c.exact(b), nil
-	}
-	if err := c.sh.acct.Charge(c.id, b.Round, c.charge, 0, c.sh.label); err != nil {
-		if errors.Is(err, dp.ErrBudgetExceeded) {
-			return nil, nil // out of budget: release nothing
+	if c.sh.variant != Plain { // Plain: exact gradients, nothing to spend
+		if err := c.sh.acct.Charge(c.id, b.Round, c.charge, 0, c.sh.label); err != nil {
+			if errors.Is(err, dp.ErrBudgetExceeded) {
+				return nil, nil // out of budget: release nothing
+			}
+			return nil, err
 		}
-		return nil, err
 	}
 	k := c.sh.k
 	vals := c.up.Values[:len(c.items)*k]
 	u := c.u
-	var h []float32
 	for n, j := range c.items {
 		v := b.V[int(j)*k : int(j)*k+k]
 		e := 2 * (vec.Dot(u, v) - c.y[n])
 		row := vals[n*k : n*k+k]
-		nj := int(b.Counts[j])
-		if c.sh.scheme == dp.MixtureShares {
-			h = b.Aux[int(j)*k : int(j)*k+k]
-			mixShares(r, c.sh.noise, h, nj, row)
-		} else {
-			dp.FillGammaShares32(r, c.sh.noise, nj, row)
+		switch {
+		case c.sh.variant == Plain:
+			clear(row)
+		case c.sh.scheme == dp.MixtureShares:
+			dp.FillMixShares(r, c.sh.noise, b.Aux[int(j)*k:int(j)*k+k], int(b.Counts[j]), row)
+		default:
+			dp.FillGammaShares32(r, c.sh.noise, int(b.Counts[j]), row)
 		}
 		for d := range row {
 			row[d] += e * u[d]
@@ -296,23 +295,6 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	c.up.Client, c.up.Round, c.up.Items, c.up.Values = c.id, b.Round, c.items, vals
 	c.up.Counts = c.sh.ones[:len(c.items)]
 	return &c.up, nil
-}
-
-// exact builds Plain's upload: the exact gradient 2(u·v_j − r_ij)u of every
-// rated item.
-func (c *client) exact(b *protocol.Broadcast) *protocol.Upload {
-	k := c.sh.k
-	vals := c.up.Values[:len(c.items)*k]
-	for n, j := range c.items {
-		e := 2 * (vec.Dot(c.u, b.V[int(j)*k:int(j)*k+k]) - c.y[n])
-		row := vals[n*k : n*k+k]
-		for d := range row {
-			row[d] = e * c.u[d]
-		}
-	}
-	c.up.Client, c.up.Round, c.up.Items, c.up.Values = c.id, b.Round, c.items, vals
-	c.up.Counts = c.sh.ones[:len(c.items)]
-	return &c.up
 }
 
 // setup samples (PDPMF) and announces the rated items.

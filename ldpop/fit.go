@@ -1,6 +1,10 @@
 package ldpop
 
-import "math"
+import (
+	"math"
+
+	"github.com/privrec/privrec/internal/linalg"
+)
 
 // fitWork holds a client's scratch for fitUser.
 type fitWork struct {
@@ -42,11 +46,8 @@ func fitUser(u []float32, items []int32, y []float32, V []float32, k int, lambda
 			}
 		}
 	}
-	for p := range k {
+	for p := range k { // a holds the lower triangle, all the solve reads
 		a[p*k+p] += lambda
-		for q := 0; q < p; q++ {
-			a[q*k+p] = a[p*k+q]
-		}
 	}
 	gn := norm(g)
 	if gn == 0 {
@@ -84,51 +85,16 @@ func fitUser(u []float32, items []int32, y []float32, V []float32, k int, lambda
 	return true
 }
 
-// solveShifted solves (a + μI)x = g into w.x by Cholesky; false when the
-// matrix is not numerically positive definite.
+// solveShifted solves (a + μI)x = g into w.x by Cholesky (a's lower
+// triangle is read); false when the matrix is not numerically positive
+// definite.
 func solveShifted(a, g []float64, mu float64, k int, w *fitWork) bool {
-	l := w.m
-	copy(l, a)
+	copy(w.m, a)
 	for p := range k {
-		l[p*k+p] += mu
+		w.m[p*k+p] += mu
 	}
-	for p := range k {
-		for q := 0; q <= p; q++ {
-			s := l[p*k+q]
-			for r := range q {
-				s -= l[p*k+r] * l[q*k+r]
-			}
-			if p == q {
-				if !(s > 0) {
-					return false
-				}
-				l[p*k+p] = math.Sqrt(s)
-			} else {
-				l[p*k+q] = s / l[q*k+q]
-			}
-		}
-	}
-	x := w.x
-	for p := range k { // L z = g
-		s := g[p]
-		for r := range p {
-			s -= l[p*k+r] * x[r]
-		}
-		x[p] = s / l[p*k+p]
-	}
-	for p := k - 1; p >= 0; p-- { // Lᵀ x = z
-		s := x[p]
-		for r := p + 1; r < k; r++ {
-			s -= l[r*k+p] * x[r]
-		}
-		x[p] = s / l[p*k+p]
-	}
-	for _, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return false
-		}
-	}
-	return true
+	copy(w.x, g)
+	return linalg.CholeskySolve(w.m, w.x, k)
 }
 
 func norm(x []float64) float64 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -225,7 +226,7 @@ func TestRSMFLearns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testRMSE := func(m *Model) float64 { return rmse(m, s.Test) }
+	testRMSE := func(m *Model) float64 { return eval.Rating(m, s.Test).RMSE }
 	mean := float32(s.Train.Mean())
 	var se float64
 	for _, v := range s.Test.Values {

@@ -59,10 +59,7 @@ func geomSkip(r *rand.Rand, lq float64) int {
 // C ~ N(0, 1/n)).
 func (sh *shared) fillShares(r *rand.Rand, h []float32, dst []float32) {
 	if sh.scheme == dp.MixtureShares {
-		c := sh.b * math.Sqrt(2/float64(sh.n))
-		for p := range dst {
-			dst[p] = float32(c * math.Sqrt(float64(h[p])) * r.NormFloat64())
-		}
+		dp.FillMixShares(r, sh.b, h, sh.n, dst)
 		return
 	}
 	fillGammaShares(r, sh.b, sh.n, dst)

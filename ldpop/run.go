@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/internal/vec"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -90,7 +91,7 @@ func (r *run) report(mod *Model) *Report {
 	s := r.srv
 	rep := &Report{
 		NoiseScale: r.sh.b, Passes: s.pass, Positions: s.md,
-		TrainRMSE: rmse(mod, r.train),
+		TrainRMSE: eval.Rating(mod, r.train).RMSE,
 	}
 	for _, c := range r.cls {
 		if c.clipped {
@@ -117,16 +118,6 @@ func (r *run) report(mod *Model) *Report {
 		rep.Updated = s.md
 	}
 	return rep
-}
-
-// rmse returns the model's error on d.
-func rmse(m *Model, d *ratings.Dataset) float64 {
-	var s float64
-	for k := range d.Len() {
-		e := float64(m.Predict(d.Users[k], d.Items[k]) - d.Values[k])
-		s += e * e
-	}
-	return math.Sqrt(s / float64(max(1, d.Len())))
 }
 
 // shared is the public configuration every client knows.

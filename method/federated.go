@@ -87,12 +87,7 @@ func federatedConfig(v federated.Variant, p Params, seed uint64) (federated.Conf
 		return cfg, paramErr("spec-seed = %q is not a non-negative integer", specSeed)
 	}
 	cfg.SpecSeed = s
-	switch strings.TrimSpace(noise) {
-	case "gamma":
-		cfg.Noise = dp.GammaShares
-	case "mixture":
-		cfg.Noise = dp.MixtureShares
-	default:
+	if cfg.Noise, err = dp.ParseShareScheme(noise); err != nil {
 		return cfg, paramErr("noise = %q, want gamma or mixture", noise)
 	}
 	cfg.Seed = seed

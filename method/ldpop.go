@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/ldpop"
@@ -111,12 +110,8 @@ func ldpopConfig(v ldpop.Variant, p Params, seed uint64) (ldpop.Config, error) {
 	if err := r.Err(); err != nil {
 		return cfg, err
 	}
-	switch strings.TrimSpace(noise) {
-	case "gamma":
-		cfg.Noise = dp.GammaShares
-	case "mixture":
-		cfg.Noise = dp.MixtureShares
-	default:
+	var err error
+	if cfg.Noise, err = dp.ParseShareScheme(noise); err != nil {
 		return cfg, paramErr("noise = %q, want gamma or mixture", noise)
 	}
 	cfg.Seed = seed

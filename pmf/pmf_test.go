@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/privrec/privrec/dp"
@@ -73,40 +72,6 @@ func TestNoiseNormMatchesGamma(t *testing.T) {
 		sd := math.Sqrt(float64(cfg.PMF.Dim)) * st.Sens / eps / math.Sqrt(float64(train.NumItems()))
 		if st.Sens != 4 || math.Abs(st.NoiseNorm-want) > 4*sd {
 			t.Errorf("ε %g: mean ‖η‖ = %.3f, want %.3f ± %.3f (Δ = %g)", eps, st.NoiseNorm, want, 4*sd, st.Sens)
-		}
-	}
-}
-
-func TestCholeskySolve(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	const n = 7
-	m := make([]float64, n*n)
-	for k := range m {
-		m[k] = r.NormFloat64()
-	}
-	a := make([]float64, n*n) // MᵀM + I
-	for i := range n {
-		for j := range n {
-			for k := range n {
-				a[i*n+j] += m[k*n+i] * m[k*n+j]
-			}
-		}
-		a[i*n+i]++
-	}
-	want := make([]float64, n)
-	b := make([]float64, n)
-	for i := range want {
-		want[i] = r.NormFloat64()
-	}
-	for i := range n {
-		for j := range n {
-			b[i] += a[i*n+j] * want[j]
-		}
-	}
-	choleskySolve(append([]float64(nil), a...), b, n)
-	for i := range b {
-		if math.Abs(b[i]-want[i]) > 1e-9 {
-			t.Fatalf("x[%d] = %v, want %v", i, b[i], want[i])
 		}
 	}
 }

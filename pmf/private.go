@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/internal/linalg"
 	"github.com/privrec/privrec/mf"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -218,45 +219,14 @@ func solveExact(f *factors, d *ratings.Dataset, regV, scale float64, r *rand.Ran
 			a[p*dim+p] += regV
 			b[p] -= eta[p]
 		}
-		choleskySolve(a, b, dim)
+		if !linalg.CholeskySolve(a, b, dim) {
+			for p := range b {
+				b[p] = math.NaN() // reported as divergence below
+			}
+		}
 		copy(f.v[j*dim:j*dim+dim], b)
 	}
 	return norms / float64(max(f.ni, 1))
-}
-
-// choleskySolve solves A x = b in place (x in b) for a symmetric positive
-// definite A given by its lower triangle, row-major n×n; A is overwritten
-// by its Cholesky factor.
-func choleskySolve(a, b []float64, n int) {
-	for j := range n {
-		s := a[j*n+j]
-		for k := range j {
-			s -= a[j*n+k] * a[j*n+k]
-		}
-		l := math.Sqrt(s)
-		a[j*n+j] = l
-		for i := j + 1; i < n; i++ {
-			t := a[i*n+j]
-			for k := range j {
-				t -= a[i*n+k] * a[j*n+k]
-			}
-			a[i*n+j] = t / l
-		}
-	}
-	for i := range n { // L y = b
-		t := b[i]
-		for k := range i {
-			t -= a[i*n+k] * b[k]
-		}
-		b[i] = t / a[i*n+i]
-	}
-	for i := n - 1; i >= 0; i-- { // Lᵀ x = y
-		t := b[i]
-		for k := i + 1; k < n; k++ {
-			t -= a[k*n+i] * b[k]
-		}
-		b[i] = t / a[i*n+i]
-	}
 }
 
 // solvePaper runs Alg. 2 lines 14-21: VEpochs full-batch gradient steps of

@@ -193,38 +193,9 @@ func (c *client) emit(b *protocol.Broadcast, r *rand.Rand, eta float64) {
 
 // sendSet draws this round's IRR send set S^t from B' into c.send, sorted:
 // each item of B' = 1 with probability q, each other item with probability
-// p, by geometric skips.
+// p.
 func (c *client) sendSet(r *rand.Rand) {
-	c.send = c.send[:0]
-	for pos := skip(r, c.rr.Q, -1); pos < len(c.ones); pos = skip(r, c.rr.Q, pos) {
-		c.send = append(c.send, c.ones[pos])
-	}
-	zeros := c.pub.nItems - len(c.ones)
-	ptr := 0
-	for pos := skip(r, c.rr.P, -1); pos < zeros; pos = skip(r, c.rr.P, pos) {
-		// the pos-th item not in ones
-		for ptr < len(c.ones) && int(c.ones[ptr]) <= pos+ptr {
-			ptr++
-		}
-		c.send = append(c.send, int32(pos+ptr))
-	}
-	slices.Sort(c.send)
-}
-
-// skip returns the next index after pos selected by independent
-// Bernoulli(p) trials.
-func skip(r *rand.Rand, p float64, pos int) int {
-	switch {
-	case p >= 1:
-		return pos + 1
-	case p <= 0:
-		return math.MaxInt
-	}
-	g := math.Floor(math.Log(1-r.Float64()) / math.Log1p(-p))
-	if g > float64(math.MaxInt32) {
-		return math.MaxInt
-	}
-	return pos + 1 + int(g)
+	c.send = dp.SampleSendSet(r, c.send[:0], c.ones, c.pub.nItems, c.rr.Q, c.rr.P)
 }
 
 // negative draws an unrated item uniformly.

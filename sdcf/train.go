@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -152,6 +153,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 		pcs[k] = c
 	}
 	var ups, items int
+	lastRMSE := math.NaN() // the hook's train RMSE of the latest round
 	opt := protocol.RunOptions{Workers: cfg.Workers, Seed: cfg.Seed, Transcript: cfg.Transcript,
 		Header: protocol.TranscriptHeader{Method: cfg.MethodName(), Meta: transcriptMeta(cfg, pub, z)}}
 	opt.OnRound = func(info protocol.RoundInfo) error {
@@ -160,7 +162,8 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 		if hook != nil {
 			st := RoundStats{Round: info.Round + 1, Rounds: cfg.Rounds, TrainRMSE: math.NaN(), Uploads: info.Uploads, Items: info.Items}
 			if cfg.Loss == Squared {
-				st.TrainRMSE = trainRMSE(m, train)
+				st.TrainRMSE = eval.Rating(m, train).RMSE
+				lastRMSE = st.TrainRMSE
 			}
 			hook(st)
 		}
@@ -172,7 +175,10 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 	// The clients' u_i live in m.U, the simulation's backing store: the
 	// harness reads the devices here, the server never does.
 	if cfg.Loss == Squared {
-		rep.TrainRMSE = trainRMSE(m, train)
+		rep.TrainRMSE = lastRMSE // measured after the last round
+		if hook == nil {
+			rep.TrainRMSE = eval.Rating(m, train).RMSE
+		}
 	}
 	if ups > 0 {
 		rep.UploadsPerClientRound = float64(items) / float64(ups)
@@ -278,15 +284,6 @@ func newClient(u int, byUser *ratings.CSR, pub *public, m *Model, cfg Config, z 
 	}
 	ps, qs := rr.SendProbs()
 	return c, float64(h)*qs + float64(pub.nItems-h)*ps, float64(h) * qs, nil
-}
-
-func trainRMSE(m *Model, d *ratings.Dataset) float64 {
-	var s float64
-	for k := range d.Values {
-		e := float64(m.Predict(d.Users[k], d.Items[k]) - d.Values[k])
-		s += e * e
-	}
-	return math.Sqrt(s / float64(d.Len()))
 }
 
 // parallel runs f(0..n-1) on workers goroutines.
