@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // writePlots draws, per dataset and variant, each metric against the swept
@@ -21,7 +22,7 @@ func writePlots(o *Outcome, gs []*group, dir string) ([]string, error) {
 	var files []string
 	save := func(p *plot.Plot, name string) error {
 		for _, ext := range []string{"png", "svg"} {
-			wt, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, ext)
+			wt, err := render(p, ext)
 			if err != nil {
 				return err
 			}
@@ -170,6 +171,35 @@ func writePlots(o *Outcome, gs []*group, dir string) ([]string, error) {
 	return files, nil
 }
 
+// render draws p at 6 × 4 inches with its legend, if any, in a column to
+// the right of the plot, where it cannot hide a curve.
+func render(p *plot.Plot, ext string) (vg.CanvasWriterTo, error) {
+	const w, h, gap = 6 * vg.Inch, 4 * vg.Inch, vg.Inch / 8
+	leg := p.Legend
+	p.Legend = plot.NewLegend()
+	defer func() { p.Legend = leg }()
+	r := leg.Rectangle(draw.Canvas{})
+	lw := r.Max.X - r.Min.X
+	if lw > 0 {
+		lw += 2 * gap
+	}
+	c, err := draw.NewFormattedCanvas(w+lw, h, ext)
+	if err != nil {
+		return nil, err
+	}
+	dc := draw.New(c)
+	b := dc.Rectangle
+	dc.FillPolygon(p.BackgroundColor, []vg.Point{b.Min, {X: b.Max.X, Y: b.Min.Y}, b.Max, {X: b.Min.X, Y: b.Max.Y}})
+	p.Draw(draw.Crop(dc, 0, -lw, 0, 0))
+	if lw > 0 {
+		leg.Left, leg.Top = true, true
+		// Below the title, level with the top of the plotting area.
+		top := p.Title.TextStyle.Height(p.Title.Text) + p.Title.Padding + gap
+		leg.Draw(draw.Crop(dc, w+gap, 0, 0, -top))
+	}
+	return c, nil
+}
+
 // addSeries adds a line with points (and error bars) in the k-th style.
 func addSeries(p *plot.Plot, k int, name string, pts plotter.XYs, errs plotter.YErrors) error {
 	lp, sc, err := plotter.NewLinePoints(pts)
@@ -187,7 +217,6 @@ func addSeries(p *plot.Plot, k int, name string, pts plotter.XYs, errs plotter.Y
 	}
 	if name != "" {
 		p.Legend.Add(name, lp, sc)
-		p.Legend.Top = true
 	}
 	if errs != nil {
 		eb, err := plotter.NewYErrorBars(struct {
