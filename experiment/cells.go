@@ -326,7 +326,7 @@ func (p *Plan) key(c *Cell) string {
 		if slices.Contains(s.Metrics, "auc") {
 			k["rank"] = s.Rank
 		}
-		if len(c.Data) > 0 && c.Data[DataVendors] != "" {
+		if len(c.Data) > 0 && (c.Data[DataVendors] != "" || c.Data[DataItemVendors] != "") {
 			k["vendors"] = s.Vendors
 		}
 	}

@@ -365,29 +365,56 @@ func (r *runner) applyData(sp ratings.Split, data map[string]string, seed uint64
 			sp.Train = tr
 		}
 	}
-	if v, ok := data[DataVendors]; ok {
+	for _, name := range []string{DataVendors, DataItemVendors} {
+		v, ok := data[name]
+		if !ok {
+			continue
+		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > r.plan.Spec.Vendors {
-			return sp, fmt.Errorf("%s %q: want an integer in [1, %d]", DataVendors, v, r.plan.Spec.Vendors)
+			return sp, fmt.Errorf("%s %q: want an integer in [1, %d]", name, v, r.plan.Spec.Vendors)
 		}
-		rg := rng.New(seed, rngVendors)
-		owner := make([]int, sp.Train.NumUsers())
-		for u := range owner {
-			owner[u] = rg.IntN(r.plan.Spec.Vendors)
-		}
-		sp.Train = keepUsers(sp.Train, func(u int32) bool { return owner[u] < n })
-		sp.Test = keepUsers(sp.Test, func(u int32) bool { return owner[u] == 0 })
+		sp = vendorSplit(sp, n, r.plan.Spec.Vendors, seed, name == DataItemVendors)
 	}
 	return sp, nil
 }
 
-// rngVendors labels the random stream of the vendor assignment.
-const rngVendors uint64 = 0x76656e64 // "vend"
+// The random streams of the vendor assignments.
+const (
+	rngVendors     uint64 = 0x76656e64 // "vend"
+	rngItemVendors uint64 = 0x6976656e // "iven"
+)
 
-func keepUsers(d *ratings.Dataset, keep func(int32) bool) *ratings.Dataset {
+// vendorSplit assigns each user (or, with byItem, each item) of sp to one
+// of `of` vendors uniformly at random, keeps the training ratings of
+// vendors 0..n−1 and the test ratings of vendor 0: vendor 0's view when n−1
+// other vendors pool their data with it.
+func vendorSplit(sp ratings.Split, n, of int, seed uint64, byItem bool) ratings.Split {
+	stream, rows, ids := rngVendors, sp.Train.NumUsers(), func(d *ratings.Dataset) []int32 { return d.Users }
+	if byItem {
+		stream, rows, ids = rngItemVendors, sp.Train.NumItems(), func(d *ratings.Dataset) []int32 { return d.Items }
+	}
+	rg := rng.New(seed, stream)
+	owner := make([]int, rows)
+	for x := range owner {
+		owner[x] = rg.IntN(of)
+	}
+	vendor := func(x int32) int { // the splits share the index space; -1 guards
+		if int(x) < len(owner) {
+			return owner[x]
+		}
+		return -1
+	}
+	sp.Train = keepRows(sp.Train, ids(sp.Train), func(x int32) bool { v := vendor(x); return v >= 0 && v < n })
+	sp.Test = keepRows(sp.Test, ids(sp.Test), func(x int32) bool { return vendor(x) == 0 })
+	return sp
+}
+
+// keepRows returns the ratings k of d for which keep(row[k]) holds.
+func keepRows(d *ratings.Dataset, row []int32, keep func(int32) bool) *ratings.Dataset {
 	idx := make([]int, 0, d.Len())
-	for k, u := range d.Users {
-		if keep(u) {
+	for k, x := range row {
+		if keep(x) {
 			idx = append(idx, k)
 		}
 	}

@@ -83,10 +83,10 @@ type Spec struct {
 	// sets, each applied to the methods that have the parameters.
 	Variants []Variant `yaml:"variants"`
 	// Sweep is the swept parameter, a method parameter or a data parameter
-	// (train-fraction, vendors).
+	// (train-fraction, vendors, item-vendors).
 	Sweep *Sweep `yaml:"sweep"`
-	// Vendors is the number of vendors users are assigned to when the
-	// data parameter "vendors" is used (default 10).
+	// Vendors is the number of vendors users (data parameter "vendors")
+	// or items ("item-vendors") are assigned to (default 10).
 	Vendors int `yaml:"vendors"`
 	// CV configures hyperparameter selection for methods with a grid.
 	CV CV `yaml:"cv"`
@@ -193,11 +193,16 @@ const (
 	// ratings (ratings.SubsampleUsers).
 	DataTrainFraction = "train-fraction"
 	// DataVendors trains on the users of the first N of Spec.Vendors
-	// random vendors and tests on vendor 0's users.
+	// random vendors and tests on vendor 0's users (horizontal split).
 	DataVendors = "vendors"
+	// DataItemVendors trains on the items of the first N of Spec.Vendors
+	// random vendors and tests on vendor 0's items (vertical split).
+	DataItemVendors = "item-vendors"
 )
 
-func isDataParam(name string) bool { return name == DataTrainFraction || name == DataVendors }
+func isDataParam(name string) bool {
+	return name == DataTrainFraction || name == DataVendors || name == DataItemVendors
+}
 
 var knownMetrics = []string{"rmse", "mse", "mae", "auc", "cdf"}
 
