@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/protocol"
 )
 
@@ -62,7 +61,6 @@ func averageObserve(ctx context.Context, e *env, target string) (*avgObs, error)
 	}
 	o := &avgObs{rounds: e.avgRounds, restartEvery: e.restartEvery}
 	var produce func(w io.Writer) error
-	var rr map[int]dp.TwoStageRR
 	switch target {
 	case "fresh-rr", "prr-redrawn":
 		mode, every := rrFresh, 0
@@ -81,7 +79,9 @@ func averageObserve(ctx context.Context, e *env, target string) (*avgObs, error)
 			}
 			return c.model(), true
 		})
-		o.x.bnd = func(u int) float64 { return 1 - sim.byUser[u].rr.F/2 }
+		if mode == rrFresh { // no B' in the mechanism: the line is SDMF's bound for the same users
+			o.x.bnd = func(u int) float64 { return 1 - sim.byUser[u].rr.F/2 }
+		}
 		o.setting = fmt.Sprintf("fresh RR at SDMF's per-round p*, q*; ε_I = %g per round, %d rounds", avgEpsI, e.avgRounds)
 		if mode == rrRedrawn {
 			o.setting = fmt.Sprintf("PRR redrawn at each restart (every %d rounds); ε_I = %g, ε_P = %g, %d rounds", e.restartEvery, avgEpsI, avgEpsP, e.avgRounds)
@@ -99,14 +99,9 @@ func averageObserve(ctx context.Context, e *env, target string) (*avgObs, error)
 	err := observe(ctx, produce, func(h protocol.TranscriptHeader, rec *protocol.Record) error {
 		if o.x == nil { // sdmf: the attacker's model from the header's public parameters
 			var err error
-			if rr, err = sdmfRR(e.data, h); err != nil {
+			if o.x, err = sdmfExistence(e.data, h, e.cfg.Seed, e.restartEvery); err != nil {
 				return err
 			}
-			o.x = newExistence(e.data, e.cfg.Seed, e.restartEvery, func(u int) (existenceModel, bool) {
-				p, ok := rr[u]
-				return existenceModel{f: p.F, p: p.P, q: p.Q}, ok
-			})
-			o.x.bnd = func(u int) float64 { return 1 - rr[u].F/2 }
 		}
 		o.x.observe(rec)
 		if t := rec.Round + 1; isCheckpoint(t) || t == o.rounds {

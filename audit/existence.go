@@ -183,9 +183,8 @@ func (s *scoredUser) logLik(k int, m existenceModel, perEpoch bool) (l1, l0 floa
 }
 
 // score returns the balanced accuracy of the Bayes attacker over every
-// scored item, and the item-weighted mean of the users' bounds.
+// scored item, and meanBound.
 func (x *existence) score(perEpoch bool) (acc accuracy, bound float64) {
-	var bsum float64
 	tie := false
 	for _, u := range x.order {
 		s := x.users[u]
@@ -197,15 +196,31 @@ func (x *existence) score(perEpoch bool) (acc accuracy, bound float64) {
 				g, tie = tie, !tie
 			}
 			acc.add(g == s.rated[k])
-			if x.bnd != nil {
-				bsum += x.bnd(u)
-			} else {
-				bsum += m.bound()
-			}
 		}
 	}
-	if acc.n > 0 {
-		bound = bsum / float64(acc.n)
+	return acc, x.meanBound()
+}
+
+// meanBound returns the item-weighted mean of the users' bounds (bnd, or
+// the model's) over every scored item.
+func (x *existence) meanBound() float64 {
+	var bsum float64
+	var n int
+	for _, u := range x.order {
+		b := 0.0
+		if x.bnd != nil {
+			b = x.bnd(u)
+		} else {
+			m, _ := x.model(u)
+			b = m.bound()
+		}
+		for range x.users[u].items {
+			bsum += b
+			n++
+		}
 	}
-	return acc, bound
+	if n == 0 {
+		return 0
+	}
+	return bsum / float64(n)
 }

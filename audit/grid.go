@@ -72,31 +72,22 @@ func gridRun(private, zeroTemp bool) func(context.Context, *env) (Result, error)
 		// The bound is SDMF's claim at its shipped budgets, whatever the
 		// target: the controls must beat what SDMF promises.
 		ship := sdcf.DefaultConfig(sdcf.Squared, true)
-		byUser := d.ByUser()
-		means := make([]float64, d.NumUsers())
-		users := 0
-		for u := range means {
-			_, vals := byUser.Row(u)
-			if len(vals) == 0 {
-				continue
-			}
-			users++
-			var m float32 // as the device computes it
-			for _, v := range vals {
-				m += v
-			}
-			means[u] = float64(m / float32(len(vals)))
-		}
-		rr, err := twoStageRR(d, sdcfEpsP(ship), ship.EpsI, float64(d.Len())/float64(max(users, 1)))
+		means := deviceMeans(d)
+		rr, err := twoStageRR(d, ship.EffectiveEpsP(), ship.EpsI, ratingsPerUser(d))
 		if err != nil {
 			return Result{}, err
 		}
-		x := newExistence(d, e.cfg.Seed, 0, func(int) (existenceModel, bool) { return existenceModel{}, true })
+		// The model only supplies the bound: the grid attacker's guess does
+		// not use the send probabilities.
+		x := newExistence(d, e.cfg.Seed, 0, func(u int) (existenceModel, bool) {
+			p, ok := rr[u]
+			return prrModel(p), ok
+		})
 		hits := map[int][]bool{}
 		for _, u := range x.order {
 			hits[u] = make([]bool, len(x.users[u].items))
 		}
-		var lamV []float32
+		var pub *sdcfPublic
 		var estimates, onGridReal, real, onGridFake, fake int
 		var curve []Point
 		score := func() accuracy {
@@ -110,14 +101,15 @@ func gridRun(private, zeroTemp bool) func(context.Context, *env) (Result, error)
 			return acc
 		}
 		err = observe(ctx, sdcfRun(ctx, d, cfg), func(h protocol.TranscriptHeader, rec *protocol.Record) error {
-			if lamV == nil {
-				if h.Meta["item_bias"] != "true" {
-					return fmt.Errorf("%w: the grid attack needs sdcf's item-offset coordinate (item_bias)", ErrUsage)
-				}
-				var err error
-				if lamV, err = metaList(h, "lambda_v"); err != nil {
+			if pub == nil {
+				p, err := readSDCFPublic(h)
+				if err != nil {
 					return err
 				}
+				if !p.itemBias {
+					return fmt.Errorf("%w: the grid attack needs sdcf's item-offset coordinate (item_bias)", ErrUsage)
+				}
+				pub = &p
 			}
 			if rec.Broadcast.Phase != protocol.PhaseTrain {
 				return nil
@@ -128,7 +120,7 @@ func gridRun(private, zeroTemp bool) func(context.Context, *env) (Result, error)
 					continue
 				}
 				base := u * x.nItems
-				biasEach(rec.Broadcast, up, lamV, func(j int32, c float64) {
+				biasEach(rec.Broadcast, up, pub.lamV, func(j int32, c float64) {
 					g := onGrid(d.Scale, c+means[u], gridTol)
 					estimates++
 					if k := x.pos[base+int(j)]; k >= 0 {
@@ -159,16 +151,11 @@ func gridRun(private, zeroTemp bool) func(context.Context, *env) (Result, error)
 		if err != nil {
 			return Result{}, err
 		}
-		acc := score()
-		var bsum float64
-		for _, u := range x.order {
-			bsum += float64(len(x.users[u].items)) * (1 - rr[u].F/2)
-		}
-		bound := bsum / float64(max(acc.n, 1))
+		acc, bound := score(), x.meanBound()
 		v, lo, hi := acc.value()
 		name := "SGLD MF without Langevin noise or RR (temperature 0): uploads exactly the rated items"
 		if private {
-			name = fmt.Sprintf("SDMF, temperature %g, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|", cfg.Temp, cfg.EpsI, sdcfEpsP(cfg), cfg.EpsG)
+			name = fmt.Sprintf("SDMF, temperature %g, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|", cfg.Temp, cfg.EpsI, cfg.EffectiveEpsP(), cfg.EpsG)
 			if zeroTemp {
 				name += " (fakes present, no Langevin noise)"
 			} else {
@@ -182,7 +169,7 @@ func gridRun(private, zeroTemp bool) func(context.Context, *env) (Result, error)
 			Setting: fmt.Sprintf("sdcf.Train %s, K = %d, %d rounds, tolerance %g on a grid of step %g", name, cfg.Dim, cfg.Rounds, gridTol, d.Scale.Step),
 			Note: fmt.Sprintf("bound: item-weighted mean of 1 − f_u/2 = e^ε∞/(1+e^ε∞) at SDMF's shipped ε_P = %g, ε_I = %g = %.4f, plus margin %.2f "+
 				"(as the average attack); %d values recovered; of those for scored items, %.3f of %d real ones and %.3f of %d fake ones on the grid",
-				sdcfEpsP(ship), ship.EpsI, bound, avgMargin, estimates, frac(onGridReal, real), real, frac(onGridFake, fake), fake),
+				ship.EffectiveEpsP(), ship.EpsI, bound, avgMargin, estimates, frac(onGridReal, real), real, frac(onGridFake, fake), fake),
 		}
 		if private && zeroTemp {
 			res.Case = "temperature 0"

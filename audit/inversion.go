@@ -526,34 +526,31 @@ func invertSDCF(ctx context.Context, e *env, cfg sdcf.Config) (Result, error) {
 	d, private := e.data, cfg.Private
 	est, signs := estimates{}, signed{}
 	pop := make([]float64, d.NumItems())
-	var lamU, lamV []float32
-	var itemBias bool
+	var pub sdcfPublic
+	read := false
 	p := &pairs{}
 	p.onRound = func(rec *protocol.Record) {
 		for _, up := range rec.Uploads {
 			for _, j := range up.Items {
 				pop[j]++
 			}
-			if itemBias {
-				biasInvert(rec.Broadcast, up, lamV, est)
+			if pub.itemBias {
+				biasInvert(rec.Broadcast, up, pub.lamV, est)
 			}
 		}
 	}
 	p.inv = func(b0, b1 *protocol.Broadcast, up0, up1 *protocol.Upload) {
-		if !itemBias {
-			sgldInvert(b0, b1, up0, up1, lamU, lamV, signs)
+		if !pub.itemBias {
+			sgldInvert(b0, b1, up0, up1, pub.lamU, pub.lamV, signs)
 		}
 	}
 	err := observe(ctx, sdcfRun(ctx, d, cfg), func(h protocol.TranscriptHeader, rec *protocol.Record) error {
-		if lamV == nil {
+		if !read {
 			var err error
-			if lamU, err = metaList(h, "lambda_u"); err != nil {
+			if pub, err = readSDCFPublic(h); err != nil {
 				return err
 			}
-			if lamV, err = metaList(h, "lambda_v"); err != nil {
-				return err
-			}
-			itemBias = h.Meta["item_bias"] == "true"
+			read = true
 		}
 		p.observe(rec)
 		return nil
@@ -561,21 +558,10 @@ func invertSDCF(ctx context.Context, e *env, cfg sdcf.Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if !itemBias {
+	if !pub.itemBias {
 		est = signs.resolve(d.NumItems(), pop)
 	}
-	// Each user's own mean, as the device computes it (the attacker is
-	// given it: the scores are on centred ratings).
-	byUser := d.ByUser()
-	means := make([]float64, d.NumUsers())
-	for u := range means {
-		_, vals := byUser.Row(u)
-		var m float32
-		for _, v := range vals {
-			m += v
-		}
-		means[u] = float64(m / float32(max(len(vals), 1)))
-	}
+	means := deviceMeans(d) // the scores are on centred ratings
 	guess := func(_ int, _ int32, c float64) float64 { return c }
 	truth := func(u int, _ int32, r float32) float64 { return float64(r) - means[u] }
 	val, lo, hi, raw, n, covered := scoreEstimates(d, est, e.cfg.Seed, guess, truth, 0)
@@ -591,7 +577,7 @@ func invertSDCF(ctx context.Context, e *env, cfg sdcf.Config) (Result, error) {
 		name = fmt.Sprintf("SDMF at its defaults, temperature %g, ε_I = %g, ε_g = %g", cfg.Temp, cfg.EpsI, cfg.EpsG)
 	}
 	how := "the item-offset coordinate u[0] = 1 fixes u from one round's rows"
-	if !itemBias {
+	if !pub.itemBias {
 		how = "two-round solve for ‖u‖, signs resolved across users"
 	}
 	res := Result{

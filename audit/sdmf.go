@@ -44,15 +44,6 @@ func sdmfShapeConfig(e *env, rounds int) sdcf.Config {
 	return cfg
 }
 
-// sdcfEpsP returns the ε_P a Config runs with: EpsP, or 2·EpsI when it is 0
-// (as sdcf.Config documents).
-func sdcfEpsP(c sdcf.Config) float64 {
-	if c.EpsP == 0 {
-		return 2 * c.EpsI
-	}
-	return c.EpsP
-}
-
 // metaFloat reads a number from a transcript header's Meta.
 func metaFloat(h protocol.TranscriptHeader, key string) (float64, error) {
 	x, err := strconv.ParseFloat(h.Meta[key], 64)
@@ -76,6 +67,28 @@ func metaList(h protocol.TranscriptHeader, key string) ([]float32, error) {
 	return out, nil
 }
 
+// sdcfPublic is what an sdcf transcript header makes public that the
+// attacks need: the prior precisions and whether u[0] is the fixed item
+// offset.
+type sdcfPublic struct {
+	lamU, lamV []float32
+	itemBias   bool
+}
+
+// readSDCFPublic reads sdcfPublic from an sdcf transcript header.
+func readSDCFPublic(h protocol.TranscriptHeader) (sdcfPublic, error) {
+	var p sdcfPublic
+	var err error
+	if p.lamU, err = metaList(h, "lambda_u"); err != nil {
+		return p, err
+	}
+	if p.lamV, err = metaList(h, "lambda_v"); err != nil {
+		return p, err
+	}
+	p.itemBias = h.Meta["item_bias"] == "true"
+	return p, nil
+}
+
 // sdmfRR returns every user's two-stage randomized-response parameters as
 // the clients of the transcript's run computed them: dp.SolveTwoStageRR
 // from ε_P, ε_I and z, public in the header, and the user's number of
@@ -93,10 +106,27 @@ func sdmfRR(d *ratings.Dataset, h protocol.TranscriptHeader) (map[int]dp.TwoStag
 	return twoStageRR(d, p[0], p[1], p[2])
 }
 
+// sdmfExistence returns the attacker's existence model of the SDMF run
+// whose transcript header is h (see sdmfRR), with client epochs of
+// epochLen rounds (0: one).
+func sdmfExistence(d *ratings.Dataset, h protocol.TranscriptHeader, seed uint64, epochLen int) (*existence, error) {
+	rr, err := sdmfRR(d, h)
+	if err != nil {
+		return nil, err
+	}
+	return newExistence(d, seed, epochLen, func(u int) (existenceModel, bool) {
+		p, ok := rr[u]
+		return prrModel(p), ok
+	}), nil
+}
+
+// prrModel is the attacker's model of a client that sends from a
+// permanent B' with p's parameters.
+func prrModel(p dp.TwoStageRR) existenceModel { return existenceModel{f: p.F, p: p.P, q: p.Q} }
+
 // twoStageRR returns every rating user's two-stage randomized-response
 // parameters at ε_P, ε_I and z (dp.SolveTwoStageRR with the user's h).
 func twoStageRR(d *ratings.Dataset, epsP, epsI, z float64) (map[int]dp.TwoStageRR, error) {
-	p := [3]float64{epsP, epsI, z}
 	byUser := d.ByUser()
 	out := map[int]dp.TwoStageRR{}
 	for u := range d.NumUsers() {
@@ -104,13 +134,43 @@ func twoStageRR(d *ratings.Dataset, epsP, epsI, z float64) (map[int]dp.TwoStageR
 		if n == 0 {
 			continue
 		}
-		rr, err := dp.SolveTwoStageRR(p[0], p[1], n, d.NumItems(), p[2])
+		rr, err := dp.SolveTwoStageRR(epsP, epsI, n, d.NumItems(), z)
 		if err != nil {
 			return nil, fmt.Errorf("user %d (%d ratings): %w", u, n, err)
 		}
 		out[u] = rr
 	}
 	return out, nil
+}
+
+// ratingsPerUser returns z = |R|/|U| over the users with ratings, as sdcf
+// sets it by default.
+func ratingsPerUser(d *ratings.Dataset) float64 {
+	byUser := d.ByUser()
+	users := 0
+	for u := range d.NumUsers() {
+		if byUser.RowLen(u) > 0 {
+			users++
+		}
+	}
+	return float64(d.Len()) / float64(max(users, 1))
+}
+
+// deviceMeans returns each user's mean rating as its device computes it
+// (in float32; 0 for a user without ratings): sdcf centres ratings on it,
+// and the audit gives it to the attacker.
+func deviceMeans(d *ratings.Dataset) []float64 {
+	byUser := d.ByUser()
+	means := make([]float64, d.NumUsers())
+	for u := range means {
+		_, vals := byUser.Row(u)
+		var m float32
+		for _, v := range vals {
+			m += v
+		}
+		means[u] = float64(m / float32(max(len(vals), 1)))
+	}
+	return means
 }
 
 // rrMode selects the naive send-set mechanism a control simulates.
@@ -157,24 +217,17 @@ func newSendSim(d *ratings.Dataset, mode rrMode, rounds, restartEvery int, epsI,
 	nI := d.NumItems()
 	s := &sendSim{mode: mode, rounds: rounds, restartEvery: restartEvery, epsI: epsI, epsP: epsP, seed: seed, workers: workers,
 		nItems: nI, byUser: map[int]*simClient{}}
-	byUser := d.ByUser()
-	users := 0
-	for u := range d.NumUsers() {
-		if byUser.RowLen(u) > 0 {
-			users++
-		}
+	rrs, err := twoStageRR(d, epsP, epsI, ratingsPerUser(d))
+	if err != nil {
+		return nil, err
 	}
-	z := float64(d.Len()) / float64(max(users, 1))
+	byUser := d.ByUser()
 	for u := range d.NumUsers() {
 		idx, _ := byUser.Row(u)
 		if len(idx) == 0 {
 			continue
 		}
-		rr, err := dp.SolveTwoStageRR(epsP, epsI, len(idx), nI, z)
-		if err != nil {
-			return nil, fmt.Errorf("user %d (%d ratings): %w", u, len(idx), err)
-		}
-		c := &simClient{id: u, sim: s, items: slices.Sorted(slices.Values(idx)), rr: rr}
+		c := &simClient{id: u, sim: s, items: slices.Sorted(slices.Values(idx)), rr: rrs[u]}
 		c.drawB()
 		s.clients = append(s.clients, c)
 		s.byUser[u] = c
@@ -210,7 +263,7 @@ func (c *simClient) model() existenceModel {
 		ps, qs := c.rr.SendProbs()
 		return existenceModel{p: ps, q: qs}
 	}
-	return existenceModel{f: c.rr.F, p: c.rr.P, q: c.rr.Q}
+	return prrModel(c.rr)
 }
 
 func (c *simClient) ID() int { return c.id }

@@ -47,11 +47,11 @@ func init() {
 type shapeObs struct {
 	x         *existence
 	setting   string
-	bound     func(u int) float64
+	bound     func(u int) float64 // each user's bound; nil: the model's own
 	boundText string
 	label     string
-	// onHeader, when x is nil, builds x and bound from the transcript
-	// header (the public parameters of the run).
+	// onHeader, when x is nil, builds x from the transcript header (the
+	// public parameters of the run).
 	onHeader func(h protocol.TranscriptHeader) error
 }
 
@@ -92,7 +92,7 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 		o.setting = fmt.Sprintf("%s, %d rounds, %s", v, cfg.Rounds, view)
 		// The line is SDMF's bound for the same users (the control must beat
 		// what SDMF promises).
-		epsP := sdcfEpsP(sdcf.DefaultConfig(sdcf.Squared, true))
+		epsP := sdcf.DefaultConfig(sdcf.Squared, true).EffectiveEpsP()
 		byUser := d.ByUser()
 		o.boundText = fmt.Sprintf("SDMF's item-weighted mean of e^ε∞/(1+e^ε∞) for these users at ε_P = %g", epsP)
 		o.bound = func(u int) float64 {
@@ -106,19 +106,12 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 		cfg := sdmfShapeConfig(e, e.shapeRounds)
 		produce = sdcfRun(ctx, d, cfg)
 		o.onHeader = func(h protocol.TranscriptHeader) error {
-			rr, err := sdmfRR(d, h)
-			if err != nil {
-				return err
-			}
-			o.x = newExistence(d, e.cfg.Seed, 0, func(u int) (existenceModel, bool) {
-				p, ok := rr[u]
-				return existenceModel{f: p.F, p: p.P, q: p.Q}, ok
-			})
-			o.bound = func(u int) float64 { return 1 - rr[u].F/2 }
-			return nil
+			var err error
+			o.x, err = sdmfExistence(d, h, e.cfg.Seed, 0)
+			return err
 		}
 		o.setting = fmt.Sprintf("sdcf.Train SDMF send sets, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|, K = %d (the send sets do not depend on K), %d rounds",
-			cfg.EpsI, sdcfEpsP(cfg), cfg.EpsG, cfg.Dim, cfg.Rounds)
+			cfg.EpsI, cfg.EffectiveEpsP(), cfg.EpsG, cfg.Dim, cfg.Rounds)
 		o.boundText = "item-weighted mean of e^ε∞/(1+e^ε∞), ε∞ the PRR bound"
 	case "ldp-op":
 		cfg := ldpop.DefaultConfig(ldpop.LDPOP)

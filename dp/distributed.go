@@ -68,8 +68,9 @@ func FillGammaShares(r *rand.Rand, b float64, n int, dst []float64) {
 	}
 }
 
-// gammaShareCut is the cut-off of FillGammaShares32: a Gamma(1/n) term
-// Gamma(1+1/n)·U^n with U^n < e^−gammaShareCut is set to zero.
+// gammaShareCut is the cut-off of FillGammaShares32 and FillGammaSharesZ32:
+// a Gamma(1/n) term Gamma(1+1/n)·U^n with U^n < e^−gammaShareCut is set to
+// zero.
 const gammaShareCut = 40
 
 // FillGammaShares32 writes one user's GammaShares share of Laplace(b) noise
@@ -97,30 +98,81 @@ const gammaShareCut = 40
 // skip is capped at 2^30 terms, which matters only for n ≳ 10^9.
 // b must be positive.
 func FillGammaShares32(r *rand.Rand, b float64, n int, dst []float32) {
-	clear(dst)
-	if n <= 1 {
-		for d := range dst {
-			dst[d] = float32(SampleLaplace(r, b))
-		}
+	if laplaceFill32(r, b, n, dst) {
 		return
 	}
-	fn := float64(n)
-	a := 1 / fn
-	lthr := -gammaShareCut / fn // ln of the threshold on U
-	p := -math.Expm1(lthr)      // P(U ≥ threshold)
-	total := 2 * len(dst)       // term 2d is G1 of coordinate d, 2d+1 its G2
-	pos := geomSkip(r, lthr)
-	for pos < total {
-		// U uniform on [threshold, 1): 1 − p·W, W uniform on [0, 1).
-		lu := math.Log1p(-p * r.Float64())
-		g := b * SampleGamma(r, 1+a, 1) * math.Exp(fn*lu)
+	c := newCutGammas(r, n)
+	// Term 2d is G1 of coordinate d, 2d+1 its G2.
+	for pos := c.skip(); pos < 2*len(dst); pos += 1 + c.skip() {
+		gam, un := c.draw()
+		g := b * gam * un
 		if pos&1 == 0 {
 			dst[pos>>1] += float32(g)
 		} else {
 			dst[pos>>1] -= float32(g)
 		}
-		pos += 1 + geomSkip(r, lthr)
 	}
+}
+
+// FillGammaSharesZ32 writes one user's GammaShares share of Laplace(b)
+// noise among n users into every coordinate of dst, in SampleGammaShare's
+// form b·sqrt(2G)·Z (G ~ Gamma(1/n, 1), Z ~ N(0, 1)): the same law as
+// FillGammaShares32, one gamma and one normal per coordinate instead of
+// two gammas, and so a different stream for one seed (LDP-OP's results
+// are recorded with this one). For n ≤ 1 each coordinate is a plain
+// SampleLaplace(r, b) draw. G is drawn in its boost form Gamma(1+a)·U^n,
+// a = 1/n, with FillGammaShares32's geometric skips and cut: coordinates
+// whose U^n falls below e^−40 are set to zero (b·sqrt(2G)·Z is then of
+// the order of 10^−8·b, under float32 resolution); above the cut the law
+// is exact. b must be positive.
+func FillGammaSharesZ32(r *rand.Rand, b float64, n int, dst []float32) {
+	if laplaceFill32(r, b, n, dst) {
+		return
+	}
+	c := newCutGammas(r, n)
+	for d := c.skip(); d < len(dst); d += 1 + c.skip() {
+		gam, un := c.draw()
+		dst[d] = float32(b * math.Sqrt(2*(gam*un)) * r.NormFloat64())
+	}
+}
+
+// laplaceFill32 clears dst and, when n ≤ 1 (one user holds all the noise),
+// fills it with SampleLaplace(r, b) draws and reports true.
+func laplaceFill32(r *rand.Rand, b float64, n int, dst []float32) bool {
+	clear(dst)
+	if n > 1 {
+		return false
+	}
+	for d := range dst {
+		dst[d] = float32(SampleLaplace(r, b))
+	}
+	return true
+}
+
+// cutGammas draws a sequence of independent Gamma(1/n, 1) terms, n ≥ 2,
+// in their boost form Gamma(1+1/n)·U^n, setting to zero every term whose
+// U^n falls below e^−gammaShareCut: skip returns how many zero terms come
+// before the next kept one (found by a geometric skip, one uniform), and
+// draw returns that term's Gamma(1+1/n) and U^n (U conditioned on the
+// event). Callers alternate skip and draw.
+type cutGammas struct {
+	r     *rand.Rand
+	fn, a float64 // n and 1/n
+	lthr  float64 // ln of the threshold on U
+	p     float64 // P(U ≥ threshold)
+}
+
+func newCutGammas(r *rand.Rand, n int) cutGammas {
+	fn := float64(n)
+	lthr := -gammaShareCut / fn
+	return cutGammas{r: r, fn: fn, a: 1 / fn, lthr: lthr, p: -math.Expm1(lthr)}
+}
+
+func (c *cutGammas) skip() int { return geomSkip(c.r, c.lthr) }
+
+func (c *cutGammas) draw() (gam, un float64) {
+	lu := math.Log1p(-c.p * c.r.Float64()) // ln U, U uniform on [threshold, 1)
+	return SampleGamma(c.r, 1+c.a, 1), math.Exp(c.fn * lu)
 }
 
 // geomSkip returns the number of failures before the first success of

@@ -271,3 +271,28 @@ func BenchmarkFillGammaShares32(b *testing.B) {
 		})
 	}
 }
+
+// TestFillGammaSharesZ32Sum checks the b·sqrt(2G)·Z form of the fast
+// share sampler: n shares sum to Laplace(b), for a small and a large n,
+// and a scale 30% too small is rejected.
+func TestFillGammaSharesZ32Sum(t *testing.T) {
+	for _, n := range []int{1, 3, 500} {
+		r := rng.New(3, uint64(n))
+		const draws = 4000
+		sums := make([]float64, draws)
+		buf := make([]float32, draws)
+		for range n {
+			FillGammaSharesZ32(r, 2, n, buf)
+			for i, x := range buf {
+				sums[i] += float64(x)
+			}
+		}
+		crit := 1.63 / math.Sqrt(draws)
+		if dist := ksD(sums, laplaceCDF(2)); dist > crit {
+			t.Errorf("n = %d: KS distance %.4f > %.4f", n, dist, crit)
+		}
+		if dist := ksD(sums, laplaceCDF(1.4)); dist <= crit {
+			t.Errorf("n = %d: 0.7 × scale passes (KS %.4f)", n, dist)
+		}
+	}
+}

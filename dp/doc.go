@@ -19,8 +19,9 @@
 //   - distributed Laplace noise: n users each add a share so that the server
 //     sees only the noisy sum. GammaShares (each share G1 − G2 with G1, G2 ~
 //     Gamma(1/n, b)) is the default: the shares sum to exactly Laplace(b)
-//     and the server learns nothing about the noise; FillGammaShares32 is
-//     its fast float32 sampler for many users (a stated e^−40 cut-off).
+//     and the server learns nothing about the noise; FillGammaShares32 and
+//     FillGammaSharesZ32 (the same law in SampleGammaShare's form) are its
+//     fast float32 samplers for many users (a stated e^−40 cut-off).
 //     MixtureShares is the papers' construction, in which the server draws
 //     h ~ Exp(1); a server that knows h sees Gaussian noise, and
 //     MixtureServerDelta computes the δ it leaks (about 0.19 at ε = 1).

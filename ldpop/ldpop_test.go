@@ -120,30 +120,6 @@ func TestSummedNoiseIsLaplace(t *testing.T) {
 	}
 }
 
-// TestGammaSharesSum checks the fast share sampler alone: n shares sum to
-// Laplace(b), for a small and a large n.
-func TestGammaSharesSum(t *testing.T) {
-	for _, n := range []int{1, 3, 500} {
-		r := rng.New(3, uint64(n))
-		const draws = 4000
-		sums := make([]float64, draws)
-		buf := make([]float32, draws)
-		for range n {
-			fillGammaShares(r, 2, n, buf)
-			for i, x := range buf {
-				sums[i] += float64(x)
-			}
-		}
-		crit := 1.63 / math.Sqrt(draws)
-		if dist := ksLaplace(sums, 2); dist > crit {
-			t.Errorf("n = %d: KS distance %.4f > %.4f", n, dist, crit)
-		}
-		if dist := ksLaplace(sums, 1.4); dist <= crit {
-			t.Errorf("n = %d: 0.7 × scale passes (KS %.4f)", n, dist)
-		}
-	}
-}
-
 // uploadsByClient maps client → upload of a record.
 func uploadsByClient(rec *protocol.Record) map[int]*protocol.Upload {
 	out := map[int]*protocol.Upload{}

@@ -197,7 +197,9 @@ func (c Config) serverStep() float64 {
 	return 1
 }
 
-func (c Config) epsP() float64 {
+// EffectiveEpsP returns the ε_P a run of c uses: EpsP, or 2·EpsI when
+// EpsP is 0.
+func (c Config) EffectiveEpsP() float64 {
 	if c.EpsP == 0 {
 		return 2 * c.EpsI
 	}

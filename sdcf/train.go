@@ -217,7 +217,7 @@ func transcriptMeta(cfg Config, pub *public, z float64) map[string]string {
 		"lambda_u": list(pub.lamU), "lambda_v": list(pub.lamV),
 	}
 	if cfg.Private {
-		m["eps_i"], m["eps_p"], m["eps_g"], m["z"] = f(cfg.EpsI), f(cfg.epsP()), f(cfg.EpsG), f(z)
+		m["eps_i"], m["eps_p"], m["eps_g"], m["z"] = f(cfg.EpsI), f(cfg.EffectiveEpsP()), f(cfg.EpsG), f(z)
 	}
 	return m
 }
@@ -263,7 +263,7 @@ func newClient(u int, byUser *ratings.CSR, pub *public, m *Model, cfg Config, z 
 	if !pub.private {
 		return c, float64(h), float64(h), nil
 	}
-	rr, err := dp.SolveTwoStageRR(cfg.epsP(), cfg.EpsI, h, pub.nItems, z)
+	rr, err := dp.SolveTwoStageRR(cfg.EffectiveEpsP(), cfg.EpsI, h, pub.nItems, z)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("sdcf: user %d (%d ratings): %w", u, h, err)
 	}
@@ -351,7 +351,7 @@ func (l *ledger) charge(round int, ups []*protocol.Upload) error {
 		}
 		if !l.seen[u] {
 			l.seen[u] = true
-			if err := l.p.Charge(u, round, l.cfg.epsP(), 0, "sdcf/prr"); err != nil {
+			if err := l.p.Charge(u, round, l.cfg.EffectiveEpsP(), 0, "sdcf/prr"); err != nil {
 				return err
 			}
 		}
