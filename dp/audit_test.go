@@ -32,16 +32,6 @@ func TestAuditMechanisms(t *testing.T) {
 			return func(r *rand.Rand) float64 { return SampleLaplace(r, m*b) },
 				func(r *rand.Rand) float64 { return sens + SampleLaplace(r, m*b) }
 		}},
-		{"google laplace release", eps, 200000, func(m float64) (func(*rand.Rand) float64, func(*rand.Rand) float64) {
-			rel := func(x float64) float64 {
-				y, err := ReleaseLaplace(x, 1, sens, eps/m)
-				if err != nil {
-					panic(err)
-				}
-				return y
-			}
-			return func(*rand.Rand) float64 { return rel(0) }, func(*rand.Rand) float64 { return rel(sens) }
-		}},
 		{"gamma shares n=5", eps, auditN, func(m float64) (func(*rand.Rand) float64, func(*rand.Rand) float64) {
 			sum := func(r *rand.Rand) float64 {
 				var s float64

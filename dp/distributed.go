@@ -54,7 +54,7 @@ func ParseShareScheme(name string) (ShareScheme, error) {
 // the papers' construction with each user drawing its own mixing variable
 // G in private instead of sharing the server's h. To tolerate dropouts, provision for the minimum
 // number k of shares that must arrive: draw with n = k, so any k arriving
-// shares give Laplace(b) and more only add noise (see SharesEpsilon).
+// shares give Laplace(b) and more only add noise.
 func SampleGammaShare(r *rand.Rand, b float64, n int) float64 {
 	return b * math.Sqrt(2*SampleGamma(r, 1/float64(n), 1)) * r.NormFloat64()
 }
@@ -207,50 +207,6 @@ func FillMixShares[F float32 | float64](r *rand.Rand, b float64, h []F, n int, d
 	for i := range dst {
 		dst[i] = F(c * math.Sqrt(float64(h[i])) * r.NormFloat64())
 	}
-}
-
-// SharesVariance returns the variance of the sum of `arrived` GammaShares
-// shares each provisioned for `provisioned` users at scale b: the sum is
-// G(a, b) − G(a, b) with a = arrived/provisioned, of variance 2ab². Laplace(b)
-// has variance 2b² (a = 1).
-func SharesVariance(b float64, provisioned, arrived int) float64 {
-	return 2 * b * b * float64(arrived) / float64(provisioned)
-}
-
-// SharesEpsilon returns the pure-DP ε that the sum of `arrived` GammaShares
-// shares, provisioned for `provisioned` users at scale b, gives a query of
-// sensitivity sens. With a = arrived/provisioned the noise is G(a, b) −
-// G(a, b), whose density f is symmetric and decreasing in |x|:
-//
-//   - a ≥ 1 (at least the provisioned number arrived): Laplace(b) plus
-//     independent noise, ε = sens/b;
-//   - 1/2 < a < 1: ε = log f(0) − log f(sens) > sens/b, computed by
-//     quadrature;
-//   - a ≤ 1/2: f is unbounded at 0, no finite ε (returns +Inf).
-func SharesEpsilon(sens, b float64, provisioned, arrived int) float64 {
-	a := float64(arrived) / float64(provisioned)
-	if a >= 1 {
-		return sens / b
-	}
-	if a <= 0.5 {
-		return math.Inf(1)
-	}
-	// f(x) ∝ exp(−|x|/b)·I(|x|), I(x) = ∫₀^∞ (y+x)^(a−1) y^(a−1) e^(−2y/b) dy.
-	lg, _ := math.Lgamma(2*a - 1)
-	logI0 := lg + (2*a-1)*math.Log(b/2)
-	return sens/b + logI0 - math.Log(gammaDiffI(a, b, sens))
-}
-
-// gammaDiffI computes I(x) = ∫₀^∞ (y+x)^(a−1) y^(a−1) e^(−2y/b) dy for x > 0
-// with y = s^(1/a), which removes the y^(a−1) singularity:
-// I = (1/a) ∫₀^∞ (s^(1/a)+x)^(a−1) e^(−2 s^(1/a)/b) ds.
-func gammaDiffI(a, b, x float64) float64 {
-	upper := math.Pow(25*b, a) // e^(−2·25) ≈ 2e−22 beyond
-	f := func(s float64) float64 {
-		y := math.Pow(s, 1/a)
-		return math.Pow(y+x, a-1) * math.Exp(-2*y/b)
-	}
-	return simpson(f, 0, upper, 20000) / a
 }
 
 // simpson integrates f over [lo, hi] with n (even) panels.

@@ -9,13 +9,11 @@
 // distribution changes by at most a factor e^ε when one protected unit (a
 // rating, or all of a user's ratings) changes. The samplers here draw from
 // seeded math/rand/v2 streams (see package rng) so that experiments repeat
-// exactly; ReleaseLaplace and ReleaseGaussian use the Google
-// differential-privacy library's floating-point-safe samplers on
-// crypto/rand for deployment-grade scalar releases.
+// exactly.
 //
-//   - SampleLaplace, SampleGamma, SampleExp, SampleNormal, FillSphere and
-//     FillL2Laplace (density ∝ exp(−ε‖η‖₂/Δ): a Gamma(K, Δ/ε) radius times a
-//     uniform direction, for DP-PMF);
+//   - SampleLaplace, SampleGamma, FillSphere and FillL2Laplace (density
+//     ∝ exp(−ε‖η‖₂/Δ): a Gamma(K, Δ/ε) radius times a uniform direction,
+//     for DP-PMF);
 //   - distributed Laplace noise: n users each add a share so that the server
 //     sees only the noisy sum. GammaShares (each share G1 − G2 with G1, G2 ~
 //     Gamma(1/n, b)) is the default: the shares sum to exactly Laplace(b)
@@ -24,19 +22,17 @@
 //     fast float32 samplers for many users (a stated e^−40 cut-off).
 //     MixtureShares is the papers' construction, in which the server draws
 //     h ~ Exp(1); a server that knows h sees Gaussian noise, and
-//     MixtureServerDelta computes the δ it leaks (about 0.19 at ε = 1).
-//     SharesEpsilon says what dropouts cost;
+//     MixtureServerDelta computes the δ it leaks (about 0.19 at ε = 1);
 //   - randomized response: RandomizedResponse, and the two-stage PRR + IRR
 //     of SDCF (SolveTwoStageRR), whose permanent answers come from a per-user
 //     secret (PRRSource) so they survive a restart; TruncationBound;
 //   - personalized sampling (KeepProb, SampleKeep), HDPMF's stretching
-//     (Stretch, Rescale, HDPMFNoiseScale), DPAverage and DPItemAverages.
+//     (Stretch, HDPMFNoiseScale), DPAverage and DPItemAverages.
 //
 // # Specifications and accounting
 //
-// Groups, HDPMFGroups, PDPSpec, HDPMFSpec, Uniform, ReadBudgets and
-// ReadWeights build and validate per-user, per-item and per-rating
-// budgets. An Accountant keeps a ledger per unit of every release, composes
+// Groups, HDPMFGroups, PDPSpec, HDPMFSpec and Uniform build and validate
+// per-user, per-item and per-rating budgets. An Accountant keeps a ledger per unit of every release, composes
 // them (basic or advanced composition), refuses a release that would exceed
 // a budget before any noise is drawn, and reports ε per round and in total.
 //

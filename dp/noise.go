@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-
-	gnoise "github.com/google/differential-privacy/go/v3/noise"
 )
 
 // ErrParam is wrapped by every error about an invalid mechanism parameter
@@ -25,51 +23,9 @@ func positive(name string, v float64) error {
 	return nil
 }
 
-// ReleaseLaplace returns x plus Laplace noise calibrated to ε-DP for a query
-// whose output changes in at most l0 coordinates by at most lInf each (scale
-// l0·lInf/ε). It uses the Google differential-privacy library, which snaps
-// to a power-of-two grid and draws a two-sided geometric with crypto/rand:
-// it has none of the floating-point leaks of naive Laplace sampling
-// (Mironov 2012) and cannot be seeded. Use it for deployment-grade scalar
-// releases; use SampleLaplace with a seeded stream for experiments.
-func ReleaseLaplace(x float64, l0 int64, lInf, eps float64) (float64, error) {
-	y, err := gnoise.Laplace().AddNoiseFloat64(x, l0, lInf, eps, 0)
-	if err != nil {
-		return 0, fmt.Errorf("%w: laplace release: %v", ErrParam, err)
-	}
-	return y, nil
-}
-
-// ReleaseGaussian returns x plus Gaussian noise calibrated to (ε, δ)-DP for
-// a query with the given l0 and lInf sensitivities (the noise scale is
-// GaussianSigma(l0, lInf, eps, delta)), drawn by the Google library's
-// secure discretized sampler from crypto/rand.
-func ReleaseGaussian(x float64, l0 int64, lInf, eps, delta float64) (float64, error) {
-	y, err := gnoise.Gaussian().AddNoiseFloat64(x, l0, lInf, eps, delta)
-	if err != nil {
-		return 0, fmt.Errorf("%w: gaussian release: %v", ErrParam, err)
-	}
-	return y, nil
-}
-
-// GaussianSigma returns the smallest standard deviation of Gaussian noise
-// that makes a query with the given l0 and lInf sensitivities (ε, δ)-DP,
-// from the exact (analytic) Gaussian privacy profile.
-func GaussianSigma(l0 int64, lInf, eps, delta float64) float64 {
-	return gnoise.SigmaForGaussian(l0, lInf, eps, delta)
-}
-
-// SampleExp returns a draw from the exponential distribution with the given
-// mean (scale).
-func SampleExp(r *rand.Rand, scale float64) float64 { return r.ExpFloat64() * scale }
-
-// SampleNormal returns a draw from N(0, sigma²).
-func SampleNormal(r *rand.Rand, sigma float64) float64 { return r.NormFloat64() * sigma }
-
 // SampleLaplace returns a draw from the Laplace distribution with mean 0 and
 // scale b (density exp(−|x|/b)/(2b)): a random sign times an exponential.
-// It is the seeded, floating-point sampler for experiments; see
-// ReleaseLaplace for the deployment-grade one.
+// It is a seeded, floating-point sampler for experiments.
 func SampleLaplace(r *rand.Rand, b float64) float64 {
 	e := r.ExpFloat64() * b
 	if r.Uint64()&1 == 0 {
@@ -118,20 +74,6 @@ func marsagliaTsang(r *rand.Rand, a float64) float64 {
 	}
 }
 
-// FillLaplace writes independent Laplace(b) draws into dst.
-func FillLaplace(r *rand.Rand, b float64, dst []float64) {
-	for i := range dst {
-		dst[i] = SampleLaplace(r, b)
-	}
-}
-
-// FillNormal writes independent N(0, sigma²) draws into dst.
-func FillNormal(r *rand.Rand, sigma float64, dst []float64) {
-	for i := range dst {
-		dst[i] = r.NormFloat64() * sigma
-	}
-}
-
 // FillSphere writes a direction drawn uniformly from the unit sphere in
 // R^len(dst) into dst (a standard normal vector, normalized).
 func FillSphere(r *rand.Rand, dst []float64) {
@@ -168,16 +110,4 @@ func FillL2Laplace(r *rand.Rand, scale float64, dst []float64) {
 	for i := range dst {
 		dst[i] *= rad
 	}
-}
-
-// LaplaceScale returns the Laplace scale Δ/ε that makes a query with L1
-// sensitivity Δ ε-DP, or an error wrapping ErrParam.
-func LaplaceScale(sens, eps float64) (float64, error) {
-	if err := positive("sensitivity", sens); err != nil {
-		return 0, err
-	}
-	if err := positive("epsilon", eps); err != nil {
-		return 0, err
-	}
-	return sens / eps, nil
 }

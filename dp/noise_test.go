@@ -1,7 +1,6 @@
 package dp
 
 import (
-	"errors"
 	"math"
 	"testing"
 
@@ -18,10 +17,6 @@ func TestSamplersKS(t *testing.T) {
 		draw       func(r *rngT) float64
 		cdf, wrong func(float64) float64
 	}{
-		{"exp", func(r *rngT) float64 { return SampleExp(r, 2) },
-			distuv.Exponential{Rate: 0.5}.CDF, distuv.Exponential{Rate: 0.5 / 0.7}.CDF},
-		{"normal", func(r *rngT) float64 { return SampleNormal(r, 3) },
-			distuv.Normal{Sigma: 3}.CDF, distuv.Normal{Sigma: 3 * 0.7}.CDF},
 		{"laplace", func(r *rngT) float64 { return SampleLaplace(r, 1.5) },
 			laplaceCDF(1.5), laplaceCDF(1.5 * 0.7)},
 		{"gamma shape 0.3", func(r *rngT) float64 { return SampleGamma(r, 0.3, 2) },
@@ -69,8 +64,6 @@ func TestSamplerMoments(t *testing.T) {
 		{"laplace", func(r *rngT) float64 { return SampleLaplace(r, 2) }, 0, 8},
 		{"gamma 0.2", func(r *rngT) float64 { return SampleGamma(r, 0.2, 3) }, 0.6, 1.8},
 		{"gamma 4", func(r *rngT) float64 { return SampleGamma(r, 4, 0.5) }, 2, 1},
-		{"exp", func(r *rngT) float64 { return SampleExp(r, 3) }, 3, 9},
-		{"normal", func(r *rngT) float64 { return SampleNormal(r, 2) }, 0, 4},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,57 +93,6 @@ func TestSphereUnitAndL2LaplaceDensity(t *testing.T) {
 	FillSphere(r, nil) // no panic
 }
 
-func TestReleases(t *testing.T) {
-	const n = 20000
-	xs := make([]float64, n)
-	for i := range xs {
-		y, err := ReleaseLaplace(10, 1, 2, 0.5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		xs[i] = y - 10
-	}
-	// Scale 4; the library snaps to a grid of about b/2^40, invisible here.
-	checkKS(t, xs[:ksN], laplaceCDF(4), laplaceCDF(4*0.7))
-	sigma := GaussianSigma(1, 1, 1, 1e-5)
-	if sigma < 3 || sigma > 5 {
-		t.Errorf("GaussianSigma(1, 1, ε=1, δ=1e-5) = %v, want about 3.7", sigma)
-	}
-	for i := range xs {
-		y, err := ReleaseGaussian(0, 1, 1, 1, 1e-5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		xs[i] = y
-	}
-	checkKS(t, xs[:ksN], distuv.Normal{Sigma: sigma}.CDF, distuv.Normal{Sigma: sigma * 0.7}.CDF)
-
-	bad := []struct {
-		name string
-		err  error
-	}{
-		{"laplace eps 0", func() error { _, err := ReleaseLaplace(0, 1, 1, 0); return err }()},
-		{"laplace l0 0", func() error { _, err := ReleaseLaplace(0, 0, 1, 1); return err }()},
-		{"gaussian delta 0", func() error { _, err := ReleaseGaussian(0, 1, 1, 1, 0); return err }()},
-	}
-	for _, b := range bad {
-		if !errors.Is(b.err, ErrParam) {
-			t.Errorf("%s: error %v, want ErrParam", b.name, b.err)
-		}
-	}
-}
-
-func TestLaplaceScale(t *testing.T) {
-	if b, err := LaplaceScale(4, 2); err != nil || b != 2 {
-		t.Errorf("LaplaceScale(4, 2) = %v, %v", b, err)
-	}
-	for _, c := range [][2]float64{{0, 1}, {1, 0}, {1, math.Inf(1)}, {math.NaN(), 1}} {
-		if _, err := LaplaceScale(c[0], c[1]); !errors.Is(err, ErrParam) {
-			t.Errorf("LaplaceScale(%v, %v): error %v, want ErrParam", c[0], c[1], err)
-		}
-	}
-}
-
 func BenchmarkSamplers(b *testing.B) {
 	r := rng.New(1)
 	v := make([]float64, 16)
@@ -158,8 +100,6 @@ func BenchmarkSamplers(b *testing.B) {
 		name string
 		f    func()
 	}{
-		{"Exp", func() { SampleExp(r, 1) }},
-		{"Normal", func() { SampleNormal(r, 1) }},
 		{"Laplace", func() { SampleLaplace(r, 1) }},
 		{"Gamma/shape=0.01", func() { SampleGamma(r, 0.01, 1) }},
 		{"Gamma/shape=3", func() { SampleGamma(r, 3, 1) }},
@@ -167,8 +107,6 @@ func BenchmarkSamplers(b *testing.B) {
 		{"MixShare/n=100", func() { SampleMixShare(r, 1, 0.7, 100) }},
 		{"Sphere/K=16", func() { FillSphere(r, v) }},
 		{"L2Laplace/K=16", func() { FillL2Laplace(r, 1, v) }},
-		{"ReleaseLaplace(google)", func() { ReleaseLaplace(0, 1, 1, 1) }},
-		{"ReleaseGaussian(google)", func() { ReleaseGaussian(0, 1, 1, 1, 1e-5) }},
 	}
 	for _, bb := range benches {
 		b.Run(bb.name, func(b *testing.B) {

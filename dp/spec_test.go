@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -266,77 +265,6 @@ func TestUniformAndValidate(t *testing.T) {
 	}
 	if err := dp.ValidateWeights([]float64{1, 1.01}); err == nil || !strings.Contains(err.Error(), "index 1") {
 		t.Errorf("ValidateWeights: %v, want an error naming index 1", err)
-	}
-}
-
-// tiny is the dataset the budget-file fixtures are written for; user u4 has
-// no rating.
-func tiny() *ratings.Dataset {
-	return &ratings.Dataset{
-		Name:    "tiny",
-		Scale:   ratings.Stars5,
-		UserIDs: []string{"u1", "u2", "u3", "u4"},
-		ItemIDs: []string{"i1", "i2", "i3"},
-		Users:   []int32{0, 0, 1, 2},
-		Items:   []int32{0, 1, 0, 2},
-		Values:  []float32{4, 3, 5, 1},
-	}
-}
-
-func TestReadBudgets(t *testing.T) {
-	d := tiny()
-	tests := []struct {
-		file    string
-		kind    dp.BudgetKind
-		weights bool
-		want    []float64
-		errHas  []string // substrings of the error; nil means success
-	}{
-		{"users_ok.csv", dp.PerUser, false, []float64{0.5, 1, 0.25, 0.25}, nil},
-		{"items_weight_ok.txt", dp.PerItem, true, []float64{0.5, 1, 0.1}, nil},
-		{"ratings_ok.tsv", dp.PerRating, false, []float64{0.1, 0.2, 0.3, 1}, nil},
-		{"users_unknown.csv", dp.PerUser, false, nil, []string{"users_unknown.csv:3:", `unknown user "u9"`}},
-		{"users_zero.csv", dp.PerUser, false, nil, []string{"users_zero.csv:2:", "u2", "positive"}},
-		{"users_inf.csv", dp.PerUser, false, nil, []string{"users_inf.csv:1:", "finite"}},
-		{"users_nan.csv", dp.PerUser, false, nil, []string{"users_nan.csv:3:", `"abc" is not a number`}},
-		{"users_fields.csv", dp.PerUser, false, nil, []string{"users_fields.csv:2:", "want 2 fields"}},
-		{"users_dup.tsv", dp.PerUser, false, nil, []string{"users_dup.tsv:4:", "duplicate user u1", "line 1"}},
-		{"users_missing.csv", dp.PerUser, false, nil, []string{"users_missing.csv", `user "u2"`}},
-		{"items_weight_bad.txt", dp.PerItem, true, nil, []string{"items_weight_bad.txt:4:", "i3", "outside (0, 1]"}},
-		{"ratings_unknown_item.csv", dp.PerRating, false, nil, []string{"ratings_unknown_item.csv:3:", `unknown item "i9"`}},
-		{"ratings_missing.csv", dp.PerRating, false, nil, []string{"ratings_missing.csv", `user "u1", item "i2"`}},
-		{"users_ok.csv", dp.PerRating, false, nil, []string{"users_ok.csv:1:", "want 3 fields"}},
-		{"no_such_file.csv", dp.PerUser, false, nil, []string{"no_such_file.csv"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.file+"/"+tc.kind.String(), func(t *testing.T) {
-			read := dp.ReadBudgets
-			if tc.weights {
-				read = dp.ReadWeights
-			}
-			got, err := read(filepath.Join("testdata", tc.file), d, tc.kind)
-			if tc.errHas == nil {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-					t.Errorf("got %v, want %v", got, tc.want)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("no error, want one containing %q", tc.errHas)
-			}
-			for _, s := range tc.errHas {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error %q does not contain %q", err, s)
-				}
-			}
-		})
-	}
-	// A budget above 1 is a fine ε but not a weight.
-	if _, err := dp.ReadBudgets(filepath.Join("testdata", "items_weight_bad.txt"), d, dp.PerItem); err != nil {
-		t.Errorf("ε 1.5 refused as a budget: %v", err)
 	}
 }
 

@@ -15,10 +15,6 @@ func Stretch(values []float32, w []float64, dst []float32) {
 	}
 }
 
-// Rescale undoes the stretch at prediction time on the user's device
-// (HDPMF Algorithm 1, line 17): R̂_ij = u_iᵀv_j / W_ij.
-func Rescale(pred, w float64) float64 { return pred / w }
-
 // HDPMFNoiseScale returns the Laplace scale 2·sqrt(K)·Δ/ε of each
 // coordinate of HDPMF's gradient noise x_j (Thm 2), for latent dimension K,
 // rating range Δ and the maximum budget ε.

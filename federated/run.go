@@ -127,6 +127,7 @@ func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 	r.cls = make([]*client, nu)
 	r.clients = make([]protocol.Client, nu)
 	ir := rng.New(cfg.Seed, streamClientInit)
+	wbuf := make([]float64, maxLen) // one client's W_ij, for dp.Stretch
 	for u := range nu {
 		items, vals := byUser.Row(u)
 		c := &client{
@@ -135,11 +136,13 @@ func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 			y:     make([]float32, len(vals)),
 			u:     make([]float32, cfg.Dim),
 		}
-		for k, v := range vals {
-			c.y[k] = v
-			if cfg.Variant == HDPMF || cfg.Variant == HDPMFR {
-				c.y[k] = float32(w.User[u] * w.Item[items[k]] * float64(v))
+		copy(c.y, vals)
+		if cfg.Variant == HDPMF || cfg.Variant == HDPMFR {
+			wu := wbuf[:len(items)]
+			for k, i := range items {
+				wu[k] = w.W(int32(u), i)
 			}
+			dp.Stretch(vals, wu, c.y)
 		}
 		// Users start near a common direction, so that the first factor
 		// learns the (stretched) item means in the first rounds, as a bias
