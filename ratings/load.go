@@ -361,128 +361,228 @@ func (l *loader) readFile(path string, f Format) error {
 
 const bufSize = 1 << 20
 
+// headSize is the number of first bytes of an input looked at to detect its
+// format and delimiter and to estimate its number of lines.
+const headSize = 64 << 10
+
+// input is one rating stream being read, decompressed if it was gzipped.
+type input struct {
+	name    string        // names the input in errors
+	br      *bufio.Reader // the text
+	gz      *gzip.Reader  // the decompressor; nil if the input is not gzipped
+	size    int64         // the input size if known and not gzipped, else -1
+	head    []byte        // the first headSize bytes of the text (peeked)
+	partial bool          // head is a prefix of the text, not all of it
+}
+
+// openInput buffers r, undoes gzip compression (detected from the magic
+// bytes) and peeks at the head of the text. size is r's size, or -1.
+func openInput(r io.Reader, name string, size int64) (*input, error) {
+	in := &input{name: name, br: bufio.NewReaderSize(r, bufSize), size: size}
+	if magic, _ := in.br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		gz, err := gzip.NewReader(in.br)
+		if err != nil {
+			return nil, &ParseError{File: name, Err: fmt.Errorf("gzip: %v: %w", err, ErrFormat)}
+		}
+		in.gz, in.br, in.size = gz, bufio.NewReaderSize(gz, bufSize), -1
+	}
+	head, err := in.br.Peek(headSize)
+	in.head, in.partial = head, err == nil
+	return in, nil
+}
+
+// close releases the decompressor, if any.
+func (in *input) close() {
+	if in.gz != nil {
+		in.gz.Close()
+	}
+}
+
 // readStream parses one input. size, if positive, is the input size, used
 // to preallocate.
 func (l *loader) readStream(r io.Reader, file string, f Format, size int64) error {
-	br := bufio.NewReaderSize(r, bufSize)
-	gzipped := false
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return &ParseError{File: file, Err: fmt.Errorf("gzip: %v: %w", err, ErrFormat)}
-		}
-		defer gz.Close()
-		br = bufio.NewReaderSize(gz, bufSize)
-		size = -1
-		gzipped = true
+	in, err := openInput(r, file, size)
+	if err != nil {
+		return err
 	}
-	head, perr := br.Peek(64 << 10)
-	partial := perr == nil
-	if f == FormatAuto {
-		if l.opt.Delimiter != "" || l.opt.Columns != "" {
-			f = FormatDelimited
-		} else {
-			f = detectFormat(head, partial)
-		}
+	defer in.close()
+	f = l.streamFormat(f, in)
+	fileIdx := l.startFile(file, f)
+	l.preallocate(in)
+	spec, blank, err := l.lineSpec(f, in)
+	if err != nil || blank {
+		return err
 	}
+	return l.parseLines(in, fileIdx, f, &spec)
+}
+
+// streamFormat returns the format of an input given as f: f itself unless
+// it is FormatAuto; then FormatDelimited if a delimiter or columns are set,
+// else the format detected from the head.
+func (l *loader) streamFormat(f Format, in *input) Format {
+	switch {
+	case f != FormatAuto:
+		return f
+	case l.opt.Delimiter != "" || l.opt.Columns != "":
+		return FormatDelimited
+	}
+	return detectFormat(in.head, in.partial)
+}
+
+// startFile registers the next input file, of format f, and returns its
+// index. The first file sets the reported format and the scale policy.
+func (l *loader) startFile(name string, f Format) int {
 	if l.rep.Format == "" {
 		l.rep.Format = f
 	}
 	l.setScale(f)
-	l.files = append(l.files, fileSpan{name: file, start: len(l.b.vs)})
-	fileIdx := len(l.files) - 1
+	l.files = append(l.files, fileSpan{name: name, start: len(l.b.vs)})
+	return len(l.files) - 1
+}
 
-	if size > 0 {
-		if lines := firstLines(head, 100, partial); len(lines) > 0 {
-			n := 0
-			for _, ln := range lines {
-				n += len(ln) + 1
+// preallocate makes room for the ratings of an input of known size, their
+// number estimated from the length of its first 100 lines.
+func (l *loader) preallocate(in *input) {
+	if in.size <= 0 {
+		return
+	}
+	lines := firstLines(in.head, 100, in.partial)
+	if len(lines) == 0 {
+		return
+	}
+	n := 0
+	for _, ln := range lines {
+		n += len(ln) + 1
+	}
+	l.grow(int(in.size/int64(n)*int64(len(lines))) + 16)
+}
+
+// lineSpec returns how the lines of an input of format f are cut into
+// fields; Netflix lines are cut by netflixLine, so theirs is the zero
+// lineSpec. blank reports a delimited input without a non-blank line, which
+// has nothing to parse (finish then reports ErrEmpty).
+func (l *loader) lineSpec(f Format, in *input) (spec lineSpec, blank bool, err error) {
+	switch f {
+	case FormatNetflix:
+		return lineSpec{}, false, nil
+	case FormatDelimited:
+		return l.delimitedSpec(in)
+	}
+	return specFor(f), false, nil
+}
+
+// delimitedSpec returns the lineSpec of a delimited input: the columns and
+// delimiter of the options, the delimiter detected from the head if unset.
+// blank is as for lineSpec.
+func (l *loader) delimitedSpec(in *input) (spec lineSpec, blank bool, err error) {
+	cols, err := parseColumns(l.opt.Columns)
+	if err != nil {
+		return lineSpec{}, false, err
+	}
+	delim := l.opt.Delimiter
+	if delim == "" {
+		var ok bool
+		delim, ok = detectDelimiter(in.head, in.partial, len(cols))
+		if !ok {
+			if !in.partial && len(firstLines(in.head, 1, false)) == 0 {
+				return lineSpec{}, true, nil
 			}
-			est := int(size/int64(n)*int64(len(lines))) + 16
-			l.grow(est)
+			return lineSpec{}, false, &ParseError{File: in.name, Err: fmt.Errorf("cannot detect the delimiter (tried tab, comma, ::, |, ;, space) for %d columns: %w", len(cols), ErrFormat)}
 		}
 	}
+	return newSpec(delim, cols, false), false, nil
+}
 
-	var spec lineSpec
-	if f != FormatNetflix {
-		switch f {
-		case FormatDelimited:
-			cols, err := parseColumns(l.opt.Columns)
-			if err != nil {
-				return err
-			}
-			delim := l.opt.Delimiter
-			if delim == "" {
-				var ok bool
-				delim, ok = detectDelimiter(head, partial, len(cols))
-				if !ok {
-					if !partial && len(firstLines(head, 1, false)) == 0 {
-						return nil // blank input: finish reports ErrEmpty
-					}
-					return &ParseError{File: file, Err: fmt.Errorf("cannot detect the delimiter (tried tab, comma, ::, |, ;, space) for %d columns: %w", len(cols), ErrFormat)}
-				}
-			}
-			spec = newSpec(delim, cols, false)
-		default:
-			spec = specFor(f)
-		}
-	}
+// parseLines reads the lines of an input of format f, the fileIdx-th file,
+// skipping blank lines and a header, and adds their ratings.
+func (l *loader) parseLines(in *input, fileIdx int, f Format, spec *lineSpec) error {
 	l.cur = l.cur[:0]
 	curIdx := int32(-1)
-
 	lineNo := 0
 	headerDone := f == FormatNetflix || l.opt.Header == HeaderNo
 	for {
-		line, err := l.readLine(br)
+		line, err := l.readLine(in.br)
 		if err != nil && err != io.EOF {
-			// A line cut by a failed read is not trusted. A broken gzip
-			// stream (truncated, bad checksum) is bad input: ErrFormat.
-			if gzipped {
-				err = fmt.Errorf("gzip: %w: %w", err, ErrFormat)
-			}
-			return l.fatal(&ParseError{File: file, Line: lineNo + 1, Err: fmt.Errorf("read: %w", err)})
+			return l.readError(in, lineNo+1, err)
 		}
 		if len(line) == 0 && err == io.EOF {
-			break
+			return nil
 		}
 		lineNo++
-		line = trimLine(line)
-		if lineNo == 1 {
-			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
-		}
+		line = cleanLine(line, lineNo)
 		if isBlank(line) {
 			continue
 		}
 		if !headerDone {
 			headerDone = true
-			if l.opt.Header == HeaderYes {
-				continue
-			}
-			l.fields = spec.split(l.fields[:0], line, len(spec.cols)+1)
-			if isHeader(&spec, l.fields) {
+			if l.headerLine(spec, line) {
 				continue
 			}
 		}
-		var pe *ParseError
-		if f == FormatNetflix {
-			pe = l.netflixLine(line, &curIdx)
-			if pe == nil && curIdx == -2 { // a MovieID line
-				curIdx = -1
-				continue
-			}
-		} else {
-			pe = l.dataLine(&spec, line)
-		}
-		l.rep.Lines++
-		if pe != nil {
-			pe.File, pe.Line = file, lineNo
-			if err := l.bad(fileIdx, pe); err != nil {
-				return err
-			}
+		pe, data := l.parseLine(f, spec, line, &curIdx)
+		if !data {
 			continue
 		}
-		l.lines = append(l.lines, int32(min(lineNo, math.MaxInt32)))
+		if err := l.record(in.name, fileIdx, lineNo, pe); err != nil {
+			return err
+		}
 	}
+}
+
+// readError is the error of a read that failed at line n. A line cut by a
+// failed read is not trusted. A broken gzip stream (truncated, bad
+// checksum) is bad input: ErrFormat.
+func (l *loader) readError(in *input, n int, err error) error {
+	if in.gz != nil {
+		err = fmt.Errorf("gzip: %w: %w", err, ErrFormat)
+	}
+	return l.fatal(&ParseError{File: in.name, Line: n, Err: fmt.Errorf("read: %w", err)})
+}
+
+// cleanLine trims the line end of line n and, from the first line, a UTF-8
+// byte order mark.
+func cleanLine(line []byte, n int) []byte {
+	line = trimLine(line)
+	if n == 1 {
+		line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+	}
+	return line
+}
+
+// headerLine reports whether the first non-blank line is a header to skip:
+// always under HeaderYes, else (HeaderAuto) if its fields look like one.
+func (l *loader) headerLine(spec *lineSpec, line []byte) bool {
+	if l.opt.Header == HeaderYes {
+		return true
+	}
+	l.fields = spec.split(l.fields[:0], line, len(spec.cols)+1)
+	return isHeader(spec, l.fields)
+}
+
+// parseLine parses a non-blank line of format f and adds its rating. data
+// is false for a Netflix "MovieID:" line, which only sets the current movie
+// (*curIdx); else pe says why the line gave no rating, if it gave none.
+func (l *loader) parseLine(f Format, spec *lineSpec, line []byte, curIdx *int32) (pe *ParseError, data bool) {
+	if f != FormatNetflix {
+		return l.dataLine(spec, line), true
+	}
+	pe = l.netflixLine(line, curIdx)
+	if pe == nil && *curIdx == -2 { // a MovieID line
+		*curIdx = -1
+		return nil, false
+	}
+	return pe, true
+}
+
+// record counts data line lineNo of a file: the line of its rating, or,
+// given its error pe, a bad line (fatal unless SkipBad).
+func (l *loader) record(file string, fileIdx, lineNo int, pe *ParseError) error {
+	l.rep.Lines++
+	if pe != nil {
+		pe.File, pe.Line = file, lineNo
+		return l.bad(fileIdx, pe)
+	}
+	l.lines = append(l.lines, int32(min(lineNo, math.MaxInt32)))
 	return nil
 }
 
