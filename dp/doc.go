@@ -1,6 +1,6 @@
 // Package dp is privrec's privacy layer: the noise mechanisms every method
-// draws from, the privacy specifications that say how much each user, item
-// or rating is protected, and the accountant that counts what each user has
+// draws from and the privacy specifications that say how much each user,
+// item or rating is protected. Package accountant counts what each user has
 // spent.
 //
 // # Mechanisms
@@ -29,12 +29,10 @@
 //   - personalized sampling (KeepProb, SampleKeep), HDPMF's stretching
 //     (Stretch, HDPMFNoiseScale), DPAverage and DPItemAverages.
 //
-// # Specifications and accounting
+// # Specifications
 //
 // Groups, HDPMFGroups, PDPSpec, HDPMFSpec and Uniform build and validate
-// per-user, per-item and per-rating budgets. An Accountant keeps a ledger per unit of every release, composes
-// them (basic or advanced composition), refuses a release that would exceed
-// a budget before any noise is drawn, and reports ε per round and in total.
+// per-user, per-item and per-rating budgets.
 //
 // # Checked, not asserted
 //

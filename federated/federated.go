@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/privrec/privrec/accountant"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -211,7 +212,7 @@ type Report struct {
 	Refused int
 	// Accountant is the full report of the per-user ledger (the ε of each
 	// user's most exposed rating).
-	Accountant dp.Report
+	Accountant accountant.Report
 }
 
 // Train runs the method on train over the in-process transport and

@@ -3,6 +3,7 @@ package federated
 import (
 	"errors"
 	"fmt"
+	"github.com/privrec/privrec/accountant"
 	"github.com/privrec/privrec/internal/vec"
 	"math"
 	"math/rand/v2"
@@ -28,7 +29,7 @@ type run struct {
 	cfg     Config
 	train   *ratings.Dataset
 	weights *dp.HDPWeights
-	acct    *dp.Accountant
+	acct    *accountant.Accountant
 	srv     *server
 	cls     []*client
 	clients []protocol.Client
@@ -105,7 +106,7 @@ func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 			budgets[u] = math.Inf(1) // a user with nothing to spend
 		}
 	}
-	acct, err := dp.NewAccountant(budgets, dp.AccountantConfig{Name: "user"})
+	acct, err := accountant.New(budgets, accountant.Config{Name: "user"})
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +230,7 @@ type shared struct {
 	noise   float64 // Laplace scale per coordinate of an item's summed noise
 	reg     float32
 	pseudo  float64
-	acct    *dp.Accountant
+	acct    *accountant.Accountant
 	item    []float64 // γ_j, public item weights
 	eps     float64
 	thresh  float64
@@ -270,7 +271,7 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	}
 	if c.sh.variant != Plain { // Plain: exact gradients, nothing to spend
 		if err := c.sh.acct.Charge(c.id, b.Round, c.charge, 0, c.sh.label); err != nil {
-			if errors.Is(err, dp.ErrBudgetExceeded) {
+			if errors.Is(err, accountant.ErrBudgetExceeded) {
 				return nil, nil // out of budget: release nothing
 			}
 			return nil, err

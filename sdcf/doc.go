@@ -32,7 +32,7 @@
 //     the device (ε-DP for the rating value), then SGLD MF.
 //
 // Privacy accounting. The paper bounds one round only (§3.4). Train charges
-// a dp.Accountant per user for each of ε_g, ε_I (every round the user
+// an accountant.Accountant per user for each of ε_g, ε_I (every round the user
 // takes part) and ε_P (once) and reports the per-round maximum and the
 // total by basic composition (Report). The sets of items a user uploads
 // for are a post-processing of B', so over the whole run they are at most

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/privrec/privrec/accountant"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/protocol"
@@ -316,7 +317,7 @@ func parallel(n, workers int, f func(int)) {
 // ledger charges the three budgets per user.
 type ledger struct {
 	cfg     Config
-	g, i, p *dp.Accountant
+	g, i, p *accountant.Accountant
 	seen    []bool
 }
 
@@ -327,8 +328,8 @@ func newLedger(nUsers int, cfg Config) (*ledger, error) {
 	}
 	l := &ledger{cfg: cfg, seen: make([]bool, nUsers)}
 	var err error
-	for _, a := range []**dp.Accountant{&l.g, &l.i, &l.p} {
-		if *a, err = dp.NewAccountant(inf, dp.AccountantConfig{Name: "user", Shards: 1}); err != nil {
+	for _, a := range []**accountant.Accountant{&l.g, &l.i, &l.p} {
+		if *a, err = accountant.New(inf, accountant.Config{Name: "user", Shards: 1}); err != nil {
 			return nil, err
 		}
 	}
@@ -359,7 +360,7 @@ func (l *ledger) charge(round int, ups []*protocol.Upload) error {
 	return nil
 }
 
-func spend(a *dp.Accountant) Spend {
+func spend(a *accountant.Accountant) Spend {
 	r := a.Report()
 	s := Spend{Total: r.Basic.MaxEps}
 	for _, x := range r.Rounds {

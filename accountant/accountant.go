@@ -1,4 +1,4 @@
-package dp
+package accountant
 
 import (
 	"errors"
@@ -13,13 +13,16 @@ var (
 	// ErrBudgetExceeded is returned by Charge and Reserve when a release
 	// would take a unit past its budget. Nothing is recorded; the caller
 	// must not draw noise or release anything.
-	ErrBudgetExceeded = errors.New("dp: privacy budget exceeded")
+	ErrBudgetExceeded = errors.New("accountant: privacy budget exceeded")
 	// ErrCharge is wrapped by errors about an invalid charge: unknown unit,
 	// negative or non-finite ε, δ outside [0, 1), negative round, or a
 	// round earlier than the unit's last one.
-	ErrCharge = errors.New("dp: invalid charge")
+	ErrCharge = errors.New("accountant: invalid charge")
 	// ErrTicketUsed is returned by a second Commit or Cancel of a Ticket.
-	ErrTicketUsed = errors.New("dp: ticket already used")
+	ErrTicketUsed = errors.New("accountant: ticket already used")
+	// ErrConfig is wrapped by New's errors about its arguments: a budget
+	// that is not positive, δ or δ' out of range, a negative shard count.
+	ErrConfig = errors.New("accountant: invalid configuration")
 )
 
 // budgetSlack is the relative tolerance of budget checks, so that ten
@@ -30,11 +33,11 @@ const budgetSlack = 1e-9
 const maxRound = 1 << 20
 
 // DefaultDeltaPrime is the δ' of advanced composition when
-// AccountantConfig.DeltaPrime is zero.
+// Config.DeltaPrime is zero.
 const DefaultDeltaPrime = 1e-6
 
-// AccountantConfig configures an Accountant.
-type AccountantConfig struct {
+// Config configures an Accountant.
+type Config struct {
 	// Name says what a unit is, for reports: "user" (the default) or
 	// "rating".
 	Name string
@@ -85,7 +88,7 @@ type Release struct {
 // An Accountant is safe for concurrent use. Units are spread over
 // independently locked shards.
 type Accountant struct {
-	cfg    AccountantConfig
+	cfg    Config
 	n      int
 	budget []float64
 	shards []acctShard
@@ -119,12 +122,12 @@ type acctShard struct {
 	_       [64]byte // keep shards' locks on separate cache lines
 }
 
-// NewAccountant returns an accountant for len(budgets) units, unit u with
+// New returns an accountant for len(budgets) units, unit u with
 // ε budget budgets[u] (math.Inf(1) for a unit that is only tracked).
-func NewAccountant(budgets []float64, cfg AccountantConfig) (*Accountant, error) {
+func New(budgets []float64, cfg Config) (*Accountant, error) {
 	for u, b := range budgets {
 		if !(b > 0) { // also NaN; +Inf is allowed
-			return nil, fmt.Errorf("%w: budget of unit %d is %g, want > 0", ErrSpec, u, b)
+			return nil, fmt.Errorf("%w: budget of unit %d is %g, want > 0", ErrConfig, u, b)
 		}
 	}
 	if cfg.Name == "" {
@@ -134,13 +137,13 @@ func NewAccountant(budgets []float64, cfg AccountantConfig) (*Accountant, error)
 		cfg.DeltaPrime = DefaultDeltaPrime
 	}
 	if !(cfg.DeltaPrime > 0 && cfg.DeltaPrime < 1) {
-		return nil, fmt.Errorf("%w: δ' = %g outside (0, 1)", ErrSpec, cfg.DeltaPrime)
+		return nil, fmt.Errorf("%w: δ' = %g outside (0, 1)", ErrConfig, cfg.DeltaPrime)
 	}
 	if !(cfg.Delta >= 0 && cfg.Delta < 1) {
-		return nil, fmt.Errorf("%w: δ budget %g outside [0, 1)", ErrSpec, cfg.Delta)
+		return nil, fmt.Errorf("%w: δ budget %g outside [0, 1)", ErrConfig, cfg.Delta)
 	}
 	if cfg.Shards < 0 {
-		return nil, fmt.Errorf("%w: %d shards", ErrSpec, cfg.Shards)
+		return nil, fmt.Errorf("%w: %d shards", ErrConfig, cfg.Shards)
 	}
 	if cfg.Shards == 0 {
 		cfg.Shards = 64
@@ -409,7 +412,7 @@ func (a *Accountant) CanSpend(u int, eps, delta float64) bool {
 }
 
 // Ledger returns unit u's committed releases in order, or nil without
-// AccountantConfig.Log.
+// Config.Log.
 func (a *Accountant) Ledger(u int) []Release {
 	sh, local := a.locate(u)
 	sh.mu.Lock()

@@ -1,4 +1,4 @@
-package dp_test
+package accountant_test
 
 import (
 	"errors"
@@ -8,12 +8,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/privrec/privrec/accountant"
 	"github.com/privrec/privrec/dp"
 )
 
-func newAcct(t testing.TB, budgets []float64, cfg dp.AccountantConfig) *dp.Accountant {
+func newAcct(t testing.TB, budgets []float64, cfg accountant.Config) *accountant.Accountant {
 	t.Helper()
-	a, err := dp.NewAccountant(budgets, cfg)
+	a, err := accountant.New(budgets, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,51 +30,51 @@ func TestChargeExhaustion(t *testing.T) {
 	tests := []struct {
 		name    string
 		budgets []float64
-		cfg     dp.AccountantConfig
+		cfg     accountant.Config
 		charges []charge
 	}{
-		{"ten tenths fit a budget of one", []float64{1}, dp.AccountantConfig{}, func() []charge {
+		{"ten tenths fit a budget of one", []float64{1}, accountant.Config{}, func() []charge {
 			var c []charge
 			for r := range 10 {
 				c = append(c, charge{0, r, 0.1, 0, nil})
 			}
-			return append(c, charge{0, 10, 1e-6, 0, dp.ErrBudgetExceeded})
+			return append(c, charge{0, 10, 1e-6, 0, accountant.ErrBudgetExceeded})
 		}()},
-		{"refusal leaves room for a smaller release", []float64{1}, dp.AccountantConfig{}, []charge{
+		{"refusal leaves room for a smaller release", []float64{1}, accountant.Config{}, []charge{
 			{0, 0, 0.7, 0, nil},
-			{0, 1, 0.5, 0, dp.ErrBudgetExceeded},
+			{0, 1, 0.5, 0, accountant.ErrBudgetExceeded},
 			{0, 1, 0.3, 0, nil},
-			{0, 2, 0.01, 0, dp.ErrBudgetExceeded},
+			{0, 2, 0.01, 0, accountant.ErrBudgetExceeded},
 		}},
-		{"units have separate budgets", []float64{0.5, 2}, dp.AccountantConfig{}, []charge{
+		{"units have separate budgets", []float64{0.5, 2}, accountant.Config{}, []charge{
 			{0, 0, 0.5, 0, nil},
 			{1, 0, 1.5, 0, nil},
-			{0, 1, 0.1, 0, dp.ErrBudgetExceeded},
+			{0, 1, 0.1, 0, accountant.ErrBudgetExceeded},
 			{1, 1, 0.5, 0, nil},
 		}},
-		{"delta needs a delta budget", []float64{1}, dp.AccountantConfig{}, []charge{
-			{0, 0, 0.1, 1e-7, dp.ErrBudgetExceeded},
+		{"delta needs a delta budget", []float64{1}, accountant.Config{}, []charge{
+			{0, 0, 0.1, 1e-7, accountant.ErrBudgetExceeded},
 			{0, 0, 0.1, 0, nil},
 		}},
-		{"delta budget", []float64{10}, dp.AccountantConfig{Delta: 1e-5}, []charge{
+		{"delta budget", []float64{10}, accountant.Config{Delta: 1e-5}, []charge{
 			{0, 0, 0.1, 6e-6, nil},
-			{0, 1, 0.1, 6e-6, dp.ErrBudgetExceeded},
+			{0, 1, 0.1, 6e-6, accountant.ErrBudgetExceeded},
 			{0, 1, 0.1, 4e-6, nil},
 		}},
-		{"unlimited unit", []float64{math.Inf(1)}, dp.AccountantConfig{}, []charge{
+		{"unlimited unit", []float64{math.Inf(1)}, accountant.Config{}, []charge{
 			{0, 0, 1e6, 0, nil},
 			{0, 1, 1e6, 0, nil},
 		}},
-		{"invalid charges", []float64{1}, dp.AccountantConfig{}, []charge{
-			{1, 0, 0.1, 0, dp.ErrCharge},
-			{-1, 0, 0.1, 0, dp.ErrCharge},
-			{0, -1, 0.1, 0, dp.ErrCharge},
-			{0, 0, -0.1, 0, dp.ErrCharge},
-			{0, 0, math.NaN(), 0, dp.ErrCharge},
-			{0, 0, math.Inf(1), 0, dp.ErrCharge},
-			{0, 0, 0.1, 1, dp.ErrCharge},
+		{"invalid charges", []float64{1}, accountant.Config{}, []charge{
+			{1, 0, 0.1, 0, accountant.ErrCharge},
+			{-1, 0, 0.1, 0, accountant.ErrCharge},
+			{0, -1, 0.1, 0, accountant.ErrCharge},
+			{0, 0, -0.1, 0, accountant.ErrCharge},
+			{0, 0, math.NaN(), 0, accountant.ErrCharge},
+			{0, 0, math.Inf(1), 0, accountant.ErrCharge},
+			{0, 0, 0.1, 1, accountant.ErrCharge},
 			{0, 3, 0.1, 0, nil},
-			{0, 2, 0.1, 0, dp.ErrCharge}, // rounds must not go back
+			{0, 2, 0.1, 0, accountant.ErrCharge}, // rounds must not go back
 			{0, 3, 0.1, 0, nil},
 		}},
 	}
@@ -83,12 +84,12 @@ func TestChargeExhaustion(t *testing.T) {
 			cfg.Log = true
 			a := newAcct(t, tc.budgets, cfg)
 			for k, c := range tc.charges {
-				var before dp.UnitSpend
+				var before accountant.UnitSpend
 				var ledger int
 				inRange := c.unit >= 0 && c.unit < a.Len()
 				if inRange {
 					before, ledger = a.Spent(c.unit), len(a.Ledger(c.unit))
-					if can := a.CanSpend(c.unit, c.eps, c.delta); c.err != dp.ErrCharge && can != (c.err == nil) {
+					if can := a.CanSpend(c.unit, c.eps, c.delta); c.err != accountant.ErrCharge && can != (c.err == nil) {
 						t.Errorf("charge %d: CanSpend = %v, but Charge should give %v", k, can, c.err)
 					}
 				}
@@ -122,13 +123,13 @@ func TestAdvancedComposition(t *testing.T) {
 	// sqrt(2·100·ln(1e5))·0.1 = sqrt(2302.585)·0.1 = 4.798526
 	// 100·0.1·(e^0.1 − 1)     = 10·0.1051709     = 1.051709
 	// ε' = 5.850235; δ_total = 100·1e-7 + 1e-5 = 2e-5.
-	eps, delta := dp.AdvancedComposition(100, 0.1, 1e-7, 1e-5)
+	eps, delta := accountant.AdvancedComposition(100, 0.1, 1e-7, 1e-5)
 	if math.Abs(eps-5.850235) > 1e-6 || math.Abs(delta-2e-5) > 1e-18 {
 		t.Errorf("AdvancedComposition = %g, %g; want 5.850235, 2e-5", eps, delta)
 	}
 	// The accountant agrees, for equal releases and for a mixed pair:
 	// sqrt(2·ln(1e6)·(0.1² + 0.5²)) + 0.1(e^0.1 − 1) + 0.5(e^0.5 − 1) = 3.015188.
-	a := newAcct(t, []float64{math.Inf(1), math.Inf(1)}, dp.AccountantConfig{DeltaPrime: 1e-5, Delta: 0.5})
+	a := newAcct(t, []float64{math.Inf(1), math.Inf(1)}, accountant.Config{DeltaPrime: 1e-5, Delta: 0.5})
 	for r := range 100 {
 		if err := a.Charge(0, r, 0.1, 1e-7, "x"); err != nil {
 			t.Fatal(err)
@@ -137,7 +138,7 @@ func TestAdvancedComposition(t *testing.T) {
 	if s := a.Spent(0); math.Abs(s.AdvEps-eps) > 1e-9 || math.Abs(s.AdvDelta-delta) > 1e-15 || math.Abs(s.Eps-10) > 1e-9 {
 		t.Errorf("Spent = %+v, want AdvEps %g, AdvDelta %g, Eps 10", s, eps, delta)
 	}
-	b := newAcct(t, []float64{math.Inf(1)}, dp.AccountantConfig{})
+	b := newAcct(t, []float64{math.Inf(1)}, accountant.Config{})
 	_ = b.Charge(0, 0, 0.1, 0, "x")
 	_ = b.Charge(0, 1, 0.5, 0, "x")
 	if s := b.Spent(0); math.Abs(s.AdvEps-3.015188) > 1e-6 {
@@ -148,12 +149,12 @@ func TestAdvancedComposition(t *testing.T) {
 func TestAdvancedBudget(t *testing.T) {
 	// Budget ε = 6 in steps of 0.01: basic composition allows 600 releases,
 	// advanced (δ' = 1e-6 within a δ budget of 1e-5) many more.
-	count := func(cfg dp.AccountantConfig) (int, *dp.Accountant) {
+	count := func(cfg accountant.Config) (int, *accountant.Accountant) {
 		a := newAcct(t, []float64{6}, cfg)
 		n := 0
 		for ; n < 100000; n++ {
 			if err := a.Charge(0, n, 0.01, 0, "x"); err != nil {
-				if !errors.Is(err, dp.ErrBudgetExceeded) {
+				if !errors.Is(err, accountant.ErrBudgetExceeded) {
 					t.Fatal(err)
 				}
 				break
@@ -161,8 +162,8 @@ func TestAdvancedBudget(t *testing.T) {
 		}
 		return n, a
 	}
-	nb, _ := count(dp.AccountantConfig{Delta: 1e-5})
-	na, a := count(dp.AccountantConfig{Delta: 1e-5, Advanced: true})
+	nb, _ := count(accountant.Config{Delta: 1e-5})
+	na, a := count(accountant.Config{Delta: 1e-5, Advanced: true})
 	if nb != 600 {
 		t.Errorf("basic composition allowed %d releases of 0.01 in 6, want 600", nb)
 	}
@@ -173,23 +174,23 @@ func TestAdvancedBudget(t *testing.T) {
 	if s.AdvEps > 6*(1+1e-9) || s.AdvDelta > 1e-5 {
 		t.Errorf("advanced spend %+v beyond budget (6, 1e-5)", s)
 	}
-	if next, _ := dp.AdvancedComposition(na+1, 0.01, 0, 1e-6); next <= 6 {
+	if next, _ := accountant.AdvancedComposition(na+1, 0.01, 0, 1e-6); next <= 6 {
 		t.Errorf("refused release %d although ε' would be %g ≤ 6", na+1, next)
 	}
 	// Without room for δ' advanced composition is of no use.
-	if n, _ := count(dp.AccountantConfig{Advanced: true}); n != nb {
+	if n, _ := count(accountant.Config{Advanced: true}); n != nb {
 		t.Errorf("advanced without δ budget allowed %d releases, want %d", n, nb)
 	}
 }
 
 func TestTicket(t *testing.T) {
-	a := newAcct(t, []float64{1}, dp.AccountantConfig{Log: true})
+	a := newAcct(t, []float64{1}, accountant.Config{Log: true})
 	tk, err := a.Reserve(0, 0, 0.6, 0, "grad")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The reservation counts before it is committed.
-	if _, err := a.Reserve(0, 0, 0.6, 0, "grad"); !errors.Is(err, dp.ErrBudgetExceeded) {
+	if _, err := a.Reserve(0, 0, 0.6, 0, "grad"); !errors.Is(err, accountant.ErrBudgetExceeded) {
 		t.Errorf("second reservation past the budget: %v, want ErrBudgetExceeded", err)
 	}
 	if len(a.Ledger(0)) != 0 {
@@ -198,10 +199,10 @@ func TestTicket(t *testing.T) {
 	if err := tk.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tk.Commit(); !errors.Is(err, dp.ErrTicketUsed) {
+	if err := tk.Commit(); !errors.Is(err, accountant.ErrTicketUsed) {
 		t.Errorf("second Commit: %v, want ErrTicketUsed", err)
 	}
-	if err := tk.Cancel(); !errors.Is(err, dp.ErrTicketUsed) {
+	if err := tk.Cancel(); !errors.Is(err, accountant.ErrTicketUsed) {
 		t.Errorf("Cancel after Commit: %v, want ErrTicketUsed", err)
 	}
 	if l := a.Ledger(0); len(l) != 1 || l[0].Eps != 0.6 || l[0].Label != "grad" {
@@ -223,7 +224,7 @@ func TestTicket(t *testing.T) {
 	if s := a.Spent(0); s.Releases != 1 {
 		t.Errorf("%d releases after a cancelled reservation, want 1", s.Releases)
 	}
-	if err := tk2.Commit(); !errors.Is(err, dp.ErrTicketUsed) {
+	if err := tk2.Commit(); !errors.Is(err, accountant.ErrTicketUsed) {
 		t.Errorf("Commit after Cancel: %v, want ErrTicketUsed", err)
 	}
 }
@@ -233,7 +234,7 @@ func TestConcurrentCharge(t *testing.T) {
 	budgets, _ := dp.Uniform(users, 1) // room for exactly 10 releases each
 	for _, shards := range []int{1, 4, 64} {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
-			a := newAcct(t, budgets, dp.AccountantConfig{Shards: shards, Log: true})
+			a := newAcct(t, budgets, accountant.Config{Shards: shards, Log: true})
 			var ok, refused, other [workers]int
 			var wg sync.WaitGroup
 			for w := range workers {
@@ -247,9 +248,9 @@ func TestConcurrentCharge(t *testing.T) {
 							switch err := a.Charge(u, r, eps, 0, "c"); {
 							case err == nil:
 								ok[w]++
-							case errors.Is(err, dp.ErrBudgetExceeded):
+							case errors.Is(err, accountant.ErrBudgetExceeded):
 								refused[w]++
-							case errors.Is(err, dp.ErrCharge):
+							case errors.Is(err, accountant.ErrCharge):
 								other[w]++ // a worker still in an earlier round
 							default:
 								panic(err)
@@ -288,7 +289,7 @@ func TestConcurrentCharge(t *testing.T) {
 
 func TestReport(t *testing.T) {
 	budgets, _ := dp.Uniform(5, 10)
-	a := newAcct(t, budgets, dp.AccountantConfig{Name: "rating", Shards: 2})
+	a := newAcct(t, budgets, accountant.Config{Name: "rating", Shards: 2})
 	// Round 0: units 0..3 spend 0.1 each, unit 0 twice. Round 1: unit 4 spends 0.5.
 	for u := range 4 {
 		_ = a.Charge(u, 0, 0.1, 0, "x")
@@ -328,20 +329,20 @@ func TestReport(t *testing.T) {
 	}
 }
 
-func TestNewAccountantErrors(t *testing.T) {
+func TestNewErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		budgets []float64
-		cfg     dp.AccountantConfig
+		cfg     accountant.Config
 	}{
-		{"zero budget", []float64{1, 0}, dp.AccountantConfig{}},
-		{"NaN budget", []float64{math.NaN()}, dp.AccountantConfig{}},
-		{"delta budget 1", []float64{1}, dp.AccountantConfig{Delta: 1}},
-		{"negative delta'", []float64{1}, dp.AccountantConfig{DeltaPrime: -1}},
-		{"negative shards", []float64{1}, dp.AccountantConfig{Shards: -2}},
+		{"zero budget", []float64{1, 0}, accountant.Config{}},
+		{"NaN budget", []float64{math.NaN()}, accountant.Config{}},
+		{"delta budget 1", []float64{1}, accountant.Config{Delta: 1}},
+		{"negative delta'", []float64{1}, accountant.Config{DeltaPrime: -1}},
+		{"negative shards", []float64{1}, accountant.Config{Shards: -2}},
 	}
 	for _, tc := range tests {
-		if _, err := dp.NewAccountant(tc.budgets, tc.cfg); !errors.Is(err, dp.ErrSpec) {
+		if _, err := accountant.New(tc.budgets, tc.cfg); !errors.Is(err, accountant.ErrConfig) {
 			t.Errorf("%s: error %v, want ErrSpec", tc.name, err)
 		}
 	}
@@ -357,7 +358,7 @@ func BenchmarkCharge(b *testing.B) {
 	}
 	for _, shards := range []int{1, 64} {
 		b.Run(fmt.Sprintf("serial/shards=%d", shards), func(b *testing.B) {
-			a := newAcct(b, budgets, dp.AccountantConfig{Shards: shards})
+			a := newAcct(b, budgets, accountant.Config{Shards: shards})
 			k := 0
 			for b.Loop() {
 				if err := a.Charge(k%users, k/users, 0.01, 0, "b"); err != nil {
@@ -367,7 +368,7 @@ func BenchmarkCharge(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("parallel/shards=%d", shards), func(b *testing.B) {
-			a := newAcct(b, budgets, dp.AccountantConfig{Shards: shards})
+			a := newAcct(b, budgets, accountant.Config{Shards: shards})
 			var next sync.Mutex
 			start := 0
 			b.RunParallel(func(pb *testing.PB) {
@@ -392,7 +393,7 @@ func BenchmarkCharge(b *testing.B) {
 func ExampleAccountant() {
 	// Three users with a total budget of ε = 1 each.
 	budgets, _ := dp.Uniform(3, 1)
-	acct, _ := dp.NewAccountant(budgets, dp.AccountantConfig{})
+	acct, _ := accountant.New(budgets, accountant.Config{})
 	for round := range 4 {
 		for user := range 3 {
 			// Charge before drawing any noise; a refused user uploads nothing.
