@@ -23,9 +23,10 @@
 // number of workers.
 //
 // Predictions average the samples, as libFM's MCMC does: Train returns an
-// mf.Model whose factor rows are the kept samples' factors side by side,
+// model.Model whose factor rows are the kept samples' factors side by side,
 // scaled by 1/√S, so that its dot product is the mean over the S samples
-// of U[u]·V[i], and whose biases and mean are the samples' means.
+// of U[u]·V[i], and whose biases and mean are the samples' means (the
+// mean is also the prediction for an unknown user or item).
 package bmf
 
 import (
@@ -35,11 +36,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/privrec/privrec/dp"
-	"github.com/privrec/privrec/mf"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 )
@@ -159,7 +161,7 @@ type sampler struct {
 // kept samples. hook, when not nil, is called after every sweep. Train
 // fails with ErrConfig for a bad config or an empty dataset, and with the
 // context's error when ctx is cancelled.
-func Train(ctx context.Context, d *ratings.Dataset, cfg Config, hook func(IterStats)) (*mf.Model, error) {
+func Train(ctx context.Context, d *ratings.Dataset, cfg Config, hook func(IterStats)) (*model.Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -170,12 +172,12 @@ func Train(ctx context.Context, d *ratings.Dataset, cfg Config, hook func(IterSt
 	S, thin := cfg.Samples(), cfg.thin()
 	k := cfg.Dim
 	nu, ni := d.NumUsers(), d.NumItems()
-	m := &mf.Model{
+	m := &model.Model{
 		Dim: S * k, NumUsers: nu, NumItems: ni,
 		U: make([]float32, nu*S*k), V: make([]float32, ni*S*k),
 		BU: make([]float32, nu), BI: make([]float32, ni),
-		Biased: true, Scale: d.Scale,
-		UserIDs: d.UserIDs, ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles,
+		Scale:   d.Scale,
+		UserIDs: slices.Clone(d.UserIDs), ItemIDs: slices.Clone(d.ItemIDs), ItemTitles: slices.Clone(d.ItemTitles),
 	}
 	bu, bi := make([]float64, nu), make([]float64, ni)
 	var w0 float64
@@ -223,6 +225,7 @@ func Train(ctx context.Context, d *ratings.Dataset, cfg Config, hook func(IterSt
 		m.BI[i] = float32(v / float64(kept))
 	}
 	m.Mean = float32(w0 / float64(kept))
+	m.Default = m.Mean
 	return m, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/mf"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -44,7 +45,7 @@ func synthetic(t *testing.T) *ratings.Dataset {
 	return d
 }
 
-func train(t *testing.T, d *ratings.Dataset, cfg bmf.Config) *mf.Model {
+func train(t *testing.T, d *ratings.Dataset, cfg bmf.Config) *model.Model {
 	t.Helper()
 	m, err := bmf.Train(context.Background(), d, cfg, nil)
 	if err != nil {
@@ -102,7 +103,7 @@ func TestEmptyAndCancelled(t *testing.T) {
 func TestDeterministicAcrossWorkers(t *testing.T) {
 	d := synthetic(t)
 	cfg := bmf.Config{Dim: 4, Iters: 15, InitStdev: 0.1, Keep: 5, Seed: 3}
-	var models []*mf.Model
+	var models []*model.Model
 	for _, w := range []int{1, 2, 5} {
 		cfg.Workers = w
 		models = append(models, train(t, d, cfg))

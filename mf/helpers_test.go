@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/privrec/privrec/internal/testdata"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 )
@@ -80,7 +81,7 @@ func split(d *ratings.Dataset, frac float64, seed uint64) (train, test *ratings.
 }
 
 // rmse returns the RMSE of m's clamped predictions on d.
-func rmse(m *Model, d *ratings.Dataset) float64 {
+func rmse(m *model.Model, d *ratings.Dataset) float64 {
 	p := m.PredictAll(d, nil)
 	var s float64
 	for k, v := range d.Values {

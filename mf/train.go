@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 )
@@ -48,7 +49,7 @@ type EpochStats struct {
 //
 // The result is a deterministic function of train, cfg minus Workers, and
 // cfg.Seed: see the package documentation for the parallel scheme.
-func Train(ctx context.Context, train *ratings.Dataset, cfg Config, onEpoch func(EpochStats)) (*Model, error) {
+func Train(ctx context.Context, train *ratings.Dataset, cfg Config, onEpoch func(EpochStats)) (*model.Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -106,21 +107,23 @@ func checkIndices(d *ratings.Dataset) error {
 	return nil
 }
 
-// newModel allocates the model and draws its initial factors.
-func newModel(d *ratings.Dataset, cfg Config) *Model {
+// newModel allocates the model and draws its initial factors. Both kinds
+// predict the training mean for a pair they do not know; a biased model
+// also adds it to every known pair.
+func newModel(d *ratings.Dataset, cfg Config) *model.Model {
 	nu, ni, k := d.NumUsers(), d.NumItems(), cfg.Dim
-	m := &Model{
+	m := &model.Model{
 		Dim: k, NumUsers: nu, NumItems: ni,
 		U:          make([]float32, nu*k),
 		V:          make([]float32, ni*k),
-		Mean:       float32(d.Mean()),
-		Biased:     cfg.Biased,
+		Default:    float32(d.Mean()),
 		Scale:      d.Scale,
 		UserIDs:    append([]string(nil), d.UserIDs...),
 		ItemIDs:    append([]string(nil), d.ItemIDs...),
 		ItemTitles: append([]string(nil), d.ItemTitles...),
 	}
 	if cfg.Biased {
+		m.Mean = m.Default
 		m.BU = make([]float32, nu)
 		m.BI = make([]float32, ni)
 	}
@@ -258,7 +261,7 @@ func balance(count []int, perm []int) []uint8 {
 // the grid's row order.
 type trainer struct {
 	g      *grid
-	m      *Model
+	m      *model.Model
 	cfg    Config
 	u, v   []float32
 	bu, bi []float32
@@ -271,7 +274,7 @@ func newTrainer(d *ratings.Dataset, cfg Config) *trainer {
 	t := &trainer{g: g, m: m, cfg: cfg, sse: make([]float64, NumBlocks*NumBlocks)}
 	t.u = gather(m.U, g.users, m.Dim)
 	t.v = gather(m.V, g.items, m.Dim)
-	if m.Biased {
+	if cfg.Biased {
 		t.bu = gather(m.BU, g.users, 1)
 		t.bi = gather(m.BI, g.items, 1)
 	}
@@ -279,11 +282,11 @@ func newTrainer(d *ratings.Dataset, cfg Config) *trainer {
 }
 
 // finish copies the trained parameters back into the model's row order.
-func (t *trainer) finish() *Model {
+func (t *trainer) finish() *model.Model {
 	m := t.m
 	scatter(m.U, t.u, t.g.users, m.Dim)
 	scatter(m.V, t.v, t.g.items, m.Dim)
-	if m.Biased {
+	if t.cfg.Biased {
 		scatter(m.BU, t.bu, t.g.users, 1)
 		scatter(m.BI, t.bi, t.g.items, 1)
 	}
@@ -302,11 +305,11 @@ func (t *trainer) epoch(ctx context.Context, e int, lr float64) error {
 	subs := r.Perm(B)
 	st := step{
 		dim:    t.m.Dim,
-		mean:   t.m.Mean,
+		mean:   t.m.Default, // the training mean
 		c:      float32(1 - lr*t.cfg.Reg),
 		lr:     float32(lr),
 		cb:     float32(1 - lr*t.cfg.RegBias),
-		biased: t.m.Biased,
+		biased: t.cfg.Biased,
 		u:      t.u, v: t.v, bu: t.bu, bi: t.bi,
 	}
 	workers := min(t.cfg.workers(), B)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 )
@@ -144,7 +145,7 @@ func TestTrainLearns(t *testing.T) {
 				t.Errorf("train RMSE went from %.4f to %.4f", first, last)
 			}
 			// The constant predictor (training mean) is the baseline to beat.
-			base := &Model{Dim: 1, Mean: float32(train.Mean()), Scale: train.Scale}
+			base := &model.Model{Default: float32(train.Mean()), Scale: train.Scale}
 			got, ref := rmse(m, test), rmse(base, test)
 			t.Logf("test RMSE %.4f, mean predictor %.4f", got, ref)
 			if !(got < 0.8*ref) {
@@ -166,7 +167,7 @@ func TestTrainDeterministic(t *testing.T) {
 	d := synthetic(400, 300, 0.1, 3)
 	cfg := DefaultConfig()
 	cfg.Dim, cfg.Epochs = 7, 5
-	train := func(workers int, seed uint64) (*Model, []float64) {
+	train := func(workers int, seed uint64) (*model.Model, []float64) {
 		c := cfg
 		c.Workers, c.Seed = workers, seed
 		var rm []float64

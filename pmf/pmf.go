@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
-	"github.com/privrec/privrec/mf"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 )
@@ -116,14 +117,14 @@ func newFactors(d *ratings.Dataset, cfg Config) *factors {
 	return f
 }
 
-// model converts the factors to an mf.Model: a biased model with zero
-// biases and Mean = center, so that a prediction is center + u_iᵀv_j.
-func (f *factors) model() *mf.Model {
-	m := &mf.Model{Dim: f.dim, NumUsers: f.nu, NumItems: f.ni,
+// model converts the factors to a model with Mean = Default = center and
+// no biases, so that a prediction is center + u_iᵀv_j, and center for an
+// unknown user or item.
+func (f *factors) model() *model.Model {
+	m := &model.Model{Dim: f.dim, NumUsers: f.nu, NumItems: f.ni,
 		U: make([]float32, len(f.u)), V: make([]float32, len(f.v)),
-		BU: make([]float32, f.nu), BI: make([]float32, f.ni),
-		Mean: float32(f.center), Biased: true, Scale: f.scale,
-		UserIDs: f.data.UserIDs, ItemIDs: f.data.ItemIDs, ItemTitles: f.data.ItemTitles}
+		Mean: float32(f.center), Default: float32(f.center), Scale: f.scale,
+		UserIDs: slices.Clone(f.data.UserIDs), ItemIDs: slices.Clone(f.data.ItemIDs), ItemTitles: slices.Clone(f.data.ItemTitles)}
 	for k, x := range f.u {
 		m.U[k] = float32(x)
 	}
@@ -168,10 +169,10 @@ type EpochStats struct {
 }
 
 // Train fits non-private PMF to d (mini-batch gradient descent with
-// momentum, as in pmf.m; see Config) and returns it as a biased mf.Model
-// with zero biases and Mean = the center. It makes no privacy claim.
+// momentum, as in pmf.m; see Config) and returns it as a model whose
+// predictions are the center plus u_iᵀv_j. It makes no privacy claim.
 // hook, when not nil, is called after every epoch.
-func Train(ctx context.Context, d *ratings.Dataset, cfg Config, hook func(EpochStats)) (*mf.Model, error) {
+func Train(ctx context.Context, d *ratings.Dataset, cfg Config, hook func(EpochStats)) (*model.Model, error) {
 	f, err := trainFactors(ctx, d, cfg, hook)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/internal/linalg"
-	"github.com/privrec/privrec/mf"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 )
@@ -119,14 +119,14 @@ type DPStats struct {
 // TrainDP runs DP-PMF (§4, Alg. 2): PMF for U on d, U's rows clipped to
 // norm ≤ 1, then V̄ minimizing objective (8) with η_j of density
 // ∝ exp(−ε‖η_j‖₂/Δ). See the package documentation for the claim.
-func TrainDP(ctx context.Context, d *ratings.Dataset, cfg DPConfig, hook func(EpochStats)) (*mf.Model, DPStats, error) {
+func TrainDP(ctx context.Context, d *ratings.Dataset, cfg DPConfig, hook func(EpochStats)) (*model.Model, DPStats, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, DPStats{}, err
 	}
 	return trainDP(ctx, d, cfg, cfg.Eps, hook)
 }
 
-func trainDP(ctx context.Context, d *ratings.Dataset, cfg DPConfig, eps float64, hook func(EpochStats)) (*mf.Model, DPStats, error) {
+func trainDP(ctx context.Context, d *ratings.Dataset, cfg DPConfig, eps float64, hook func(EpochStats)) (*model.Model, DPStats, error) {
 	st := DPStats{Eps: eps, Sens: cfg.Sens}
 	if st.Sens == 0 {
 		st.Sens = float64(d.Scale.Max - d.Scale.Min)
@@ -286,7 +286,7 @@ type PDPStats struct {
 // at ε = t (Alg. 2) is trained on the sample. eps holds one ε per rating
 // of d (dp.PDPSpec draws the paper's); choose t with dp.Threshold. The
 // model covers all users and items of d. cfg.Eps is ignored.
-func TrainPDP(ctx context.Context, d *ratings.Dataset, eps []float64, t float64, cfg DPConfig, hook func(EpochStats)) (*mf.Model, PDPStats, error) {
+func TrainPDP(ctx context.Context, d *ratings.Dataset, eps []float64, t float64, cfg DPConfig, hook func(EpochStats)) (*model.Model, PDPStats, error) {
 	var st PDPStats
 	if err := cfg.validate(false); err != nil {
 		return nil, st, err
