@@ -31,8 +31,9 @@
 //     nothing.
 //
 // The model is the clients' U rows with the server's V; Train gathers them
-// in process into a Model, which predicts u·v / W_ij (HDPMF) or u·v (the
-// others) clamped to the rating scale.
+// in process into a model.Model, which predicts u·v / W_ij (HDPMF) or u·v
+// (the others) clamped to the rating scale, and the middle of the scale
+// for a user without training ratings.
 //
 // # Step size
 //

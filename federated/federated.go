@@ -9,6 +9,7 @@ import (
 
 	"github.com/privrec/privrec/accountant"
 	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
@@ -217,7 +218,7 @@ type Report struct {
 
 // Train runs the method on train over the in-process transport and
 // returns the gathered model.
-func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*Model, *Report, error) {
+func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Model, *Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
@@ -60,7 +61,7 @@ func TestSameResultAtAnyWorkerCount(t *testing.T) {
 	for _, v := range []Variant{HDPMF, DPMF, PDPMF} {
 		for _, noise := range []dp.ShareScheme{dp.GammaShares, dp.MixtureShares} {
 			t.Run(v.String()+"/"+noise.String(), func(t *testing.T) {
-				var ref *Model
+				var ref *model.Model
 				for _, w := range []int{1, 2, 8} {
 					cfg := DefaultConfig(v)
 					cfg.Rounds, cfg.Workers, cfg.Noise, cfg.Seed = 4, w, noise, 3

@@ -7,8 +7,10 @@ import (
 	"github.com/privrec/privrec/internal/vec"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -173,13 +175,17 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// model gathers the clients' user vectors and the server's V.
-func (r *run) model() *Model {
+// model gathers the clients' user vectors and the server's V. A user
+// without training ratings, or an unknown index, gets the middle of the
+// scale.
+func (r *run) model() *model.Model {
 	k := r.cfg.Dim
-	m := &Model{
+	d := r.train
+	m := &model.Model{
 		Dim: k, NumUsers: len(r.cls), NumItems: r.srv.numItems,
 		U: make([]float32, len(r.cls)*k), V: append([]float32(nil), r.srv.v...),
-		Rated: make([]bool, len(r.cls)), Scale: r.train.Scale,
+		Rated: make([]bool, len(r.cls)), Default: (d.Scale.Min + d.Scale.Max) / 2, Scale: d.Scale,
+		UserIDs: slices.Clone(d.UserIDs), ItemIDs: slices.Clone(d.ItemIDs), ItemTitles: slices.Clone(d.ItemTitles),
 	}
 	for u, c := range r.cls {
 		copy(m.U[u*k:(u+1)*k], c.u)

@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
@@ -188,7 +189,7 @@ type Report struct {
 
 // Train runs the method on train over the in-process transport and
 // returns the model gathered from the server's V and the devices' u_i.
-func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*Model, *Report, error) {
+func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Model, *Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -30,7 +31,7 @@ func synth(t testing.TB, users, items, perUser int) *ratings.Dataset {
 }
 
 // train runs cfg on d and returns the model, report and transcript.
-func train(t testing.TB, d *ratings.Dataset, cfg Config) (*Model, *Report, []*protocol.Record) {
+func train(t testing.TB, d *ratings.Dataset, cfg Config) (*model.Model, *Report, []*protocol.Record) {
 	t.Helper()
 	var buf bytes.Buffer
 	cfg.Transcript = &buf
@@ -202,7 +203,7 @@ func TestRSMFLearns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testRMSE := func(m *Model) float64 { return eval.Rating(m, s.Test).RMSE }
+	testRMSE := func(m *model.Model) float64 { return eval.Rating(m, s.Test).RMSE }
 	mean := float32(s.Train.Mean())
 	var se float64
 	for _, v := range s.Test.Values {

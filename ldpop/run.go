@@ -9,6 +9,7 @@ import (
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/internal/vec"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -72,13 +73,17 @@ func newRun(train *ratings.Dataset, cfg Config) *run {
 	return r
 }
 
-// model gathers the clients' user vectors and the server's V.
-func (r *run) model() *Model {
+// model gathers the clients' user vectors and the server's V: a
+// prediction is u_i·v_j (the paper has no bias term), and the middle of
+// the scale for a user without training ratings or an unknown index.
+func (r *run) model() *model.Model {
 	k := r.cfg.Dim
-	md := &Model{
+	d := r.train
+	md := &model.Model{
 		Dim: k, NumUsers: len(r.cls), NumItems: r.srv.m,
 		U: make([]float32, len(r.cls)*k), V: slices.Clone(r.srv.v),
-		Rated: make([]bool, len(r.cls)), Scale: r.train.Scale,
+		Rated: make([]bool, len(r.cls)), Default: (d.Scale.Min + d.Scale.Max) / 2, Scale: d.Scale,
+		UserIDs: slices.Clone(d.UserIDs), ItemIDs: slices.Clone(d.ItemIDs), ItemTitles: slices.Clone(d.ItemTitles),
 	}
 	for u, c := range r.cls {
 		copy(md.U[u*k:(u+1)*k], c.u)
@@ -87,7 +92,7 @@ func (r *run) model() *Model {
 	return md
 }
 
-func (r *run) report(mod *Model) *Report {
+func (r *run) report(mod *model.Model) *Report {
 	s := r.srv
 	rep := &Report{
 		NoiseScale: r.sh.b, Passes: s.pass, Positions: s.md,

@@ -14,6 +14,7 @@ import (
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -60,7 +61,7 @@ func TestSameResultAtAnyWorkerCount(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var ref *Model
+			var ref *model.Model
 			for _, w := range []int{1, 2, 8} {
 				tc.cfg.Workers = w
 				m, _, err := Train(context.Background(), s.Train, tc.cfg, nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/privrec/privrec/accountant"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -78,7 +79,7 @@ type RoundStats struct {
 // train with the protocol's in-process transport. hook, when not nil, is
 // called after every round; cfg.Transcript, when not nil, receives what
 // the server receives.
-func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(RoundStats)) (*Model, *Report, error) {
+func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(RoundStats)) (*model.Model, *Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -97,7 +98,16 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 		pub.lamU[d] = float32(dp.SampleGamma(lr, cfg.LambdaShape, 1/cfg.LambdaRate))
 		pub.lamV[d] = float32(dp.SampleGamma(lr, cfg.LambdaShape, 1/cfg.LambdaRate))
 	}
-	m := &Model{Loss: cfg.Loss, Dim: K, U: make([]float32, nU*K), V: make([]float32, nI*K), Scale: train.Scale}
+	// The model: U from the clients (gathered by the evaluation harness,
+	// never by the server) and V from the server. For the squared loss
+	// each device keeps its mean training rating as Offset and predicts
+	// Offset[u] + u·v clamped to the scale; for BPR u·v is a ranking
+	// score, not a rating.
+	m := &model.Model{
+		Dim: K, NumUsers: nU, NumItems: nI, U: make([]float32, nU*K), V: make([]float32, nI*K),
+		Default: (train.Scale.Min + train.Scale.Max) / 2, Ranking: cfg.Loss == BPR, Scale: train.Scale,
+		UserIDs: slices.Clone(train.UserIDs), ItemIDs: slices.Clone(train.ItemIDs), ItemTitles: slices.Clone(train.ItemTitles),
+	}
 	if cfg.Loss == Squared {
 		m.Offset = make([]float32, nU)
 	}
@@ -227,7 +237,7 @@ func transcriptMeta(cfg Config, pub *public, z float64) map[string]string {
 // for the private variants, its PRR vector and IRR probabilities. It also
 // returns the client's expected uploads per round, eq. (12), and the
 // expected number of them for rated items, h·q*.
-func newClient(u int, byUser *ratings.CSR, pub *public, m *Model, cfg Config, z float64) (*client, float64, float64, error) {
+func newClient(u int, byUser *ratings.CSR, pub *public, m *model.Model, cfg Config, z float64) (*client, float64, float64, error) {
 	idx, val := byUser.Row(u)
 	h, K := len(idx), pub.dim
 	c := &client{id: u, pub: pub, items: make([]int32, h), vals: make([]float32, h), u: m.U[u*K : (u+1)*K],
