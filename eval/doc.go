@@ -4,7 +4,7 @@
 // over repeated runs (mean ± sample standard deviation, the paired t-test).
 //
 // Models are seen only through two small interfaces, Predictor and Scorer,
-// so eval does not depend on how a model is trained; mf.Model satisfies both.
+// so eval does not depend on how a model is trained; model.Model satisfies both.
 //
 // Undefined quantities are NaN rather than zero, so an empty test set is
 // never mistaken for a perfect score: the RMSE of no predictions, the AUC of

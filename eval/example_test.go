@@ -9,7 +9,7 @@ import (
 )
 
 // meanModel predicts a constant rating and scores items by a fixed
-// popularity; it stands in for an mf.Model.
+// popularity; it stands in for a model.Model.
 type meanModel struct {
 	mean       float32
 	popularity []float32
