@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/privrec/privrec/accountant"
-	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/budget"
 )
 
 func newAcct(t testing.TB, budgets []float64, cfg accountant.Config) *accountant.Accountant {
@@ -231,7 +231,7 @@ func TestTicket(t *testing.T) {
 
 func TestConcurrentCharge(t *testing.T) {
 	const users, workers, eps = 97, 8, 0.1
-	budgets, _ := dp.Uniform(users, 1) // room for exactly 10 releases each
+	budgets, _ := budget.Uniform(users, 1) // room for exactly 10 releases each
 	for _, shards := range []int{1, 4, 64} {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
 			a := newAcct(t, budgets, accountant.Config{Shards: shards, Log: true})
@@ -288,7 +288,7 @@ func TestConcurrentCharge(t *testing.T) {
 }
 
 func TestReport(t *testing.T) {
-	budgets, _ := dp.Uniform(5, 10)
+	budgets, _ := budget.Uniform(5, 10)
 	a := newAcct(t, budgets, accountant.Config{Name: "rating", Shards: 2})
 	// Round 0: units 0..3 spend 0.1 each, unit 0 twice. Round 1: unit 4 spends 0.5.
 	for u := range 4 {
@@ -352,7 +352,7 @@ func TestNewErrors(t *testing.T) {
 // from parallel goroutines, with one mutex and with 64 shards.
 func BenchmarkCharge(b *testing.B) {
 	const users = 6040
-	budgets, err := dp.Uniform(users, 1e12) // effectively unlimited
+	budgets, err := budget.Uniform(users, 1e12) // effectively unlimited
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func BenchmarkCharge(b *testing.B) {
 
 func ExampleAccountant() {
 	// Three users with a total budget of ε = 1 each.
-	budgets, _ := dp.Uniform(3, 1)
+	budgets, _ := budget.Uniform(3, 1)
 	acct, _ := accountant.New(budgets, accountant.Config{})
 	for round := range 4 {
 		for user := range 3 {

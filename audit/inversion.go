@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/federated"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -468,7 +468,7 @@ func fedInversion(v federated.Variant, secagg bool) func(context.Context, *env) 
 		guess := func(u int, j int32, y float64) float64 { return y }
 		if v == federated.HDPMF {
 			// y = β_u γ_j r: γ is public; the attacker is also given β_u.
-			w, err := dp.HDPMFSpec(d, cfg.Spec, cfg.SpecSeed)
+			w, err := budget.HDPMFSpec(d, cfg.Spec, cfg.SpecSeed)
 			if err != nil {
 				return Result{}, err
 			}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/federated"
 	"github.com/privrec/privrec/protocol"
@@ -80,7 +81,7 @@ func serverView(ctx context.Context, d *ratings.Dataset, scheme dp.ShareScheme, 
 		}
 		return w
 	}
-	cfg.Weights = &dp.HDPWeights{User: ones(d.NumUsers()), Item: ones(d.NumItems()), EpsMax: cfg.Eps}
+	cfg.Weights = &budget.HDPWeights{User: ones(d.NumUsers()), Item: ones(d.NumItems()), EpsMax: cfg.Eps}
 	nI := d.NumItems()
 	err = observe(ctx, func(w io.Writer) error {
 		c := cfg

@@ -1,7 +1,7 @@
-// Package dp is privrec's privacy layer: the noise mechanisms every method
-// draws from and the privacy specifications that say how much each user,
-// item or rating is protected. Package accountant counts what each user has
-// spent.
+// Package dp holds privrec's noise mechanisms: the samplers and
+// calibrations every private method draws its noise from. Package budget
+// says how much each user, item or rating is protected, and package
+// accountant counts what each user has spent.
 //
 // # Mechanisms
 //
@@ -28,11 +28,6 @@
 //     secret (PRRSource) so they survive a restart; TruncationBound;
 //   - personalized sampling (KeepProb, SampleKeep), HDPMF's stretching
 //     (Stretch, HDPMFNoiseScale), DPAverage and DPItemAverages.
-//
-// # Specifications
-//
-// Groups, HDPMFGroups, PDPSpec, HDPMFSpec and Uniform build and validate
-// per-user, per-item and per-rating budgets.
 //
 // # Checked, not asserted
 //

@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/privrec/privrec/accountant"
+	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
@@ -96,9 +97,9 @@ type Config struct {
 	EpsTotal float64
 	// Spec gives the per-rating weights W_ij = β_iγ_j (HDPMF's Table 2 by
 	// default), drawn with SpecSeed; Weights, when not nil, is used instead.
-	Spec     dp.HDPMFGroups
+	Spec     budget.HDPMFGroups
 	SpecSeed uint64
-	Weights  *dp.HDPWeights
+	Weights  *budget.HDPWeights
 	// Threshold is PDPMF's t: "mean" (default), "min", "max" or a number.
 	Threshold string
 	// Noise is the share construction: dp.GammaShares (default) or
@@ -138,7 +139,7 @@ type RoundStats struct {
 func DefaultConfig(v Variant) Config {
 	return Config{
 		Variant: v, Dim: 10, Rounds: 100, LearnRate: 0.5, UserLearnRate: 0.5, Reg: 0.01, Pseudo: 50,
-		InitScale: 0.1, Eps: 1, Spec: dp.DefaultHDPMF(), SpecSeed: 1,
+		InitScale: 0.1, Eps: 1, Spec: budget.DefaultHDPMF(), SpecSeed: 1,
 		Threshold: "mean", Noise: dp.GammaShares, SecureAggregation: v != Plain, Seed: 1,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/eval"
@@ -152,7 +153,7 @@ func TestServerHoldsNoClientData(t *testing.T) {
 	}
 	forbidden := map[reflect.Type]bool{
 		reflect.TypeFor[client](): true, reflect.TypeFor[ratings.Dataset](): true,
-		reflect.TypeFor[shared](): true, reflect.TypeFor[dp.HDPWeights](): true,
+		reflect.TypeFor[shared](): true, reflect.TypeFor[budget.HDPWeights](): true,
 	}
 	seen := map[reflect.Type]bool{}
 	var walk func(reflect.Type, string)
@@ -180,7 +181,7 @@ func TestServerHoldsNoClientData(t *testing.T) {
 
 func TestAccountant(t *testing.T) {
 	train := tiny(t, 40)
-	w, err := dp.HDPMFSpec(train, dp.DefaultHDPMF(), 1)
+	w, err := budget.HDPMFSpec(train, budget.DefaultHDPMF(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestAccountant(t *testing.T) {
 		x := w.W(train.Users[k], train.Items[k])
 		maxW, minW = math.Max(maxW, x), math.Min(minW, x)
 	}
-	meanEps, _ := dp.Threshold(w.RatingEps(train), "mean")
+	meanEps, _ := budget.Threshold(w.RatingEps(train), "mean")
 	const T, eps = 6, 0.5
 	tests := []struct {
 		v                 Variant
@@ -222,7 +223,7 @@ func TestAccountant(t *testing.T) {
 			}
 			want := tc.wantRound
 			if tc.v == PDPMF {
-				want, _ = dp.Threshold(w.RatingEps(train), "mean")
+				want, _ = budget.Threshold(w.RatingEps(train), "mean")
 				want *= eps // the weights scale with ε
 			}
 			if math.Abs(rep.EpsRound-want) > 1e-9 {
@@ -246,13 +247,13 @@ func TestAccountant(t *testing.T) {
 
 func TestNoiseScale(t *testing.T) {
 	train := tiny(t, 40)
-	w, err := dp.HDPMFSpec(train, dp.DefaultHDPMF(), 1)
+	w, err := budget.HDPMFSpec(train, budget.DefaultHDPMF(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eps := w.RatingEps(train)
-	lo, _ := dp.Threshold(eps, "min")
-	mean, _ := dp.Threshold(eps, "mean")
+	lo, _ := budget.Threshold(eps, "min")
+	mean, _ := budget.Threshold(eps, "mean")
 	const k, delta = 10, 4.5 // ml-latest-small: 0.5..5
 	tests := []struct {
 		v         Variant
@@ -282,14 +283,14 @@ func TestNoiseScale(t *testing.T) {
 
 func TestPDPMFSamplingRate(t *testing.T) {
 	train, _ := small(t)
-	w, err := dp.HDPMFSpec(train, dp.DefaultHDPMF(), 5)
+	w, err := budget.HDPMFSpec(train, budget.DefaultHDPMF(), 5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, th := range []string{"mean", "0.2", "max"} {
 		t.Run(th, func(t *testing.T) {
 			eps := w.RatingEps(train)
-			tv, err := dp.Threshold(eps, th)
+			tv, err := budget.Threshold(eps, th)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,14 +316,14 @@ func TestPDPMFSamplingRate(t *testing.T) {
 
 func TestHugeEpsilonApproachesPlainFederatedMF(t *testing.T) {
 	train, test := small(t)
-	ones := &dp.HDPWeights{User: make([]float64, train.NumUsers()), Item: make([]float64, train.NumItems()), EpsMax: 1}
+	ones := &budget.HDPWeights{User: make([]float64, train.NumUsers()), Item: make([]float64, train.NumItems()), EpsMax: 1}
 	for k := range ones.User {
 		ones.User[k] = 1
 	}
 	for k := range ones.Item {
 		ones.Item[k] = 1
 	}
-	fit := func(v Variant, eps float64, w *dp.HDPWeights) float64 {
+	fit := func(v Variant, eps float64, w *budget.HDPWeights) float64 {
 		cfg := DefaultConfig(v)
 		cfg.Rounds, cfg.Eps, cfg.Weights = 40, eps, w
 		m, _, err := Train(context.Background(), train, cfg)
@@ -363,7 +364,7 @@ func TestConfigErrors(t *testing.T) {
 		{"variant", func(c *Config) { c.Variant = 9 }},
 		{"spec", func(c *Config) { c.Spec.User.Conservative = 2 }},
 		{"threshold", func(c *Config) { c.Variant, c.Threshold = PDPMF, "median" }},
-		{"weights", func(c *Config) { c.Weights = &dp.HDPWeights{User: []float64{1}, Item: []float64{1}, EpsMax: 1} }},
+		{"weights", func(c *Config) { c.Weights = &budget.HDPWeights{User: []float64{1}, Item: []float64{1}, EpsMax: 1} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/privrec/privrec/accountant"
+	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/internal/vec"
 	"math"
 	"math/rand/v2"
@@ -30,7 +31,7 @@ const (
 type run struct {
 	cfg     Config
 	train   *ratings.Dataset
-	weights *dp.HDPWeights
+	weights *budget.HDPWeights
 	acct    *accountant.Accountant
 	srv     *server
 	cls     []*client
@@ -43,7 +44,7 @@ func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 	w := cfg.Weights
 	if w == nil {
 		var err error
-		if w, err = dp.HDPMFSpec(train, cfg.Spec, cfg.SpecSeed); err != nil {
+		if w, err = budget.HDPMFSpec(train, cfg.Spec, cfg.SpecSeed); err != nil {
 			return nil, err
 		}
 	} else if len(w.User) != train.NumUsers() || len(w.Item) != train.NumItems() {
@@ -86,7 +87,7 @@ func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 		for k := range re {
 			re[k] *= eps
 		}
-		t, err := dp.Threshold(re, orDefault(cfg.Threshold, "mean"))
+		t, err := budget.Threshold(re, orDefault(cfg.Threshold, "mean"))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}

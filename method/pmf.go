@@ -5,7 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/pmf"
 	"github.com/privrec/privrec/ratings"
 )
@@ -128,7 +128,7 @@ func init() {
 				"clipped_users": float64(st.ClippedUsers), "reg_v": st.RegV, "center": st.Center}}, nil
 		},
 	})
-	g := dp.DefaultPDP()
+	g := budget.DefaultPDP()
 	register(Spec{
 		Name:    "pdp-pmf",
 		Summary: "PDP-PMF (Zhang et al. 2019, Alg. 1-2): RSM sampling by per-rating ε, then DP-PMF at ε = t",
@@ -145,7 +145,7 @@ func init() {
 		Fit: func(ctx context.Context, train *ratings.Dataset, p Params, seed uint64, hook func(Progress)) (Model, *Result, error) {
 			r := p.Reader()
 			cfg := dpPMFConfig(r, seed)
-			groups := dp.Groups{Conservative: r.Float("f-c"), Moderate: r.Float("f-m"),
+			groups := budget.Groups{Conservative: r.Float("f-c"), Moderate: r.Float("f-m"),
 				Low: r.Float("eps-c"), Mid: r.Float("eps-m"), High: r.Float("eps-l")}
 			mode := r.String("threshold")
 			specSeed := r.Int("spec-seed")
@@ -155,11 +155,11 @@ func init() {
 			if specSeed < 0 {
 				return nil, nil, paramErr("spec-seed = %d must be ≥ 0", specSeed)
 			}
-			eps, err := dp.PDPSpec(train, groups, uint64(specSeed))
+			eps, err := budget.PDPSpec(train, groups, uint64(specSeed))
 			if err != nil {
 				return nil, nil, paramErr("%v", err)
 			}
-			t, err := dp.Threshold(eps, mode)
+			t, err := budget.Threshold(eps, mode)
 			if err != nil {
 				return nil, nil, paramErr("%v", err)
 			}

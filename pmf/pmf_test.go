@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/ratings"
@@ -100,7 +101,7 @@ func TestDeterministic(t *testing.T) {
 	run := func(seed uint64) []float32 {
 		cfg := smallDP()
 		cfg.PMF.Epochs, cfg.PMF.Seed = 3, seed
-		eps, err := dp.PDPSpec(train, dp.DefaultPDP(), 1)
+		eps, err := budget.PDPSpec(train, budget.DefaultPDP(), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,12 +153,12 @@ func TestAccuracyImprovesWithEps(t *testing.T) {
 
 func TestRSMRatesPerGroup(t *testing.T) {
 	train, _ := data(t)
-	g := dp.DefaultPDP()
-	eps, err := dp.PDPSpec(train, g, 3)
+	g := budget.DefaultPDP()
+	eps, err := budget.PDPSpec(train, g, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmean, err := dp.Threshold(eps, "mean")
+	tmean, err := budget.Threshold(eps, "mean")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestRSMRatesPerGroup(t *testing.T) {
 
 func TestBadConfig(t *testing.T) {
 	train, _ := data(t)
-	eps, err := dp.PDPSpec(train, dp.DefaultPDP(), 1)
+	eps, err := budget.PDPSpec(train, budget.DefaultPDP(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/internal/linalg"
 	"github.com/privrec/privrec/model"
@@ -284,7 +285,7 @@ type PDPStats struct {
 // TrainPDP runs PDP-PMF (§5): the RSM sample of d (Alg. 1) keeps rating k
 // with probability (e^{ε_k} − 1)/(e^t − 1) if ε_k < t, else 1, and DP-PMF
 // at ε = t (Alg. 2) is trained on the sample. eps holds one ε per rating
-// of d (dp.PDPSpec draws the paper's); choose t with dp.Threshold. The
+// of d (budget.PDPSpec draws the paper's); choose t with budget.Threshold. The
 // model covers all users and items of d. cfg.Eps is ignored.
 func TrainPDP(ctx context.Context, d *ratings.Dataset, eps []float64, t float64, cfg DPConfig, hook func(EpochStats)) (*model.Model, PDPStats, error) {
 	var st PDPStats
@@ -294,7 +295,7 @@ func TrainPDP(ctx context.Context, d *ratings.Dataset, eps []float64, t float64,
 	if len(eps) != d.Len() {
 		return nil, st, fmt.Errorf("%w: %d budgets for %d ratings", ErrConfig, len(eps), d.Len())
 	}
-	if err := dp.ValidateBudgets(eps); err != nil {
+	if err := budget.ValidateBudgets(eps); err != nil {
 		return nil, st, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if !(t > 0) || math.IsInf(t, 0) {

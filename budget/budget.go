@@ -1,4 +1,4 @@
-package dp
+package budget
 
 import (
 	"errors"
@@ -13,9 +13,8 @@ import (
 )
 
 // ErrSpec is wrapped by every error about an invalid privacy specification:
-// bad generator parameters, invalid budgets or weights, malformed budget
-// files.
-var ErrSpec = errors.New("dp: invalid privacy specification")
+// bad generator parameters, invalid budgets or weights, a bad threshold.
+var ErrSpec = errors.New("budget: invalid privacy specification")
 
 // specStream is the rng path label of the specification generators, so
 // their streams never coincide with a mechanism's stream for the same seed.

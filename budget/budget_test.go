@@ -1,4 +1,4 @@
-package dp_test
+package budget_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -30,7 +30,7 @@ func shapeOnly(nu, ni, nr int) *ratings.Dataset {
 }
 
 // groupStats classifies values by the groups of g.
-func groupStats(t *testing.T, vals []float64, g dp.Groups) (fc, fm, fl float64) {
+func groupStats(t *testing.T, vals []float64, g budget.Groups) (fc, fm, fl float64) {
 	t.Helper()
 	var nc, nm, nl int
 	for k, v := range vals {
@@ -61,19 +61,19 @@ func within(t *testing.T, what string, got, p float64, n int) {
 func TestGroupsValidate(t *testing.T) {
 	tests := []struct {
 		name string
-		g    dp.Groups
+		g    budget.Groups
 		ok   bool
 	}{
-		{"pdp default", dp.DefaultPDP(), true},
-		{"hdpmf users", dp.DefaultHDPMF().User, true},
-		{"all liberal", dp.Groups{Low: 1, Mid: 1, High: 1}, true},
-		{"fractions sum to 1", dp.Groups{Conservative: 0.5, Moderate: 0.5, Low: 0.1, Mid: 0.2, High: 1}, true},
-		{"fractions over 1", dp.Groups{Conservative: 0.6, Moderate: 0.5, Low: 0.1, Mid: 0.2, High: 1}, false},
-		{"negative fraction", dp.Groups{Conservative: -0.1, Moderate: 0.5, Low: 0.1, Mid: 0.2, High: 1}, false},
-		{"NaN fraction", dp.Groups{Conservative: math.NaN(), Low: 0.1, Mid: 0.2, High: 1}, false},
-		{"zero low", dp.Groups{Conservative: 0.5, Low: 0, Mid: 0.2, High: 1}, false},
-		{"unordered", dp.Groups{Conservative: 0.5, Low: 0.3, Mid: 0.2, High: 1}, false},
-		{"infinite high", dp.Groups{Conservative: 0.5, Low: 0.1, Mid: 0.2, High: math.Inf(1)}, false},
+		{"pdp default", budget.DefaultPDP(), true},
+		{"hdpmf users", budget.DefaultHDPMF().User, true},
+		{"all liberal", budget.Groups{Low: 1, Mid: 1, High: 1}, true},
+		{"fractions sum to 1", budget.Groups{Conservative: 0.5, Moderate: 0.5, Low: 0.1, Mid: 0.2, High: 1}, true},
+		{"fractions over 1", budget.Groups{Conservative: 0.6, Moderate: 0.5, Low: 0.1, Mid: 0.2, High: 1}, false},
+		{"negative fraction", budget.Groups{Conservative: -0.1, Moderate: 0.5, Low: 0.1, Mid: 0.2, High: 1}, false},
+		{"NaN fraction", budget.Groups{Conservative: math.NaN(), Low: 0.1, Mid: 0.2, High: 1}, false},
+		{"zero low", budget.Groups{Conservative: 0.5, Low: 0, Mid: 0.2, High: 1}, false},
+		{"unordered", budget.Groups{Conservative: 0.5, Low: 0.3, Mid: 0.2, High: 1}, false},
+		{"infinite high", budget.Groups{Conservative: 0.5, Low: 0.1, Mid: 0.2, High: math.Inf(1)}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,7 +81,7 @@ func TestGroupsValidate(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("Validate() = %v, want ok = %v", err, tc.ok)
 			}
-			if err != nil && !errors.Is(err, dp.ErrSpec) {
+			if err != nil && !errors.Is(err, budget.ErrSpec) {
 				t.Errorf("error %v does not wrap ErrSpec", err)
 			}
 		})
@@ -90,7 +90,7 @@ func TestGroupsValidate(t *testing.T) {
 
 func TestGroupsMean(t *testing.T) {
 	// PDP-PMF §6.2 quotes 0.445 as the average budget of its Table 4 setting.
-	g := dp.Groups{Conservative: 0.6, Moderate: 0.35, Low: 0.1, Mid: 0.4, High: 1}
+	g := budget.Groups{Conservative: 0.6, Moderate: 0.35, Low: 0.1, Mid: 0.4, High: 1}
 	if m := g.Mean(); math.Abs(m-0.445) > 1e-12 {
 		t.Errorf("Mean = %g, want 0.445 (PDP-PMF §6.2)", m)
 	}
@@ -99,8 +99,8 @@ func TestGroupsMean(t *testing.T) {
 func TestHDPMFSpecGroups(t *testing.T) {
 	const nu, ni = 6040, 3706 // ML-1M
 	d := shapeOnly(nu, ni, 1000)
-	cfg := dp.DefaultHDPMF()
-	w, err := dp.HDPMFSpec(d, cfg, 1)
+	cfg := budget.DefaultHDPMF()
+	w, err := budget.HDPMFSpec(d, cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestHDPMFSpecGroups(t *testing.T) {
 	for _, x := range []struct {
 		name string
 		vals []float64
-		g    dp.Groups
+		g    budget.Groups
 	}{{"users", w.User, cfg.User}, {"items", w.Item, cfg.Item}} {
 		fc, fm, fl := groupStats(t, x.vals, x.g)
 		within(t, x.name+" conservative", fc, x.g.Conservative, len(x.vals))
@@ -138,13 +138,13 @@ func TestHDPMFSpecGroups(t *testing.T) {
 
 func TestHDPMFSpecSeeds(t *testing.T) {
 	d := shapeOnly(500, 300, 0)
-	cfg := dp.DefaultHDPMF()
-	a, _ := dp.HDPMFSpec(d, cfg, 7)
-	b, _ := dp.HDPMFSpec(d, cfg, 7)
-	c, _ := dp.HDPMFSpec(d, cfg, 8)
+	cfg := budget.DefaultHDPMF()
+	a, _ := budget.HDPMFSpec(d, cfg, 7)
+	b, _ := budget.HDPMFSpec(d, cfg, 7)
+	c, _ := budget.HDPMFSpec(d, cfg, 8)
 	cfg2 := cfg
 	cfg2.Item.Conservative = 0.1
-	e, _ := dp.HDPMFSpec(d, cfg2, 7)
+	e, _ := budget.HDPMFSpec(d, cfg2, 7)
 	same := func(x, y []float64) bool {
 		for k := range x {
 			if x[k] != y[k] {
@@ -170,18 +170,18 @@ func TestHDPMFSpecSeeds(t *testing.T) {
 func TestHDPMFValidate(t *testing.T) {
 	tests := []struct {
 		name string
-		mod  func(*dp.HDPMFGroups)
+		mod  func(*budget.HDPMFGroups)
 	}{
-		{"user weight over 1", func(h *dp.HDPMFGroups) { h.User.High = 2 }},
-		{"item fractions over 1", func(h *dp.HDPMFGroups) { h.Item.Moderate = 0.9 }},
-		{"zero EpsMax", func(h *dp.HDPMFGroups) { h.EpsMax = 0 }},
-		{"infinite EpsMax", func(h *dp.HDPMFGroups) { h.EpsMax = math.Inf(1) }},
+		{"user weight over 1", func(h *budget.HDPMFGroups) { h.User.High = 2 }},
+		{"item fractions over 1", func(h *budget.HDPMFGroups) { h.Item.Moderate = 0.9 }},
+		{"zero EpsMax", func(h *budget.HDPMFGroups) { h.EpsMax = 0 }},
+		{"infinite EpsMax", func(h *budget.HDPMFGroups) { h.EpsMax = math.Inf(1) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := dp.DefaultHDPMF()
+			cfg := budget.DefaultHDPMF()
 			tc.mod(&cfg)
-			if _, err := dp.HDPMFSpec(shapeOnly(3, 3, 0), cfg, 1); !errors.Is(err, dp.ErrSpec) {
+			if _, err := budget.HDPMFSpec(shapeOnly(3, 3, 0), cfg, 1); !errors.Is(err, budget.ErrSpec) {
 				t.Errorf("HDPMFSpec error = %v, want ErrSpec", err)
 			}
 		})
@@ -191,13 +191,13 @@ func TestHDPMFValidate(t *testing.T) {
 func TestPDPSpec(t *testing.T) {
 	const n = 200_000
 	d := shapeOnly(100, 100, n)
-	for _, g := range []dp.Groups{
-		dp.DefaultPDP(),
+	for _, g := range []budget.Groups{
+		budget.DefaultPDP(),
 		{Conservative: 0.2, Moderate: 0.37, Low: 0.1, Mid: 0.2, High: 1}, // PDP-PMF3, Table 2
 		{Conservative: 0.6, Moderate: 0.35, Low: 0.1, Mid: 0.4, High: 1}, // Table 4
 	} {
 		t.Run(fmt.Sprintf("fc=%g", g.Conservative), func(t *testing.T) {
-			eps, err := dp.PDPSpec(d, g, 3)
+			eps, err := budget.PDPSpec(d, g, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -208,7 +208,7 @@ func TestPDPSpec(t *testing.T) {
 			within(t, "conservative", fc, g.Conservative, n)
 			within(t, "moderate", fm, g.Moderate, n)
 			within(t, "liberal", fl, g.Liberal(), n)
-			mean, err := dp.Threshold(eps, "mean")
+			mean, err := budget.Threshold(eps, "mean")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,33 +237,33 @@ func TestThreshold(t *testing.T) {
 		{"median", 0, false},
 	}
 	for _, tc := range tests {
-		got, err := dp.Threshold(eps, tc.mode)
+		got, err := budget.Threshold(eps, tc.mode)
 		if (err == nil) != tc.ok || (tc.ok && math.Abs(got-tc.want) > 1e-15) {
 			t.Errorf("Threshold(%q) = %g, %v; want %g, ok = %v", tc.mode, got, err, tc.want, tc.ok)
 		}
 	}
-	if _, err := dp.Threshold(nil, "mean"); err == nil {
+	if _, err := budget.Threshold(nil, "mean"); err == nil {
 		t.Error("Threshold of no budgets: no error")
 	}
-	if _, err := dp.Threshold([]float64{0.1, 0}, "min"); err == nil {
+	if _, err := budget.Threshold([]float64{0.1, 0}, "min"); err == nil {
 		t.Error("Threshold with a zero budget: no error")
 	}
 }
 
 func TestUniformAndValidate(t *testing.T) {
-	u, err := dp.Uniform(4, 0.3)
+	u, err := budget.Uniform(4, 0.3)
 	if err != nil || len(u) != 4 || u[3] != 0.3 {
 		t.Fatalf("Uniform(4, 0.3) = %v, %v", u, err)
 	}
 	for _, e := range []float64{0, -1, math.Inf(1), math.NaN()} {
-		if _, err := dp.Uniform(2, e); !errors.Is(err, dp.ErrSpec) {
+		if _, err := budget.Uniform(2, e); !errors.Is(err, budget.ErrSpec) {
 			t.Errorf("Uniform(2, %g): error %v, want ErrSpec", e, err)
 		}
 	}
-	if err := dp.ValidateBudgets([]float64{1, 0.2, -0.1}); err == nil || !strings.Contains(err.Error(), "index 2") {
+	if err := budget.ValidateBudgets([]float64{1, 0.2, -0.1}); err == nil || !strings.Contains(err.Error(), "index 2") {
 		t.Errorf("ValidateBudgets: %v, want an error naming index 2", err)
 	}
-	if err := dp.ValidateWeights([]float64{1, 1.01}); err == nil || !strings.Contains(err.Error(), "index 1") {
+	if err := budget.ValidateWeights([]float64{1, 1.01}); err == nil || !strings.Contains(err.Error(), "index 1") {
 		t.Errorf("ValidateWeights: %v, want an error naming index 1", err)
 	}
 }
@@ -273,7 +273,7 @@ func ExampleHDPMFSpec() {
 		UserIDs: []string{"alice", "bob", "carol"},
 		ItemIDs: []string{"film", "book"},
 	}
-	w, err := dp.HDPMFSpec(d, dp.DefaultHDPMF(), 42)
+	w, err := budget.HDPMFSpec(d, budget.DefaultHDPMF(), 42)
 	if err != nil {
 		fmt.Println(err)
 		return
