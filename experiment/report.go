@@ -287,151 +287,234 @@ func axes(o *Outcome) (variants, xs []string) {
 	return variants, xs
 }
 
+// reportMD returns report.md: header, setup, methods, result tables, plots
+// and the reading with its generated facts.
 func reportMD(o *Outcome, gs []*group, plots []string, dir string) []byte {
-	s := o.Spec
-	var b bytes.Buffer
-	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	r := &mdReport{o: o, gs: gs}
+	r.header()
+	r.setup()
+	r.methods()
+	r.results()
+	r.plots(plots, dir)
+	r.reading(dir)
+	return r.b.Bytes()
+}
+
+// mdReport accumulates the Markdown report of an outcome.
+type mdReport struct {
+	b  bytes.Buffer
+	o  *Outcome
+	gs []*group
+}
+
+// w appends formatted text to the report.
+func (r *mdReport) w(format string, a ...any) { fmt.Fprintf(&r.b, format, a...) }
+
+// header writes the title, the paper, how and when the results were made,
+// and the spec's description.
+func (r *mdReport) header() {
+	s, o := r.o.Spec, r.o
 	title := s.Title
 	if title == "" {
 		title = s.Name
 	}
-	w("# %s\n\n", title)
+	r.w("# %s\n\n", title)
 	if s.Paper != "" {
-		w("Paper: %s. ", s.Paper)
+		r.w("Paper: %s. ", s.Paper)
 	}
-	w("Experiment `%s`, generated %s by `%s`; %d cells computed now, %d reused from `cells.jsonl`; wall time of this run %s; all cells together took %s of one worker's time.\n\n",
+	r.w("Experiment `%s`, generated %s by `%s`; %d cells computed now, %d reused from `cells.jsonl`; wall time of this run %s; all cells together took %s of one worker's time.\n\n",
 		s.Name, time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.command, o.Computed, o.Reused,
 		o.Wall.Round(10*time.Millisecond), o.CellTime.Round(time.Second))
 	if s.Description != "" {
-		w("%s\n\n", strings.TrimSpace(s.Description))
+		r.w("%s\n\n", strings.TrimSpace(s.Description))
 	}
-	w("## Setup\n\n")
-	w("- datasets: %s", strings.Join(s.Datasets, ", "))
+}
+
+// setup writes the Setup section: data, split, seeds, parameters, variants,
+// sweep, cross-validation, and what was not run.
+func (r *mdReport) setup() {
+	s, o := r.o.Spec, r.o
+	r.w("## Setup\n\n")
+	r.w("- datasets: %s", strings.Join(s.Datasets, ", "))
 	if s.Preprocess.MinUserRatings > 0 || s.Preprocess.MinItemRatings > 0 {
-		w(" (kept users with ≥ %d and items with ≥ %d ratings)", s.Preprocess.MinUserRatings, s.Preprocess.MinItemRatings)
+		r.w(" (kept users with ≥ %d and items with ≥ %d ratings)", s.Preprocess.MinUserRatings, s.Preprocess.MinItemRatings)
 	}
-	w("\n- split: `%s`; seeds %d..%d\n", s.Split, s.Seed, s.Seed+uint64(s.Seeds)-1)
+	r.w("\n- split: `%s`; seeds %d..%d\n", s.Split, s.Seed, s.Seed+uint64(s.Seeds)-1)
 	if len(s.Privacy) > 0 {
-		w("- privacy specification (method parameters): %s\n", kv(s.Privacy))
+		r.w("- privacy specification (method parameters): %s\n", kv(s.Privacy))
 	}
 	if len(s.Params) > 0 {
-		w("- common parameters: %s\n", kv(s.Params))
+		r.w("- common parameters: %s\n", kv(s.Params))
 	}
 	if len(s.Variants) > 0 {
 		var vs []string
 		for _, v := range s.Variants {
 			vs = append(vs, fmt.Sprintf("%s (%s)", v.Name, kv(v.Params)))
 		}
-		w("- variants: %s\n", strings.Join(vs, "; "))
+		r.w("- variants: %s\n", strings.Join(vs, "; "))
 	}
 	if s.Sweep != nil {
-		w("- sweep: `%s` over %s\n", s.Sweep.Param, joinValues(s.Sweep.Values))
+		r.w("- sweep: `%s` over %s\n", s.Sweep.Param, joinValues(s.Sweep.Values))
 	}
 	if len(o.Chosen) > 0 {
 		kind := fmt.Sprintf("%d-fold cross-validation", s.CV.Folds)
 		if s.CV.Holdout > 0 {
 			kind = fmt.Sprintf("a %g holdout", s.CV.Holdout)
 		}
-		w("- hyperparameters of methods with a grid: %s on the training part of seed %d, by validation %s (see cv.csv)\n", kind, s.Seed, s.CV.Metric)
+		r.w("- hyperparameters of methods with a grid: %s on the training part of seed %d, by validation %s (see cv.csv)\n", kind, s.Seed, s.CV.Metric)
 	}
 	if len(o.Plan.Missing) > 0 {
-		w("- **not built yet, skipped:** %s\n", strings.Join(o.Plan.Missing, ", "))
+		r.w("- **not built yet, skipped:** %s\n", strings.Join(o.Plan.Missing, ", "))
 	}
 	if len(o.Plan.Warnings) > 0 {
-		w("- parameters no method run here has (they take effect once a method with them is built): %s\n", strings.Join(o.Plan.Warnings, "; "))
+		r.w("- parameters no method run here has (they take effect once a method with them is built): %s\n", strings.Join(o.Plan.Warnings, "; "))
 	}
-	w("\n## Methods\n\n")
-	w("| label | method | parameters | protects | trusted | ε per round | ε total | δ | seconds per cell | cells |\n|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, m := range o.Plan.Methods {
-		var recs []*Record
-		for _, g := range gs {
-			if g.m == m {
-				recs = append(recs, g.recs...)
-			}
-		}
-		var secs []float64
-		var er, et, dl []string
-		unit, trusted := m.spec.Claim.Unit, m.spec.Claim.Trusted
-		for _, r := range recs {
-			secs = append(secs, r.Seconds)
-			er = addDistinct(er, fg(float64(r.Privacy.EpsRound)))
-			et = addDistinct(et, fg(float64(r.Privacy.EpsTotal)))
-			dl = addDistinct(dl, fg(float64(r.Privacy.Delta)))
-			if r.Privacy.Unit != "" {
-				unit, trusted = r.Privacy.Unit, r.Privacy.Trusted
-			}
-		}
-		if unit == "none" {
-			er, et, dl = nil, nil, nil
-		}
+}
+
+// methods writes the Methods section: a row per method with its
+// parameters, privacy, time and cell count, then the methods' notes.
+func (r *mdReport) methods() {
+	r.w("\n## Methods\n\n")
+	r.w("| label | method | parameters | protects | trusted | ε per round | ε total | δ | seconds per cell | cells |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, m := range r.o.Plan.Methods {
+		recs := methodRecords(r.gs, m)
+		pr := recordsPrivacy(m, recs)
 		label := m.label()
 		if m.added {
 			label += " (added baseline)"
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", label, m.Name, methodParams(o, m), unit, trusted,
-			short(er), short(et), short(dl), f4(eval.Summarize(secs).Mean), len(recs))
+		r.w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", label, m.Name, methodParams(r.o, m), pr.unit, pr.trusted,
+			short(pr.epsRound), short(pr.epsTotal), short(pr.delta), f4(meanSeconds(recs)), len(recs))
 	}
-	for _, m := range o.Plan.Methods {
+	for _, m := range r.o.Plan.Methods {
 		if n := m.spec.Claim.Note; n != "" {
-			w("\n- %s: %s", m.label(), n)
+			r.w("\n- %s: %s", m.label(), n)
 		}
 	}
-	w("\n\n## Results\n\n")
-	ref := refMethod(o.Plan)
+}
+
+// methodRecords returns the records of a method, in group order.
+func methodRecords(gs []*group, m *planMethod) []*Record {
+	var recs []*Record
+	for _, g := range gs {
+		if g.m == m {
+			recs = append(recs, g.recs...)
+		}
+	}
+	return recs
+}
+
+// usedPrivacy is the privacy a method's records report: what is protected,
+// who is trusted, and the distinct ε per round, ε total and δ in record
+// order (none if nothing is protected).
+type usedPrivacy struct {
+	unit, trusted             string
+	epsRound, epsTotal, delta []string
+}
+
+// recordsPrivacy returns the privacy of a method's records: the method's
+// claim, overridden by the last record that names its unit.
+func recordsPrivacy(m *planMethod, recs []*Record) usedPrivacy {
+	pr := usedPrivacy{unit: m.spec.Claim.Unit, trusted: m.spec.Claim.Trusted}
+	for _, r := range recs {
+		pr.epsRound = addDistinct(pr.epsRound, fg(float64(r.Privacy.EpsRound)))
+		pr.epsTotal = addDistinct(pr.epsTotal, fg(float64(r.Privacy.EpsTotal)))
+		pr.delta = addDistinct(pr.delta, fg(float64(r.Privacy.Delta)))
+		if r.Privacy.Unit != "" {
+			pr.unit, pr.trusted = r.Privacy.Unit, r.Privacy.Trusted
+		}
+	}
+	if pr.unit == "none" {
+		pr.epsRound, pr.epsTotal, pr.delta = nil, nil, nil
+	}
+	return pr
+}
+
+// meanSeconds returns the mean time of the records' cells.
+func meanSeconds(recs []*Record) float64 {
+	var secs []float64
+	for _, r := range recs {
+		secs = append(secs, r.Seconds)
+	}
+	return eval.Summarize(secs).Mean
+}
+
+// results writes the Results section: how to read the cells, then a table
+// per dataset, variant and metric.
+func (r *mdReport) results() {
+	r.w("\n\n## Results\n\n")
+	ref := refMethod(r.o.Plan)
 	if ref != nil {
-		w("Mean ± sd over seeds × folds; the paper's number in brackets. Marks: paired t-test against %s "+
+		r.w("Mean ± sd over seeds × folds; the paper's number in brackets. Marks: paired t-test against %s "+
 			"over the same seeds and folds, * p < 0.1, ** p < 0.05, *** p < 0.01; ↑ or ↓ says whether the mean is above or below %s's.\n\n", ref.label(), ref.label())
 	}
-	variants, xs := axes(o)
-	for _, ds := range s.Datasets {
+	variants, xs := axes(r.o)
+	for _, ds := range r.o.Spec.Datasets {
 		for _, v := range variants {
-			for _, metric := range reportMetrics(s) {
-				head := "### " + ds
-				if v != "" {
-					head += ", " + v
-				}
-				w("%s: %s\n\n", head, strings.ToUpper(metric))
-				w("| method |")
-				for _, x := range xs {
-					if x == "" {
-						w(" %s |", metric)
-					} else {
-						w(" %s = %s |", s.Sweep.Param, x)
-					}
-				}
-				w("\n|---|%s\n", strings.Repeat("---|", len(xs)))
-				for _, m := range o.Plan.Methods {
-					w("| %s |", m.label())
-					for _, x := range xs {
-						g := findGroup(gs, ds, v, x, m)
-						w(" %s |", resultCell(o, gs, g, ref, metric))
-					}
-					w("\n")
-				}
-				w("\n")
+			for _, metric := range reportMetrics(r.o.Spec) {
+				r.resultTable(ds, v, metric, xs, ref)
 			}
 		}
 	}
-	if len(plots) > 0 {
-		w("## Plots\n\n")
-		for _, p := range plots {
-			if strings.HasSuffix(p, ".png") {
-				rel, _ := filepath.Rel(dir, p)
-				w("![%s](%s)\n\n", rel, rel)
-			}
+}
+
+// resultTable writes the table of a metric on a dataset and variant: a row
+// per method, a column per sweep value, cells as resultCell makes them
+// (tested against ref).
+func (r *mdReport) resultTable(ds, v, metric string, xs []string, ref *planMethod) {
+	head := "### " + ds
+	if v != "" {
+		head += ", " + v
+	}
+	r.w("%s: %s\n\n", head, strings.ToUpper(metric))
+	r.w("| method |")
+	for _, x := range xs {
+		if x == "" {
+			r.w(" %s |", metric)
+		} else {
+			r.w(" %s = %s |", r.o.Spec.Sweep.Param, x)
 		}
 	}
-	w("## Reading\n\n")
+	r.w("\n|---|%s\n", strings.Repeat("---|", len(xs)))
+	for _, m := range r.o.Plan.Methods {
+		r.w("| %s |", m.label())
+		for _, x := range xs {
+			g := findGroup(r.gs, ds, v, x, m)
+			r.w(" %s |", resultCell(r.o, r.gs, g, ref, metric))
+		}
+		r.w("\n")
+	}
+	r.w("\n")
+}
+
+// plots writes the Plots section, linking the PNG files (paths relative to
+// dir), if there are plots.
+func (r *mdReport) plots(plots []string, dir string) {
+	if len(plots) == 0 {
+		return
+	}
+	r.w("## Plots\n\n")
+	for _, p := range plots {
+		if strings.HasSuffix(p, ".png") {
+			rel, _ := filepath.Rel(dir, p)
+			r.w("![%s](%s)\n\n", rel, rel)
+		}
+	}
+}
+
+// reading writes the Reading section: the hand-written reading.md of dir,
+// or a note that it is missing, then the generated facts.
+func (r *mdReport) reading(dir string) {
+	r.w("## Reading\n\n")
 	if reading, err := os.ReadFile(filepath.Join(dir, "reading.md")); err == nil {
-		w("%s\n\n", strings.TrimSpace(string(reading)))
-		w("Generated facts:\n\n")
+		r.w("%s\n\n", strings.TrimSpace(string(reading)))
+		r.w("Generated facts:\n\n")
 	} else {
-		w("_Interpretation: not written yet (put it in reading.md beside this report and rerun). The facts below are generated._\n\n")
+		r.w("_Interpretation: not written yet (put it in reading.md beside this report and rerun). The facts below are generated._\n\n")
 	}
-	for _, f := range facts(o, gs) {
-		w("- %s\n", f)
+	for _, f := range facts(r.o, r.gs) {
+		r.w("- %s\n", f)
 	}
-	return b.Bytes()
 }
 
 func resultCell(o *Outcome, gs []*group, g *group, ref *planMethod, metric string) string {
