@@ -36,9 +36,27 @@ type Cell struct {
 	Seed    uint64            `json:"seed"`
 	Fold    int               `json:"fold"`
 	Grid    int               `json:"grid,omitempty"` // grid point, for KindCV
-	Params  method.Params     `json:"params"`         // resolved, with defaults
+	Params  Params            `json:"params"`         // resolved, with defaults
 	Data    map[string]string `json:"data,omitempty"` // data parameters
 	Key     string            `json:"key"`
+}
+
+// Params are a method's hyperparameters as text by name: the form in
+// which experiment files give them and cells are keyed. resolve checks
+// them against the method's typed config.
+type Params map[string]string
+
+// resolve returns params over the defaults of s's config, as text. Every
+// name must be a field of the config and every value must parse as the
+// field's type; given values keep their text, so that cell keys do not
+// depend on how a number is formatted back.
+func resolve(s method.Spec, params Params) (Params, error) {
+	if _, err := s.Configure(params); err != nil {
+		return nil, err
+	}
+	out := Params(s.Text(s.New()))
+	maps.Copy(out, params)
+	return out, nil
 }
 
 // planMethod is one method of a plan.
@@ -54,13 +72,13 @@ type planMethod struct {
 type unit struct {
 	dataset, variant, x string
 	m                   *planMethod
-	params              method.Params // resolved, before a grid choice
+	params              Params // resolved, before a grid choice
 	data                map[string]string
-	grid                []method.Params // grid points, nil without CV
+	grid                []Params // grid points, nil without CV
 	// cvGrid and cvData are the grid and data parameters the CV cells use:
 	// grid and data, or, with CV.Once, those of the base setting (without
 	// the sweep value), shared by every sweep point.
-	cvGrid []method.Params
+	cvGrid []Params
 	cvData map[string]string
 }
 
@@ -164,7 +182,7 @@ func (p *Plan) unused() []string {
 func (p *Plan) unit(ds string, v Variant, x Value, m *planMethod) (*unit, error) {
 	s := p.Spec
 	u := &unit{dataset: ds, variant: v.Name, x: string(x), m: m, data: map[string]string{}}
-	params := method.Params{}
+	params := Params{}
 	setIf := func(src map[string]Value) {
 		for k, val := range src {
 			if isDataParam(k) {
@@ -184,7 +202,7 @@ func (p *Plan) unit(ds string, v Variant, x Value, m *planMethod) (*unit, error)
 	if s.Sweep != nil {
 		setIf(map[string]Value{s.Sweep.Param: x})
 	}
-	res, err := m.spec.Resolve(params)
+	res, err := resolve(m.spec, params)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: method %s: %v", ErrSpec, s.Name, m.label(), err)
 	}
@@ -194,7 +212,7 @@ func (p *Plan) unit(ds string, v Variant, x Value, m *planMethod) (*unit, error)
 	}
 	u.cvGrid, u.cvData = u.grid, u.data
 	if s.CV.Once && s.Sweep != nil && len(u.grid) > 0 {
-		if base, err = m.spec.Resolve(base); err != nil {
+		if base, err = resolve(m.spec, base); err != nil {
 			return nil, fmt.Errorf("%w: %s: method %s: %v", ErrSpec, s.Name, m.label(), err)
 		}
 		if u.cvGrid, err = p.grid(m, base); err != nil {
@@ -206,17 +224,17 @@ func (p *Plan) unit(ds string, v Variant, x Value, m *planMethod) (*unit, error)
 }
 
 // grid returns m's grid points over the resolved parameters res.
-func (p *Plan) grid(m *planMethod, res method.Params) ([]method.Params, error) {
+func (p *Plan) grid(m *planMethod, res Params) ([]Params, error) {
 	s := p.Spec
-	var out []method.Params
+	var out []Params
 	if len(m.Grid) > 0 {
 		names := slices.Sorted(maps.Keys(m.Grid))
-		points := []method.Params{{}}
+		points := []Params{{}}
 		for _, n := range names {
 			if !m.spec.Has(n) {
 				return nil, fmt.Errorf("%w: %s: method %s: grid parameter %q: %s has no such parameter", ErrSpec, s.Name, m.label(), n, m.Name)
 			}
-			var next []method.Params
+			var next []Params
 			for _, pt := range points {
 				for _, val := range m.Grid[n] {
 					q := maps.Clone(pt)
@@ -229,7 +247,7 @@ func (p *Plan) grid(m *planMethod, res method.Params) ([]method.Params, error) {
 		for _, pt := range points {
 			full := maps.Clone(res)
 			maps.Copy(full, pt)
-			if _, err := m.spec.Resolve(full); err != nil {
+			if _, err := resolve(m.spec, full); err != nil {
 				return nil, fmt.Errorf("%w: %s: method %s: grid: %v", ErrSpec, s.Name, m.label(), err)
 			}
 			out = append(out, full)
@@ -268,7 +286,7 @@ func (p *Plan) cvCells(u *unit) []*Cell {
 
 // testCells returns the test cells of u with params (the grid choice, or
 // u's params).
-func (p *Plan) testCells(u *unit, params method.Params) []*Cell {
+func (p *Plan) testCells(u *unit, params Params) []*Cell {
 	var out []*Cell
 	for _, seed := range p.seeds() {
 		for f := range p.folds {
@@ -280,7 +298,7 @@ func (p *Plan) testCells(u *unit, params method.Params) []*Cell {
 	return out
 }
 
-func (p *Plan) cell(u *unit, kind string, seed uint64, fold int, params method.Params) *Cell {
+func (p *Plan) cell(u *unit, kind string, seed uint64, fold int, params Params) *Cell {
 	return &Cell{Kind: kind, Dataset: u.dataset, Variant: u.variant, X: u.x, Method: u.m.Name, Label: u.m.label(),
 		Seed: seed, Fold: fold, Params: params, Data: u.data}
 }

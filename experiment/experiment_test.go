@@ -337,30 +337,41 @@ func TestCVOnce(t *testing.T) {
 }
 
 // TestDivergedCellIsARecord checks that a diverging setting is recorded
-// and reported, not an error that stops the experiment.
+// and reported, not an error that stops the experiment, for a method whose
+// divergence error comes from mf and one whose comes from pmf.
 func TestDivergedCellIsARecord(t *testing.T) {
-	s := readSpec(t, "tiny.yaml")
-	s.Sweep = nil
-	s.Methods = []MethodSpec{{Name: "mf", Label: "mf-huge-lr", Params: map[string]Value{"lr": "1000"}}}
-	dir := t.TempDir()
-	o, err := Run(context.Background(), s, Options{Out: dir, Workers: 1})
-	if err != nil {
-		t.Fatalf("a diverging method stopped the run: %v", err)
-	}
-	n := 0
-	for _, r := range o.Records {
-		if r.Label == "mf-huge-lr" {
-			n++
-			if !math.IsNaN(float64(r.Metrics["rmse"])) || r.Stats["diverged"] != 1 {
-				t.Errorf("diverged record: rmse %v, stats %v", r.Metrics["rmse"], r.Stats)
+	for _, tc := range []struct {
+		method string
+		params map[string]Value
+	}{
+		{"mf", map[string]Value{"lr": "1000"}},
+		{"pdp-pmf", map[string]Value{"lr": "1e12", "momentum": "0", "epochs": "5"}},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			s := readSpec(t, "tiny.yaml")
+			s.Sweep = nil
+			s.Methods = []MethodSpec{{Name: tc.method, Label: "huge-lr", Params: tc.params}}
+			dir := t.TempDir()
+			o, err := Run(context.Background(), s, Options{Out: dir, Workers: 1})
+			if err != nil {
+				t.Fatalf("a diverging method stopped the run: %v", err)
 			}
-		}
-	}
-	if n != s.Seeds {
-		t.Errorf("%d diverged records, want %d", n, s.Seeds)
-	}
-	rep, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	if !strings.Contains(string(rep), "diverged (2 of 2)") {
-		t.Error("report.md does not say the method diverged")
+			n := 0
+			for _, r := range o.Records {
+				if r.Label == "huge-lr" {
+					n++
+					if !math.IsNaN(float64(r.Metrics["rmse"])) || r.Stats["diverged"] != 1 {
+						t.Errorf("diverged record: rmse %v, stats %v", r.Metrics["rmse"], r.Stats)
+					}
+				}
+			}
+			if n != s.Seeds {
+				t.Errorf("%d diverged records, want %d", n, s.Seeds)
+			}
+			rep, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+			if !strings.Contains(string(rep), "diverged (2 of 2)") {
+				t.Error("report.md does not say the method diverged")
+			}
+		})
 	}
 }

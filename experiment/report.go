@@ -668,7 +668,8 @@ func datasetsOf(refs []Reference) string {
 
 func methodParams(o *Outcome, m *planMethod) string {
 	var parts []string
-	for _, p := range m.spec.Params {
+	defaults := m.spec.New()
+	for _, p := range m.spec.Fields(defaults) {
 		if p.Name == "workers" {
 			continue
 		}
@@ -678,7 +679,7 @@ func methodParams(o *Outcome, m *planMethod) string {
 				vals = addDistinct(vals, u.params[p.Name])
 			}
 		}
-		if len(vals) == 1 && vals[0] == p.Default {
+		if len(vals) == 1 && vals[0] == p.Value.String() {
 			vals = nil
 		}
 		if _, ok := m.Grid[p.Name]; ok {

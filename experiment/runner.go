@@ -74,8 +74,8 @@ type Outcome struct {
 
 // Choice is a cross-validation result.
 type Choice struct {
-	Params method.Params // the grid parameters chosen
-	Score  float64       // mean validation error of the chosen point
+	Params Params  // the grid parameters chosen
+	Score  float64 // mean validation error of the chosen point
 	Metric string
 	Points int
 }
@@ -485,7 +485,15 @@ func (r *runner) exec(ctx context.Context, c *Cell) (*Record, error) {
 	var curve []Num
 	hook := func(p method.Progress) { curve = append(curve, Num(p.TrainRMSE)) }
 	start := time.Now()
-	m, res, err := method.Fit(ctx, c.Method, train, params, c.Seed*1_000_003+uint64(c.Fold), hook)
+	spec, err := method.Lookup(c.Method)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := spec.Configure(params)
+	if err != nil {
+		return nil, err
+	}
+	m, res, err := spec.Fit(ctx, train, cfg, c.Seed*1_000_003+uint64(c.Fold), hook)
 	if errors.Is(err, method.ErrDiverged) {
 		// A setting that diverges is a result: NaN metrics, marked, and
 		// never chosen by cross-validation.
@@ -551,14 +559,14 @@ func (r *runner) choose(u *unit) Choice {
 		score := sum / float64(n)
 		if n > 0 && score < best.Score { // NaN never wins
 			best.Score = score
-			best.Params = method.Params{}
+			best.Params = Params{}
 			for name := range u.m.Grid {
 				best.Params[name] = u.grid[g][name]
 			}
 		}
 	}
 	if best.Params == nil { // every point diverged: the first one
-		best.Params = method.Params{}
+		best.Params = Params{}
 		for name := range u.m.Grid {
 			best.Params[name] = u.grid[0][name]
 		}

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
 )
 
 // Num is a float64 that is written to JSON as null when it is NaN or
@@ -43,7 +43,7 @@ func (n *Num) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Privacy is method.Privacy with JSON-safe numbers.
+// Privacy is model.Privacy with JSON-safe numbers.
 type Privacy struct {
 	Unit     string `json:"unit"`
 	Trusted  string `json:"trusted"`
@@ -53,7 +53,7 @@ type Privacy struct {
 	Note     string `json:"note,omitempty"`
 }
 
-func privacyOf(p method.Privacy) Privacy {
+func privacyOf(p model.Privacy) Privacy {
 	return Privacy{Unit: p.Unit, Trusted: p.Trusted, EpsRound: Num(p.EpsRound), EpsTotal: Num(p.EpsTotal), Delta: Num(p.Delta), Note: p.Note}
 }
 

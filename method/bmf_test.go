@@ -12,8 +12,8 @@ import (
 
 func TestBMFGibbsBeatsBaselines(t *testing.T) {
 	train, test := realData(t)
-	p := method.Params{"dim": "10", "iters": "40"}
-	m, res, err := method.Fit(context.Background(), "bmf-gibbs", train, p, 1, nil)
+	p := params{"dim": "10", "iters": "40"}
+	m, res, err := fitText(context.Background(), "bmf-gibbs", train, p, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,20 +34,20 @@ func TestBMFAndGlobalAvgParamErrors(t *testing.T) {
 	tests := []struct {
 		name   string
 		method string
-		p      method.Params
+		p      params
 	}{
-		{"zero dim", "bmf-gibbs", method.Params{"dim": "0"}},
-		{"iters not an integer", "bmf-gibbs", method.Params{"iters": "many"}},
-		{"negative init", "bmf-gibbs", method.Params{"init": "-0.1"}},
-		{"burnin too long", "bmf-gibbs", method.Params{"iters": "5", "burnin": "5"}},
-		{"unknown parameter", "bmf-gibbs", method.Params{"epochs": "5"}},
-		{"zero epsilon", "dp-globalavg", method.Params{"eps": "0"}},
-		{"infinite epsilon", "dp-globalavg", method.Params{"eps": "+Inf"}},
-		{"NaN epsilon", "dp-globalavg", method.Params{"eps": "NaN"}},
+		{"zero dim", "bmf-gibbs", params{"dim": "0"}},
+		{"iters not an integer", "bmf-gibbs", params{"iters": "many"}},
+		{"negative init", "bmf-gibbs", params{"init": "-0.1"}},
+		{"burnin too long", "bmf-gibbs", params{"iters": "5", "burnin": "5"}},
+		{"unknown parameter", "bmf-gibbs", params{"epochs": "5"}},
+		{"zero epsilon", "dp-globalavg", params{"eps": "0"}},
+		{"infinite epsilon", "dp-globalavg", params{"eps": "+Inf"}},
+		{"NaN epsilon", "dp-globalavg", params{"eps": "NaN"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := method.Fit(context.Background(), tc.method, train, tc.p, 1, nil)
+			_, _, err := fitText(context.Background(), tc.method, train, tc.p, 1, nil)
 			if !errors.Is(err, method.ErrParam) {
 				t.Errorf("error %v does not wrap ErrParam", err)
 			}
@@ -64,7 +64,7 @@ func TestDPGlobalAvgNoiseShrinksWithEpsilon(t *testing.T) {
 		var s float64
 		const n = 200
 		for seed := range uint64(n) {
-			m, res, err := method.Fit(context.Background(), "dp-globalavg", train, method.Params{"eps": eps}, seed, nil)
+			m, res, err := fitText(context.Background(), "dp-globalavg", train, params{"eps": eps}, seed, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,128 +2,125 @@ package method
 
 import (
 	"context"
-	"math"
-	"strconv"
 
 	"github.com/privrec/privrec/baseline"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/mf"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 )
 
-func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-
 // noPrivacy is the claim of the non-private methods.
-var noPrivacy = Privacy{Unit: "none", Trusted: "everyone"}
+var noPrivacy = model.Privacy{Unit: "none", Trusted: "everyone"}
 
-// MFParams are the hyperparameters of plain SGD matrix factorization, with
-// mf.DefaultConfig's values as defaults. Other factor methods reuse them.
-func MFParams(def mf.Config) []Param {
-	return []Param{
-		{"dim", strconv.Itoa(def.Dim), "latent dimension K"},
-		{"epochs", strconv.Itoa(def.Epochs), "training epochs"},
-		{"lr", ftoa(def.LearnRate), "initial learning rate"},
-		{"schedule", string(def.Schedule), "learning-rate schedule: constant, step (÷5 at 25% and 75% of the epochs), exp"},
-		{"decay", ftoa(def.Decay), "learning-rate decay per epoch for schedule exp"},
-		{"reg", ftoa(def.Reg), "L2 regularization of the factors"},
-		{"reg-bias", ftoa(def.RegBias), "L2 regularization of the biases"},
-		{"init", ftoa(def.InitScale), "standard deviation of the initial factors"},
-		{"biased", strconv.FormatBool(def.Biased), "learn a global mean and user and item biases"},
-		{"workers", "0", "parallel workers (0: all cores); results do not depend on it"},
+// mfFields names the fields of an mf.Config.
+func mfFields(c *mf.Config) []Field {
+	return []Field{
+		intF("dim", &c.Dim, "latent dimension K"),
+		intF("epochs", &c.Epochs, "passes of SGD over the training ratings"),
+		floatF("lr", &c.LearnRate, "initial learning rate η"),
+		textF("schedule", &c.Schedule, "learning-rate schedule: constant, step (÷5 at 25% and 75% of the epochs), exp",
+			string(mf.Constant), string(mf.Step), string(mf.Exp)),
+		floatF("decay", &c.Decay, "learning-rate decay per epoch for schedule exp"),
+		floatF("reg", &c.Reg, "L2 regularization λ of the factors"),
+		floatF("reg-bias", &c.RegBias, "L2 regularization of the biases"),
+		floatF("init", &c.InitScale, "standard deviation of the initial factors"),
+		boolF("biased", &c.Biased, "learn a global mean and user and item biases"),
+		intF("workers", &c.Workers, "parallel workers (0: all cores); results do not depend on it"),
 	}
 }
 
-// MFConfig reads the MFParams of p into an mf.Config with the given seed
-// and validates it.
-func MFConfig(p Params, seed uint64) (mf.Config, error) {
-	r := p.Reader()
-	cfg := mf.Config{
-		Dim: r.Int("dim"), Epochs: r.Int("epochs"), LearnRate: r.Float("lr"),
-		Schedule: mf.Schedule(r.String("schedule")), Decay: r.Float("decay"),
-		Reg: r.Float("reg"), RegBias: r.Float("reg-bias"), InitScale: r.Float("init"),
-		Biased: r.Bool("biased"), Workers: r.Int("workers"), Seed: seed,
+// withData fills m's ID maps and scale from the training data.
+func withData(m *model.Model, train *ratings.Dataset) *model.Model {
+	m.Scale = train.Scale
+	if m.UserIDs == nil && m.NumUsers == train.NumUsers() {
+		m.UserIDs = train.UserIDs
 	}
-	if err := r.Err(); err != nil {
-		return cfg, err
+	if m.ItemIDs == nil && m.NumItems == train.NumItems() {
+		m.ItemIDs, m.ItemTitles = train.ItemIDs, train.ItemTitles
 	}
-	return cfg, cfg.Validate()
+	return m
+}
+
+// itemModel is a model that predicts one value per item, whatever the
+// user: Dim 0, no user side.
+func itemModel(train *ratings.Dataset, means []float32, def float32) *model.Model {
+	return withData(&model.Model{NumItems: len(means), BI: means, Default: def}, train)
 }
 
 func init() {
-	register(Spec{
+	define(Spec{
 		Name:    "mf",
 		Summary: "matrix factorization by parallel SGD (non-private reference)",
 		Claim:   noPrivacy,
-		Params:  MFParams(mf.DefaultConfig()),
-		Fit: func(ctx context.Context, train *ratings.Dataset, p Params, seed uint64, hook func(Progress)) (Model, *Result, error) {
-			cfg, err := MFConfig(p, seed)
-			if err != nil {
-				return nil, nil, err
+	}, mf.DefaultConfig, mfFields, func(ctx context.Context, train *ratings.Dataset, cfg *mf.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
+		c := *cfg
+		c.Seed = seed
+		if err := c.Validate(); err != nil {
+			return nil, nil, invalid(err)
+		}
+		var last float64
+		m, err := mf.Train(ctx, train, c, func(s mf.EpochStats) {
+			last = s.TrainRMSE
+			if hook != nil {
+				hook(Progress{Epoch: s.Epoch + 1, Epochs: c.Epochs, TrainRMSE: s.TrainRMSE})
 			}
-			var last float64
-			m, err := mf.Train(ctx, train, cfg, func(s mf.EpochStats) {
-				last = s.TrainRMSE
-				if hook != nil {
-					hook(Progress{Epoch: s.Epoch + 1, Epochs: cfg.Epochs, TrainRMSE: s.TrainRMSE})
-				}
-			})
-			if err != nil {
-				return nil, nil, err
-			}
-			return m, &Result{Privacy: noPrivacy, Stats: map[string]float64{"train_rmse": last}}, nil
-		},
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return m, &Result{Privacy: noPrivacy, Stats: map[string]float64{"train_rmse": last}}, nil
 	})
-	register(Spec{
+	define(Spec{
 		Name:    "mean",
 		Summary: "global mean rating (non-private baseline)",
 		Claim:   noPrivacy,
-		Fit: func(ctx context.Context, train *ratings.Dataset, p Params, seed uint64, hook func(Progress)) (Model, *Result, error) {
-			return baseline.FitMean(train), &Result{Privacy: noPrivacy}, nil
-		},
-	})
-	register(Spec{
+	}, func() baseline.MeanConfig { return baseline.MeanConfig{} }, func(*baseline.MeanConfig) []Field { return nil },
+		func(ctx context.Context, train *ratings.Dataset, cfg *baseline.MeanConfig, seed uint64, hook Hook) (*model.Model, *Result, error) {
+			return withData(baseline.FitMean(train), train), &Result{Privacy: noPrivacy}, nil
+		})
+	define(Spec{
 		Name:    "itemavg",
 		Summary: "item mean rating (non-private baseline)",
 		Claim:   noPrivacy,
-		Params:  []Param{{"shrink", "0", "pseudo-ratings at the global mean added to each item"}},
-		Fit: func(ctx context.Context, train *ratings.Dataset, p Params, seed uint64, hook func(Progress)) (Model, *Result, error) {
-			shrink, err := p.Float("shrink")
-			if err != nil {
-				return nil, nil, err
-			}
-			if !(shrink >= 0) || math.IsInf(shrink, 1) {
-				return nil, nil, paramErr("shrink = %g must be ≥ 0 and finite", shrink)
-			}
-			return baseline.FitItemMean(train, shrink), &Result{Privacy: noPrivacy}, nil
+	}, func() baseline.ItemMeanConfig { return baseline.ItemMeanConfig{} },
+		func(c *baseline.ItemMeanConfig) []Field {
+			return []Field{floatF("shrink", &c.Shrink, "pseudo-ratings at the global mean added to each item")}
 		},
-	})
-	dpItemAvg := Privacy{Unit: "rating value", Trusted: "the recommender",
+		func(ctx context.Context, train *ratings.Dataset, cfg *baseline.ItemMeanConfig, seed uint64, hook Hook) (*model.Model, *Result, error) {
+			if err := cfg.Validate(); err != nil {
+				return nil, nil, invalid(err)
+			}
+			return withData(baseline.FitItemMean(train, cfg.Shrink), train), &Result{Privacy: noPrivacy}, nil
+		})
+	dpItemAvg := model.Privacy{Unit: "rating value", Trusted: "the recommender",
 		Note: "one release: 0.01ε on the global mean, 0.99ε on each item mean (parallel over items)"}
-	register(Spec{
+	define(Spec{
 		Name:    "dp-itemavg",
 		Summary: "ε-DP item averages (the multi-vendor thesis's Alg. 2): the baseline every private method must beat",
 		Claim:   dpItemAvg,
-		Params:  []Param{{"eps", "1", "privacy budget ε of every rating"}},
-		Fit: func(ctx context.Context, train *ratings.Dataset, p Params, seed uint64, hook func(Progress)) (Model, *Result, error) {
-			eps, err := p.Float("eps")
-			if err != nil {
-				return nil, nil, err
-			}
-			means, err := dp.DPItemAverages(rng.New(seed, rngDPItemAvg), train, eps, nil)
-			if err != nil {
-				return nil, nil, err
-			}
-			m := &baseline.ItemMean{Means: make([]float32, len(means)), Scale: train.Scale,
-				Global: float32((train.Scale.Min + train.Scale.Max) / 2)}
-			for j, v := range means {
-				m.Means[j] = float32(v)
-			}
-			priv := dpItemAvg
-			priv.EpsRound, priv.EpsTotal = eps, eps
-			return m, &Result{Privacy: priv}, nil
-		},
+	}, baseline.DefaultDPConfig, dpAvgFields, func(ctx context.Context, train *ratings.Dataset, cfg *baseline.DPConfig, seed uint64, hook Hook) (*model.Model, *Result, error) {
+		if err := cfg.Validate(); err != nil {
+			return nil, nil, invalid(err)
+		}
+		means, err := dp.DPItemAverages(rng.New(seed, rngDPItemAvg), train, cfg.Eps, nil)
+		if err != nil {
+			return nil, nil, invalid(err)
+		}
+		bi := make([]float32, len(means))
+		for j, v := range means {
+			bi[j] = float32(v)
+		}
+		priv := dpItemAvg
+		priv.EpsRound, priv.EpsTotal = cfg.Eps, cfg.Eps
+		return itemModel(train, bi, (train.Scale.Min+train.Scale.Max)/2), &Result{Privacy: priv}, nil
 	})
+}
+
+// dpAvgFields names the fields of the DP averages' config.
+func dpAvgFields(c *baseline.DPConfig) []Field {
+	return []Field{floatF("eps", &c.Eps, "ε of every rating value, spent in one release")}
 }
 
 // Stream labels for rng.New, one per method, so that methods never share a
@@ -131,7 +128,3 @@ func init() {
 const (
 	rngDPItemAvg uint64 = 0x6470_6961 // "dpia"
 )
-
-func paramErr(format string, a ...any) error {
-	return fmtErr(ErrParam, format, a...)
-}

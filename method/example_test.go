@@ -4,23 +4,48 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/privrec/privrec/federated"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/ratings"
 )
 
-// A method is trained by name with hyperparameters as text, the way the
-// command line and the experiment files give them.
+// A method is looked up by name, configured with its package's typed
+// config and fitted; the model and the privacy report come back.
 func Example() {
-	d, _ := ratings.Synthetic(ratings.SyntheticConfig{Users: 50, Items: 30, Rank: 2, PerUser: 10}, 1)
-	spec, _ := method.Lookup("dp-itemavg")
-	_, res, err := method.Fit(context.Background(), "dp-itemavg", d, method.Params{"eps": "0.5"}, 1, nil)
+	train, _ := ratings.Synthetic(ratings.SyntheticConfig{Users: 60, Items: 40, Rank: 2, PerUser: 12}, 1)
+	s, _ := method.Lookup("hdpmf")
+	cfg := s.New().(*federated.Config)
+	cfg.Rounds = 5
+	cfg.Eps = 0.5
+	m, res, err := s.Fit(context.Background(), train, cfg, 1, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(spec.Summary)
-	fmt.Printf("protects %s, trusts %s, ε total %g\n", res.Privacy.Unit, res.Privacy.Trusted, res.Privacy.EpsTotal)
+	fmt.Println(s.Summary)
+	fmt.Printf("protects %s, trusts %s\n", res.Privacy.Unit, res.Privacy.Trusted)
+	fmt.Printf("ε per round %g, in total %g\n", res.Privacy.EpsRound, res.Privacy.EpsTotal)
+	fmt.Println(m.Method, m.NumUsers, m.NumItems)
 	// Output:
-	// ε-DP item averages (the multi-vendor thesis's Alg. 2): the baseline every private method must beat
-	// protects rating value, trusts the recommender, ε total 0.5
+	// HDPMF: decentralized MF with heterogeneous DP (stretch W⊙R, distributed Laplace gradient noise, rescaled predictions)
+	// protects rating value, trusts nobody
+	// ε per round 0.5, in total 2.5
+	// hdpmf 60 40
+}
+
+// The command line and experiment files set a config's fields by name, as
+// text; a run prints them back in order.
+func ExampleSpec_Configure() {
+	s, _ := method.Lookup("dp-itemavg")
+	cfg, err := s.Configure(map[string]string{"eps": "0.5"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(method.String(s.Fields(cfg)))
+	_, err = s.Configure(map[string]string{"eps": "half"})
+	fmt.Println(err)
+	// Output:
+	// eps=0.5
+	// bad parameter: dp-itemavg eps = "half": not a number
 }

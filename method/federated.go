@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/federated"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
 
 // federatedClaim is the claim of the untrusted-server Laplace family.
-var federatedClaim = Privacy{
+var federatedClaim = model.Privacy{
 	Unit: "rating value", Trusted: "nobody",
 	Note: "per-item noisy gradient sums; ε per round for the most exposed rating, total by basic composition over the rounds " +
 		"(the paper's Thm 2 states it for one round); holds against a server that sees only the per-item sums, which secure aggregation " +
@@ -21,104 +20,96 @@ var federatedClaim = Privacy{
 		"reads single uploads, carrying 1/n_j of the noise (no finite ε), and learns which items each user rated",
 }
 
-// federatedParams are the parameters of the federated methods.
-func federatedParams(v federated.Variant) []Param {
-	def := federated.DefaultConfig(v)
-	ps := []Param{
-		{"dim", strconv.Itoa(def.Dim), "latent dimension K"},
-		{"epochs", strconv.Itoa(def.Rounds), "training rounds T"},
-		{"lr", ftoa(def.LearnRate), "initial item learning rate η (÷5 after 25% and 75% of the rounds), per public count n_j + pseudo"},
-		{"lr-user", ftoa(def.UserLearnRate), "initial user learning rate on the device (0: lr)"},
-		{"pseudo", ftoa(def.Pseudo), "pseudo count n0 of the step preconditioning η/(n + n0)"},
-		{"reg", ftoa(def.Reg), "L2 regularization λ"},
-		{"init", ftoa(def.InitScale), "standard deviation of the initial factors"},
-		{"eps", ftoa(def.Eps), "maximum per-round budget ε (the budget of a rating of weight 1)"},
-		{"eps-total", "0", "total budget of a weight-1 rating over the run (0: no cap); users out of budget upload nothing"},
-		{"f-uc", ftoa(def.Spec.User.Conservative), "fraction of conservative users (Table 2)"},
-		{"f-um", ftoa(def.Spec.User.Moderate), "fraction of moderate users"},
-		{"eps-uc", ftoa(def.Spec.User.Low), "lowest weight of conservative users"},
-		{"eps-um", ftoa(def.Spec.User.Mid), "lowest weight of moderate users"},
-		{"f-ic", ftoa(def.Spec.Item.Conservative), "fraction of highly sensitive items"},
-		{"f-im", ftoa(def.Spec.Item.Moderate), "fraction of moderately sensitive items"},
-		{"eps-ic", ftoa(def.Spec.Item.Low), "lowest weight of highly sensitive items"},
-		{"eps-im", ftoa(def.Spec.Item.Mid), "lowest weight of moderately sensitive items"},
-		{"spec-seed", strconv.FormatUint(def.SpecSeed, 10), "seed of the privacy specification"},
-		{"noise", def.Noise.String(), "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's, leaks to a server that knows h)"},
-		{"secagg", "true", "secure aggregation: the server sees only per-item sums (false: it reads every user's upload, and the claim does not hold)"},
-		{"workers", "0", "parallel client workers (0: all cores); results do not depend on it"},
-	}
-	if v == federated.PDPMF {
-		ps = append(ps, Param{"threshold", def.Threshold, "sampling threshold t: mean, min, max or a number"})
-	}
-	if v == federated.HDPMF {
-		ps = append(ps, Param{"rescale", "true", "divide predictions by W_ij (false: the HDPMF-R ablation of §5.2.4)"})
-	}
-	return ps
-}
+// schemeValue is a field holding a dp.ShareScheme.
+type schemeValue struct{ p *dp.ShareScheme }
 
-// federatedConfig reads the params of p.
-func federatedConfig(v federated.Variant, p Params, seed uint64) (federated.Config, error) {
-	cfg := federated.DefaultConfig(v)
-	r := p.Reader()
-	cfg.Dim, cfg.Rounds = r.Int("dim"), r.Int("epochs")
-	cfg.LearnRate, cfg.UserLearnRate = r.Float("lr"), r.Float("lr-user")
-	cfg.Pseudo, cfg.Reg, cfg.InitScale = r.Float("pseudo"), r.Float("reg"), r.Float("init")
-	cfg.Eps, cfg.EpsTotal = r.Float("eps"), r.Float("eps-total")
-	cfg.Spec.User.Conservative, cfg.Spec.User.Moderate = r.Float("f-uc"), r.Float("f-um")
-	cfg.Spec.User.Low, cfg.Spec.User.Mid = r.Float("eps-uc"), r.Float("eps-um")
-	cfg.Spec.Item.Conservative, cfg.Spec.Item.Moderate = r.Float("f-ic"), r.Float("f-im")
-	cfg.Spec.Item.Low, cfg.Spec.Item.Mid = r.Float("eps-ic"), r.Float("eps-im")
-	cfg.Spec.EpsMax = cfg.Eps
-	cfg.Workers = r.Int("workers")
-	cfg.SecureAggregation = r.Bool("secagg")
-	specSeed := r.String("spec-seed")
-	noise := r.String("noise")
-	if v == federated.PDPMF {
-		cfg.Threshold = r.String("threshold")
-	}
-	if v == federated.HDPMF && !r.Bool("rescale") {
-		cfg.Variant = federated.HDPMFR
-	}
-	if err := r.Err(); err != nil {
-		return cfg, err
-	}
-	s, err := strconv.ParseUint(strings.TrimSpace(specSeed), 10, 64)
+func (v schemeValue) String() string { return v.p.String() }
+func (v schemeValue) Type() string   { return "gamma|mixture" }
+func (v schemeValue) Get() any       { return v.p.String() }
+func (v schemeValue) Set(s string) error {
+	sc, err := dp.ParseShareScheme(s)
 	if err != nil {
-		return cfg, paramErr("spec-seed = %q is not a non-negative integer", specSeed)
+		return fmt.Errorf("want gamma or mixture")
 	}
-	cfg.SpecSeed = s
-	if cfg.Noise, err = dp.ParseShareScheme(noise); err != nil {
-		return cfg, paramErr("noise = %q, want gamma or mixture", noise)
-	}
-	cfg.Seed = seed
-	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("%w: %w", ErrParam, err)
-	}
-	return cfg, nil
+	*v.p = sc
+	return nil
 }
 
-func registerFederated(v federated.Variant, summary string) {
-	register(Spec{
-		Name: v.String(), Summary: summary, Claim: federatedClaim, Params: federatedParams(v),
-		Fit: func(ctx context.Context, train *ratings.Dataset, p Params, seed uint64, hook func(Progress)) (Model, *Result, error) {
-			cfg, err := federatedConfig(v, p, seed)
-			if err != nil {
-				return nil, nil, err
+// federatedFields names the fields of a federated.Config for variant v,
+// with help true for that variant.
+func federatedFields(v federated.Variant) func(c *federated.Config) []Field {
+	return func(c *federated.Config) []Field {
+		eps := "ε of every rating in every round (DPMF's uniform budget: the smallest of the specification)"
+		switch v {
+		case federated.HDPMF:
+			eps = "ε of one round for a rating of weight 1 (the largest budget); a rating of weight W_ij spends W_ij·ε a round"
+		case federated.PDPMF:
+			eps = "ε of one round for the most exposed rating: the sampled ratings' personal budgets are capped at the threshold"
+		}
+		fs := []Field{
+			intF("dim", &c.Dim, "latent dimension K"),
+			intF("epochs", &c.Rounds, "training rounds T (one protocol round each)"),
+			floatF("lr", &c.LearnRate, "initial item learning rate η (÷5 after 25% and 75% of the rounds), per public count n_j + pseudo"),
+			floatF("lr-user", &c.UserLearnRate, "initial user learning rate on the device (0: lr)"),
+			floatF("pseudo", &c.Pseudo, "pseudo count n0 of the step preconditioning η/(n + n0)"),
+			floatF("reg", &c.Reg, "L2 regularization λ"),
+			floatF("init", &c.InitScale, "standard deviation of the initial factors"),
+			floatF("eps", &c.Eps, eps),
+			floatF("eps-total", &c.EpsTotal, "total ε cap of a weight-1 rating over the run (0: no cap, T·eps is spent); users out of budget upload nothing"),
+			floatF("f-uc", &c.Spec.User.Conservative, "fraction of conservative users (HDPMF Table 2)"),
+			floatF("f-um", &c.Spec.User.Moderate, "fraction of moderate users"),
+			floatF("eps-uc", &c.Spec.User.Low, "lowest weight of conservative users, in (0, 1]"),
+			floatF("eps-um", &c.Spec.User.Mid, "lowest weight of moderate users, in (0, 1]"),
+			floatF("f-ic", &c.Spec.Item.Conservative, "fraction of highly sensitive items"),
+			floatF("f-im", &c.Spec.Item.Moderate, "fraction of moderately sensitive items"),
+			floatF("eps-ic", &c.Spec.Item.Low, "lowest weight of highly sensitive items, in (0, 1]"),
+			floatF("eps-im", &c.Spec.Item.Mid, "lowest weight of moderately sensitive items, in (0, 1]"),
+			uintF("spec-seed", &c.SpecSeed, "seed of the simulated privacy specification (public: it is not the data)"),
+			{"noise", "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's, leaks to a server that knows h)", schemeValue{&c.Noise}},
+			boolF("secagg", &c.SecureAggregation, "secure aggregation: the server sees only per-item sums (false: it reads every user's upload, and the claim does not hold)"),
+			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
+		}
+		switch v {
+		case federated.PDPMF:
+			fs = append(fs, textF("threshold", &c.Threshold, "sampling threshold t: mean, min, max of the weights' budgets, or a number"))
+		case federated.HDPMF:
+			fs = append(fs, boolFuncF("rescale",
+				func() bool { return c.Variant != federated.HDPMFR },
+				func(b bool) {
+					c.Variant = federated.HDPMF
+					if !b {
+						c.Variant = federated.HDPMFR
+					}
+				}, "divide predictions by W_ij (false: the HDPMF-R ablation of §5.2.4)"))
+		}
+		return fs
+	}
+}
+
+func defineFederated(v federated.Variant, summary string) {
+	define(Spec{Name: v.String(), Summary: summary, Claim: federatedClaim},
+		func() federated.Config { return federated.DefaultConfig(v) }, federatedFields(v),
+		func(ctx context.Context, train *ratings.Dataset, cfg *federated.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
+			c := *cfg
+			c.Spec.EpsMax = c.Eps
+			c.Seed = seed
+			if err := c.Validate(); err != nil {
+				return nil, nil, invalid(err)
 			}
 			if hook != nil {
-				cfg.OnRound = func(s federated.RoundStats) {
+				c.OnRound = func(s federated.RoundStats) {
 					if s.Phase == "train" {
 						hook(Progress{Epoch: s.Round, Epochs: s.Rounds, TrainRMSE: math.NaN(), EpsSpent: s.EpsSpent})
 					}
 				}
 			}
-			m, rep, err := federated.Train(ctx, train, cfg)
+			m, rep, err := federated.Train(ctx, train, c)
 			if err != nil {
 				return nil, nil, err
 			}
 			priv := federatedClaim
 			priv.EpsRound, priv.EpsTotal, priv.Delta = rep.EpsRound, rep.EpsTotal, 0
-			if !cfg.SecureAggregation {
+			if !c.SecureAggregation {
 				priv.Note = "secagg=false: the server reads single uploads, so the ε below holds only for an observer of the per-item sums, " +
 					"not for the server; " + priv.Note
 			}
@@ -133,15 +124,14 @@ func registerFederated(v federated.Variant, summary string) {
 			if v == federated.PDPMF {
 				stats["threshold"] = rep.Threshold
 			}
-			return m, &Result{Privacy: priv, Stats: stats}, nil
-		},
-	})
+			return withData(m, train), &Result{Privacy: priv, Stats: stats}, nil
+		})
 }
 
 func init() {
-	registerFederated(federated.HDPMF, "HDPMF: decentralized MF with heterogeneous DP (stretch W⊙R, distributed Laplace gradient noise, rescaled predictions)")
+	defineFederated(federated.HDPMF, "HDPMF: decentralized MF with heterogeneous DP (stretch W⊙R, distributed Laplace gradient noise, rescaled predictions)")
 	// HDPMF-R is hdpmf with rescale=false: as a method of its own it could
 	// not meet the registry's bar of beating the global mean, by design.
-	registerFederated(federated.DPMF, "DPMF: decentralized MF with uniform DP at the smallest budget of all ratings")
-	registerFederated(federated.PDPMF, "PDPMF: decentralized MF with Jorgensen sampling at threshold t, then distributed Laplace noise")
+	defineFederated(federated.DPMF, "DPMF: decentralized MF with uniform DP at the smallest budget of all ratings")
+	defineFederated(federated.PDPMF, "PDPMF: decentralized MF with Jorgensen sampling at threshold t, then distributed Laplace noise")
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/ldpop"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -40,7 +40,7 @@ import (
 // per-round, decay and refit for the documented departures.
 
 var (
-	ldpopClaim = Privacy{
+	ldpopClaim = model.Privacy{
 		Unit: "rating value and existence", Trusted: "nobody",
 		Note: "Laplace(2ΔB/ε) on the sum of every released position, split among all users (noise on unrated items too); " +
 			"ε per round and ε·max_j ‖c_j‖₂ in total (c_jl = releases of position (j,l); ≤ ε·√d per pass) with u_i held fixed " +
@@ -48,93 +48,68 @@ var (
 			"holds against a server that sees only the per-position sums (secagg=true); with secagg=false the server reads " +
 			"single uploads carrying 1/n of the noise (no finite ε)",
 	}
-	ldpopBasicClaim = Privacy{
+	ldpopBasicClaim = model.Privacy{
 		Unit: "rating value", Trusted: "nobody",
 		Note: "the same objective noise in every round: differences of rounds cancel it, so rating existence is not protected " +
 			"(the difference attack); values enter every round through one fixed term, ε·√d in total against the sums; " +
 			"secagg=false (the default) lets the server read single uploads carrying 1/n of the noise (no finite ε)",
 	}
-	rsmfClaim = Privacy{Unit: "none", Trusted: "everyone", Note: "exact gradient elements: each upload shows whether its user rated the item"}
+	rsmfClaim = model.Privacy{Unit: "none", Trusted: "everyone", Note: "exact gradient elements: each upload shows whether its user rated the item"}
 )
 
-// ldpopParams returns the parameters of variant v.
-func ldpopParams(v ldpop.Variant) []Param {
-	def := ldpop.DefaultConfig(v)
-	ps := []Param{
-		{"dim", strconv.Itoa(def.Dim), "latent dimension d"},
-		{"epochs", strconv.Itoa(def.Rounds), "training rounds, the paper's iter (one protocol round each; ldp-op and rsmf name per-round positions of V in each)"},
-	}
-	if v != ldpop.Basic {
-		ps = append(ps, Param{"per-round", strconv.Itoa(def.PerRound), "positions of V named per round (the paper: 1); uploads are scaled by (positions left)/(named)"})
-	}
-	ps = append(ps,
-		Param{"lr", ftoa(def.LearnRate), "initial learning rate γ_0 of the averaged item gradient"},
-		Param{"decay", ftoa(def.Decay), "learning-rate decay per decay-every rounds: γ_t = γ_0·decay^⌊t/decay-every⌋"},
-		Param{"decay-every", strconv.Itoa(def.DecayEvery), "rounds per decay step (the paper: 1)"},
-		Param{"reg", ftoa(def.Reg), "L2 regularization λ of objectives (2) and (8)"},
-		Param{"bound", ftoa(def.Bound), "bound B on ‖u_i‖ (the user fit is constrained to it; noise scale 2ΔB/ε)"},
-		Param{"init", ftoa(def.InitScale), "standard deviation of V⁰ (the first coordinate starts at r_max/B)"},
-	)
-	if v != ldpop.Basic {
-		ps = append(ps, Param{"refit", "0", "refit u_i against the current V every this many rounds (0: once against V⁰, the paper)"})
-	}
-	if v != ldpop.RSMF {
-		ps = append(ps,
-			Param{"eps", ftoa(def.Eps), "ε of one released position (ldp-op) or of the objective noise (basic)"},
-			Param{"noise", def.Noise.String(), "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's H ~ Exp(1), C ~ N(0, 1/n))"},
+// ldpopFields names the fields of an ldpop.Config for variant v, with
+// help true for that variant.
+func ldpopFields(v ldpop.Variant) func(c *ldpop.Config) []Field {
+	return func(c *ldpop.Config) []Field {
+		fs := []Field{
+			intF("dim", &c.Dim, "latent dimension d"),
+			intF("epochs", &c.Rounds, "training rounds, the paper's iter (one protocol round each)"),
+		}
+		if v != ldpop.Basic {
+			fs = append(fs, intF("per-round", &c.PerRound, "positions of V named per round (the paper: 1); uploads are scaled by (positions left)/(named)"))
+		}
+		fs = append(fs,
+			floatF("lr", &c.LearnRate, "initial learning rate γ_0 of the averaged item gradient"),
+			floatF("decay", &c.Decay, "learning-rate decay per decay-every rounds: γ_t = γ_0·decay^⌊t/decay-every⌋"),
+			intF("decay-every", &c.DecayEvery, "rounds per decay step (the paper: 1)"),
+			floatF("reg", &c.Reg, "L2 regularization λ of objectives (2) and (8)"),
+			floatF("bound", &c.Bound, "bound B on ‖u_i‖ (the user fit is constrained to it; noise scale 2ΔB/ε)"),
+			floatF("init", &c.InitScale, "standard deviation of V⁰ (the first coordinate starts at r_max/B)"),
+		)
+		if v != ldpop.Basic {
+			fs = append(fs, intF("refit", &c.Refit, "refit u_i against the current V every this many rounds (0: once against V⁰, the paper)"))
+		}
+		switch v {
+		case ldpop.LDPOP:
+			fs = append(fs, floatF("eps", &c.Eps, "ε of one released position of V (a round releases per-round positions: ε·√per-round a round)"))
+		case ldpop.Basic:
+			fs = append(fs, floatF("eps", &c.Eps, "ε of the objective noise, drawn once and reused every round (values only: existence is not protected)"))
+		}
+		if v != ldpop.RSMF {
+			fs = append(fs, Field{"noise", "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's H ~ Exp(1), C ~ N(0, 1/n))", schemeValue{&c.Noise}})
+		}
+		return append(fs,
+			boolF("secagg", &c.SecureAggregation, "secure aggregation: the server sees only per-position sums (false: it reads every user's upload)"),
+			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
 		)
 	}
-	ps = append(ps,
-		Param{"secagg", strconv.FormatBool(def.SecureAggregation), "secure aggregation: the server sees only per-position sums (false: it reads every user's upload)"},
-		Param{"workers", "0", "parallel client workers (0: all cores); results do not depend on it"},
-	)
-	return ps
 }
 
-// ldpopConfig reads the params of p.
-func ldpopConfig(v ldpop.Variant, p Params, seed uint64) (ldpop.Config, error) {
-	cfg := ldpop.DefaultConfig(v)
-	r := p.Reader()
-	cfg.Dim, cfg.Rounds = r.Int("dim"), r.Int("epochs")
-	cfg.LearnRate, cfg.Decay, cfg.DecayEvery = r.Float("lr"), r.Float("decay"), r.Int("decay-every")
-	cfg.Reg, cfg.Bound, cfg.InitScale = r.Float("reg"), r.Float("bound"), r.Float("init")
-	cfg.SecureAggregation, cfg.Workers = r.Bool("secagg"), r.Int("workers")
-	if v != ldpop.Basic {
-		cfg.PerRound, cfg.Refit = r.Int("per-round"), r.Int("refit")
-	}
-	noise := "gamma"
-	if v != ldpop.RSMF {
-		cfg.Eps = r.Float("eps")
-		noise = r.String("noise")
-	}
-	if err := r.Err(); err != nil {
-		return cfg, err
-	}
-	var err error
-	if cfg.Noise, err = dp.ParseShareScheme(noise); err != nil {
-		return cfg, paramErr("noise = %q, want gamma or mixture", noise)
-	}
-	cfg.Seed = seed
-	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("%w: %w", ErrParam, err)
-	}
-	return cfg, nil
-}
-
-func registerLDPOP(v ldpop.Variant, summary string, claim Privacy) {
-	register(Spec{
-		Name: v.String(), Summary: summary, Claim: claim, Params: ldpopParams(v),
-		Fit: func(ctx context.Context, train *ratings.Dataset, p Params, seed uint64, hook func(Progress)) (Model, *Result, error) {
-			cfg, err := ldpopConfig(v, p, seed)
-			if err != nil {
-				return nil, nil, err
+func defineLDPOP(v ldpop.Variant, summary string, claim model.Privacy) {
+	define(Spec{Name: v.String(), Summary: summary, Claim: claim},
+		func() ldpop.Config { return ldpop.DefaultConfig(v) }, ldpopFields(v),
+		func(ctx context.Context, train *ratings.Dataset, cfg *ldpop.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
+			c := *cfg
+			c.Seed = seed
+			if err := c.Validate(); err != nil {
+				return nil, nil, invalid(err)
 			}
 			if hook != nil {
-				cfg.OnRound = func(s ldpop.RoundStats) {
+				c.OnRound = func(s ldpop.RoundStats) {
 					hook(Progress{Epoch: s.Round, Epochs: s.Rounds, TrainRMSE: math.NaN(), EpsSpent: s.EpsSpent})
 				}
 			}
-			m, rep, err := ldpop.Train(ctx, train, cfg)
+			m, rep, err := ldpop.Train(ctx, train, c)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -152,19 +127,18 @@ func registerLDPOP(v ldpop.Variant, summary string, claim Privacy) {
 				stats["eps_total_user"] = rep.EpsTotalUser
 				priv.Note += fmt.Sprintf("; this run: user-level total %.4g", rep.EpsTotalUser)
 			}
-			if cfg.Noise == dp.MixtureShares && v != ldpop.RSMF {
+			if c.Noise == dp.MixtureShares && v != ldpop.RSMF {
 				priv.Note += "; noise=mixture: a server that knows H sees Gaussian noise, only (ε, δ) with δ ≈ 0.19 at ε = 1 (dp.MixtureServerDelta)"
 			}
-			if !cfg.SecureAggregation && v != ldpop.RSMF {
+			if !c.SecureAggregation && v != ldpop.RSMF {
 				priv.Note += "; this run had secagg=false: the ε above does not hold against this server"
 			}
-			return m, &Result{Privacy: priv, Stats: stats}, nil
-		},
-	})
+			return withData(m, train), &Result{Privacy: priv, Stats: stats}, nil
+		})
 }
 
 func init() {
-	registerLDPOP(ldpop.LDPOP, "LDP-OP (Wang et al. 2025, Alg. 2): objective perturbation, one position of V per round without replacement, noise on every item", ldpopClaim)
-	registerLDPOP(ldpop.Basic, "LDP-OP basic scheme (Alg. 1): the same objective noise every round, broken by the difference attack (attack target)", ldpopBasicClaim)
-	registerLDPOP(ldpop.RSMF, "RSMF (LDP-OP §6.1): LDP-OP's position sampling without noise (non-private)", rsmfClaim)
+	defineLDPOP(ldpop.LDPOP, "LDP-OP (Wang et al. 2025, Alg. 2): objective perturbation, one position of V per round without replacement, noise on every item", ldpopClaim)
+	defineLDPOP(ldpop.Basic, "LDP-OP basic scheme (Alg. 1): the same objective noise every round, broken by the difference attack (attack target)", ldpopBasicClaim)
+	defineLDPOP(ldpop.RSMF, "RSMF (LDP-OP §6.1): LDP-OP's position sampling without noise (non-private)", rsmfClaim)
 }

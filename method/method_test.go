@@ -9,6 +9,7 @@ import (
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -31,10 +32,10 @@ func TestEveryMethodFitsAndPredictsOnScale(t *testing.T) {
 	mean := eval.Rating(mustFit(t, "mean", train, nil), test).RMSE
 	for _, s := range method.All() {
 		t.Run(s.Name, func(t *testing.T) {
-			if method.RanksOnly(s.Name) {
+			if s.Ranks {
 				t.Skip("ranking method: scores, not ratings (tested by AUC in sdcf_test.go)")
 			}
-			p := method.Params{}
+			p := params{}
 			if s.Has("threshold") {
 				p["threshold"] = "min" // sampling keeps every rating when all ε are large
 			}
@@ -50,7 +51,7 @@ func TestEveryMethodFitsAndPredictsOnScale(t *testing.T) {
 					p[name] = "1000"
 				}
 			}
-			m, res, err := method.Fit(context.Background(), s.Name, train, p, 1, nil)
+			m, res, err := fitText(context.Background(), s.Name, train, p, 1, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,9 +78,9 @@ func TestEveryMethodFitsAndPredictsOnScale(t *testing.T) {
 	}
 }
 
-func mustFit(t *testing.T, name string, train *ratings.Dataset, p method.Params) method.Model {
+func mustFit(t *testing.T, name string, train *ratings.Dataset, p params) *model.Model {
 	t.Helper()
-	m, _, err := method.Fit(context.Background(), name, train, p, 1, nil)
+	m, _, err := fitText(context.Background(), name, train, p, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,29 +92,29 @@ func TestParamErrors(t *testing.T) {
 	tests := []struct {
 		name   string
 		method string
-		p      method.Params
+		p      params
 	}{
-		{"unknown parameter", "mf", method.Params{"eps": "1"}},
-		{"not a number", "mf", method.Params{"lr": "fast"}},
-		{"not an integer", "mf", method.Params{"dim": "2.5"}},
-		{"not a bool", "mf", method.Params{"biased": "maybe"}},
-		{"invalid config", "mf", method.Params{"dim": "0"}},
-		{"negative shrink", "itemavg", method.Params{"shrink": "-1"}},
-		{"zero epsilon", "dp-itemavg", method.Params{"eps": "0"}},
-		{"NaN epsilon", "dp-itemavg", method.Params{"eps": "NaN"}},
+		{"unknown parameter", "mf", params{"eps": "1"}},
+		{"not a number", "mf", params{"lr": "fast"}},
+		{"not an integer", "mf", params{"dim": "2.5"}},
+		{"not a bool", "mf", params{"biased": "maybe"}},
+		{"invalid config", "mf", params{"dim": "0"}},
+		{"negative shrink", "itemavg", params{"shrink": "-1"}},
+		{"zero epsilon", "dp-itemavg", params{"eps": "0"}},
+		{"NaN epsilon", "dp-itemavg", params{"eps": "NaN"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := method.Fit(context.Background(), tc.method, train, tc.p, 1, nil)
+			_, _, err := fitText(context.Background(), tc.method, train, tc.p, 1, nil)
 			if err == nil {
 				t.Fatal("no error")
 			}
 		})
 	}
-	if _, _, err := method.Fit(context.Background(), "nope", train, nil, 1, nil); err == nil {
+	if _, _, err := fitText(context.Background(), "nope", train, nil, 1, nil); err == nil {
 		t.Error("unknown method: no error")
 	}
-	_, _, err := method.Fit(context.Background(), "mf", train, method.Params{"lr": "x"}, 1, nil)
+	_, _, err := fitText(context.Background(), "mf", train, params{"lr": "x"}, 1, nil)
 	if !errors.Is(err, method.ErrParam) {
 		t.Errorf("bad lr: %v does not wrap ErrParam", err)
 	}
@@ -124,7 +125,7 @@ func TestDPItemAvgNoiseShrinksWithEpsilon(t *testing.T) {
 	rmse := func(eps string) float64 {
 		var s float64
 		for seed := range uint64(5) {
-			m, _, err := method.Fit(context.Background(), "dp-itemavg", train, method.Params{"eps": eps}, seed, nil)
+			m, _, err := fitText(context.Background(), "dp-itemavg", train, params{"eps": eps}, seed, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,5 +137,44 @@ func TestDPItemAvgNoiseShrinksWithEpsilon(t *testing.T) {
 	exact := eval.Rating(mustFit(t, "itemavg", train, nil), test).RMSE
 	if !(lo > hi) || math.Abs(hi-exact) > 0.01 {
 		t.Errorf("RMSE at ε 0.05 = %.4f, at ε 100 = %.4f, exact item means %.4f", lo, hi, exact)
+	}
+}
+
+// TestErrorsKeepTheirIdentity checks that a cancelled run of every
+// iterative method returns an error that wraps context.Canceled, and that
+// a diverging run wraps ErrDiverged, so that the experiment runner can
+// tell an interruption and a diverged setting from a failure.
+func TestErrorsKeepTheirIdentity(t *testing.T) {
+	train, _ := realData(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, s := range method.All() {
+		if !s.Has("epochs") && !s.Has("iters") {
+			continue // one pass, nothing to interrupt
+		}
+		t.Run("cancel/"+s.Name, func(t *testing.T) {
+			_, _, err := s.Fit(ctx, train, s.New(), 1, nil)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("cancelled run: error %v does not wrap context.Canceled", err)
+			}
+			if errors.Is(err, method.ErrParam) {
+				t.Errorf("cancelled run: error %v claims a bad parameter", err)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		p    params
+	}{
+		{"mf", params{"lr": "1000", "epochs": "5"}},
+		{"pmf", params{"lr": "1e12", "epochs": "5", "momentum": "0"}},
+		{"pdp-pmf", params{"lr": "1e12", "epochs": "5", "momentum": "0"}},
+	} {
+		t.Run("diverge/"+tc.name, func(t *testing.T) {
+			_, _, err := fitText(context.Background(), tc.name, train, tc.p, 1, nil)
+			if !errors.Is(err, method.ErrDiverged) {
+				t.Errorf("error %v does not wrap ErrDiverged", err)
+			}
+		})
 	}
 }

@@ -12,15 +12,15 @@ func TestPMFMethodsReportClaims(t *testing.T) {
 	train, _ := realData(t)
 	tests := []struct {
 		name    string
-		p       method.Params
+		p       params
 		wantEps float64
 	}{
-		{"dp-pmf", method.Params{"epochs": "2", "eps": "0.5"}, 0.5},
-		{"pdp-pmf", method.Params{"epochs": "2", "threshold": "0.3"}, 0.6}, // 2·min(ε_k, t), Remark 7
+		{"dp-pmf", params{"epochs": "2", "eps": "0.5"}, 0.5},
+		{"pdp-pmf", params{"epochs": "2", "threshold": "0.3"}, 0.6}, // 2·min(ε_k, t), Remark 7
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, res, err := method.Fit(context.Background(), tc.name, train, tc.p, 1, nil)
+			_, res, err := fitText(context.Background(), tc.name, train, tc.p, 1, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,15 +37,15 @@ func TestPMFMethodParamErrors(t *testing.T) {
 	train, _ := realData(t)
 	for _, tc := range []struct {
 		name string
-		p    method.Params
+		p    params
 	}{
-		{"dp-pmf", method.Params{"eps": "0"}},
-		{"dp-pmf", method.Params{"solver": "newton"}},
-		{"pdp-pmf", method.Params{"threshold": "median"}},
-		{"pdp-pmf", method.Params{"f-c": "0.9"}},
-		{"pmf", method.Params{"dim": "0"}},
+		{"dp-pmf", params{"eps": "0"}},
+		{"dp-pmf", params{"solver": "newton"}},
+		{"pdp-pmf", params{"threshold": "median"}},
+		{"pdp-pmf", params{"f-c": "0.9"}},
+		{"pmf", params{"dim": "0"}},
 	} {
-		_, _, err := method.Fit(context.Background(), tc.name, train, tc.p, 1, nil)
+		_, _, err := fitText(context.Background(), tc.name, train, tc.p, 1, nil)
 		if !errors.Is(err, method.ErrParam) {
 			t.Errorf("%s %v: error %v does not wrap ErrParam", tc.name, tc.p, err)
 		}

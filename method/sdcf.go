@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
 
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 	"github.com/privrec/privrec/sdcf"
@@ -36,7 +36,7 @@ import (
 //     total min(ε_P, T·ε_I); no fake gradients, no ε_g.
 //
 // The BPR methods rank: their Predict returns a score, not a rating (see
-// RanksOnly).
+// Spec.Ranks).
 //
 // Result.Stats reports, besides the ε spent (eps_g_round, eps_g_total,
 // eps_i_round, eps_i_total, eps_p_round, eps_p_total), the measured uploads
@@ -58,95 +58,86 @@ const sdmfNote = sdcfNote + "; the existence protection assumes the server canno
 	"lie on the rating grid and the fakes' do not, and `privrec audit --attack grid` infers existence beyond the ε_P bound"
 
 var (
-	sdmfClaim   = Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdmfNote}
-	sdbprClaim  = Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdcfNote + "; no ε_g (no fake gradients)"}
-	isgldClaim  = Privacy{Unit: "rating value", Trusted: "nobody", Note: "Laplace input perturbation on the device, one release; existence and the model are not protected"}
-	sgldNoClaim = Privacy{Unit: "none", Trusted: "everyone", Note: "ratings stay on the devices, but each upload shows which items its user rated"}
+	sdmfClaim   = model.Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdmfNote}
+	sdbprClaim  = model.Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdcfNote + "; no ε_g (no fake gradients)"}
+	isgldClaim  = model.Privacy{Unit: "rating value", Trusted: "nobody", Note: "Laplace input perturbation on the device, one release; existence and the model are not protected"}
+	sgldNoClaim = model.Privacy{Unit: "none", Trusted: "everyone", Note: "ratings stay on the devices, but each upload shows which items its user rated"}
 )
 
-// rankingMethods are the methods whose Predict is a ranking score.
-var rankingMethods = map[string]bool{"bpr-sgld": true, "sd-bprmf": true}
+// sdcfFields names the fields of an sdcf.Config for a method that is
+// private or not and has fake gradients (ε_g) or not.
+func sdcfFields(private, epsG bool) func(c *sdcf.Config) []Field {
+	return func(c *sdcf.Config) []Field {
+		fs := []Field{
+			intF("dim", &c.Dim, "latent dimension K"),
+			intF("epochs", &c.Rounds, "training iterations T (protocol rounds)"),
+			floatF("lr0", &c.LR0, "initial step η_0 of η_t = η_0/t^γ (on mean gradients)"),
+			floatF("gamma", &c.Gamma, "step decay γ"),
+			floatF("lambda", &c.Lambda, "fixed prior precision Λ_u = Λ_v (0: draw per dimension from Gamma(lambda-shape, rate lambda-rate), the paper's)"),
+			floatF("lambda-shape", &c.LambdaShape, "shape of the Gamma prior of the precisions Λ_u, Λ_v (with lambda 0)"),
+			floatF("lambda-rate", &c.LambdaRate, "rate of that prior (the paper's Gamma(1, 100))"),
+			floatF("temp", &c.Temp, "Langevin noise N(0, temp·η_t I) per gradient (1: eq. (5) literally)"),
+			floatF("init", &c.InitScale, "standard deviation of the initial factors"),
+			boolF("item-bias", &c.ItemBias, "fix u_i[0] = 1 on the device so that v_j[0] learns the item offset"),
+			floatF("server-step", &c.ServerStep, "κ: the server moves v_j by κ × the mean data gradient received (prior applied once)"),
+			floatF("server-pseudo", &c.ServerPseudo, "n0: the server averages an item's uploads over n + n0 (damps items few clients sent)"),
+			floatF("dropout", &c.Dropout, "probability that a client is offline in a round"),
+			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
+		}
+		if private {
+			fs = append(fs, floatF("eps-i", &c.EpsI, "ε_I of one round's item randomized response (Thm 2); ε_P = 2·ε_I bounds all rounds"),
+				floatF("z", &c.Z, "expected uploads per client and round, eq. (12) (0: |R|/|U|)"))
+		}
+		if epsG {
+			fs = append(fs, floatF("eps-g", &c.EpsG, "ε_g of one round's fake gradients (Thm 3), sets the truncation α"))
+		}
+		return fs
+	}
+}
 
-// RanksOnly reports whether the method called name is a one-class ranking
-// method, whose Predict returns a ranking score rather than a rating:
-// evaluate it by ranking metrics (AUC), not by RMSE.
-func RanksOnly(name string) bool { return rankingMethods[name] }
+// sdcfVariant is one method of the SDCF family on an sdcf.Config.
+type sdcfVariant struct {
+	name, summary string
+	loss          sdcf.Loss
+	private, epsG bool
+	claim         model.Privacy
+}
 
-// sdcfParams returns the parameters of an SDCF method; the defaults are
-// sdcf.DefaultConfig's, chosen on a validation split of training data.
+// defaults returns the variant's default config.
 //
 // sdmf-alpha-inf defaults to κ = 2 rather than SDMF's 4: its untruncated
 // fake errors feed back (noisier V, larger errors, wider fakes), and at κ = 4
 // it is far noisier early on sparse data (ml-latest-small after 10 rounds:
 // RMSE 1.285 against 1.014 at κ = 2 and 0.952 at κ = 1), while on the ML-100K
 // validation split κ = 2 and 4 differ by 0.003.
-func sdcfParams(loss sdcf.Loss, private, epsG, isgld bool) []Param {
-	def := sdcf.DefaultConfig(loss, private)
-	if private && !epsG && loss == sdcf.Squared {
-		def.ServerStep = 2
+func (v sdcfVariant) defaults() sdcf.Config {
+	c := sdcf.DefaultConfig(v.loss, v.private)
+	if v.private && !v.epsG && v.loss == sdcf.Squared {
+		c.ServerStep = 2
 	}
-	ps := []Param{
-		{"dim", strconv.Itoa(def.Dim), "latent dimension K"},
-		{"epochs", strconv.Itoa(def.Rounds), "training iterations T (protocol rounds)"},
-		{"lr0", ftoa(def.LR0), "initial step η_0 of η_t = η_0/t^γ (on mean gradients)"},
-		{"gamma", ftoa(def.Gamma), "step decay γ"},
-		{"lambda", ftoa(def.Lambda), "fixed prior precision Λ_u = Λ_v (0: draw per dimension from Gamma(lambda-shape, rate lambda-rate), the paper's)"},
-		{"lambda-shape", ftoa(def.LambdaShape), "shape of the Gamma prior of the precisions Λ_u, Λ_v (with lambda 0)"},
-		{"lambda-rate", ftoa(def.LambdaRate), "rate of that prior (the paper's Gamma(1, 100))"},
-		{"temp", ftoa(def.Temp), "Langevin noise N(0, temp·η_t I) per gradient (1: eq. (5) literally)"},
-		{"init", ftoa(def.InitScale), "standard deviation of the initial factors"},
-		{"item-bias", strconv.FormatBool(def.ItemBias), "fix u_i[0] = 1 on the device so that v_j[0] learns the item offset"},
-		{"server-step", ftoa(def.ServerStep), "κ: the server moves v_j by κ × the mean data gradient received (prior applied once)"},
-		{"server-pseudo", ftoa(def.ServerPseudo), "n0: the server averages an item's uploads over n + n0 (damps items few clients sent)"},
-		{"dropout", "0", "probability that a client is offline in a round"},
-		{"workers", "0", "parallel client workers (0: all cores); results do not depend on it"},
+	if !v.epsG {
+		c.EpsG = 0
 	}
-	if private {
-		ps = append(ps, Param{"eps-i", ftoa(def.EpsI), "per-round budget ε_I of the IRR (Thm 2); ε_P = 2·ε_I"},
-			Param{"z", "0", "expected uploads per client and round, eq. (12) (0: |R|/|U|)"})
-	}
-	if epsG {
-		ps = append(ps, Param{"eps-g", ftoa(def.EpsG), "budget ε_g of the fake gradients (Thm 3), sets the truncation α"})
-	}
-	if isgld {
-		ps = append(ps, Param{"eps", "4", "Laplace budget ε of every rating value"})
-	}
-	return ps
+	return c
 }
 
-func sdcfConfig(loss sdcf.Loss, p Params, seed uint64, private, epsG bool) (sdcf.Config, error) {
-	cfg := sdcf.DefaultConfig(loss, private)
-	r := p.Reader()
-	cfg.Dim, cfg.Rounds = r.Int("dim"), r.Int("epochs")
-	cfg.LR0, cfg.Gamma = r.Float("lr0"), r.Float("gamma")
-	cfg.Lambda, cfg.LambdaShape, cfg.LambdaRate = r.Float("lambda"), r.Float("lambda-shape"), r.Float("lambda-rate")
-	cfg.Temp, cfg.InitScale = r.Float("temp"), r.Float("init")
-	cfg.ItemBias, cfg.ServerStep, cfg.ServerPseudo = r.Bool("item-bias"), r.Float("server-step"), r.Float("server-pseudo")
-	cfg.Dropout, cfg.Workers = r.Float("dropout"), r.Int("workers")
-	cfg.Private, cfg.EpsG, cfg.Seed = private, 0, seed
-	if private {
-		cfg.EpsI, cfg.Z = r.Float("eps-i"), r.Float("z")
+// config returns cfg with the variant's fixed fields and seed, validated.
+func (v sdcfVariant) config(cfg sdcf.Config, seed uint64) (sdcf.Config, error) {
+	c := cfg
+	c.Loss, c.Private, c.Seed = v.loss, v.private, seed
+	if !v.epsG {
+		c.EpsG = 0
+	} else if !(c.EpsG > 0) {
+		return c, paramErr("eps-g = %g must be positive (sdmf-alpha-inf is ε_g = 0)", c.EpsG)
 	}
-	if epsG {
-		cfg.EpsG = r.Float("eps-g")
-		if err := r.Err(); err == nil && !(cfg.EpsG > 0) {
-			return cfg, paramErr("eps-g = %g must be positive (sdmf-alpha-inf is ε_g = 0)", cfg.EpsG)
-		}
+	if !(c.ServerStep > 0) {
+		return c, paramErr("server-step = %g must be positive", c.ServerStep)
 	}
-	if err := r.Err(); err != nil {
-		return cfg, err
-	}
-	if !(cfg.ServerStep > 0) {
-		return cfg, paramErr("server-step = %g must be positive", cfg.ServerStep)
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, paramErr("%v", err)
-	}
-	return cfg, nil
+	return c, invalid(c.Validate())
 }
 
 // fitSDCF trains cfg and fills the Result.
-func fitSDCF(ctx context.Context, train *ratings.Dataset, cfg sdcf.Config, claim Privacy, hook func(Progress)) (Model, *Result, error) {
+func fitSDCF(ctx context.Context, train *ratings.Dataset, cfg sdcf.Config, claim model.Privacy, hook Hook) (*model.Model, *Result, error) {
 	var h func(sdcf.RoundStats)
 	if hook != nil {
 		h = func(s sdcf.RoundStats) {
@@ -184,61 +175,53 @@ func fitSDCF(ctx context.Context, train *ratings.Dataset, cfg sdcf.Config, claim
 			stats[k] = v
 		}
 	}
-	return m, &Result{Privacy: priv, Stats: stats}, nil
+	return withData(m, train), &Result{Privacy: priv, Stats: stats}, nil
 }
 
 func init() {
-	type variant struct {
-		name, summary string
-		loss          sdcf.Loss
-		private, epsG bool
-		claim         Privacy
-	}
-	for _, v := range []variant{
+	for _, v := range []sdcfVariant{
 		{"sgld-mf", "SGLD matrix factorization between devices and a server (SDCF §2.3, non-private)", sdcf.Squared, false, false, sgldNoClaim},
 		{"sdmf", "SDMF (SDCF Alg. 1-2): SGLD gradients, two-stage randomized response, truncated fake gradients", sdcf.Squared, true, true, sdmfClaim},
 		{"sdmf-alpha-inf", "SDMF with α = ∞ (SDCF §4.1): untruncated fake gradients, ε_g = 0", sdcf.Squared, true, false, sdmfClaim},
 		{"bpr-sgld", "BPR-MF trained by SGLD between devices and a server (SDCF §4.1 Task 2, non-private; ranks, no ratings)", sdcf.BPR, false, false, sgldNoClaim},
 		{"sd-bprmf", "SD-BPRMF (SDCF Lemma 2): BPR by SGLD with two-stage randomized response (ranks, no ratings)", sdcf.BPR, true, false, sdbprClaim},
 	} {
-		register(Spec{
-			Name: v.name, Summary: v.summary, Claim: v.claim,
-			Params: sdcfParams(v.loss, v.private, v.epsG, false),
-			Fit: func(ctx context.Context, train *ratings.Dataset, p Params, seed uint64, hook func(Progress)) (Model, *Result, error) {
-				cfg, err := sdcfConfig(v.loss, p, seed, v.private, v.epsG)
+		define(Spec{Name: v.name, Summary: v.summary, Claim: v.claim, Ranks: v.loss == sdcf.BPR},
+			v.defaults, sdcfFields(v.private, v.epsG),
+			func(ctx context.Context, train *ratings.Dataset, cfg *sdcf.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
+				c, err := v.config(*cfg, seed)
 				if err != nil {
 					return nil, nil, err
 				}
-				return fitSDCF(ctx, train, cfg, v.claim, hook)
-			},
-		})
+				return fitSDCF(ctx, train, c, v.claim, hook)
+			})
 	}
-	register(Spec{
+	isgld := sdcfVariant{loss: sdcf.Squared}
+	define(Spec{
 		Name:    "isgld",
 		Summary: "ISGLD (SDCF §4.1): Laplace noise on each rating on the device, then SGLD MF",
 		Claim:   isgldClaim,
-		Params:  sdcfParams(sdcf.Squared, false, false, true),
-		Fit: func(ctx context.Context, train *ratings.Dataset, p Params, seed uint64, hook func(Progress)) (Model, *Result, error) {
-			eps, err := p.Float("eps")
-			if err != nil {
-				return nil, nil, err
-			}
-			cfg, err := sdcfConfig(sdcf.Squared, p, seed, false, false)
-			if err != nil {
-				return nil, nil, err
-			}
-			noisy, err := sdcf.PerturbRatings(rng.New(seed, rngISGLD), train, eps)
-			if err != nil {
-				return nil, nil, paramErr("%v", err)
-			}
-			m, res, err := fitSDCF(ctx, noisy, cfg, isgldClaim, hook)
-			if err != nil {
-				return nil, nil, err
-			}
-			res.Privacy.EpsRound, res.Privacy.EpsTotal = eps, eps
-			return m, res, nil
+	}, sdcf.DefaultISGLDConfig,
+		func(c *sdcf.ISGLDConfig) []Field {
+			return append(sdcfFields(false, false)(&c.Config),
+				floatF("eps", &c.Eps, "ε of every rating value, spent once on the device (Laplace input perturbation)"))
 		},
-	})
+		func(ctx context.Context, train *ratings.Dataset, cfg *sdcf.ISGLDConfig, seed uint64, hook Hook) (*model.Model, *Result, error) {
+			c, err := isgld.config(cfg.Config, seed)
+			if err != nil {
+				return nil, nil, err
+			}
+			noisy, err := sdcf.PerturbRatings(rng.New(seed, rngISGLD), train, cfg.Eps)
+			if err != nil {
+				return nil, nil, invalid(err)
+			}
+			m, res, err := fitSDCF(ctx, noisy, c, isgldClaim, hook)
+			if err != nil {
+				return nil, nil, err
+			}
+			res.Privacy.EpsRound, res.Privacy.EpsTotal = cfg.Eps, cfg.Eps
+			return withData(m, train), res, nil
+		})
 }
 
 // rngISGLD labels ISGLD's input-perturbation stream.

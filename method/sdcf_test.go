@@ -13,7 +13,7 @@ import (
 
 // TestSDCFRankingMethods evaluates the BPR methods by leave-one-out AUC,
 // as SDCF does; TestEveryMethodFitsAndPredictsOnScale must skip them
-// (method.RanksOnly), since their Predict is a score, not a rating.
+// (Spec.Ranks), since their Predict is a score, not a rating.
 func TestSDCFRankingMethods(t *testing.T) {
 	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{})
 	if err != nil {
@@ -25,14 +25,14 @@ func TestSDCFRankingMethods(t *testing.T) {
 	}
 	for _, name := range []string{"bpr-sgld", "sd-bprmf"} {
 		t.Run(name, func(t *testing.T) {
-			if !method.RanksOnly(name) {
-				t.Fatal("not marked RanksOnly")
+			if s, _ := method.Lookup(name); !s.Ranks {
+				t.Fatal("not marked Ranks")
 			}
-			p := method.Params{"epochs": "15"}
+			p := params{"epochs": "15"}
 			if name == "sd-bprmf" {
 				p["eps-i"] = "4"
 			}
-			m, res, err := method.Fit(context.Background(), name, s.Train, p, 1, nil)
+			m, res, err := fitText(context.Background(), name, s.Train, p, 1, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func TestSDCFRankingMethods(t *testing.T) {
 			}
 		})
 	}
-	if method.RanksOnly("sdmf") {
+	if s, _ := method.Lookup("sdmf"); s.Ranks {
 		t.Error("sdmf predicts ratings")
 	}
 }
@@ -54,8 +54,8 @@ func TestSDCFRankingMethods(t *testing.T) {
 // and ε_P in the Result.
 func TestSDMFReportsEveryBudget(t *testing.T) {
 	train, _ := realData(t)
-	_, res, err := method.Fit(context.Background(), "sdmf", train,
-		method.Params{"epochs": "4", "dim": "10", "eps-g": "0.5", "eps-i": "0.25"}, 1, nil)
+	_, res, err := fitText(context.Background(), "sdmf", train,
+		params{"epochs": "4", "dim": "10", "eps-g": "0.5", "eps-i": "0.25"}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,19 +74,19 @@ func TestSDCFParamErrors(t *testing.T) {
 	train, _ := realData(t)
 	for _, tc := range []struct {
 		method string
-		p      method.Params
+		p      params
 	}{
-		{"sdmf", method.Params{"eps-g": "0"}},
-		{"sdmf", method.Params{"eps-i": "-1"}},
-		{"sdmf-alpha-inf", method.Params{"eps-g": "1"}},
-		{"isgld", method.Params{"eps": "0"}},
-		{"sgld-mf", method.Params{"dropout": "1"}},
-		{"sdmf", method.Params{"server-step": "0"}},
-		{"sgld-mf", method.Params{"lambda": "-1"}},
-		{"sgld-mf", method.Params{"server-pseudo": "-1"}},
-		{"sgld-mf", method.Params{"item-bias": "maybe"}},
+		{"sdmf", params{"eps-g": "0"}},
+		{"sdmf", params{"eps-i": "-1"}},
+		{"sdmf-alpha-inf", params{"eps-g": "1"}},
+		{"isgld", params{"eps": "0"}},
+		{"sgld-mf", params{"dropout": "1"}},
+		{"sdmf", params{"server-step": "0"}},
+		{"sgld-mf", params{"lambda": "-1"}},
+		{"sgld-mf", params{"server-pseudo": "-1"}},
+		{"sgld-mf", params{"item-bias": "maybe"}},
 	} {
-		if _, _, err := method.Fit(context.Background(), tc.method, train, tc.p, 1, nil); err == nil {
+		if _, _, err := fitText(context.Background(), tc.method, train, tc.p, 1, nil); err == nil {
 			t.Errorf("%s %v: no error", tc.method, tc.p)
 		}
 	}
@@ -96,8 +96,8 @@ func TestSDCFParamErrors(t *testing.T) {
 // Result.Stats under dropout.
 func TestSDMFStatsAndDropout(t *testing.T) {
 	train, _ := realData(t)
-	_, res, err := method.Fit(context.Background(), "sdmf", train,
-		method.Params{"epochs": "5", "dim": "10", "dropout": "0.4"}, 1, nil)
+	_, res, err := fitText(context.Background(), "sdmf", train,
+		params{"epochs": "5", "dim": "10", "dropout": "0.4"}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/privrec/privrec/eval"
-	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -72,7 +72,7 @@ type evalReport struct {
 	Users        int                     `json:"users"`
 	Items        int                     `json:"items"`
 	Method       string                  `json:"method"`
-	Config       map[string]any          `json:"config"`
+	Config       json.RawMessage         `json:"config"`
 	Split        string                  `json:"split"`
 	Seed         uint64                  `json:"seed"`
 	RMSE         float64                 `json:"rmse"`
@@ -81,8 +81,10 @@ type evalReport struct {
 	TrainSeconds float64                 `json:"train_seconds"`
 	Summary      map[string]eval.Summary `json:"summary"`
 	// Privacy is the method's claim and what the last run spent.
-	Privacy *method.Privacy `json:"privacy,omitempty"`
-	Runs    []runResult     `json:"runs"`
+	Privacy *model.Privacy `json:"privacy,omitempty"`
+	Runs    []runResult    `json:"runs"`
+	// Settings is the method and its config as one line of text.
+	Settings string `json:"-"`
 }
 
 func (a *app) evaluateCmd() *cobra.Command {
@@ -127,7 +129,7 @@ loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N.`,
 			}
 			ctx := cmd.Context()
 			rep := evalReport{Dataset: df.data, Ratings: d.Len(), Users: d.NumUsers(), Items: d.NumItems(),
-				Method: mfl.method, Config: mfl.config(), Split: split, Seed: seed}
+				Method: mfl.spec.Name, Config: mfl.config(), Split: split, Seed: seed, Settings: mfl.String()}
 			metrics := map[string][]float64{}
 			for r := range repeats {
 				s := seed + uint64(r)
@@ -179,7 +181,8 @@ loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N.`,
 		},
 	}
 	df.register(cmd.Flags())
-	mfl.register(cmd.Flags())
+	mfl.register(cmd.Flags(), a.args)
+	cmd.SetFlagErrorFunc(mfl.flagError)
 	cmd.Flags().StringVar(&split, "split", "random:0.9", "how to split train and test (see above)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the split and the training")
 	cmd.Flags().IntVar(&repeats, "repeats", 1, "number of seeds to repeat over")
@@ -191,7 +194,7 @@ loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N.`,
 
 func printReport(a *app, r *evalReport, rankK int) error {
 	fmt.Fprintf(a.stdout, "%s: %d ratings, %d users, %d items\n", r.Dataset, r.Ratings, r.Users, r.Items)
-	fmt.Fprintf(a.stdout, "method %s %v, split %s, %d run(s)\n", r.Method, r.Config, r.Split, len(r.Runs))
+	fmt.Fprintf(a.stdout, "method %s, split %s, %d run(s)\n", r.Settings, r.Split, len(r.Runs))
 	if p := r.Privacy; p != nil && p.Unit != "none" {
 		fmt.Fprintf(a.stdout, "privacy: protects %s, trusts %s; ε per round %.4g, in total %.4g", p.Unit, p.Trusted, p.EpsRound, p.EpsTotal)
 		if p.Delta > 0 {

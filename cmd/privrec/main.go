@@ -27,7 +27,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := newRoot(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	err := newRoot(os.Stdout, os.Stderr, os.Args[1:]).ExecuteContext(ctx)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			fmt.Fprintln(os.Stderr, "privrec: interrupted")
@@ -43,10 +43,14 @@ type app struct {
 	stdout, stderr io.Writer
 	verbose        bool
 	log            *slog.Logger
+	args           []string // the command line, without the program name
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	a := &app{stdout: stdout, stderr: stderr}
+// newRoot returns the privrec command for args (without the program
+// name): the method commands read --method from args before parsing, to
+// register that method's flags.
+func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
+	a := &app{stdout: stdout, stderr: stderr, args: args}
 	root := &cobra.Command{
 		Use:   "privrec",
 		Short: "Recommendations learned from ratings the recommender never sees",
@@ -65,10 +69,11 @@ The default dataset, ml-latest-small (MovieLens, GroupLens), is embedded.`,
 			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 		},
 	}
+	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log progress details to stderr")
-	root.AddCommand(a.evaluateCmd(), a.trainCmd(), a.recommendCmd(), a.dataCmd())
+	root.AddCommand(a.evaluateCmd(), a.trainCmd(), a.recommendCmd(), a.methodsCmd(), a.dataCmd())
 	root.AddCommand(a.experimentCmd())
 	root.AddCommand(a.auditCmd())
 	return root

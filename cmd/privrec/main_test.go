@@ -8,14 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
 )
 
 // run executes privrec with args and returns stdout, stderr and the error.
 func run(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	root := newRoot(&out, &errb)
-	root.SetArgs(args)
+	root := newRoot(&out, &errb, args)
 	err := root.ExecuteContext(context.Background())
 	return out.String(), errb.String(), err
 }
@@ -125,15 +127,15 @@ func TestSkipBadReports(t *testing.T) {
 func TestTrainRecommendRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	small := filepath.Join("testdata", "small.tsv")
-	model := filepath.Join(dir, "m.prm")
-	if _, _, err := run(t, "train", "--data", small, "--dim", "2", "--epochs", "5", "--out", model); err != nil {
+	modelPath := filepath.Join(dir, "m.prm")
+	if _, _, err := run(t, "train", "--data", small, "--dim", "2", "--epochs", "5", "--out", modelPath); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := run(t, "recommend", "--model", model, "--data", small, "--user", "1", "-n", "5", "--json")
+	out, _, err := run(t, "recommend", "--model", modelPath, "--data", small, "--user", "1", "-n", "5", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []recommendation
+	var recs []model.Recommendation
 	if err := json.Unmarshal([]byte(out), &recs); err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +143,100 @@ func TestTrainRecommendRoundTrip(t *testing.T) {
 	if len(recs) != 1 || recs[0].Item != "12" {
 		t.Errorf("recommendations %+v, want only item 12", recs)
 	}
-	if _, _, err := run(t, "recommend", "--model", model, "--user", "99"); err == nil || !strings.Contains(err.Error(), `"99"`) {
+	if _, _, err := run(t, "recommend", "--model", modelPath, "--user", "99"); err == nil || !strings.Contains(err.Error(), `"99"`) {
 		t.Errorf("unknown user: error = %v", err)
+	}
+}
+
+// TestEveryMethodTrainsSavesAndRecommends is the loop a new user runs:
+// every method trains, saves a model, and recommends from it with scores
+// on the rating scale.
+func TestEveryMethodTrainsSavesAndRecommends(t *testing.T) {
+	names, _, err := run(t, "methods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := filepath.Join("testdata", "small.tsv")
+	for _, name := range strings.Fields(names) {
+		t.Run(name, func(t *testing.T) {
+			s, err := method.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "m.model")
+			args := []string{"train", "--data", small, "--method", name, "--out", path}
+			switch {
+			case s.Has("epochs"):
+				args = append(args, "--epochs", "3")
+			case s.Has("iters"):
+				args = append(args, "--iters", "3")
+			}
+			if _, _, err := run(t, args...); err != nil {
+				t.Fatal(err)
+			}
+			m, err := model.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Method != name || len(m.Config) == 0 {
+				t.Errorf("model records method %q, config %s", m.Method, m.Config)
+			}
+			out, _, err := run(t, "recommend", "--model", path, "--user", "1", "-n", "3", "--json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var recs []model.Recommendation
+			if err := json.Unmarshal([]byte(out), &recs); err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != 3 {
+				t.Fatalf("%d recommendations, want 3", len(recs))
+			}
+			for _, r := range recs {
+				if !s.Ranks && (r.Score < m.Scale.Min || r.Score > m.Scale.Max) {
+					t.Errorf("score %v of item %s off the scale %v", r.Score, r.Item, m.Scale)
+				}
+			}
+		})
+	}
+}
+
+// TestMethodHelpIsThatMethods checks that --method M --help lists M's own
+// flags and no other method's, and that another method's flag is an error.
+func TestMethodHelpIsThatMethods(t *testing.T) {
+	tests := []struct {
+		method   string
+		has, not []string
+	}{
+		{"hdpmf", []string{"--eps ", "--rescale", "--f-uc", "--data"}, []string{"--threshold", "--biased", "--iters"}},
+		{"mf", []string{"--biased", "--dim ", "--split"}, []string{"--eps ", "--rescale"}},
+		{"ldp-op", []string{"--per-round", "--eps "}, []string{"--rescale", "--eps-i"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method, func(t *testing.T) {
+			out, _, err := run(t, "evaluate", "--method", tc.method, "--help")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range tc.has {
+				if !strings.Contains(out, f) {
+					t.Errorf("help lacks %s", f)
+				}
+			}
+			for _, f := range tc.not {
+				if strings.Contains(out, f) {
+					t.Errorf("help lists %s", f)
+				}
+			}
+		})
+	}
+	_, _, err := run(t, "evaluate", "--method", "mf", "--eps", "1")
+	if err == nil || !strings.Contains(err.Error(), "--eps") || !strings.Contains(err.Error(), "method mf") {
+		t.Errorf("mf with --eps: error = %v", err)
+	}
+	_, _, err = run(t, "evaluate", "--method", "mf", "--dim", "two")
+	if err == nil || !strings.Contains(err.Error(), "--dim") {
+		t.Errorf("--dim two: error = %v", err)
 	}
 }
 

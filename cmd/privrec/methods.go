@@ -2,106 +2,81 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/privrec/privrec/internal/progress"
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
 
-// model is what a fitted method gives: predictions and item scores.
-type model = method.Model
-
-// methodFlags configure the method to train: --method and one flag per
-// hyperparameter of any registered method. Only the flags given on the
-// command line are passed on, so every method keeps its own defaults.
+// methodFlags configure the method to train: --method, and one typed flag
+// per field of that method's config, bound to the config itself. Which
+// method's flags exist is read from the command line before it is parsed,
+// so `--method hdpmf --help` lists hdpmf's flags and nothing else.
 type methodFlags struct {
-	method string
-	fs     *pflag.FlagSet
-	values map[string]*string
+	name   string
+	err    error // an unknown --method, reported when the command runs
 	spec   method.Spec
-	params method.Params // resolved, after validate
+	cfg    any // the typed config the flags set
 	result *method.Result
 }
 
-func (f *methodFlags) register(fs *pflag.FlagSet) {
-	f.fs = fs
-	f.values = map[string]*string{}
-	fs.StringVar(&f.method, "method", "mf", "method: "+strings.Join(method.Names(), ", "))
-	type info struct {
-		usage    string
-		defaults []string // "method: default"
-		def      string
-		same     bool
-	}
-	params := map[string]*info{}
-	var order []string
-	for _, s := range method.All() {
-		for _, p := range s.Params {
-			in, ok := params[p.Name]
-			if !ok {
-				in = &info{usage: p.Usage, def: p.Default, same: true}
-				params[p.Name] = in
-				order = append(order, p.Name)
-			}
-			in.defaults = append(in.defaults, s.Name+": "+p.Default)
-			if p.Default != in.def {
-				in.same = false
-			}
+// methodArg returns the value of --method in args, or "mf".
+func methodArg(args []string) string {
+	for k, a := range args {
+		switch {
+		case a == "--":
+			return "mf"
+		case a == "--method" && k+1 < len(args):
+			return args[k+1]
+		case strings.HasPrefix(a, "--method="):
+			return strings.TrimPrefix(a, "--method=")
 		}
 	}
-	slices.Sort(order)
-	for _, name := range order {
-		in := params[name]
-		usage := in.usage
-		if in.same {
-			usage += fmt.Sprintf(" (default %s)", in.def)
-		} else {
-			usage += " (default " + strings.Join(in.defaults, ", ") + ")"
-		}
-		f.values[name] = fs.String(name, "", usage)
-		if in.def == "true" || in.def == "false" {
-			fs.Lookup(name).NoOptDefVal = "true"
+	return "mf"
+}
+
+// register adds --method and the flags of the method named in args to fs.
+func (f *methodFlags) register(fs *pflag.FlagSet, args []string) {
+	fs.StringVar(&f.name, "method", "mf", "method (privrec methods lists them; --method M --help shows M's flags)")
+	s, err := method.Lookup(methodArg(args))
+	if err != nil {
+		f.err = fmt.Errorf("--method %q: %w", methodArg(args), err)
+		s, _ = method.Lookup("mf")
+	}
+	f.spec, f.cfg = s, s.New()
+	for _, fl := range s.Fields(f.cfg) {
+		fs.Var(fl.Value, fl.Name, fl.Usage)
+		if fl.Value.Type() == "bool" {
+			fs.Lookup(fl.Name).NoOptDefVal = "true"
 		}
 	}
 }
 
-// validate checks --method and resolves the hyperparameters given for it;
-// a flag that the method does not have is an error, not silently ignored.
-func (f *methodFlags) validate() error {
-	s, err := method.Lookup(f.method)
-	if err != nil {
-		return fmt.Errorf("--method %q: want one of %s", f.method, strings.Join(method.Names(), ", "))
-	}
-	given := method.Params{}
-	for name, v := range f.values {
-		if f.fs.Changed(name) {
-			if !s.Has(name) {
-				return fmt.Errorf("--%s: method %s has no such parameter (it has %s)", name, s.Name, strings.Join(s.ParamNames(), ", "))
-			}
-			given[name] = *v
-		}
-	}
-	p, err := s.Resolve(given)
-	if err != nil {
-		return err
-	}
-	f.spec, f.params = s, p
-	return nil
+// validate reports an unknown --method.
+func (f *methodFlags) validate() error { return f.err }
+
+// String prints the method and its settings, as a run reports them.
+func (f *methodFlags) String() string {
+	return f.spec.Name + " " + method.String(f.spec.Fields(f.cfg))
 }
+
+// config returns the method's settings as a JSON object.
+func (f *methodFlags) config() json.RawMessage { return method.JSON(f.spec.Fields(f.cfg)) }
 
 // fit trains the method on train with the given seed, showing a bar on w.
-func (f *methodFlags) fit(ctx context.Context, train *ratings.Dataset, seed uint64, w io.Writer) (model, error) {
+func (f *methodFlags) fit(ctx context.Context, train *ratings.Dataset, seed uint64, w io.Writer) (*model.Model, error) {
 	var bar *progress.Bar
 	defer func() { bar.Finish() }()
-	m, res, err := f.spec.Fit(ctx, train, f.params, seed, func(p method.Progress) {
+	m, res, err := f.spec.Fit(ctx, train, f.cfg, seed, func(p method.Progress) {
 		if bar == nil {
 			bar = progress.New(w, int64(p.Epochs), "training", "epochs")
 		}
@@ -119,20 +94,65 @@ func (f *methodFlags) fit(ctx context.Context, train *ratings.Dataset, seed uint
 	return m, err
 }
 
-// config returns the method's resolved hyperparameters for reports, with
-// numbers and booleans as such.
-func (f *methodFlags) config() map[string]any {
-	out := make(map[string]any, len(f.params))
-	for k, v := range f.params {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			out[k] = n
-		} else if x, err := strconv.ParseFloat(v, 64); err == nil {
-			out[k] = x
-		} else if b, err := strconv.ParseBool(v); err == nil {
-			out[k] = b
-		} else {
-			out[k] = v
-		}
+// methodInfo is one method in `privrec methods --json`.
+type methodInfo struct {
+	Name    string        `json:"name"`
+	Summary string        `json:"summary"`
+	Ranks   bool          `json:"ranks,omitempty"`
+	Privacy model.Privacy `json:"privacy"`
+	Config  []paramInfo   `json:"config"`
+}
+
+// paramInfo is one hyperparameter in `privrec methods --json`.
+type paramInfo struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Default any    `json:"default"`
+	Usage   string `json:"usage"`
+}
+
+func (a *app) methodsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "methods",
+		Short: "List the methods, one name per line (--json: configs and claims)",
+		Long: `methods prints the name of every method, one per line, for scripts. With
+--json it prints each method's summary, its privacy claim (what one
+protected unit is, who is trusted) and its configuration: every parameter
+with its type, default and meaning.`,
+		Example: `  for m in $(privrec methods); do privrec train --method $m --epochs 3 --out /tmp/m.model; done
+  privrec methods --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !asJSON {
+				for _, n := range method.Names() {
+					fmt.Fprintln(a.stdout, n)
+				}
+				return nil
+			}
+			var out []methodInfo
+			for _, s := range method.All() {
+				mi := methodInfo{Name: s.Name, Summary: s.Summary, Ranks: s.Ranks, Privacy: s.Claim, Config: []paramInfo{}}
+				for _, f := range s.Fields(s.New()) {
+					def := f.Value.Get()
+					if x, ok := def.(float64); ok && (math.IsNaN(x) || math.IsInf(x, 0)) {
+						def = f.Value.String()
+					}
+					mi.Config = append(mi.Config, paramInfo{f.Name, f.Value.Type(), def, f.Usage})
+				}
+				out = append(out, mi)
+			}
+			enc := json.NewEncoder(a.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
+		},
 	}
-	return out
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print every method's config, defaults and privacy claim as JSON")
+	return cmd
+}
+
+// flagError explains a flag error by the method whose flags were
+// registered: a flag of another method is unknown here.
+func (f *methodFlags) flagError(cmd *cobra.Command, err error) error {
+	return fmt.Errorf("%w (method %s: privrec %s --method %s --help lists its flags)", err, f.spec.Name, cmd.Name(), f.spec.Name)
 }

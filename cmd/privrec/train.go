@@ -11,7 +11,7 @@ import (
 
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/eval"
-	"github.com/privrec/privrec/mf"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -61,14 +61,13 @@ written whole or not at all.`,
 				return err
 			}
 			secs := time.Since(start).Seconds()
-			saver, ok := m.(interface{ Save(path string) error })
-			if !ok {
-				return fmt.Errorf("--method %s: its models cannot be saved yet (mf models can)", mfl.method)
-			}
-			if err := saver.Save(out); err != nil {
+			if err := m.Save(out); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "trained on %d ratings in %.2fs; saved %s\n", train.Len(), secs, out)
+			fmt.Fprintf(a.stdout, "method %s\ntrained on %d ratings in %.2fs; saved %s\n", &mfl, train.Len(), secs, out)
+			if p := m.Privacy; p.Unit != "none" {
+				fmt.Fprintf(a.stdout, "privacy: protects %s, trusts %s; ε per round %.4g, in total %.4g\n", p.Unit, p.Trusted, p.EpsRound, p.EpsTotal)
+			}
 			if test != nil {
 				e := eval.Rating(m, test)
 				fmt.Fprintf(a.stdout, "test (%d ratings): RMSE %.4f  MAE %.4f\n", test.Len(), e.RMSE, e.MAE)
@@ -77,19 +76,12 @@ written whole or not at all.`,
 		},
 	}
 	df.register(cmd.Flags())
-	mfl.register(cmd.Flags())
+	mfl.register(cmd.Flags(), a.args)
+	cmd.SetFlagErrorFunc(mfl.flagError)
 	cmd.Flags().StringVarP(&out, "out", "o", "", "model file to write")
 	cmd.Flags().StringVar(&split, "split", "", "train on the training part of this split and report the test error (default: all data)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed")
 	return cmd
-}
-
-// recommendation is one line of `privrec recommend`.
-type recommendation struct {
-	Rank  int     `json:"rank"`
-	Item  string  `json:"item"`
-	Title string  `json:"title,omitempty"`
-	Score float32 `json:"score"`
 }
 
 func (a *app) recommendCmd() *cobra.Command {
@@ -102,48 +94,31 @@ func (a *app) recommendCmd() *cobra.Command {
 		Use:   "recommend",
 		Short: "Recommend items to a user from a saved model",
 		Long: `recommend prints the top-n items for a user (by the original user ID of
-the data the model was trained on). With --data, the items the user has
-already rated there are excluded.`,
+the data the model was trained on), with scores on the rating scale. With
+--data, the items the user has already rated there are excluded.`,
 		Example: `  privrec recommend --model model.prm --data ml-latest-small --user 1 -n 10`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 1 {
 				return fmt.Errorf("-n %d: must be ≥ 1", n)
 			}
-			m, err := mf.Load(modelPath)
+			m, err := model.Load(modelPath)
 			if err != nil {
 				return err
 			}
-			u := -1
-			for k, id := range m.UserIDs {
-				if id == user {
-					u = k
-					break
-				}
-			}
-			if u < 0 {
-				return fmt.Errorf("--user %q: not a user of the model %s (%d users)", user, modelPath, m.NumUsers)
-			}
-			var rated []int32
+			var rated []string
 			if data != "" {
 				d, _, err := datasets.Open(data, ratings.LoadOptions{})
 				if err != nil {
 					return err
 				}
-				rated, err = ratedItems(d, m, user)
-				if err != nil {
-					return err
-				}
+				rated = ratedItems(d, user)
 			} else {
 				a.log.Warn("no --data: items the user has rated are not excluded")
 			}
-			var recs []recommendation
-			for k, s := range m.Recommend(int32(u), n, rated) {
-				r := recommendation{Rank: k + 1, Item: m.ItemIDs[s.Item], Score: s.Score}
-				if m.ItemTitles != nil {
-					r.Title = m.ItemTitles[s.Item]
-				}
-				recs = append(recs, r)
+			recs, err := m.RecommendUser(user, n, rated)
+			if err != nil {
+				return fmt.Errorf("--user: %w (model %s)", err, modelPath)
 			}
 			if asJSON {
 				return json.NewEncoder(a.stdout).Encode(recs)
@@ -166,31 +141,16 @@ already rated there are excluded.`,
 	return cmd
 }
 
-// ratedItems returns the model's indices of the items user rated in d,
-// sorted, matching original item IDs.
-func ratedItems(d *ratings.Dataset, m *mf.Model, user string) ([]int32, error) {
-	itemIdx := make(map[string]int32, len(m.ItemIDs))
-	for k, id := range m.ItemIDs {
-		itemIdx[id] = int32(k)
-	}
-	du := -1
-	for k, id := range d.UserIDs {
-		if id == user {
-			du = k
-			break
-		}
-	}
+// ratedItems returns the original IDs of the items user rated in d.
+func ratedItems(d *ratings.Dataset, user string) []string {
+	du := slices.Index(d.UserIDs, user)
 	if du < 0 {
-		return nil, nil
+		return nil
 	}
-	var rated []int32
-	byUser := d.ByUser()
-	items, _ := byUser.Row(du)
-	for _, i := range items {
-		if k, ok := itemIdx[d.ItemIDs[i]]; ok {
-			rated = append(rated, k)
-		}
+	items, _ := d.ByUser().Row(du)
+	rated := make([]string, len(items))
+	for k, i := range items {
+		rated[k] = d.ItemIDs[i]
 	}
-	slices.Sort(rated)
-	return rated, nil
+	return rated
 }
