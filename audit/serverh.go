@@ -27,9 +27,9 @@ func init() {
 			"initial noise and uniform weights, every item's summed gradient is the same constant plus the item's noise, so each item " +
 			"is one independent sample of the mechanism, and the neighbours shift it by 2Δ = 8, the noise scale b = 2√KΔ/ε with ε = 1. " +
 			"Construction (a), the papers' mixture shares (HDPMF Thm 3, LDP-OP Lemma 1), has the server draw h ~ Exp(1) and send it to " +
-			"the clients: conditioned on h the sum is Gaussian, and the empirical audit conditioned on h (dp.AuditCond) finds the " +
+			"the clients: conditioned on h the sum is Gaussian, and the empirical audit conditioned on h (auditCond) finds the " +
 			"hockey-stick divergence δ̂ at ε far above what sampling explains (exact value dp.MixtureServerDelta ≈ 0.19; control: " +
-			"leaks). The default gamma shares are server-blind: the sum is exactly Laplace(b) and no h exists (dp.AuditSamples must " +
+			"leaks). The default gamma shares are server-blind: the sum is exactly Laplace(b) and no h exists (auditSamples must " +
 			"pass: δ̂ within the sampling tolerance and the lower confidence bound of the largest log-ratio at most ε).",
 		cases: func(e *env) []testCase {
 			return []testCase{
@@ -130,14 +130,14 @@ func serverHRun(scheme dp.ShareScheme) func(context.Context, *env) (Result, erro
 		}
 		sens := 2 * float64(ratings.Stars5.Range()) // the neighbours' shift of the summed coordinate
 		claim := sens / b                           // the ε the noise scale promises for that shift
-		acfg := dp.AuditConfig{Bins: 10, CondBins: 5, MinCount: 200}
-		var a dp.AuditResult
+		acfg := auditConfig{Bins: 10, CondBins: 5, MinCount: 200}
+		var a auditResult
 		view := "server knows h: audit conditioned on h"
 		if scheme == dp.MixtureShares {
-			a = dp.AuditCond(x0, h0, x1, h1, claim, acfg)
+			a = auditCond(x0, h0, x1, h1, claim, acfg)
 		} else {
 			acfg.Bins = 50
-			a = dp.AuditSamples(x0, x1, claim, acfg)
+			a = auditSamples(x0, x1, claim, acfg)
 			view = "no h exists: unconditioned audit"
 		}
 		res := Result{
@@ -145,7 +145,7 @@ func serverHRun(scheme dp.ShareScheme) func(context.Context, *env) (Result, erro
 			Bound: a.DeltaTol, HigherLeaks: true,
 			Setting: fmt.Sprintf("%s shares, one DPMF round, K = 1, %d raters per item, b = %.4g, claimed ε = %.4g; %s",
 				scheme, serverHRaters+1, b, claim, view),
-			Note: fmt.Sprintf("bound: the δ̂ sampling alone explains at ε (dp.AuditResult.DeltaTol); largest bin log-ratio ε̂ = %.3f, "+
+			Note: fmt.Sprintf("bound: the δ̂ sampling alone explains at ε (auditResult.DeltaTol); largest bin log-ratio ε̂ = %.3f, "+
 				"lower confidence bound %.3f over %d bins", a.Epsilon, a.Lower, a.Bins),
 		}
 		if scheme == dp.MixtureShares {

@@ -32,9 +32,9 @@
 // # Checked, not asserted
 //
 // The tests check every sampler against its exact CDF with a
-// Kolmogorov–Smirnov test, RR rates with binomial tests, and each mechanism
-// with an empirical audit (Audit, AuditSamples, AuditCond) on neighbouring
-// inputs that it must pass at its claimed ε while a copy with 0.85 × the
-// noise scale must fail. The server's-view audit shows the leak of
-// MixtureShares and its absence in GammaShares.
+// Kolmogorov–Smirnov test and RR rates with binomial tests. Package audit,
+// next to the attacks, audits each mechanism empirically on neighbouring
+// inputs: it must pass at its claimed ε while a copy with 0.85 × the noise
+// scale must fail. Its server's-view audit shows the leak of MixtureShares
+// and its absence in GammaShares.
 package dp

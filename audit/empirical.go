@@ -1,19 +1,24 @@
-package dp
+package audit
 
 import (
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sort"
 )
 
-// AuditConfig tunes an empirical privacy audit. Zero fields take defaults.
-type AuditConfig struct {
+// The empirical auditor: it checks a claimed ε of a mechanism from its
+// outputs alone, by comparing histograms of samples on two neighbouring
+// inputs. The server-h attack runs it on the server's view; the tests run
+// it on every mechanism of package dp.
+
+// auditConfig tunes an empirical privacy audit of a mechanism. Zero fields
+// take defaults.
+type auditConfig struct {
 	// Bins is the number of output bins (per condition bin), placed at
 	// quantiles of the pooled samples so that every bin has mass. Default 50.
 	Bins int
 	// CondBins is the number of bins of the conditioning variable in
-	// AuditCond. Default 10.
+	// auditCond. Default 10.
 	CondBins int
 	// MinCount skips bins with fewer samples than this under either input
 	// when estimating ε (they still count towards Delta). Default 1000.
@@ -23,7 +28,7 @@ type AuditConfig struct {
 	Alpha float64
 }
 
-func (c AuditConfig) withDefaults() AuditConfig {
+func (c auditConfig) withDefaults() auditConfig {
 	if c.Bins <= 0 {
 		c.Bins = 50
 	}
@@ -39,9 +44,9 @@ func (c AuditConfig) withDefaults() AuditConfig {
 	return c
 }
 
-// AuditResult is the outcome of an audit of a mechanism on two neighbouring
-// inputs at a claimed ε.
-type AuditResult struct {
+// auditResult is the outcome of an empirical audit of a mechanism on two
+// neighbouring inputs at a claimed ε.
+type auditResult struct {
 	// Epsilon is the largest |log(p̂0/p̂1)| over histogram bins with enough
 	// mass: the point estimate of the mechanism's ε as seen by the bins.
 	Epsilon float64
@@ -69,24 +74,12 @@ type AuditResult struct {
 	Pass bool
 }
 
-// Audit draws n outputs of a mechanism on each of two neighbouring inputs,
-// m0 and m1, from r, and audits them with AuditSamples.
-func Audit(r *rand.Rand, m0, m1 func(*rand.Rand) float64, n int, eps float64, cfg AuditConfig) AuditResult {
-	x0 := make([]float64, n)
-	x1 := make([]float64, n)
-	for i := range n {
-		x0[i] = m0(r)
-		x1[i] = m1(r)
-	}
-	return AuditSamples(x0, x1, eps, cfg)
-}
-
-// AuditSamples audits the claim that outputs x0 and x1 of a mechanism on
+// auditSamples audits the claim that outputs x0 and x1 of a mechanism on
 // two neighbouring inputs are ε-indistinguishable: it bins both samples at
 // quantiles of the pooled sample (discrete outputs get one bin per value)
-// and compares bin frequencies; see AuditResult. The slices are not
+// and compares bin frequencies; see auditResult. The slices are not
 // modified.
-func AuditSamples(x0, x1 []float64, eps float64, cfg AuditConfig) AuditResult {
+func auditSamples(x0, x1 []float64, eps float64, cfg auditConfig) auditResult {
 	cfg = cfg.withDefaults()
 	pooled := make([]float64, 0, len(x0)+len(x1))
 	pooled = append(append(pooled, x0...), x1...)
@@ -103,13 +96,13 @@ func AuditSamples(x0, x1 []float64, eps float64, cfg AuditConfig) AuditResult {
 	return compareHist(h0, h1, len(x0), len(x1), eps, cfg)
 }
 
-// AuditCond audits a mechanism whose observer also sees a conditioning
+// auditCond audits a mechanism whose observer also sees a conditioning
 // variable with the same distribution under both inputs (the mixing h of
 // MixtureShares, known to the server): sample i of input 0 is the pair
 // (c0[i], x0[i]). It bins c at pooled quantiles into CondBins bins, then x
 // at pooled quantiles within each condition bin, and compares the
 // two-dimensional histograms.
-func AuditCond(x0, c0, x1, c1 []float64, eps float64, cfg AuditConfig) AuditResult {
+func auditCond(x0, c0, x1, c1 []float64, eps float64, cfg auditConfig) auditResult {
 	cfg = cfg.withDefaults()
 	type pt struct{ c, x float64 }
 	pooled := make([]pt, 0, len(x0)+len(x1))
@@ -188,8 +181,8 @@ func quantileEdges(sorted []float64, bins int) []float64 {
 	return edges
 }
 
-func compareHist(h0, h1 []int, n0, n1 int, eps float64, cfg AuditConfig) AuditResult {
-	var res AuditResult
+func compareHist(h0, h1 []int, n0, n1 int, eps float64, cfg auditConfig) auditResult {
+	var res auditResult
 	used := 0
 	for b := range h0 {
 		if h0[b] >= cfg.MinCount && h1[b] >= cfg.MinCount {
