@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/privrec/privrec/internal/kstest"
 	"github.com/privrec/privrec/rng"
 )
 
@@ -34,7 +35,7 @@ func TestShareSumsAreLaplace(t *testing.T) {
 				}
 				return s
 			}
-			checkKS(t, draw(ksN, sum), laplaceCDF(b), laplaceCDF(b*0.7))
+			checkKS(t, draw(ksN, sum), kstest.LaplaceCDF(b), kstest.LaplaceCDF(b*0.7))
 		})
 	}
 }
@@ -77,7 +78,7 @@ func TestFillShares(t *testing.T) {
 		}
 		ys = append(ys, sums[2]/math.Sqrt(2*h[2]*4)) // N(0, 1) given h
 	}
-	checkKS(t, xs, laplaceCDF(2), laplaceCDF(1.4))
+	checkKS(t, xs, kstest.LaplaceCDF(2), kstest.LaplaceCDF(1.4))
 	checkKS(t, ys, normalCDF(1), normalCDF(0.7))
 }
 
@@ -140,10 +141,10 @@ func TestFillGammaShares32SumIsLaplace(t *testing.T) {
 				xs = append(xs, sum...)
 			}
 			crit := 1.95 / math.Sqrt(float64(len(xs))) // KS critical value, α = 0.001
-			if d := ksD(xs, laplaceCDF(b)); d > crit {
+			if d := kstest.Distance(xs, kstest.LaplaceCDF(b)); d > crit {
 				t.Errorf("KS distance %.4f to Laplace(%g) exceeds %.4f", d, b, crit)
 			}
-			if d := ksD(xs, laplaceCDF(0.85*b)); d <= crit {
+			if d := kstest.Distance(xs, kstest.LaplaceCDF(0.85*b)); d <= crit {
 				t.Errorf("KS test cannot tell Laplace(%g) from the sum (distance %.4f)", 0.85*b, d)
 			}
 		})
@@ -218,10 +219,10 @@ func TestFillGammaSharesZ32Sum(t *testing.T) {
 			}
 		}
 		crit := 1.63 / math.Sqrt(draws)
-		if dist := ksD(sums, laplaceCDF(2)); dist > crit {
+		if dist := kstest.Distance(sums, kstest.LaplaceCDF(2)); dist > crit {
 			t.Errorf("n = %d: KS distance %.4f > %.4f", n, dist, crit)
 		}
-		if dist := ksD(sums, laplaceCDF(1.4)); dist <= crit {
+		if dist := kstest.Distance(sums, kstest.LaplaceCDF(1.4)); dist <= crit {
 			t.Errorf("n = %d: 0.7 × scale passes (KS %.4f)", n, dist)
 		}
 	}

@@ -1,38 +1,16 @@
 package dp
 
 import (
-	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
+
+	"github.com/privrec/privrec/internal/kstest"
 )
 
 const (
 	ksN    = 5000
 	ksDMax = 0.0381 // the spec's bound for n = 5000
 )
-
-// ksD returns the Kolmogorov–Smirnov statistic of xs against cdf.
-func ksD(xs []float64, cdf func(float64) float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := float64(len(s))
-	var d float64
-	for i, x := range s {
-		f := cdf(x)
-		d = math.Max(d, math.Max(f-float64(i)/n, float64(i+1)/n-f))
-	}
-	return d
-}
-
-func laplaceCDF(b float64) func(float64) float64 {
-	return func(x float64) float64 {
-		if x < 0 {
-			return 0.5 * math.Exp(x/b)
-		}
-		return 1 - 0.5*math.Exp(-x/b)
-	}
-}
 
 func draw(n int, f func() float64) []float64 {
 	xs := make([]float64, n)
@@ -57,11 +35,11 @@ func meanVar(xs []float64) (m, v float64) {
 // test can fail.
 func checkKS(t *testing.T, xs []float64, cdf, wrong func(float64) float64) {
 	t.Helper()
-	if d := ksD(xs, cdf); d > ksDMax {
+	if d := kstest.Distance(xs, cdf); d > ksDMax {
 		t.Errorf("KS D = %.4f > %.4f against the exact CDF", d, ksDMax)
 	}
 	if wrong != nil {
-		if d := ksD(xs, wrong); d <= ksDMax {
+		if d := kstest.Distance(xs, wrong); d <= ksDMax {
 			t.Errorf("KS D = %.4f ≤ %.4f against a wrong CDF: the test has no power", d, ksDMax)
 		}
 	}

@@ -2,32 +2,12 @@ package federated
 
 import (
 	"math"
-	"sort"
 	"testing"
 
 	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/internal/kstest"
 	"github.com/privrec/privrec/rng"
 )
-
-// laplaceCDF is the CDF of Laplace(0, b).
-func laplaceCDF(x, b float64) float64 {
-	if x < 0 {
-		return 0.5 * math.Exp(x/b)
-	}
-	return 1 - 0.5*math.Exp(-x/b)
-}
-
-// ksLaplace returns the Kolmogorov–Smirnov distance of xs to Laplace(b).
-func ksLaplace(xs []float64, b float64) float64 {
-	sort.Float64s(xs)
-	var d float64
-	n := float64(len(xs))
-	for k, x := range xs {
-		c := laplaceCDF(x, b)
-		d = math.Max(d, math.Max(math.Abs(c-float64(k)/n), math.Abs(float64(k+1)/n-c)))
-	}
-	return d
-}
 
 // TestMixSharesSumToLaplace checks that n of the MixtureShares shares the
 // clients add (dp.FillMixShares in float32), each given the server's
@@ -62,11 +42,11 @@ func TestMixSharesSumToLaplace(t *testing.T) {
 			}
 			// Critical value of KS at α = 0.001 is 1.95/√N.
 			crit := 1.95 / math.Sqrt(float64(len(xs)))
-			if d := ksLaplace(xs, b); d > crit {
+			if d := kstest.Distance(xs, kstest.LaplaceCDF(b)); d > crit {
 				t.Errorf("KS distance %.4f to Laplace(%g) exceeds %.4f", d, b, crit)
 			}
 			// The same test rejects a scale 15% too small.
-			if d := ksLaplace(xs, 0.85*b); d <= crit {
+			if d := kstest.Distance(xs, kstest.LaplaceCDF(0.85*b)); d <= crit {
 				t.Errorf("KS test cannot tell Laplace(%g) from the sum (distance %.4f)", 0.85*b, d)
 			}
 		})

@@ -7,11 +7,11 @@ import (
 	"io"
 	"math"
 	"slices"
-	"sort"
 	"testing"
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/internal/kstest"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -57,26 +57,6 @@ func train(t testing.TB, d *ratings.Dataset, cfg Config) (*model.Model, *Report,
 	return m, rep, recs
 }
 
-func laplaceCDF(x, b float64) float64 {
-	if x < 0 {
-		return 0.5 * math.Exp(x/b)
-	}
-	return 1 - 0.5*math.Exp(-x/b)
-}
-
-// ksLaplace returns the Kolmogorov–Smirnov distance of xs to Laplace(b).
-func ksLaplace(xs []float64, b float64) float64 {
-	xs = slices.Clone(xs)
-	sort.Float64s(xs)
-	n := float64(len(xs))
-	var d float64
-	for i, x := range xs {
-		f := laplaceCDF(x, b)
-		d = max(d, math.Abs(f-float64(i)/n), math.Abs(float64(i+1)/n-f))
-	}
-	return d
-}
-
 // TestSummedNoiseIsLaplace reads the first training round of LDP-OP and of
 // RSMF (same seed: same V⁰, same u_i, same positions) from the transcripts
 // the server sees: their difference, summed over the users, is the noise
@@ -111,10 +91,10 @@ func TestSummedNoiseIsLaplace(t *testing.T) {
 				}
 			}
 			crit := 1.95 / math.Sqrt(float64(len(sum))) // α = 0.001
-			if dist := ksLaplace(sum, want); dist > crit {
+			if dist := kstest.Distance(sum, kstest.LaplaceCDF(want)); dist > crit {
 				t.Errorf("KS distance to Laplace(%g) = %.4f > %.4f", want, dist, crit)
 			}
-			if dist := ksLaplace(sum, 0.7*want); dist <= crit {
+			if dist := kstest.Distance(sum, kstest.LaplaceCDF(0.7*want)); dist <= crit {
 				t.Errorf("KS distance to Laplace(0.7·%g) = %.4f, should exceed %.4f", want, dist, crit)
 			}
 		})
