@@ -63,7 +63,7 @@ func vRow(b *protocol.Broadcast, j int32) []float32 {
 func diffRun(v ldpop.Variant, secagg bool) func(context.Context, *env) (Result, error) {
 	return func(ctx context.Context, e *env) (Result, error) {
 		d := e.data
-		cfg := ldpop.DefaultConfig(v)
+		cfg := ldpopConfig(v)
 		cfg.Seed, cfg.Workers, cfg.SecureAggregation = e.cfg.Seed, e.cfg.Workers, secagg
 		if v == ldpop.Basic {
 			cfg.Rounds = 2 // dense uploads: one difference is plenty

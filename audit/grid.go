@@ -7,7 +7,6 @@ import (
 
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
-	"github.com/privrec/privrec/sdcf"
 )
 
 // gridTol is how close to the rating grid a recovered rating must fall
@@ -64,14 +63,14 @@ func gridRun(private, zeroTemp bool) func(context.Context, *env) (Result, error)
 		if !(d.Scale.Step > 0) {
 			return Result{}, fmt.Errorf("%w: the grid attack needs a rating scale with a step (data scale %+v)", ErrUsage, d.Scale)
 		}
-		cfg := sdcf.DefaultConfig(sdcf.Squared, private)
+		cfg := sdcfConfig(private)
 		cfg.Dim, cfg.Rounds, cfg.Seed, cfg.Workers = 2, e.gridRounds, e.cfg.Seed, e.cfg.Workers
 		if zeroTemp {
 			cfg.Temp = 0
 		}
 		// The bound is SDMF's claim at its shipped budgets, whatever the
 		// target: the controls must beat what SDMF promises.
-		ship := sdcf.DefaultConfig(sdcf.Squared, true)
+		ship := sdcfConfig(true)
 		means := deviceMeans(d)
 		rr, err := twoStageRR(d, ship.EffectiveEpsP(), ship.EpsI, ratingsPerUser(d))
 		if err != nil {

@@ -439,7 +439,7 @@ func scoreEstimates(d *ratings.Dataset, est estimates, seed uint64, guess func(u
 func fedInversion(v federated.Variant, secagg bool) func(context.Context, *env) (Result, error) {
 	return func(ctx context.Context, e *env) (Result, error) {
 		d := e.data
-		cfg := federated.DefaultConfig(v)
+		cfg := fedConfig(v)
 		cfg.Rounds, cfg.Seed, cfg.Workers, cfg.SecureAggregation = e.invRounds, e.cfg.Seed, e.cfg.Workers, secagg
 		est := estimates{}
 		var pseudo float64
@@ -512,7 +512,7 @@ func fedInversion(v federated.Variant, secagg bool) func(context.Context, *env) 
 // resolution below.
 func sdcfInversion(private bool) func(context.Context, *env) (Result, error) {
 	return func(ctx context.Context, e *env) (Result, error) {
-		cfg := sdcf.DefaultConfig(sdcf.Squared, private)
+		cfg := sdcfConfig(private)
 		cfg.Rounds, cfg.Seed, cfg.Workers = e.invRounds, e.cfg.Seed, e.cfg.Workers
 		if !private {
 			cfg.Temp = 0

@@ -39,7 +39,7 @@ func sdcfRun(ctx context.Context, d *ratings.Dataset, cfg sdcf.Config) func(w io
 // items a client sends does not depend on the values, and the uploads stay
 // small over hundreds of rounds.
 func sdmfShapeConfig(e *env, rounds int) sdcf.Config {
-	cfg := sdcf.DefaultConfig(sdcf.Squared, true)
+	cfg := sdcfConfig(true)
 	cfg.Dim, cfg.Rounds, cfg.Seed, cfg.Workers = 2, rounds, e.cfg.Seed, e.cfg.Workers
 	return cfg
 }

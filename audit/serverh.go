@@ -72,7 +72,7 @@ func neighbours(items int, target float32) *ratings.Dataset {
 // serverView runs one DPMF round on d and returns, per item, the
 // coordinate the server receives and the h it sent (NaN without h).
 func serverView(ctx context.Context, d *ratings.Dataset, scheme dp.ShareScheme, seed uint64, workers int) (x, h []float64, b float64, err error) {
-	cfg := federated.DefaultConfig(federated.DPMF)
+	cfg := fedConfig(federated.DPMF)
 	cfg.Dim, cfg.Rounds, cfg.InitScale, cfg.Noise, cfg.Seed, cfg.Workers = 1, 1, 0, scheme, seed, workers
 	ones := func(n int) []float64 {
 		w := make([]float64, n)

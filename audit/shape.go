@@ -10,7 +10,6 @@ import (
 	"github.com/privrec/privrec/federated"
 	"github.com/privrec/privrec/ldpop"
 	"github.com/privrec/privrec/protocol"
-	"github.com/privrec/privrec/sdcf"
 )
 
 // shapeMargin is the slack over each bound of the shape attack.
@@ -69,7 +68,7 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 		if target != "fedmf" {
 			v = federated.DPMF
 		}
-		cfg := federated.DefaultConfig(v)
+		cfg := fedConfig(v)
 		cfg.Rounds, cfg.Seed, cfg.Workers = 2, e.cfg.Seed, e.cfg.Workers
 		if target == "dpmf-no-secagg" {
 			cfg.SecureAggregation = false
@@ -92,7 +91,7 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 		o.setting = fmt.Sprintf("%s, %d rounds, %s", v, cfg.Rounds, view)
 		// The line is SDMF's bound for the same users (the control must beat
 		// what SDMF promises).
-		epsP := sdcf.DefaultConfig(sdcf.Squared, true).EffectiveEpsP()
+		epsP := sdcfConfig(true).EffectiveEpsP()
 		byUser := d.ByUser()
 		o.boundText = fmt.Sprintf("SDMF's item-weighted mean of e^ε∞/(1+e^ε∞) for these users at ε_P = %g", epsP)
 		o.bound = func(u int) float64 {
@@ -114,7 +113,7 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 			cfg.EpsI, cfg.EffectiveEpsP(), cfg.EpsG, cfg.Dim, cfg.Rounds)
 		o.boundText = "item-weighted mean of e^ε∞/(1+e^ε∞), ε∞ the PRR bound"
 	case "ldp-op":
-		cfg := ldpop.DefaultConfig(ldpop.LDPOP)
+		cfg := ldpopConfig(ldpop.LDPOP)
 		cfg.Rounds, cfg.Seed, cfg.Workers = e.shapeRounds, e.cfg.Seed, e.cfg.Workers
 		produce = func(w io.Writer) error {
 			c := cfg
