@@ -1,7 +1,7 @@
 package audit
 
 import (
-	"github.com/privrec/privrec/federated"
+	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/ldpop"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/sdcf"
@@ -22,13 +22,13 @@ func configOf[C any](name string) C {
 // fedConfig returns the config of federated variant v. Plain (FedMF, the
 // attacks' control, not a method of the registry) is DPMF's config
 // without noise and without secure aggregation.
-func fedConfig(v federated.Variant) federated.Config {
-	if v == federated.Plain {
-		c := configOf[federated.Config](federated.DPMF.String())
-		c.Variant, c.SecureAggregation = federated.Plain, false
+func fedConfig(v hdpmf.Variant) hdpmf.Config {
+	if v == hdpmf.Plain {
+		c := configOf[hdpmf.Config](hdpmf.DPMF.String())
+		c.Variant, c.SecureAggregation = hdpmf.Plain, false
 		return c
 	}
-	return configOf[federated.Config](v.String())
+	return configOf[hdpmf.Config](v.String())
 }
 
 // sdcfConfig returns the config of SDMF (private) or SGLD MF.

@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/privrec/privrec/budget"
-	"github.com/privrec/privrec/federated"
+	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/sdcf"
@@ -38,12 +38,12 @@ func init() {
 			"observed through its transcript).",
 		cases: func(e *env) []testCase {
 			return []testCase{
-				{method: "fedmf", role: Control, run: fedInversion(federated.Plain, false)},
+				{method: "fedmf", role: Control, run: fedInversion(hdpmf.Plain, false)},
 				{method: "sgld-mf", role: Control, run: sdcfInversion(false)},
-				{method: "dpmf", role: Protected, run: fedInversion(federated.DPMF, true)},
-				{method: "hdpmf", role: Protected, run: fedInversion(federated.HDPMF, true)},
-				{method: "dpmf", role: Finding, run: fedInversion(federated.DPMF, false)},
-				{method: "hdpmf", role: Finding, run: fedInversion(federated.HDPMF, false)},
+				{method: "dpmf", role: Protected, run: fedInversion(hdpmf.DPMF, true)},
+				{method: "hdpmf", role: Protected, run: fedInversion(hdpmf.HDPMF, true)},
+				{method: "dpmf", role: Finding, run: fedInversion(hdpmf.DPMF, false)},
+				{method: "hdpmf", role: Finding, run: fedInversion(hdpmf.HDPMF, false)},
 				{method: "sdmf", role: Finding, run: sdcfInversion(true)},
 			}
 		},
@@ -436,7 +436,7 @@ func scoreEstimates(d *ratings.Dataset, est estimates, seed uint64, guess func(u
 }
 
 // fedInversion observes a federated run and scores the inversion.
-func fedInversion(v federated.Variant, secagg bool) func(context.Context, *env) (Result, error) {
+func fedInversion(v hdpmf.Variant, secagg bool) func(context.Context, *env) (Result, error) {
 	return func(ctx context.Context, e *env) (Result, error) {
 		d := e.data
 		cfg := fedConfig(v)
@@ -448,7 +448,7 @@ func fedInversion(v federated.Variant, secagg bool) func(context.Context, *env) 
 		err := observe(ctx, func(w io.Writer) error {
 			c := cfg
 			c.Transcript = w
-			_, _, err := federated.Train(ctx, d, c)
+			_, _, err := hdpmf.Train(ctx, d, c)
 			return err
 		}, func(h protocol.TranscriptHeader, rec *protocol.Record) error {
 			if rec.Round == 0 {
@@ -466,7 +466,7 @@ func fedInversion(v federated.Variant, secagg bool) func(context.Context, *env) 
 		}
 		gm := d.Mean()
 		guess := func(u int, j int32, y float64) float64 { return y }
-		if v == federated.HDPMF {
+		if v == hdpmf.HDPMF {
 			// y = β_u γ_j r: γ is public; the attacker is also given β_u.
 			w, err := budget.HDPMFSpec(d, cfg.Spec, cfg.SpecSeed)
 			if err != nil {
@@ -491,11 +491,11 @@ func fedInversion(v federated.Variant, secagg bool) func(context.Context, *env) 
 			Note: fmt.Sprintf("estimates for %d of %d ratings (%d single uploads, %d sums seen); raw RMSE of the clamped estimates %.4f, global mean %.4f",
 				covered, n, p.single, p.sums, raw, stdDev(d)),
 		}
-		if v == federated.Plain {
+		if v == hdpmf.Plain {
 			res.Case = ""
 			res.Setting = fmt.Sprintf("fedmf (federated MF, no noise), K = %d, %d rounds, per-user uploads", cfg.Dim, cfg.Rounds)
 		}
-		if v == federated.HDPMF {
+		if v == hdpmf.HDPMF {
 			res.Note += "; the attacker is given each user's weight β_u"
 		}
 		return res, nil

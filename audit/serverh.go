@@ -9,7 +9,7 @@ import (
 
 	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/dp"
-	"github.com/privrec/privrec/federated"
+	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
@@ -72,7 +72,7 @@ func neighbours(items int, target float32) *ratings.Dataset {
 // serverView runs one DPMF round on d and returns, per item, the
 // coordinate the server receives and the h it sent (NaN without h).
 func serverView(ctx context.Context, d *ratings.Dataset, scheme dp.ShareScheme, seed uint64, workers int) (x, h []float64, b float64, err error) {
-	cfg := fedConfig(federated.DPMF)
+	cfg := fedConfig(hdpmf.DPMF)
 	cfg.Dim, cfg.Rounds, cfg.InitScale, cfg.Noise, cfg.Seed, cfg.Workers = 1, 1, 0, scheme, seed, workers
 	ones := func(n int) []float64 {
 		w := make([]float64, n)
@@ -86,7 +86,7 @@ func serverView(ctx context.Context, d *ratings.Dataset, scheme dp.ShareScheme, 
 	err = observe(ctx, func(w io.Writer) error {
 		c := cfg
 		c.Transcript = w
-		_, rep, err := federated.Train(ctx, d, c)
+		_, rep, err := hdpmf.Train(ctx, d, c)
 		if err == nil {
 			b = rep.NoiseScale
 		}

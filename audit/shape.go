@@ -7,7 +7,7 @@ import (
 	"math"
 
 	"github.com/privrec/privrec/dp"
-	"github.com/privrec/privrec/federated"
+	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/ldpop"
 	"github.com/privrec/privrec/protocol"
 )
@@ -64,9 +64,9 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 	var produce func(w io.Writer) error
 	switch target {
 	case "fedmf", "dpmf", "dpmf-no-secagg":
-		v := federated.Plain
+		v := hdpmf.Plain
 		if target != "fedmf" {
-			v = federated.DPMF
+			v = hdpmf.DPMF
 		}
 		cfg := fedConfig(v)
 		cfg.Rounds, cfg.Seed, cfg.Workers = 2, e.cfg.Seed, e.cfg.Workers
@@ -79,7 +79,7 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 		produce = func(w io.Writer) error {
 			c := cfg
 			c.Transcript = w
-			_, _, err := federated.Train(ctx, d, c)
+			_, _, err := hdpmf.Train(ctx, d, c)
 			return err
 		}
 		plain := existenceModel{p: 0, q: 1}

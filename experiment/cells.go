@@ -315,7 +315,7 @@ func (p *Plan) NumCells() int {
 // resultNeutral are method parameters that by contract do not change a
 // fitted model, only how it is computed or what the server sees: the
 // worker count, and secure aggregation (the server adds the same uploads
-// either way; federated's TestSecureAggregation checks the models agree,
+// either way; hdpmf's TestSecureAggregation checks the models agree,
 // and on ml-latest-small they are bit-identical).
 var resultNeutral = []string{"workers", "secagg"}
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/privrec/privrec/federated"
+	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/ratings"
 )
@@ -14,7 +14,7 @@ import (
 func Example() {
 	train, _ := ratings.Synthetic(ratings.SyntheticConfig{Users: 60, Items: 40, Rank: 2, PerUser: 12}, 1)
 	s, _ := method.Lookup("hdpmf")
-	cfg := s.New().(*federated.Config)
+	cfg := s.New().(*hdpmf.Config)
 	cfg.Rounds = 5
 	cfg.Eps = 0.5
 	m, res, err := s.Fit(context.Background(), train, cfg, 1, nil)

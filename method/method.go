@@ -4,14 +4,14 @@
 // same way everywhere.
 //
 // Each method's hyperparameters are a typed struct owned by the method's
-// package: an mf.Config for "mf", a federated.Config for "hdpmf", "dpmf"
+// package: an mf.Config for "mf", a hdpmf.Config for "hdpmf", "dpmf"
 // and "pdpmf", and so on; the field docs there give every unit and say
 // what ε protects. A Spec names the method, states its privacy claim,
 // returns its default config (New), names the config's fields for flags
 // and experiment files (Fields), and trains it (Fit). From Go:
 //
 //	s, _ := method.Lookup("hdpmf")
-//	cfg := s.New().(*federated.Config)
+//	cfg := s.New().(*hdpmf.Config)
 //	cfg.Eps = 0.5
 //	m, res, err := s.Fit(ctx, train, cfg, seed, nil)
 //

@@ -16,7 +16,7 @@
 // Client sees only its own data (held in the client's own unexported
 // fields, built by the method's package) and the broadcasts; a Server sees
 // only uploads: its Aggregate method receives []*Upload and nothing else.
-// The method packages (privrec/federated) keep client data in unexported
+// The method packages (privrec/hdpmf, sdcf, ldpop) keep client data in unexported
 // types, so a server value holds no path to any rating.
 //
 // A round is: the server's Broadcast, every client's Round (in parallel),

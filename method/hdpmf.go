@@ -6,13 +6,13 @@ import (
 	"math"
 
 	"github.com/privrec/privrec/dp"
-	"github.com/privrec/privrec/federated"
+	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
 
-// federatedClaim is the claim of the untrusted-server Laplace family.
-var federatedClaim = model.Privacy{
+// hdpmfClaim is the claim of the untrusted-server Laplace family.
+var hdpmfClaim = model.Privacy{
 	Unit: "rating value", Trusted: "nobody",
 	Note: "per-item noisy gradient sums; ε per round for the most exposed rating, total by basic composition over the rounds " +
 		"(the paper's Thm 2 states it for one round); holds against a server that sees only the per-item sums, which secure aggregation " +
@@ -35,15 +35,15 @@ func (v schemeValue) Set(s string) error {
 	return nil
 }
 
-// federatedFields names the fields of a federated.Config for variant v,
+// hdpmfFields names the fields of a hdpmf.Config for variant v,
 // with help true for that variant.
-func federatedFields(v federated.Variant) func(c *federated.Config) []Field {
-	return func(c *federated.Config) []Field {
+func hdpmfFields(v hdpmf.Variant) func(c *hdpmf.Config) []Field {
+	return func(c *hdpmf.Config) []Field {
 		eps := "ε of every rating in every round (DPMF's uniform budget: the smallest of the specification)"
 		switch v {
-		case federated.HDPMF:
+		case hdpmf.HDPMF:
 			eps = "ε of one round for a rating of weight 1 (the largest budget); a rating of weight W_ij spends W_ij·ε a round"
-		case federated.PDPMF:
+		case hdpmf.PDPMF:
 			eps = "ε of one round for the most exposed rating: the sampled ratings' personal budgets are capped at the threshold"
 		}
 		fs := []Field{
@@ -70,15 +70,15 @@ func federatedFields(v federated.Variant) func(c *federated.Config) []Field {
 			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
 		}
 		switch v {
-		case federated.PDPMF:
+		case hdpmf.PDPMF:
 			fs = append(fs, textF("threshold", &c.Threshold, "sampling threshold t: mean, min, max of the weights' budgets, or a number"))
-		case federated.HDPMF:
+		case hdpmf.HDPMF:
 			fs = append(fs, boolFuncF("rescale",
-				func() bool { return c.Variant != federated.HDPMFR },
+				func() bool { return c.Variant != hdpmf.HDPMFR },
 				func(b bool) {
-					c.Variant = federated.HDPMF
+					c.Variant = hdpmf.HDPMF
 					if !b {
-						c.Variant = federated.HDPMFR
+						c.Variant = hdpmf.HDPMFR
 					}
 				}, "divide predictions by W_ij (false: the HDPMF-R ablation of §5.2.4)"))
 		}
@@ -86,10 +86,10 @@ func federatedFields(v federated.Variant) func(c *federated.Config) []Field {
 	}
 }
 
-func defineFederated(v federated.Variant, summary string) {
-	define(Spec{Name: v.String(), Summary: summary, Claim: federatedClaim},
-		func() federated.Config { return federated.DefaultConfig(v) }, federatedFields(v),
-		func(ctx context.Context, train *ratings.Dataset, cfg *federated.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
+func defineHDPMF(v hdpmf.Variant, summary string) {
+	define(Spec{Name: v.String(), Summary: summary, Claim: hdpmfClaim},
+		func() hdpmf.Config { return hdpmf.DefaultConfig(v) }, hdpmfFields(v),
+		func(ctx context.Context, train *ratings.Dataset, cfg *hdpmf.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
 			c := *cfg
 			c.Spec.EpsMax = c.Eps
 			c.Seed = seed
@@ -97,31 +97,31 @@ func defineFederated(v federated.Variant, summary string) {
 				return nil, nil, invalid(err)
 			}
 			if hook != nil {
-				c.OnRound = func(s federated.RoundStats) {
+				c.OnRound = func(s hdpmf.RoundStats) {
 					if s.Phase == "train" {
 						hook(Progress{Epoch: s.Round, Epochs: s.Rounds, TrainRMSE: math.NaN(), EpsSpent: s.EpsSpent})
 					}
 				}
 			}
-			m, rep, err := federated.Train(ctx, train, c)
+			m, rep, err := hdpmf.Train(ctx, train, c)
 			if err != nil {
 				return nil, nil, err
 			}
-			priv := federatedClaim
+			priv := hdpmfClaim
 			priv.EpsRound, priv.EpsTotal, priv.Delta = rep.EpsRound, rep.EpsTotal, 0
 			if !c.SecureAggregation {
 				priv.Note = "secagg=false: the server reads single uploads, so the ε below holds only for an observer of the per-item sums, " +
 					"not for the server; " + priv.Note
 			}
 			priv.Note += fmt.Sprintf("; advanced composition: ε %.4g at δ %.2g", rep.AdvEpsTotal, rep.AdvDelta)
-			if v == federated.PDPMF {
+			if v == hdpmf.PDPMF {
 				priv.Note += fmt.Sprintf("; sampling threshold t = %.4g, kept %.1f%% of the ratings", rep.Threshold, 100*rep.Kept)
 			}
 			stats := map[string]float64{
 				"noise_scale": rep.NoiseScale, "eps_total_advanced": rep.AdvEpsTotal,
 				"kept_fraction": rep.Kept, "refused": float64(rep.Refused),
 			}
-			if v == federated.PDPMF {
+			if v == hdpmf.PDPMF {
 				stats["threshold"] = rep.Threshold
 			}
 			return withData(m, train), &Result{Privacy: priv, Stats: stats}, nil
@@ -129,9 +129,9 @@ func defineFederated(v federated.Variant, summary string) {
 }
 
 func init() {
-	defineFederated(federated.HDPMF, "HDPMF: decentralized MF with heterogeneous DP (stretch W⊙R, distributed Laplace gradient noise, rescaled predictions)")
+	defineHDPMF(hdpmf.HDPMF, "HDPMF: decentralized MF with heterogeneous DP (stretch W⊙R, distributed Laplace gradient noise, rescaled predictions)")
 	// HDPMF-R is hdpmf with rescale=false: as a method of its own it could
 	// not meet the registry's bar of beating the global mean, by design.
-	defineFederated(federated.DPMF, "DPMF: decentralized MF with uniform DP at the smallest budget of all ratings")
-	defineFederated(federated.PDPMF, "PDPMF: decentralized MF with Jorgensen sampling at threshold t, then distributed Laplace noise")
+	defineHDPMF(hdpmf.DPMF, "DPMF: decentralized MF with uniform DP at the smallest budget of all ratings")
+	defineHDPMF(hdpmf.PDPMF, "PDPMF: decentralized MF with Jorgensen sampling at threshold t, then distributed Laplace noise")
 }

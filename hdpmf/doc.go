@@ -1,4 +1,4 @@
-// Package federated is decentralized matrix factorization on the
+// Package hdpmf is decentralized matrix factorization on the
 // client/server protocol of package protocol, with the untrusted-server
 // Laplace family of Hu and Fang (HDPMF, "Decentralized Matrix
 // Factorization with Heterogeneous Differential Privacy"): HDPMF, its
@@ -72,4 +72,4 @@
 // Plain (no noise, no secure aggregation) is the unprotected FedMF-style
 // control for those audits: its uploads are exact gradients, from which a
 // server recovers the ratings (Chai et al., FedMF, 2020).
-package federated
+package hdpmf

@@ -1,4 +1,4 @@
-package federated
+package hdpmf
 
 import (
 	"errors"
@@ -443,7 +443,7 @@ func newServer(c Config, numItems int, mid float64, itemW []float64) *server {
 // Broadcast: round 0 is setup, rounds 1..T train, round T+1 final.
 func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 	if round != s.round {
-		return nil, fmt.Errorf("federated: broadcast of round %d, expected %d", round, s.round)
+		return nil, fmt.Errorf("hdpmf: broadcast of round %d, expected %d", round, s.round)
 	}
 	T := s.cfg.Rounds
 	s.b = protocol.Broadcast{Round: round, Dim: s.k, NumItems: s.numItems, Params: s.params}

@@ -1,4 +1,4 @@
-package federated
+package hdpmf
 
 import (
 	"context"

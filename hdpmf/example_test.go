@@ -1,10 +1,10 @@
-package federated_test
+package hdpmf_test
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/privrec/privrec/federated"
+	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -19,9 +19,9 @@ func Example() {
 		ItemIDs: []string{"x", "y", "z"},
 		Scale:   ratings.Scale{Min: 1, Max: 5, Step: 1},
 	}
-	cfg := federated.DefaultConfig(federated.HDPMF)
+	cfg := hdpmf.DefaultConfig(hdpmf.HDPMF)
 	cfg.Rounds, cfg.Eps = 20, 1
-	m, rep, err := federated.Train(context.Background(), d, cfg)
+	m, rep, err := hdpmf.Train(context.Background(), d, cfg)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,4 +1,4 @@
-package federated
+package hdpmf
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 )
 
 // ErrConfig is wrapped by every error about an invalid Config.
-var ErrConfig = errors.New("federated: invalid config")
+var ErrConfig = errors.New("hdpmf: invalid config")
 
 // Variant is one method of the family.
 type Variant int
