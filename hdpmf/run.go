@@ -40,28 +40,57 @@ type run struct {
 	thresh  float64 // PDPMF's t
 }
 
+// newRun builds a run: the privacy weights, the noise calibration and the
+// per-round ε of every user, the accountant, the clients and the server.
 func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
-	w := cfg.Weights
-	if w == nil {
-		var err error
-		if w, err = budget.HDPMFSpec(train, cfg.Spec, cfg.SpecSeed); err != nil {
-			return nil, err
-		}
-	} else if len(w.User) != train.NumUsers() || len(w.Item) != train.NumItems() {
-		return nil, fmt.Errorf("%w: Weights cover %d users and %d items, the data %d and %d",
-			ErrConfig, len(w.User), len(w.Item), train.NumUsers(), train.NumItems())
+	w, err := weightsFor(train, cfg)
+	if err != nil {
+		return nil, err
 	}
-	eps := cfg.Eps // the budget of weight 1, also with cfg.Weights
 	sens := float64(train.Scale.Max - train.Scale.Min)
 	if !(sens > 0) {
 		return nil, fmt.Errorf("%w: rating scale %v has no range", ErrConfig, train.Scale)
 	}
 	r := &run{cfg: cfg, train: train, weights: w}
+	byUser := train.ByUser()
+	perRound, err := r.calibrate(sens, byUser)
+	if err != nil {
+		return nil, err
+	}
+	if r.acct, err = newAccountant(perRound, cfg); err != nil {
+		return nil, err
+	}
+	r.newClients(perRound, byUser)
+	var itemW []float64
+	if cfg.Variant == HDPMF || cfg.Variant == HDPMFR {
+		itemW = w.Item // γ: public item weights
+	}
+	r.srv = newServer(cfg, train.NumItems(), float64(train.Scale.Min+train.Scale.Max)/2, itemW)
+	return r, nil
+}
 
-	// Per-round ε of the noise, and of each user's most exposed rating.
+// weightsFor returns cfg.Weights, checked against train, or the weights
+// drawn from cfg.Spec.
+func weightsFor(train *ratings.Dataset, cfg Config) (*budget.HDPWeights, error) {
+	w := cfg.Weights
+	if w == nil {
+		return budget.HDPMFSpec(train, cfg.Spec, cfg.SpecSeed)
+	}
+	if len(w.User) != train.NumUsers() || len(w.Item) != train.NumItems() {
+		return nil, fmt.Errorf("%w: Weights cover %d users and %d items, the data %d and %d",
+			ErrConfig, len(w.User), len(w.Item), train.NumUsers(), train.NumItems())
+	}
+	return w, nil
+}
+
+// calibrate sets the Laplace scale of the noise (and PDPMF's threshold)
+// for rating sensitivity sens, and returns the ε each user's most exposed
+// rating spends per round. byUser is the training data by user.
+func (r *run) calibrate(sens float64, byUser *ratings.CSR) ([]float64, error) {
+	cfg, train, w := r.cfg, r.train, r.weights
+	eps := cfg.Eps // the budget of weight 1, also with cfg.Weights
 	nu := train.NumUsers()
 	perRound := make([]float64, nu) // per user
-	byUser := train.ByUser()
 	switch cfg.Variant {
 	case HDPMF, HDPMFR:
 		r.noise = dp.HDPMFNoiseScale(cfg.Dim, sens, eps)
@@ -99,26 +128,35 @@ func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 	case Plain:
 		// No noise: nothing is spent because nothing is protected.
 	}
-	budgets := make([]float64, nu)
+	return perRound, nil
+}
+
+// newAccountant returns the accountant of the users' spending: each user
+// spends perRound[u] a round, up to the cap cfg.EpsTotal scaled to the
+// user's own per-round ε (no cap when EpsTotal is 0).
+func newAccountant(perRound []float64, cfg Config) (*accountant.Accountant, error) {
+	budgets := make([]float64, len(perRound))
 	for u := range budgets {
 		budgets[u] = math.Inf(1)
 		if cfg.EpsTotal > 0 {
-			budgets[u] = perRound[u] * cfg.EpsTotal / eps
+			budgets[u] = perRound[u] * cfg.EpsTotal / cfg.Eps
 		}
 		if !(budgets[u] > 0) {
 			budgets[u] = math.Inf(1) // a user with nothing to spend
 		}
 	}
-	acct, err := accountant.New(budgets, accountant.Config{Name: "user"})
-	if err != nil {
-		return nil, err
-	}
-	r.acct = acct
+	return accountant.New(budgets, accountant.Config{Name: "user"})
+}
 
+// newClients builds one client per user: its ratings (stretched by W_ij
+// for HDPMF), its initial user vector and what all clients share.
+func (r *run) newClients(perRound []float64, byUser *ratings.CSR) {
+	cfg, w := r.cfg, r.weights
+	nu := r.train.NumUsers()
 	sh := &shared{
 		k: cfg.Dim, variant: cfg.Variant, scheme: cfg.Noise, noise: r.noise,
-		reg: float32(cfg.Reg), pseudo: cfg.Pseudo, acct: acct, item: w.Item,
-		eps: eps, thresh: r.thresh, label: cfg.Variant.String() + "/grad-V",
+		reg: float32(cfg.Reg), pseudo: cfg.Pseudo, acct: r.acct, item: w.Item,
+		eps: cfg.Eps, thresh: r.thresh, label: cfg.Variant.String() + "/grad-V",
 	}
 	maxLen := 0
 	for u := range nu {
@@ -161,12 +199,6 @@ func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 		project(c.u)
 		r.cls[u], r.clients[u] = c, c
 	}
-	var itemW []float64
-	if cfg.Variant == HDPMF || cfg.Variant == HDPMFR {
-		itemW = w.Item // γ: public item weights
-	}
-	r.srv = newServer(cfg, train.NumItems(), float64(train.Scale.Min+train.Scale.Max)/2, itemW)
-	return r, nil
 }
 
 func orDefault(s, def string) string {
