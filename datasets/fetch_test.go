@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,6 +30,14 @@ type zipEntry struct {
 
 func makeZip(t *testing.T, entries ...zipEntry) []byte {
 	t.Helper()
+	z, err := buildZip(entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return z
+}
+
+func buildZip(entries ...zipEntry) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	for _, e := range entries {
@@ -37,16 +47,16 @@ func makeZip(t *testing.T, entries ...zipEntry) []byte {
 		}
 		w, err := zw.CreateHeader(h)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if _, err := w.Write([]byte(e.body)); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	if err := zw.Close(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return buf.Bytes()
+	return buf.Bytes(), nil
 }
 
 func sum(b []byte) string {
@@ -55,21 +65,38 @@ func sum(b []byte) string {
 }
 
 // testArchive is a small ml-100k look-alike with a big enough file that a
-// download takes several reads.
+// download takes several reads. Each caller gets its own copy of the same
+// archive, built once: compressing it is most of a test's time under -race.
 func testArchive(t *testing.T) ([]byte, map[string]string) {
+	t.Helper()
+	a, err := builtTestArchive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Clone(a.zip), maps.Clone(a.files)
+}
+
+// archiveFixture is an archive and the files it holds, by path below its
+// top folder.
+type archiveFixture struct {
+	zip   []byte
+	files map[string]string
+}
+
+var builtTestArchive = sync.OnceValues(func() (archiveFixture, error) {
 	var data strings.Builder
 	for i := range 20000 {
 		fmt.Fprintf(&data, "%d\t%d\t%d\t%d\n", i%943+1, i*7%1682+1, i%5+1, 874965758+i*13)
 	}
 	files := map[string]string{"u.data": data.String(), "README": "MovieLens 100K test copy\n", "sub/u1.base": "1\t1\t5\t0\n"}
-	z := makeZip(t,
+	z, err := buildZip(
 		zipEntry{name: "ml-100k/"},
 		zipEntry{name: "ml-100k/README", body: files["README"]},
 		zipEntry{name: "ml-100k/u.data", body: files["u.data"]},
 		zipEntry{name: "ml-100k/sub/u1.base", body: files["sub/u1.base"]},
 	)
-	return z, files
-}
+	return archiveFixture{z, files}, err
+})
 
 // server serves one archive and records what it was asked.
 type server struct {
@@ -78,9 +105,17 @@ type server struct {
 	etag        string
 	ignoreRange bool
 	stallAfter  int // if > 0, send this many bytes then wait for the client to go away
-	requests    int
-	ranges      []string
-	sent        int64
+	reqs        []*request
+}
+
+// request is one request the server answered. Its handler may still be
+// running after the client is done with it (a cancelled download's handler
+// is still writing or waiting for the connection to close), so sent is read
+// only after done is closed.
+type request struct {
+	rng  string        // the Range header
+	sent int64         // body bytes of a successful response, guarded by server.mu
+	done chan struct{} // closed when the handler has returned
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -88,12 +123,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	req := &request{rng: r.Header.Get("Range"), done: make(chan struct{})}
+	defer close(req.done)
 	s.mu.Lock()
-	s.requests++
-	s.ranges = append(s.ranges, r.Header.Get("Range"))
+	s.reqs = append(s.reqs, req)
 	data, etag, ignore, stall := s.data, s.etag, s.ignoreRange, s.stallAfter
 	s.mu.Unlock()
-	cw := &countWriter{ResponseWriter: w, s: s}
+	cw := &countWriter{ResponseWriter: w, s: s, req: req}
 	switch {
 	case stall > 0:
 		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
@@ -118,6 +154,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type countWriter struct {
 	http.ResponseWriter
 	s    *server
+	req  *request
 	code int
 }
 
@@ -130,21 +167,65 @@ func (c *countWriter) Write(b []byte) (int, error) {
 	n, err := c.ResponseWriter.Write(b)
 	if c.code == 0 || c.code < 300 {
 		c.s.mu.Lock()
-		c.s.sent += int64(n)
+		c.req.sent += int64(n)
 		c.s.mu.Unlock()
 	}
 	return n, err
 }
 
-// stats returns the bytes sent, the number of requests and their Range headers.
-func (s *server) stats() (sent int64, requests int, ranges []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sent, s.requests, append([]string(nil), s.ranges...)
+// reqStat is what one finished request asked for and was sent.
+type reqStat struct {
+	rng  string
+	sent int64
 }
 
+// stats waits until the handler of every request the server has seen so far
+// has returned, then returns those requests in order. Every request whose
+// response a Fetch read was recorded before its first byte was written, so
+// after Fetch returns nothing in the result can change.
+func (s *server) stats(t *testing.T) []reqStat {
+	t.Helper()
+	s.mu.Lock()
+	reqs := append([]*request(nil), s.reqs...)
+	s.mu.Unlock()
+	timeout := time.After(time.Minute)
+	for i, r := range reqs {
+		select {
+		case <-r.done:
+		case <-timeout:
+			t.Fatalf("handler of request %d (Range %q) still running after a minute", i, r.rng)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := make([]reqStat, len(reqs))
+	for i, r := range reqs {
+		st[i] = reqStat{r.rng, r.sent}
+	}
+	return st
+}
+
+// totalSent returns the body bytes sent for reqs.
+func totalSent(reqs []reqStat) int64 {
+	var n int64
+	for _, r := range reqs {
+		n += r.sent
+	}
+	return n
+}
+
+// startServer serves s on 127.0.0.1 until the test ends and returns the
+// base URL of its archives.
 func startServer(t *testing.T, s *server) string {
-	ts := httptest.NewServer(s)
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(s)
+	ts.Listener.Close()
+	ts.Listener = l
+	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts.URL + "/movielens/"
 }
@@ -214,12 +295,12 @@ func TestFetchFull(t *testing.T) {
 	if n := int64(len(z)); last != [2]int64{n, n} || calls < 3 {
 		t.Errorf("progress: %d calls ending at %v, want several ending at [%d %d]", calls, last, n, n)
 	}
-	if sent, _, _ := s.stats(); sent != int64(len(z)) {
+	if sent := totalSent(s.stats(t)); sent != int64(len(z)) {
 		t.Errorf("server sent %d bytes, want %d", sent, len(z))
 	}
 	// A complete folder is returned without asking the server again.
 	_, err = Fetch(context.Background(), "ml-100k", opt)
-	if _, requests, _ := s.stats(); err != nil || requests != 1 {
+	if requests := len(s.stats(t)); err != nil || requests != 1 {
 		t.Errorf("second fetch: err %v, %d requests in all, want nil and 1", err, requests)
 	}
 }
@@ -272,12 +353,12 @@ func TestFetchResume(t *testing.T) {
 			}
 			checkExtracted(t, dir, files)
 			checkNoLeftovers(t, cache, "ml-100k")
-			sent, _, ranges := s.stats()
-			if sent != int64(tc.wantSent) {
+			reqs := s.stats(t)
+			if sent := totalSent(reqs); sent != int64(tc.wantSent) {
 				t.Errorf("server sent %d bytes, want %d", sent, tc.wantSent)
 			}
-			if ranges[0] != fmt.Sprintf("bytes=%d-", len(tc.partial)) {
-				t.Errorf("first request Range %q, want bytes=%d-", ranges[0], len(tc.partial))
+			if reqs[0].rng != fmt.Sprintf("bytes=%d-", len(tc.partial)) {
+				t.Errorf("first request Range %q, want bytes=%d-", reqs[0].rng, len(tc.partial))
 			}
 			if wantFirst := int64(len(z) - tc.wantSent); first != wantFirst {
 				t.Errorf("first progress report at %d bytes, want %d", first, wantFirst)
@@ -362,18 +443,29 @@ func TestFetchCancelLeavesResumablePart(t *testing.T) {
 	if isDir(filepath.Join(cache, "ml-100k")) {
 		t.Error("a folder was created for an interrupted download")
 	}
+	// The cancelled request's handler returns only once it sees the
+	// connection close; wait for it so that it is not counted as a resume
+	// request's bytes (or still counting when they are read).
+	first := s.stats(t)
+	if len(first) != 1 || first[0].sent != int64(half) {
+		t.Fatalf("cancelled download: %v, want one request sent %d bytes", first, half)
+	}
 	// Resume: only the rest is sent, with an If-Range of the first ETag.
 	s.mu.Lock()
-	s.stallAfter, s.sent = 0, 0
+	s.stallAfter = 0
 	s.mu.Unlock()
 	dir, err := Fetch(context.Background(), "ml-100k", FetchOptions{CacheDir: cache, BaseURL: base, SHA256: sum(z)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkExtracted(t, dir, files)
-	sent, _, ranges := s.stats()
-	if sent != int64(len(z)-half) || ranges[1] != fmt.Sprintf("bytes=%d-", half) {
-		t.Errorf("resume sent %d bytes for Range %q, want %d for bytes=%d-", sent, ranges[1], len(z)-half, half)
+	reqs := s.stats(t)
+	if len(reqs) < 2 {
+		t.Fatalf("%d requests in all, want a resume request after the cancelled one", len(reqs))
+	}
+	resume := reqs[1:]
+	if sent := totalSent(resume); sent != int64(len(z)-half) || resume[0].rng != fmt.Sprintf("bytes=%d-", half) {
+		t.Errorf("resume sent %d bytes for Range %q, want %d for bytes=%d-", sent, resume[0].rng, len(z)-half, half)
 	}
 }
 
