@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -63,6 +64,7 @@ func resolve(s method.Spec, params Params) (Params, error) {
 type planMethod struct {
 	MethodSpec
 	spec    method.Spec
+	index   int  // in Spec.Methods, -1 when added
 	added   bool // added by the runner as a baseline
 	private bool // makes a privacy claim
 }
@@ -104,20 +106,20 @@ func Expand(s *Spec) (*Plan, error) {
 	if sp.Kind == ratings.SplitKFold {
 		p.folds = sp.K
 	}
-	for _, m := range s.Methods {
+	for i, m := range s.Methods {
 		ms, err := method.Lookup(m.Name)
 		if err != nil {
 			continue
 		}
-		p.Methods = append(p.Methods, &planMethod{MethodSpec: m, spec: ms, private: ms.Claim.Unit != "none"})
+		p.Methods = append(p.Methods, &planMethod{MethodSpec: m, spec: ms, index: i, private: ms.Claim.Unit != "none"})
 	}
 	if !slices.ContainsFunc(s.Methods, func(m MethodSpec) bool { return m.Name == "mf" }) {
 		ms, _ := method.Lookup("mf")
-		p.Methods = append(p.Methods, &planMethod{MethodSpec: MethodSpec{Name: "mf", Label: "mf"}, spec: ms, added: true})
+		p.Methods = append(p.Methods, &planMethod{MethodSpec: MethodSpec{Name: "mf", Label: "mf"}, spec: ms, index: -1, added: true})
 	}
 	if !slices.ContainsFunc(s.Methods, func(m MethodSpec) bool { return m.Name == "dp-itemavg" }) {
 		ms, _ := method.Lookup("dp-itemavg")
-		pm := &planMethod{MethodSpec: MethodSpec{Name: "dp-itemavg", Label: "dp-itemavg"}, spec: ms, added: true, private: true}
+		pm := &planMethod{MethodSpec: MethodSpec{Name: "dp-itemavg", Label: "dp-itemavg"}, spec: ms, index: -1, added: true, private: true}
 		_, inPriv := s.Privacy["eps"]
 		swept := s.Sweep != nil && s.Sweep.Param == "eps"
 		if !inPriv && !swept {
@@ -204,7 +206,7 @@ func (p *Plan) unit(ds string, v Variant, x Value, m *planMethod) (*unit, error)
 	}
 	res, err := resolve(m.spec, params)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: method %s: %v", ErrSpec, s.Name, m.label(), err)
+		return nil, p.paramErr(m, "", err)
 	}
 	u.params = res
 	if u.grid, err = p.grid(m, res); err != nil {
@@ -213,7 +215,7 @@ func (p *Plan) unit(ds string, v Variant, x Value, m *planMethod) (*unit, error)
 	u.cvGrid, u.cvData = u.grid, u.data
 	if s.CV.Once && s.Sweep != nil && len(u.grid) > 0 {
 		if base, err = resolve(m.spec, base); err != nil {
-			return nil, fmt.Errorf("%w: %s: method %s: %v", ErrSpec, s.Name, m.label(), err)
+			return nil, p.paramErr(m, "", err)
 		}
 		if u.cvGrid, err = p.grid(m, base); err != nil {
 			return nil, err
@@ -225,14 +227,13 @@ func (p *Plan) unit(ds string, v Variant, x Value, m *planMethod) (*unit, error)
 
 // grid returns m's grid points over the resolved parameters res.
 func (p *Plan) grid(m *planMethod, res Params) ([]Params, error) {
-	s := p.Spec
 	var out []Params
 	if len(m.Grid) > 0 {
 		names := slices.Sorted(maps.Keys(m.Grid))
 		points := []Params{{}}
 		for _, n := range names {
 			if !m.spec.Has(n) {
-				return nil, fmt.Errorf("%w: %s: method %s: grid parameter %q: %s has no such parameter", ErrSpec, s.Name, m.label(), n, m.Name)
+				return nil, p.paramErr(m, "grid: ", &method.ParamError{Method: m.Name, Name: n, Err: errors.New("no such parameter")})
 			}
 			var next []Params
 			for _, pt := range points {
@@ -248,12 +249,23 @@ func (p *Plan) grid(m *planMethod, res Params) ([]Params, error) {
 			full := maps.Clone(res)
 			maps.Copy(full, pt)
 			if _, err := resolve(m.spec, full); err != nil {
-				return nil, fmt.Errorf("%w: %s: method %s: grid: %v", ErrSpec, s.Name, m.label(), err)
+				return nil, p.paramErr(m, "grid: ", err)
 			}
 			out = append(out, full)
 		}
 	}
 	return out, nil
+}
+
+// paramErr is an ErrSpec for a parameter error of method m, naming the
+// file and line of the key that set the parameter.
+func (p *Plan) paramErr(m *planMethod, what string, err error) error {
+	loc := p.Spec.Name
+	var pe *method.ParamError
+	if errors.As(err, &pe) {
+		loc = p.Spec.where(m.index, pe.Name)
+	}
+	return fmt.Errorf("%w: %s: method %s: %s%w", ErrSpec, loc, m.label(), what, err)
 }
 
 // seeds returns the split seeds.

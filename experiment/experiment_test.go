@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"errors"
+	"github.com/privrec/privrec/method"
 	"math"
 	"os"
 	"path/filepath"
@@ -371,6 +372,38 @@ func TestDivergedCellIsARecord(t *testing.T) {
 			rep, _ := os.ReadFile(filepath.Join(dir, "report.md"))
 			if !strings.Contains(string(rep), "diverged (2 of 2)") {
 				t.Error("report.md does not say the method diverged")
+			}
+		})
+	}
+}
+
+// TestSpecErrorsNameFileAndLine checks that a parameter a method does not
+// have, or a value that does not parse as its field's type, is an error
+// naming the file and the line of the key.
+func TestSpecErrorsNameFileAndLine(t *testing.T) {
+	head := "name: t\ndatasets: [ml-latest-small]\nparams: {epochs: 3}\nmethods:\n"
+	tests := []struct {
+		name, methods, want string
+	}{
+		{"ill-typed method param", "  - name: mf\n    params: {lr: fast}\n", "t.yaml:6: method mf: bad parameter: mf lr = \"fast\": not a number"},
+		{"unknown method param", "  - name: mf\n    params:\n      eps: 1\n", "t.yaml:7: method mf: bad parameter: mf eps: no such parameter"},
+		{"unknown grid param", "  - name: mean\n  - name: hdpmf\n    grid:\n      epsilon: [1, 2]\n", "t.yaml:8: method hdpmf: grid: "},
+		{"ill-typed grid value", "  - name: mf\n    grid:\n      dim: [2, two]\n", "t.yaml:7: method mf: grid: bad parameter: mf dim = \"two\""},
+		{"ill-typed shared param", "  - name: mf\n", "t.yaml:3: method mf: bad parameter: mf epochs = \"x\""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := head
+			if tc.name == "ill-typed shared param" {
+				src = strings.Replace(src, "epochs: 3", "epochs: x", 1)
+			}
+			s, err := Parse([]byte(src+tc.methods), "t.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Expand(s)
+			if !errors.Is(err, ErrSpec) || !errors.Is(err, method.ErrParam) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want it to contain %q and wrap ErrSpec and method.ErrParam", err, tc.want)
 			}
 		})
 	}

@@ -105,6 +105,9 @@ type Spec struct {
 	Tolerance float64 `yaml:"tolerance"`
 	// Quick are the overrides of a quick run.
 	Quick *Quick `yaml:"quick"`
+
+	file  string         // the file name Parse was given, for errors
+	lines map[string]int // line of every key by path, from Parse
 }
 
 // Preprocess filters the data before splitting.
@@ -225,7 +228,63 @@ func Parse(data []byte, name string) (*Spec, error) {
 	if err := s.check(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrSpec, name, err)
 	}
+	s.file, s.lines = name, map[string]int{}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err == nil {
+		keyLines(&root, "", s.lines)
+	}
 	return &s, nil
+}
+
+// keyLines records the line of every mapping key under n by its path,
+// like "methods.2.params.lr".
+func keyLines(n *yaml.Node, path string, lines map[string]int) {
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			keyLines(c, path, lines)
+		}
+	case yaml.MappingNode:
+		for k := 0; k+1 < len(n.Content); k += 2 {
+			p := join(n.Content[k].Value)
+			lines[p] = n.Content[k].Line
+			keyLines(n.Content[k+1], p, lines)
+		}
+	case yaml.SequenceNode:
+		for k, c := range n.Content {
+			keyLines(c, join(strconv.Itoa(k)), lines)
+		}
+	}
+}
+
+// where returns "file:line" of the key that sets parameter name for the
+// method at index i of Methods (-1 for a baseline the runner added),
+// looking where a value comes from, most specific first; the file alone
+// when no key is found.
+func (s *Spec) where(i int, name string) string {
+	paths := []string{fmt.Sprintf("methods.%d.params.%s", i, name), fmt.Sprintf("methods.%d.grid.%s", i, name)}
+	for k := range s.Variants {
+		paths = append(paths, fmt.Sprintf("variants.%d.params.%s", k, name))
+	}
+	paths = append(paths, "privacy."+name, "params."+name)
+	if s.Sweep != nil && s.Sweep.Param == name {
+		paths = append(paths, "sweep.values")
+	}
+	for _, p := range paths {
+		if l, ok := s.lines[p]; ok {
+			return fmt.Sprintf("%s:%d", s.file, l)
+		}
+	}
+	if s.file == "" {
+		return s.Name
+	}
+	return s.file
 }
 
 // check validates what can be checked without running and fills defaults.

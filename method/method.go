@@ -97,7 +97,8 @@ func (s Spec) Field(cfg any, name string) (Field, error) {
 	for k, f := range fs {
 		names[k] = f.Name
 	}
-	return Field{}, fmt.Errorf("%w: %s has no parameter %q (it has %s)", ErrParam, s.Name, name, strings.Join(names, ", "))
+	return Field{}, &ParamError{Method: s.Name, Name: name,
+		Err: fmt.Errorf("no such parameter (it has %s)", strings.Join(names, ", "))}
 }
 
 // Has reports whether the method has a parameter called name.
@@ -112,10 +113,28 @@ func (s Spec) Set(cfg any, name, value string) error {
 		return err
 	}
 	if err := f.Value.Set(value); err != nil {
-		return fmt.Errorf("%w: %s %s = %q: %w", ErrParam, s.Name, name, value, err)
+		return &ParamError{Method: s.Name, Name: name, Value: value, Err: err}
 	}
 	return nil
 }
+
+// A ParamError is a parameter that a method does not have, or a value that
+// does not parse as its field's type. It wraps ErrParam.
+type ParamError struct {
+	Method, Name string
+	Value        string // the text given, "" for an unknown name
+	Err          error  // what is wrong
+}
+
+func (e *ParamError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%v: %s %s: %v", ErrParam, e.Method, e.Name, e.Err)
+	}
+	return fmt.Sprintf("%v: %s %s = %q: %v", ErrParam, e.Method, e.Name, e.Value, e.Err)
+}
+
+// Unwrap returns ErrParam and the cause.
+func (e *ParamError) Unwrap() []error { return []error{ErrParam, e.Err} }
 
 // Configure returns a new config of the method with the given fields set
 // from text, over the defaults: the edge where flags and experiment files
