@@ -3,6 +3,7 @@ package method
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -13,6 +14,51 @@ type Field struct {
 	Name  string // like "dim" or "eps"
 	Usage string // one line for --help, true for this method
 	Value Value  // reads and sets the config's field
+	// Go is the config's field that Value sets, as a Go selector like
+	// "Rounds" or "Spec.User.Low"; "" when the value is stored otherwise
+	// (hdpmf's rescale is its Variant).
+	Go string
+}
+
+// goNames fills the Go field of fs by finding each value's field in cfg,
+// a pointer to a config struct.
+func goNames(cfg any, fs []Field) []Field {
+	byAddr := map[uintptr]string{}
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		t := v.Type()
+		for k := range t.NumField() {
+			sf := t.Field(k)
+			if !sf.IsExported() {
+				continue
+			}
+			name := sf.Name
+			if !sf.Anonymous {
+				name = prefix + sf.Name
+			} else {
+				name = prefix
+			}
+			f := v.Field(k)
+			if f.Kind() == reflect.Struct {
+				next := name
+				if next != "" {
+					next += "."
+				}
+				walk(f, next)
+				continue
+			}
+			byAddr[f.Addr().Pointer()] = name
+		}
+	}
+	if v := reflect.ValueOf(cfg); v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct {
+		walk(v.Elem(), "")
+	}
+	for k := range fs {
+		if a, ok := fs[k].Value.(interface{ addr() uintptr }); ok {
+			fs[k].Go = byAddr[a.addr()]
+		}
+	}
+	return fs
 }
 
 // Value reads and sets one config field. It satisfies pflag.Value, so a
@@ -149,25 +195,31 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
+func (v intValue) addr() uintptr       { return reflect.ValueOf(v.p).Pointer() }
+func (v uintValue) addr() uintptr      { return reflect.ValueOf(v.p).Pointer() }
+func (v floatValue) addr() uintptr     { return reflect.ValueOf(v.p).Pointer() }
+func (v boolValue) addr() uintptr      { return reflect.ValueOf(v.p).Pointer() }
+func (v choiceValue[T]) addr() uintptr { return reflect.ValueOf(v.p).Pointer() }
+
 func intF(name string, p *int, usage string) Field {
-	return Field{name, usage, intValue{p}}
+	return Field{Name: name, Usage: usage, Value: intValue{p}}
 }
 func uintF(name string, p *uint64, usage string) Field {
-	return Field{name, usage, uintValue{p}}
+	return Field{Name: name, Usage: usage, Value: uintValue{p}}
 }
 func floatF(name string, p *float64, usage string) Field {
-	return Field{name, usage, floatValue{p}}
+	return Field{Name: name, Usage: usage, Value: floatValue{p}}
 }
 func boolF(name string, p *bool, usage string) Field {
-	return Field{name, usage, boolValue{p}}
+	return Field{Name: name, Usage: usage, Value: boolValue{p}}
 }
 func textF[T ~string](name string, p *T, usage string, choices ...string) Field {
-	return Field{name, usage, choiceValue[T]{p, choices}}
+	return Field{Name: name, Usage: usage, Value: choiceValue[T]{p, choices}}
 }
 
 // boolFuncF is a boolean field stored otherwise in the config.
 func boolFuncF(name string, get func() bool, set func(bool), usage string) Field {
-	return Field{name, usage, boolFuncValue{get, set}}
+	return Field{Name: name, Usage: usage, Value: boolFuncValue{get, set}}
 }
 
 // boolFuncValue is a boolean read and set through functions: a choice the

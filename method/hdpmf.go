@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/hdpmf"
@@ -26,6 +27,7 @@ type schemeValue struct{ p *dp.ShareScheme }
 func (v schemeValue) String() string { return v.p.String() }
 func (v schemeValue) Type() string   { return "gamma|mixture" }
 func (v schemeValue) Get() any       { return v.p.String() }
+func (v schemeValue) addr() uintptr  { return reflect.ValueOf(v.p).Pointer() }
 func (v schemeValue) Set(s string) error {
 	sc, err := dp.ParseShareScheme(s)
 	if err != nil {
@@ -33,6 +35,10 @@ func (v schemeValue) Set(s string) error {
 	}
 	*v.p = sc
 	return nil
+}
+
+func schemeF(name string, p *dp.ShareScheme, usage string) Field {
+	return Field{Name: name, Usage: usage, Value: schemeValue{p}}
 }
 
 // hdpmfFields names the fields of a hdpmf.Config for variant v,
@@ -65,7 +71,7 @@ func hdpmfFields(v hdpmf.Variant) func(c *hdpmf.Config) []Field {
 			floatF("eps-ic", &c.Spec.Item.Low, "lowest weight of highly sensitive items, in (0, 1]"),
 			floatF("eps-im", &c.Spec.Item.Mid, "lowest weight of moderately sensitive items, in (0, 1]"),
 			uintF("spec-seed", &c.SpecSeed, "seed of the simulated privacy specification (public: it is not the data)"),
-			{"noise", "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's, leaks to a server that knows h)", schemeValue{&c.Noise}},
+			schemeF("noise", &c.Noise, "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's, leaks to a server that knows h)"),
 			boolF("secagg", &c.SecureAggregation, "secure aggregation: the server sees only per-item sums (false: it reads every user's upload, and the claim does not hold)"),
 			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
 		}

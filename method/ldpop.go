@@ -86,7 +86,7 @@ func ldpopFields(v ldpop.Variant) func(c *ldpop.Config) []Field {
 			fs = append(fs, floatF("eps", &c.Eps, "ε of the objective noise, drawn once and reused every round (values only: existence is not protected)"))
 		}
 		if v != ldpop.RSMF {
-			fs = append(fs, Field{"noise", "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's H ~ Exp(1), C ~ N(0, 1/n))", schemeValue{&c.Noise}})
+			fs = append(fs, schemeF("noise", &c.Noise, "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's H ~ Exp(1), C ~ N(0, 1/n))"))
 		}
 		return append(fs,
 			boolF("secagg", &c.SecureAggregation, "secure aggregation: the server sees only per-position sums (false: it reads every user's upload)"),

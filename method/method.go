@@ -216,7 +216,7 @@ func define[C any](s Spec, def func() C, bind func(*C) []Field,
 		}
 		return nil
 	}
-	s.fields = func(cfg any) []Field { return bind(cfg.(*C)) }
+	s.fields = func(cfg any) []Field { return goNames(cfg, bind(cfg.(*C))) }
 	s.fit = func(ctx context.Context, train *ratings.Dataset, cfg any, seed uint64, hook Hook) (*model.Model, *Result, error) {
 		return fit(ctx, train, cfg.(*C), seed, hook)
 	}

@@ -2,6 +2,7 @@ package method_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"testing"
@@ -174,6 +175,44 @@ func TestErrorsKeepTheirIdentity(t *testing.T) {
 			_, _, err := fitText(context.Background(), tc.name, train, tc.p, 1, nil)
 			if !errors.Is(err, method.ErrDiverged) {
 				t.Errorf("error %v does not wrap ErrDiverged", err)
+			}
+		})
+	}
+}
+
+// TestConfigsRoundTripAsText checks, for every method, that each field is
+// bound to a field of the typed config (Field.Go), that the defaults read
+// back from their text form unchanged (what flags and experiment files
+// rely on), and that the JSON form is one valid object.
+func TestConfigsRoundTripAsText(t *testing.T) {
+	for _, s := range method.All() {
+		t.Run(s.Name, func(t *testing.T) {
+			def := s.New()
+			fs := s.Fields(def)
+			seen := map[string]bool{}
+			for _, f := range fs {
+				if seen[f.Name] {
+					t.Errorf("parameter %s twice", f.Name)
+				}
+				seen[f.Name] = true
+				if f.Go == "" && f.Name != "rescale" {
+					t.Errorf("parameter %s is bound to no config field", f.Name)
+				}
+				if f.Usage == "" {
+					t.Errorf("parameter %s has no usage", f.Name)
+				}
+			}
+			text := s.Text(def)
+			back, err := s.Configure(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := method.String(s.Fields(back)), method.String(fs); got != want {
+				t.Errorf("defaults changed through text:\n got %s\nwant %s", got, want)
+			}
+			var obj map[string]any
+			if err := json.Unmarshal(method.JSON(fs), &obj); err != nil || len(obj) != len(fs) {
+				t.Errorf("JSON %s: %v (%d keys for %d fields)", method.JSON(fs), err, len(obj), len(fs))
 			}
 		})
 	}

@@ -106,6 +106,7 @@ type methodInfo struct {
 // paramInfo is one hyperparameter in `privrec methods --json`.
 type paramInfo struct {
 	Name    string `json:"name"`
+	Field   string `json:"field,omitempty"` // the Go config field it sets
 	Type    string `json:"type"`
 	Default any    `json:"default"`
 	Usage   string `json:"usage"`
@@ -138,7 +139,7 @@ with its type, default and meaning.`,
 					if x, ok := def.(float64); ok && (math.IsNaN(x) || math.IsInf(x, 0)) {
 						def = f.Value.String()
 					}
-					mi.Config = append(mi.Config, paramInfo{f.Name, f.Value.Type(), def, f.Usage})
+					mi.Config = append(mi.Config, paramInfo{f.Name, f.Go, f.Value.Type(), def, f.Usage})
 				}
 				out = append(out, mi)
 			}
