@@ -153,7 +153,16 @@ with its type, default and meaning.`,
 }
 
 // flagError explains a flag error by the method whose flags were
-// registered: a flag of another method is unknown here.
+// registered: a flag of another method is unknown here, and the error says
+// in one line which parameters this method has instead.
 func (f *methodFlags) flagError(cmd *cobra.Command, err error) error {
-	return fmt.Errorf("%w (method %s: privrec %s --method %s --help lists its flags)", err, f.spec.Name, cmd.Name(), f.spec.Name)
+	var names []string
+	for _, fl := range f.spec.Fields(f.spec.New()) {
+		names = append(names, "--"+fl.Name)
+	}
+	has := "none: it trains in one pass"
+	if len(names) > 0 {
+		has = strings.Join(names, ", ")
+	}
+	return fmt.Errorf("%w: not a parameter of method %s (its parameters: %s)", err, f.spec.Name, has)
 }
