@@ -51,16 +51,8 @@ func OfficialSplit(dir string, fold string) (train, test *Dataset, err error) {
 		if path == "" {
 			return nil, fmt.Errorf("ratings: %s: no %s: %w", dir, file, ErrFormat)
 		}
-		l, err := newLoader(LoadOptions{Name: name + "/" + file, Format: FormatML100K}, path)
-		if err != nil {
-			return nil, err
-		}
-		l.b.users, l.b.items = full.b.users, full.b.items
-		l.frozen = true
-		if err := l.readFile(path, FormatML100K); err != nil {
-			return nil, err
-		}
-		d, err := l.finish()
+		opt := LoadOptions{Name: name + "/" + file, Format: FormatML100K}
+		d, _, err := readAligned(path, opt, full.b.users, full.b.items, true)
 		if err != nil {
 			return nil, err
 		}
