@@ -79,9 +79,28 @@ func resolveDir(dir string, opt LoadOptions) ([]string, Format, error) {
 	if p := existing(dir, "ratings_uir_dense.tsv"); p != "" {
 		return []string{p}, pick(FormatAuto), nil
 	}
+	cands, err := candidateFiles(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	switch len(cands) {
+	case 0:
+		return nil, "", fmt.Errorf("ratings: %s: no rating file found (looked for u.data, ratings.dat, ratings.csv, Netflix combined_data_*.txt or training_set/, ratings_uir_dense.tsv): %w", dir, ErrFormat)
+	case 1:
+		return []string{filepath.Join(dir, cands[0])}, pick(FormatAuto), nil
+	}
+	e := &CandidatesError{Dir: dir, Files: cands}
+	e.Train, e.Test = splitPair(cands)
+	return nil, "", e
+}
+
+// candidateFiles returns the names of the regular files of dir that may
+// hold ratings: a data extension (possibly with .gz), not a known metadata
+// file, not a README; sorted.
+func candidateFiles(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, "", fmt.Errorf("ratings: %w", err)
+		return nil, fmt.Errorf("ratings: %w", err)
 	}
 	var cands []string
 	for _, e := range ents {
@@ -94,11 +113,5 @@ func resolveDir(dir string, opt LoadOptions) ([]string, Format, error) {
 		}
 		cands = append(cands, e.Name())
 	}
-	switch len(cands) {
-	case 0:
-		return nil, "", fmt.Errorf("ratings: %s: no rating file found (looked for u.data, ratings.dat, ratings.csv, Netflix combined_data_*.txt or training_set/, ratings_uir_dense.tsv): %w", dir, ErrFormat)
-	case 1:
-		return []string{filepath.Join(dir, cands[0])}, pick(FormatAuto), nil
-	}
-	return nil, "", fmt.Errorf("ratings: %s: several candidate rating files, load one of them: %s: %w", dir, strings.Join(cands, ", "), ErrFormat)
+	return cands, nil
 }

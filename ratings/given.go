@@ -3,6 +3,8 @@ package ratings
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 // LoadTest reads the rating file at path as test data for a model trained
@@ -81,3 +83,75 @@ func idMapOf(ids []string, field string) (idMap, error) {
 	}
 	return m, nil
 }
+
+// GivenSplitFiles returns the training and test files of a train/test split
+// given as two files of the folder dir: among the files Load considers as
+// rating files there (a data extension such as .tsv or .csv, possibly
+// .gz; not a known metadata file or a README), the one whose name contains
+// "train" and the one whose name contains "test", ignoring case — for
+// example ratings_train.tsv and ratings_test.tsv beside ratings_all.tsv.
+// Unless there is exactly one of each (and no name contains both), it is an
+// ErrFormat error listing the candidates.
+func GivenSplitFiles(dir string) (train, test string, err error) {
+	cands, err := candidateFiles(dir)
+	if err != nil {
+		return "", "", err
+	}
+	tr, te := splitPair(cands)
+	if tr == "" {
+		list := strings.Join(cands, ", ")
+		if list == "" {
+			list = "none"
+		}
+		return "", "", fmt.Errorf("ratings: %s: no given train/test split: want one rating file named *train* and one named *test*, found %s: %w", dir, list, ErrFormat)
+	}
+	return filepath.Join(dir, tr), filepath.Join(dir, te), nil
+}
+
+// splitPair returns the names among cands that contain "train" and "test"
+// (ignoring case), or "", "" unless there is exactly one of each and no
+// name contains both.
+func splitPair(cands []string) (train, test string) {
+	var trs, tes []string
+	for _, c := range cands {
+		n := strings.ToLower(c)
+		tr, te := strings.Contains(n, "train"), strings.Contains(n, "test")
+		switch {
+		case tr && te:
+			return "", ""
+		case tr:
+			trs = append(trs, c)
+		case te:
+			tes = append(tes, c)
+		}
+	}
+	if len(trs) != 1 || len(tes) != 1 {
+		return "", ""
+	}
+	return trs[0], tes[0]
+}
+
+// CandidatesError is the error of Load for a folder that holds several
+// candidate rating files and none of the names Load looks for. It wraps
+// ErrFormat.
+type CandidatesError struct {
+	// Dir is the folder.
+	Dir string
+	// Files are the names of the candidate files, sorted.
+	Files []string
+	// Train and Test name the files of a train/test split among Files
+	// (see GivenSplitFiles), or are "" when there is none.
+	Train, Test string
+}
+
+// Error says how to choose: one of the files, or the train/test pair.
+func (e *CandidatesError) Error() string {
+	s := fmt.Sprintf("ratings: %s: several candidate rating files (%s): load one of them", e.Dir, strings.Join(e.Files, ", "))
+	if e.Train != "" {
+		s += fmt.Sprintf(", or use %s and %s as a given train/test split", e.Train, e.Test)
+	}
+	return s + ": " + ErrFormat.Error()
+}
+
+// Unwrap returns ErrFormat.
+func (e *CandidatesError) Unwrap() error { return ErrFormat }

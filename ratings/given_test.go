@@ -82,3 +82,60 @@ func TestLoadTest(t *testing.T) {
 		t.Errorf("folder: err = %v, want ErrFormat", err)
 	}
 }
+
+func TestGivenSplitFiles(t *testing.T) {
+	tests := []struct {
+		name        string
+		files       []string
+		train, test string // "" for an error
+	}{
+		{"douban style", []string{"ratings_all.tsv", "ratings_train.tsv", "ratings_test.tsv", "README.md"}, "ratings_train.tsv", "ratings_test.tsv"},
+		{"case and gzip", []string{"Train.csv.gz", "TEST.csv", "movies.csv"}, "Train.csv.gz", "TEST.csv"},
+		{"no test", []string{"ratings_all.tsv", "ratings_train.tsv"}, "", ""},
+		{"two trains", []string{"a_train.tsv", "b_train.tsv", "test.tsv"}, "", ""},
+		{"one name has both", []string{"train_test.tsv", "test.tsv", "train.tsv"}, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				writeFile(t, filepath.Join(dir, f), "1\t1\t1\n")
+			}
+			tr, te, err := GivenSplitFiles(dir)
+			if tc.train == "" {
+				if !errors.Is(err, ErrFormat) {
+					t.Errorf("err = %v, want ErrFormat", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr != filepath.Join(dir, tc.train) || te != filepath.Join(dir, tc.test) {
+				t.Errorf("got %s, %s; want %s, %s", tr, te, tc.train, tc.test)
+			}
+		})
+	}
+}
+
+// TestCandidatesError checks that Load of a folder with several rating
+// files says how to choose, naming a train/test pair when there is one.
+func TestCandidatesError(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"ratings_all.tsv", "ratings_train.tsv", "ratings_test.tsv"} {
+		writeFile(t, filepath.Join(dir, f), "1\t1\t1\n")
+	}
+	_, _, err := Load(dir, LoadOptions{})
+	var ce *CandidatesError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrFormat) {
+		t.Fatalf("err = %v, want a *CandidatesError wrapping ErrFormat", err)
+	}
+	if ce.Train != "ratings_train.tsv" || ce.Test != "ratings_test.tsv" || len(ce.Files) != 3 {
+		t.Errorf("got %+v", ce)
+	}
+	for _, want := range []string{"load one of them", "ratings_train.tsv and ratings_test.tsv as a given train/test split"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}

@@ -69,8 +69,9 @@ const maxExamples = 5
 // training_set itself); ratings_uir_dense.tsv (the shared ML-1M copy, which
 // lacks ratings.dat); else the only data file of the folder that is not a
 // known metadata file. Each name may carry a .gz suffix. A folder with
-// several candidate files and none of these names is an ErrFormat error
-// listing them.
+// several candidate files and none of these names is a *CandidatesError
+// (wrapping ErrFormat) listing them; GivenSplitFiles picks a *train* and
+// *test* pair among them, for LoadTest.
 //
 // The dataset keeps the file order of the ratings. Malformed input yields a
 // *ParseError naming file, line and field.
