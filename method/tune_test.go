@@ -1,0 +1,270 @@
+package method
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/privrec/privrec/ratings"
+)
+
+// tuneData is a small planted low-rank dataset: fast to train on.
+func tuneData(t *testing.T, seed uint64) *ratings.Dataset {
+	t.Helper()
+	d, err := ratings.Synthetic(ratings.SyntheticConfig{Users: 300, Items: 200, Rank: 3, PerUser: 30, Noise: 0.3}, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// tuneConfig returns the defaults of the method called name with p set.
+func tuneConfig(t *testing.T, name string, p map[string]string) (Spec, any) {
+	t.Helper()
+	s, err := Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := s.Configure(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cfg
+}
+
+func TestTuneGrid(t *testing.T) {
+	tests := []struct {
+		method string
+		size   int
+		has    Candidate // a point the grid must hold
+	}{
+		{"mf", 15, Candidate{{"lr", 0.01}, {"reg", 0.05}}}, // the defaults
+		{"mf", 15, Candidate{{"lr", 0.0025}, {"reg", 0.005}}},
+		{"hdpmf", 15, Candidate{{"lr", 2}, {"reg", 0.1}}},
+		{"sdmf", 15, Candidate{{"lr0", 0.375}, {"lambda", 1}}},
+		{"ldp-op", 15, Candidate{{"lr", 0.015}, {"reg", 0.01}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method, func(t *testing.T) {
+			s, cfg := tuneConfig(t, tc.method, nil)
+			grid, err := TuneGrid(s, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(grid) != tc.size {
+				t.Errorf("%d candidates, want %d", len(grid), tc.size)
+			}
+			found := false
+			for _, c := range grid {
+				found = found || c.String() == tc.has.String()
+			}
+			if !found {
+				t.Errorf("grid %v lacks %v", grid, tc.has)
+			}
+		})
+	}
+}
+
+func TestTuneNotTunable(t *testing.T) {
+	for _, name := range []string{"mean", "itemavg", "dp-itemavg", "dp-globalavg", "bmf-gibbs", "bpr-sgld", "sd-bprmf"} {
+		t.Run(name, func(t *testing.T) {
+			s, cfg := tuneConfig(t, name, nil)
+			_, _, err := Tune(context.Background(), s, cfg, tuneData(t, 1), TuneOptions{})
+			if !errors.Is(err, ErrNotTunable) {
+				t.Errorf("err = %v, want ErrNotTunable", err)
+			}
+		})
+	}
+}
+
+// TestTunePicksClearlyBetter gives grids where one step size is right and
+// the others 100× too small or divergent: the selection must find it,
+// privately or not.
+func TestTunePicksClearlyBetter(t *testing.T) {
+	tests := []struct {
+		method string
+		params map[string]string
+		grid   []Candidate
+		want   string
+	}{
+		// Validation MSE 0.34 against 0.92 (lr 0.0004) and divergence (lr 50).
+		{"mf", map[string]string{"epochs": "30"},
+			[]Candidate{{{"lr", 0.0004}}, {{"lr", 0.04}}, {{"lr", 50}}}, "lr=0.04"},
+		// About 1.0 against 5 for lr 20, whose item factors blow up.
+		{"hdpmf", map[string]string{"epochs": "30", "dim": "3"},
+			[]Candidate{{{"lr", 0.05}}, {{"lr", 20}}}, "lr=0.05"},
+		{"dp-pmf", map[string]string{"epochs": "10"},
+			[]Candidate{{{"lr", 0.5}}, {{"lr", 50}}}, "lr=50"},
+	}
+	d := tuneData(t, 1)
+	for _, tc := range tests {
+		t.Run(tc.method, func(t *testing.T) {
+			s, cfg := tuneConfig(t, tc.method, tc.params)
+			best, rep, err := Tune(context.Background(), s, cfg, d, TuneOptions{Seed: 3, Grid: tc.grid, Stop: 0.05})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.Best.String(); got != tc.want {
+				t.Errorf("selected %s (score %.4f), want %s", got, rep.BestScore, tc.want)
+			}
+			lr, _ := s.Field(best, "lr")
+			if lr.Value.String() != strings.TrimPrefix(tc.want, "lr=") {
+				t.Errorf("returned config has lr %s, want %s", lr.Value, tc.want)
+			}
+			if rep.Private != (s.Claim.Unit != "none") {
+				t.Errorf("private = %v for unit %q", rep.Private, s.Claim.Unit)
+			}
+		})
+	}
+}
+
+// TestTuneEpsFormula checks the reported ε against the formulas, computed
+// here from the configs' ε: the selection 3(ε_c + ε_s) with δ e^(−γT),
+// K(ε_c + ε_s) against a server that sees every candidate, plus the
+// retraining's ε_c.
+func TestTuneEpsFormula(t *testing.T) {
+	const epsS, gamma, delta = 0.5, 0.5, 1e-3
+	capT := math.Ceil(math.Log(1/delta) / gamma) // 14
+	tests := []struct {
+		method string
+		params map[string]string
+		epsC   float64 // the method's ε for this config
+		keep   bool
+		total  func(k int) float64
+	}{
+		// dp-pmf trusts the recommender: only the selection is released.
+		{"dp-pmf", map[string]string{"epochs": "5", "eps": "2"}, 2, false,
+			func(int) float64 { return 3*(2+epsS) + 2 }},
+		{"dp-pmf", map[string]string{"epochs": "5", "eps": "2"}, 2, true,
+			func(int) float64 { return 3 * (2 + epsS) }},
+		// hdpmf trusts nobody: the server sees all K candidates.
+		{"hdpmf", map[string]string{"epochs": "4", "eps": "0.5"}, 4 * 0.5, false,
+			func(k int) float64 { return float64(k)*(2+epsS) + 2 }},
+	}
+	d := tuneData(t, 1)
+	for _, tc := range tests {
+		t.Run(tc.method, func(t *testing.T) {
+			s, cfg := tuneConfig(t, tc.method, tc.params)
+			opt := TuneOptions{Seed: 1, EpsScore: epsS, Stop: gamma, Delta: delta, KeepCandidate: tc.keep}
+			_, res, rep, err := FitTuned(context.Background(), s, cfg, d, 1, nil, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			close := func(name string, got, want float64) {
+				t.Helper()
+				if math.Abs(got-want) > 1e-9*math.Max(1, want) {
+					t.Errorf("%s = %.12g, want %.12g", name, got, want)
+				}
+			}
+			if rep.Cap != int(capT) {
+				t.Errorf("cap T = %d, want %g", rep.Cap, capT)
+			}
+			if rep.Tried < 1 || rep.Tried > rep.Cap {
+				t.Errorf("tried %d candidates, want 1..%d", rep.Tried, rep.Cap)
+			}
+			close("eps_train", rep.EpsTrain, tc.epsC)
+			close("eps_select", rep.EpsSelect, 3*(tc.epsC+epsS))
+			close("delta_select", rep.DeltaSelect, math.Exp(-gamma*capT))
+			close("eps_all", rep.EpsAll, float64(rep.Tried)*(tc.epsC+epsS))
+			close("privacy eps_total", res.Privacy.EpsTotal, tc.total(rep.Tried))
+			if len(rep.Trials) != 0 {
+				t.Errorf("a private selection lists %d trials' scores; it must release only the best", len(rep.Trials))
+			}
+			if !strings.Contains(res.Privacy.Note, "Liu–Talwar") {
+				t.Errorf("note %q does not say how the tuning composes", res.Privacy.Note)
+			}
+		})
+	}
+}
+
+func TestTunePublicCostsNothing(t *testing.T) {
+	s, cfg := tuneConfig(t, "dp-pmf", map[string]string{"epochs": "5", "eps": "2"})
+	public := tuneData(t, 2)
+	public.Name = "public.tsv"
+	m, res, rep, err := FitTuned(context.Background(), s, cfg, tuneData(t, 1), 1, nil, TuneOptions{Seed: 1, Public: public})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Private || rep.Eps != 0 || rep.Public != "public.tsv" {
+		t.Errorf("private %v, eps %g, public %q: want not private, 0, public.tsv", rep.Private, rep.Eps, rep.Public)
+	}
+	if res.Privacy.EpsTotal != 2 || m.Privacy.EpsTotal != 2 {
+		t.Errorf("eps_total = %g (model %g), want the final training's 2 alone", res.Privacy.EpsTotal, m.Privacy.EpsTotal)
+	}
+	if !strings.Contains(res.Privacy.Note, "declared public") {
+		t.Errorf("note %q does not say the tuning data was declared public", res.Privacy.Note)
+	}
+	if len(rep.Trials) != len(rep.Grid) || rep.TuneRatings+rep.ValRatings != public.Len() {
+		t.Errorf("%d trials of %d candidates on %d+%d ratings; want every candidate once on the public %d",
+			len(rep.Trials), len(rep.Grid), rep.TuneRatings, rep.ValRatings, public.Len())
+	}
+}
+
+func TestTuneReproducible(t *testing.T) {
+	d := tuneData(t, 1)
+	s, cfg := tuneConfig(t, "hdpmf", map[string]string{"epochs": "3"})
+	run := func(seed uint64) (*TuneReport, float32) {
+		m, _, rep, err := FitTuned(context.Background(), s, cfg, d, 1, nil, TuneOptions{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep, m.Predict(d.Users[0], d.Items[0])
+	}
+	a, pa := run(7)
+	b, pb := run(7)
+	if a.Best.String() != b.Best.String() || a.BestScore != b.BestScore || a.Tried != b.Tried || pa != pb {
+		t.Errorf("seed 7 twice: %v %.6f %d %g, then %v %.6f %d %g", a.Best, a.BestScore, a.Tried, pa, b.Best, b.BestScore, b.Tried, pb)
+	}
+	c, _ := run(8)
+	if c.BestScore == a.BestScore && c.Tried == a.Tried {
+		t.Errorf("seeds 7 and 8 gave the same selection run (score %.6f, %d tried)", a.BestScore, a.Tried)
+	}
+}
+
+// TestTuneSplitStable checks what the privacy analysis needs of the
+// hold-out: removing or changing one rating moves no other rating between
+// the parts.
+func TestTuneSplitStable(t *testing.T) {
+	d := tuneData(t, 1)
+	held := func(d *ratings.Dataset) map[[2]string]bool {
+		_, val, err := tuneSplit(d, 0.2, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[[2]string]bool{}
+		for k := range val.Len() {
+			out[[2]string{val.UserIDs[val.Users[k]], val.ItemIDs[val.Items[k]]}] = true
+		}
+		return out
+	}
+	base := held(d)
+	if f := float64(len(base)) / float64(d.Len()); f < 0.17 || f > 0.23 {
+		t.Errorf("held out %.3f of the ratings, want about 0.2", f)
+	}
+	drop := make([]int, 0, d.Len()-1)
+	for k := range d.Len() {
+		if k != 10 {
+			drop = append(drop, k)
+		}
+	}
+	changed := d.Subset(nil)
+	*changed = *d
+	changed.Values = append([]float32(nil), d.Values...)
+	changed.Values[10] = d.Scale.Max + d.Scale.Min - d.Values[10]
+	removed := [2]string{d.UserIDs[d.Users[10]], d.ItemIDs[d.Items[10]]}
+	for name, nb := range map[string]*ratings.Dataset{"removed": d.Subset(drop), "changed": changed} {
+		got := held(nb)
+		for k := range base {
+			if !got[k] && !(name == "removed" && k == removed) {
+				t.Errorf("%s rating 10: rating %v left the hold-out", name, k)
+			}
+		}
+		for k := range got {
+			if !base[k] {
+				t.Errorf("%s rating 10: rating %v joined the hold-out", name, k)
+			}
+		}
+	}
+}
