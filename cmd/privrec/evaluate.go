@@ -20,6 +20,9 @@ type splitter func(d *ratings.Dataset, seed uint64) ([]ratings.Split, error)
 // parseSplitFlag understands the ratings package's split specs plus
 // "official[:N]", the official ML-100K u1..u5 (or ua, ub) files.
 func parseSplitFlag(s string, df *dataFlags) (splitter, error) {
+	if s == "given" {
+		return nil, fmt.Errorf("--split given: only privrec evaluate reads a given train/test pair")
+	}
 	if s == "official" || strings.HasPrefix(s, "official:") {
 		folds := []string{"1", "2", "3", "4", "5"}
 		if f, ok := strings.CutPrefix(s, "official:"); ok {
@@ -85,6 +88,8 @@ type evalReport struct {
 	Runs    []runResult    `json:"runs"`
 	// Settings is the method and its config as one line of text.
 	Settings string `json:"-"`
+	// TestFileReport describes the test file of --test or --split given.
+	*TestFileReport
 }
 
 func (a *app) evaluateCmd() *cobra.Command {
@@ -97,6 +102,7 @@ func (a *app) evaluateCmd() *cobra.Command {
 		asJSON  bool
 		rankK   int
 		relev   float64
+		test    string
 	)
 	cmd := &cobra.Command{
 		Use:   "evaluate",
@@ -108,9 +114,22 @@ reports means and standard deviations; k-fold and official splits average
 over their folds.
 
 Splits: random:F (train fraction F), leave:K (K test ratings per user),
-loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N.`,
+loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N, and
+given: --data is a folder holding one *train* and one *test* rating file
+(douban-monti: ratings_train.tsv, ratings_test.tsv); evaluate trains on the
+first and tests on the second.
+
+--test FILE trains on all of --data (no split; --split is then an error)
+and tests on FILE, read with the same format flags and on the training
+data's scale: a test rating off that scale is an error naming the file and
+line (--skip-bad skips and counts it). Test users and items without a
+training rating are counted (unseen_users, unseen_items, unseen_ratings in
+--json) and get the model's fallback prediction, its default plus the
+biases it knows; --rank leaves out the test ratings of unseen items.`,
 		Example: `  privrec evaluate --data ml-latest-small --method mf --split random:0.9 --json
-  privrec evaluate --data ml-100k --split official --dim 50 --epochs 40`,
+  privrec evaluate --data ml-100k --split official --dim 50 --epochs 40
+  privrec evaluate --data douban-monti --split given --method mf
+  privrec evaluate --data train.tsv --test test.tsv --rank 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mfl.validate(); err != nil {
@@ -119,17 +138,16 @@ loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N.`,
 			if repeats < 1 {
 				return fmt.Errorf("--repeats %d: must be ≥ 1", repeats)
 			}
-			sp, err := parseSplitFlag(split, &df)
-			if err != nil {
-				return err
-			}
-			d, err := a.load(&df)
+			d, sp, tf, err := a.evalData(cmd, &df, split, test)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
 			rep := evalReport{Dataset: df.data, Ratings: d.Len(), Users: d.NumUsers(), Items: d.NumItems(),
-				Method: mfl.spec.Name, Config: mfl.config(), Split: split, Seed: seed, Settings: mfl.String()}
+				Method: mfl.spec.Name, Config: mfl.config(), Split: split, Seed: seed, Settings: mfl.String(), TestFileReport: tf}
+			if tf != nil && !cmd.Flags().Changed("split") {
+				rep.Split = "test file"
+			}
 			metrics := map[string][]float64{}
 			for r := range repeats {
 				s := seed + uint64(r)
@@ -155,7 +173,7 @@ loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N.`,
 					metrics["mae"] = append(metrics["mae"], e.MAE)
 					metrics["train_seconds"] = append(metrics["train_seconds"], secs)
 					if rankK > 0 {
-						rk := eval.Rank(m, spl.Train, spl.Test, rankK, float32(relev))
+						rk := eval.Rank(m, spl.Train, rankable(spl.Train, spl.Test), rankK, float32(relev))
 						res.Precision, res.Recall, res.NDCG, res.AUC = &rk.Precision, &rk.Recall, &rk.NDCG, &rk.AUC
 						metrics["precision"] = append(metrics["precision"], rk.Precision)
 						metrics["recall"] = append(metrics["recall"], rk.Recall)
@@ -189,12 +207,16 @@ loo (leave one out), kfold:K, official (ML-100K u1..u5), official:N.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&rankK, "rank", 0, "also report precision, recall and NDCG at this k, and AUC (0: off)")
 	cmd.Flags().Float64Var(&relev, "relevant", 4, "with --rank: a test rating at least this is relevant")
+	cmd.Flags().StringVar(&test, "test", "", "test on this rating file (read like --data, on its scale) after training on all of --data; not with --split")
 	return cmd
 }
 
 func printReport(a *app, r *evalReport, rankK int) error {
 	fmt.Fprintf(a.stdout, "%s: %d ratings, %d users, %d items\n", r.Dataset, r.Ratings, r.Users, r.Items)
 	fmt.Fprintf(a.stdout, "method %s, split %s, %d run(s)\n", r.Settings, r.Split, len(r.Runs))
+	if r.TestFileReport != nil {
+		r.TestFileReport.print(a.stdout, rankK)
+	}
 	if p := r.Privacy; p != nil && p.Unit != "none" {
 		fmt.Fprintf(a.stdout, "privacy: protects %s, trusts %s; ε per round %.4g, in total %.4g", p.Unit, p.Trusted, p.EpsRound, p.EpsTotal)
 		if p.Delta > 0 {

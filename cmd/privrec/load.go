@@ -88,7 +88,7 @@ func (a *app) load(f *dataFlags) (*ratings.Dataset, error) {
 	}
 	d, rep, err := datasets.Open(f.data, opt)
 	if err != nil {
-		return nil, err
+		return nil, withDataHint(err)
 	}
 	if rep != nil && rep.Skipped > 0 {
 		fmt.Fprintf(a.stderr, "privrec: %s: skipped %d bad line(s) of %d\n", f.data, rep.Skipped, rep.Lines)
