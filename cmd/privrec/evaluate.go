@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -88,6 +89,10 @@ type evalReport struct {
 	Runs    []runResult    `json:"runs"`
 	// Settings is the method and its config as one line of text.
 	Settings string `json:"-"`
+	// Relevant is the --relevant threshold of the ranking metrics (with
+	// --rank); RelevantNote says it in words.
+	Relevant     *float64 `json:"relevant,omitempty"`
+	RelevantNote string   `json:"-"`
 	// TestFileReport describes the test file of --test or --split given.
 	*TestFileReport
 }
@@ -142,11 +147,18 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 			if err != nil {
 				return err
 			}
+			if rankK > 0 && !cmd.Flags().Changed("relevant") {
+				relev = defaultRelevant(d.Scale)
+			}
 			ctx := cmd.Context()
 			rep := evalReport{Dataset: df.data, Ratings: d.Len(), Users: d.NumUsers(), Items: d.NumItems(),
 				Method: mfl.spec.Name, Config: mfl.config(), Split: split, Seed: seed, Settings: mfl.String(), TestFileReport: tf}
 			if tf != nil && !cmd.Flags().Changed("split") {
 				rep.Split = "test file"
+			}
+			if rankK > 0 {
+				rep.Relevant = &relev
+				rep.RelevantNote = relevanceNote(relev, !cmd.Flags().Changed("relevant"), d.Scale)
 			}
 			metrics := map[string][]float64{}
 			for r := range repeats {
@@ -174,11 +186,18 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 					metrics["train_seconds"] = append(metrics["train_seconds"], secs)
 					if rankK > 0 {
 						rk := eval.Rank(m, spl.Train, rankable(spl.Train, spl.Test), rankK, float32(relev))
-						res.Precision, res.Recall, res.NDCG, res.AUC = &rk.Precision, &rk.Recall, &rk.NDCG, &rk.AUC
-						metrics["precision"] = append(metrics["precision"], rk.Precision)
-						metrics["recall"] = append(metrics["recall"], rk.Recall)
-						metrics["ndcg"] = append(metrics["ndcg"], rk.NDCG)
-						metrics["auc"] = append(metrics["auc"], rk.AUC)
+						for _, x := range []struct {
+							key string
+							v   *float64
+							dst **float64
+						}{{"precision", &rk.Precision, &res.Precision}, {"recall", &rk.Recall, &res.Recall},
+							{"ndcg", &rk.NDCG, &res.NDCG}, {"auc", &rk.AUC, &res.AUC}} {
+							// NaN: no test user could be ranked (JSON has no NaN).
+							if !math.IsNaN(*x.v) {
+								*x.dst = x.v
+								metrics[x.key] = append(metrics[x.key], *x.v)
+							}
+						}
 					}
 					a.log.Info("run", "seed", s, "fold", fold, "rmse", e.RMSE, "mae", e.MAE, "seconds", secs)
 					rep.Runs = append(rep.Runs, res)
@@ -206,7 +225,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 	cmd.Flags().IntVar(&repeats, "repeats", 1, "number of seeds to repeat over")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&rankK, "rank", 0, "also report precision, recall and NDCG at this k, and AUC (0: off)")
-	cmd.Flags().Float64Var(&relev, "relevant", 4, "with --rank: a test rating at least this is relevant")
+	cmd.Flags().Float64Var(&relev, "relevant", 0, "with --rank: a test rating at least this is relevant (default: the top quarter of the scale, min + 0.75·(max−min): 4 on 1–5)")
 	cmd.Flags().StringVar(&test, "test", "", "test on this rating file (read like --data, on its scale) after training on all of --data; not with --split")
 	return cmd
 }
@@ -216,6 +235,9 @@ func printReport(a *app, r *evalReport, rankK int) error {
 	fmt.Fprintf(a.stdout, "method %s, split %s, %d run(s)\n", r.Settings, r.Split, len(r.Runs))
 	if r.TestFileReport != nil {
 		r.TestFileReport.print(a.stdout, rankK)
+	}
+	if r.RelevantNote != "" {
+		fmt.Fprintln(a.stdout, r.RelevantNote)
 	}
 	if p := r.Privacy; p != nil && p.Unit != "none" {
 		fmt.Fprintf(a.stdout, "privacy: protects %s, trusts %s; ε per round %.4g, in total %.4g", p.Unit, p.Trusted, p.EpsRound, p.EpsTotal)
@@ -240,6 +262,10 @@ func printReport(a *app, r *evalReport, rankK int) error {
 		name := k
 		if rankK > 0 && (k == "precision" || k == "recall" || k == "ndcg") {
 			name = fmt.Sprintf("%s@%d", k, rankK)
+		}
+		if s.N == 0 { // no run could compute it
+			fmt.Fprintf(tw, "%s\t-\t-\t0\n", name)
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%d\n", name, s.Mean, s.Std, s.N)
 	}

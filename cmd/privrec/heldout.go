@@ -167,6 +167,21 @@ func rankable(train, test *ratings.Dataset) *ratings.Dataset {
 	return s
 }
 
+// defaultRelevant is the --relevant threshold when the flag is not given:
+// the top quarter of the scale, min + 0.75·(max − min) (4 on 1..5, 7.75 on
+// 1..10).
+func defaultRelevant(s ratings.Scale) float64 {
+	return float64(s.Min) + 0.75*float64(s.Max-s.Min)
+}
+
+// relevanceNote says which --relevant threshold evaluate used.
+func relevanceNote(threshold float64, isDefault bool, s ratings.Scale) string {
+	if isDefault {
+		return fmt.Sprintf("relevant: test rating ≥ %g (default: the top quarter of the %g..%g scale)", threshold, s.Min, s.Max)
+	}
+	return fmt.Sprintf("relevant: test rating ≥ %g (--relevant)", threshold)
+}
+
 // withDataHint rewrites the error of a folder holding several rating files
 // to say how to choose on the command line: a file, or the train/test pair.
 // The result still wraps err.

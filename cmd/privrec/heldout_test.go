@@ -28,7 +28,8 @@ func TestEvaluateTestFile(t *testing.T) {
 		args        []string
 		train, test int // ratings
 		skipped     int
-		unseen      [4]int // users, items, ratings, item ratings
+		unseen      [4]int   // users, items, ratings, item ratings
+		relevant    *float64 // nil: not reported
 		trainFile   string
 		text        []string // in the text output (run again without --json)
 	}{
@@ -38,6 +39,16 @@ func TestEvaluateTestFile(t *testing.T) {
 		{name: "given split", args: []string{"--data", given10, "--split", "given"},
 			train: 12, test: 7, unseen: [4]int{1, 1, 3, 1}, trainFile: given10Train,
 			text: []string{"given split: trained on ratings_train.tsv, tested on ratings_test.tsv"}},
+		{name: "relevant default on 1..10", args: []string{"--data", given10, "--split", "given", "--rank", "2"},
+			train: 12, test: 7, unseen: [4]int{1, 1, 3, 1}, relevant: ptr(7.75), trainFile: given10Train,
+			text: []string{"relevant: test rating ≥ 7.75 (default: the top quarter of the 1..10 scale)",
+				"ranking leaves out the 1 test rating(s) of unseen items", "precision@2"}},
+		{name: "relevant given", args: []string{"--data", given10Train, "--test", given10Test, "--rank", "2", "--relevant", "9"},
+			train: 12, test: 7, unseen: [4]int{1, 1, 3, 1}, relevant: ptr(9),
+			text: []string{"relevant: test rating ≥ 9 (--relevant)", "auc            -"}},
+		{name: "relevant default on 1..5", args: []string{"--data", filepath.Join("testdata", "small.tsv"), "--split", "kfold:2", "--rank", "2"},
+			train: 5, test: 5, relevant: ptr(4),
+			text: []string{"relevant: test rating ≥ 4 (default: the top quarter of the 1..5 scale)"}},
 		{name: "skip bad test line", args: []string{"--data", given10Train, "--test", testBad, "--skip-bad"},
 			train: 12, test: 3, skipped: 1, unseen: [4]int{1, 0, 1, 0},
 			text: []string{"test file: skipped 1 bad line(s)"}},
@@ -83,6 +94,13 @@ func TestEvaluateTestFile(t *testing.T) {
 			if tc.skipped > 0 && !strings.Contains(errOut, "test_bad.tsv:3") {
 				t.Errorf("stderr %q does not name the skipped line", errOut)
 			}
+			rel, ok := rep["relevant"].(float64)
+			switch {
+			case tc.relevant == nil && ok:
+				t.Errorf("relevant %g reported without --rank", rel)
+			case tc.relevant != nil && (!ok || rel != *tc.relevant):
+				t.Errorf("relevant %v, want %g", rep["relevant"], *tc.relevant)
+			}
 			text, _, err := run(t, append([]string{"evaluate", "--method", "itemavg"}, tc.args...)...)
 			if err != nil {
 				t.Fatal(err)
@@ -95,6 +113,8 @@ func TestEvaluateTestFile(t *testing.T) {
 		})
 	}
 }
+
+func ptr(x float64) *float64 { return &x }
 
 func TestEvaluateTestFileErrors(t *testing.T) {
 	tests := []struct {
