@@ -87,6 +87,8 @@ type evalReport struct {
 	// Privacy is the method's claim and what the last run spent.
 	Privacy *model.Privacy `json:"privacy,omitempty"`
 	Runs    []runResult    `json:"runs"`
+	// Tune is each run's hyperparameter selection (--tune).
+	Tune tuneReports `json:"tune,omitempty"`
 	// Settings is the method and its config as one line of text.
 	Settings string `json:"-"`
 	// Relevant is the --relevant threshold of the ranking metrics (with
@@ -101,6 +103,7 @@ func (a *app) evaluateCmd() *cobra.Command {
 	var (
 		df      dataFlags
 		mfl     methodFlags
+		tun     tuneFlags
 		split   string
 		seed    uint64
 		repeats int
@@ -169,7 +172,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 				}
 				for fold, spl := range splits {
 					start := time.Now()
-					m, err := mfl.fit(ctx, spl.Train, s, a.stderr)
+					m, err := tun.fit(ctx, a, &mfl, spl.Train, s, &rep.Tune)
 					if err != nil {
 						return err
 					}
@@ -220,6 +223,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 	df.register(cmd.Flags())
 	mfl.register(cmd.Flags(), a.args)
 	cmd.SetFlagErrorFunc(mfl.flagError)
+	tun.register(cmd.Flags(), &df)
 	cmd.Flags().StringVar(&split, "split", "random:0.9", "how to split train and test (see above)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the split and the training")
 	cmd.Flags().IntVar(&repeats, "repeats", 1, "number of seeds to repeat over")

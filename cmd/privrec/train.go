@@ -22,6 +22,7 @@ func (a *app) trainCmd() *cobra.Command {
 		out   string
 		split string
 		seed  uint64
+		tun   tuneFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -56,7 +57,7 @@ written whole or not at all.`,
 				train, test = splits[0].Train, splits[0].Test
 			}
 			start := time.Now()
-			m, err := mfl.fit(cmd.Context(), train, seed, a.stderr)
+			m, err := tun.fit(cmd.Context(), a, &mfl, train, seed, nil)
 			if err != nil {
 				return err
 			}
@@ -78,6 +79,7 @@ written whole or not at all.`,
 	df.register(cmd.Flags())
 	mfl.register(cmd.Flags(), a.args)
 	cmd.SetFlagErrorFunc(mfl.flagError)
+	tun.register(cmd.Flags(), &df)
 	cmd.Flags().StringVarP(&out, "out", "o", "", "model file to write")
 	cmd.Flags().StringVar(&split, "split", "", "train on the training part of this split and report the test error (default: all data)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed")
