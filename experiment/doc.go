@@ -43,4 +43,6 @@
 // cv.csv, plots/*.png and *.svg, and report.md with our numbers beside
 // the paper's, paired t-tests against the first private method, the
 // privacy claim and the ε spent per method, and generated reading facts.
+// The cross-validation over grids reproduces the papers' protocols and is
+// not private: no reported ε counts it (method.Tune selects privately).
 package experiment
