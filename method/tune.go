@@ -246,13 +246,13 @@ const (
 // the scale's range R², plus Laplace noise of scale R²/(n·ε_s) (ε_s-DP:
 // one rating moves the clipped sum by at most R², and n is public like
 // the rating counts the methods use; when nobody is trusted, the devices
-// compute the terms from the released candidate and the sum is taken under
-// secure aggregation like the methods' uploads, which Tune computes in
-// process); stop with probability γ or after T
-// candidates }, and return the candidate of lowest noisy score. One
-// round is an (ε₁, δ_c)-DP mechanism with ε₁ = ε_c + ε_s by basic
-// composition (conservative: a rating is in one part only). By their
-// Theorem 3.1 (with T = ln(1/δ₂)/γ), the output is
+// compute the terms from the released candidate and the sum is taken
+// under secure aggregation like the methods' uploads, which Tune computes
+// in process); stop with probability γ or after T candidates }, and
+// return the candidate of lowest noisy score. One round is an
+// (ε₁, δ_c)-DP mechanism with ε₁ = ε_c + ε_s by basic composition
+// (conservative: a rating is in one part only). By their Theorem 3.1
+// (with T = ln(1/δ₂)/γ), the output is
 // (3ε₁ + 3√(2δ_c), √(2δ_c)·T + δ₂)-DP, δ₂ = e^(−γT): for the pure-DP
 // methods here, (3ε₁, e^(−γT))-DP. That covers whoever sees only the
 // output. The unit and trusted party are the method's: when nobody is
