@@ -90,7 +90,7 @@ func inferScale(vs []float32) (Scale, error) {
 	if !finite(hi - lo) {
 		return Scale{}, fmt.Errorf("ratings span %g..%g, too wide: %w", lo, hi, ErrRange)
 	}
-	s := Scale{Min: lo, Max: hi}
+	s := Scale{Min: lo, Max: hi, Inferred: true}
 	switch {
 	case ints:
 		s.Step = 1

@@ -100,7 +100,7 @@ func TestLoadFixtures(t *testing.T) {
 		},
 		{
 			name: "ml100k as delimited", path: "ml100k/u.data", opt: LoadOptions{Format: FormatDelimited},
-			format: FormatDelimited, report: "ml100k/u.data", dsName: "ml100k", scale: Scale{1, 5, 1},
+			format: FormatDelimited, report: "ml100k/u.data", dsName: "ml100k", scale: Scale{Min: 1, Max: 5, Step: 1, Inferred: true},
 			users: []string{"1", "2", "3"}, items: []string{"10", "20", "30"},
 			rats: []idRating{{"1", "10", 3}, {"2", "10", 4}, {"1", "20", 5}, {"3", "30", 1}, {"2", "20", 2}, {"3", "10", 5}},
 		},
@@ -154,20 +154,20 @@ func TestLoadFixtures(t *testing.T) {
 		},
 		{
 			name: "dense with item map", path: "dense", format: FormatDelimited, report: "dense/ratings_uir_dense.tsv",
-			dsName: "dense", scale: Scale{3, 5, 1},
+			dsName: "dense", scale: Scale{Min: 3, Max: 5, Step: 1, Inferred: true},
 			users: []string{"1", "2"}, items: []string{"1", "2", "3"},
 			rats:   []idRating{{"1", "1", 5}, {"2", "2", 3}, {"1", "3", 4}},
 			titles: map[string]string{"1": cuckoo, "2": "", "3": "Erin Brockovich (2000)"},
 		},
 		{
 			name: "delimited item,user order", path: "delimited/item_user.tsv", opt: LoadOptions{Columns: "item,user,rating"},
-			format: FormatDelimited, report: "delimited/item_user.tsv", dsName: "item_user", scale: Scale{3, 5, 1},
+			format: FormatDelimited, report: "delimited/item_user.tsv", dsName: "item_user", scale: Scale{Min: 3, Max: 5, Step: 1, Inferred: true},
 			users: []string{"1", "2"}, items: []string{"10", "20"},
 			rats: []idRating{{"1", "10", 4}, {"1", "20", 3}, {"2", "10", 5}},
 		},
 		{
 			name: "delimited default order", path: "delimited/item_user.tsv",
-			format: FormatDelimited, report: "delimited/item_user.tsv", dsName: "item_user", scale: Scale{3, 5, 1},
+			format: FormatDelimited, report: "delimited/item_user.tsv", dsName: "item_user", scale: Scale{Min: 3, Max: 5, Step: 1, Inferred: true},
 			users: []string{"10", "20"}, items: []string{"1", "2"},
 			rats: []idRating{{"10", "1", 4}, {"20", "1", 3}, {"10", "2", 5}},
 		},
@@ -180,26 +180,26 @@ func TestLoadFixtures(t *testing.T) {
 		},
 		{
 			name: "semicolon header auto", path: "delimited/semicolon.csv",
-			format: FormatDelimited, report: "delimited/semicolon.csv", dsName: "semicolon", scale: Scale{3, 10, 1},
+			format: FormatDelimited, report: "delimited/semicolon.csv", dsName: "semicolon", scale: Scale{Min: 3, Max: 10, Step: 1, Inferred: true},
 			users: []string{"u1", "u2"}, items: []string{"i1", "i2"},
 			rats: []idRating{{"u1", "i1", 7}, {"u2", "i1", 3}, {"u1", "i2", 10}},
 		},
 		{
 			name: "semicolon header yes, scale given", path: "delimited/semicolon.csv",
-			opt:    LoadOptions{Delimiter: ";", Header: HeaderYes, Scale: &Scale{0, 10, 0.5}},
-			format: FormatDelimited, report: "delimited/semicolon.csv", dsName: "semicolon", scale: Scale{0, 10, 0.5},
+			opt:    LoadOptions{Delimiter: ";", Header: HeaderYes, Scale: &Scale{Min: 0, Max: 10, Step: 0.5}},
+			format: FormatDelimited, report: "delimited/semicolon.csv", dsName: "semicolon", scale: Scale{Min: 0, Max: 10, Step: 0.5},
 			users: []string{"u1", "u2"}, items: []string{"i1", "i2"},
 			rats: []idRating{{"u1", "i1", 7}, {"u2", "i1", 3}, {"u1", "i2", 10}},
 		},
 		{
 			name: "gzip under a .txt name", path: "gz/semicolon.txt",
-			format: FormatDelimited, report: "gz/semicolon.txt", dsName: "semicolon", scale: Scale{3, 10, 1},
+			format: FormatDelimited, report: "gz/semicolon.txt", dsName: "semicolon", scale: Scale{Min: 3, Max: 10, Step: 1, Inferred: true},
 			users: []string{"u1", "u2"}, items: []string{"i1", "i2"},
 			rats: []idRating{{"u1", "i1", 7}, {"u2", "i1", 3}, {"u1", "i2", 10}},
 		},
 		{
 			name: "comma file named .tsv", path: "ambiguous/b.tsv",
-			format: FormatDelimited, report: "ambiguous/b.tsv", dsName: "b", scale: Scale{4, 4, 1},
+			format: FormatDelimited, report: "ambiguous/b.tsv", dsName: "b", scale: Scale{Min: 4, Max: 4, Step: 1, Inferred: true},
 			users: []string{"1"}, items: []string{"2"},
 			rats: []idRating{{"1", "2", 4}},
 		},
@@ -341,7 +341,7 @@ func TestFormatOverride(t *testing.T) {
 		{"unknown format", "ml100k/u.data", LoadOptions{Format: "parquet"}, "", ErrFormat},
 		{"bad columns", "ml100k/u.data", LoadOptions{Columns: "user,item"}, "", ErrFormat},
 		{"repeated column", "ml100k/u.data", LoadOptions{Columns: "user,item,rating,user"}, "", ErrFormat},
-		{"bad scale", "ml100k/u.data", LoadOptions{Scale: &Scale{5, 1, 1}}, "", ErrFormat},
+		{"bad scale", "ml100k/u.data", LoadOptions{Scale: &Scale{Min: 5, Max: 1, Step: 1}}, "", ErrFormat},
 		{"bad header mode", "ml100k/u.data", LoadOptions{Header: 7}, "", ErrFormat},
 	}
 	for _, tc := range tests {
@@ -481,7 +481,7 @@ func TestLoadErrors(t *testing.T) {
 		{"rating_syntax.data", LoadOptions{Format: FormatML100K}, ErrSyntax, 6, "rating", `"x"`},
 		{"fields.data", LoadOptions{Format: FormatML100K}, ErrSyntax, 2, "", "3 fields, want 4"},
 		{"range.dat", LoadOptions{}, ErrRange, 3, "rating", `"6"`},
-		{"range.dat", LoadOptions{Scale: &Scale{1, 10, 1}}, nil, 0, "", ""},
+		{"range.dat", LoadOptions{Scale: &Scale{Min: 1, Max: 10, Step: 1}}, nil, 0, "", ""},
 		{"dup.data", LoadOptions{}, ErrDuplicate, 4, "", "first at line 2"},
 		{"empty.csv", LoadOptions{}, ErrEmpty, 0, "", ""},
 		{"empty.csv", LoadOptions{Format: FormatML1M}, ErrEmpty, 0, "", ""},
@@ -491,7 +491,7 @@ func TestLoadErrors(t *testing.T) {
 		{"nan.tsv", LoadOptions{}, ErrRange, 2, "rating", "not finite"},
 		{"empty_id.csv", LoadOptions{}, ErrSyntax, 2, "user", "empty ID"},
 		{"mixed.data", LoadOptions{Format: FormatML100K}, ErrRange, 3, "rating", `"9"`},
-		{"mixed.data", LoadOptions{Format: FormatML100K, Scale: &Scale{1, 10, 1}}, ErrSyntax, 5, "rating", `"five"`},
+		{"mixed.data", LoadOptions{Format: FormatML100K, Scale: &Scale{Min: 1, Max: 10, Step: 1}}, ErrSyntax, 5, "rating", `"five"`},
 	}
 	for _, tc := range tests {
 		name := tc.file
@@ -676,17 +676,17 @@ func TestDelimitedOptions(t *testing.T) {
 		rats  []idRating
 		scale Scale
 	}{
-		{"pipe detected", "u1|i1|4\nu2|i1|2\n", LoadOptions{}, []idRating{{"u1", "i1", 4}, {"u2", "i1", 2}}, Scale{2, 4, 1}},
-		{"blank runs", "u1  i1\t 4\nu2 i1 2\n", LoadOptions{Delimiter: " "}, []idRating{{"u1", "i1", 4}, {"u2", "i1", 2}}, Scale{2, 4, 1}},
-		{"double colon given", "u1::i1::4\n", LoadOptions{Delimiter: "::"}, []idRating{{"u1", "i1", 4}}, Scale{4, 4, 1}},
+		{"pipe detected", "u1|i1|4\nu2|i1|2\n", LoadOptions{}, []idRating{{"u1", "i1", 4}, {"u2", "i1", 2}}, Scale{Min: 2, Max: 4, Step: 1, Inferred: true}},
+		{"blank runs", "u1  i1\t 4\nu2 i1 2\n", LoadOptions{Delimiter: " "}, []idRating{{"u1", "i1", 4}, {"u2", "i1", 2}}, Scale{Min: 2, Max: 4, Step: 1, Inferred: true}},
+		{"double colon given", "u1::i1::4\n", LoadOptions{Delimiter: "::"}, []idRating{{"u1", "i1", 4}}, Scale{Min: 4, Max: 4, Step: 1, Inferred: true}},
 		{"skip and extra columns", "t,i1,u1,3.5,x,y\nt,i2,u1,1,x,y\n", LoadOptions{Columns: "-,item,user,rating"},
-			[]idRating{{"u1", "i1", 3.5}, {"u1", "i2", 1}}, Scale{1, 3.5, 0.5}},
+			[]idRating{{"u1", "i1", 3.5}, {"u1", "i2", 1}}, Scale{Min: 1, Max: 3.5, Step: 0.5, Inferred: true}},
 		{"rating first with timestamp", "5\t1\t9\t100\n", LoadOptions{Columns: "rating,timestamp,item,user"},
-			[]idRating{{"100", "9", 5}}, Scale{5, 5, 1}},
-		{"continuous inferred", "a,x,0.25\nb,x,0.7\n", LoadOptions{}, []idRating{{"a", "x", 0.25}, {"b", "x", 0.7}}, Scale{0.25, 0.7, 0}},
-		{"negative inferred", "a,x,-2\nb,x,3\n", LoadOptions{}, []idRating{{"a", "x", -2}, {"b", "x", 3}}, Scale{-2, 3, 1}},
-		{"scale given", "a,x,3\n", LoadOptions{Scale: &Scale{0, 10, 0}}, []idRating{{"a", "x", 3}}, Scale{0, 10, 0}},
-		{"quoted and padded", "\"a\" , \"x\" , 3\n", LoadOptions{}, []idRating{{"a", "x", 3}}, Scale{3, 3, 1}},
+			[]idRating{{"100", "9", 5}}, Scale{Min: 5, Max: 5, Step: 1, Inferred: true}},
+		{"continuous inferred", "a,x,0.25\nb,x,0.7\n", LoadOptions{}, []idRating{{"a", "x", 0.25}, {"b", "x", 0.7}}, Scale{Min: 0.25, Max: 0.7, Step: 0, Inferred: true}},
+		{"negative inferred", "a,x,-2\nb,x,3\n", LoadOptions{}, []idRating{{"a", "x", -2}, {"b", "x", 3}}, Scale{Min: -2, Max: 3, Step: 1, Inferred: true}},
+		{"scale given", "a,x,3\n", LoadOptions{Scale: &Scale{Min: 0, Max: 10, Step: 0}}, []idRating{{"a", "x", 3}}, Scale{Min: 0, Max: 10, Step: 0}},
+		{"quoted and padded", "\"a\" , \"x\" , 3\n", LoadOptions{}, []idRating{{"a", "x", 3}}, Scale{Min: 3, Max: 3, Step: 1, Inferred: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

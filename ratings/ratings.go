@@ -8,8 +8,19 @@ import (
 
 // Scale is the range of valid ratings. Step is the rating granularity (1
 // for 1..5 stars, 0.5 for half stars); 0 means continuous.
+//
+// A rating scale is public: it sets the sensitivity of every differentially
+// private mechanism, so it must come from what is known about the data
+// (a format's published scale, or one the user declares), never from the
+// ratings themselves. Inferred marks a scale that Load read off the data
+// of a file whose format has none (the minimum and maximum rating seen):
+// one stray rating can widen it, and it leaks that rating. Private methods
+// refuse such a scale.
 type Scale struct {
 	Min, Max, Step float32
+	// Inferred reports that the scale was read off the ratings rather than
+	// declared.
+	Inferred bool
 }
 
 // Contains reports whether r is a valid rating on the scale.
@@ -38,12 +49,24 @@ func (s Scale) Clamp(r float32) float32 {
 // Range returns Max − Min, the sensitivity of a single rating value.
 func (s Scale) Range() float32 { return s.Max - s.Min }
 
-// String formats the scale as "min..max step s".
+// String formats the scale as "min..max step s", with "(inferred)" after
+// an inferred scale.
 func (s Scale) String() string {
+	t := fmt.Sprintf("%g..%g", s.Min, s.Max)
 	if s.Step > 0 {
-		return fmt.Sprintf("%g..%g step %g", s.Min, s.Max, s.Step)
+		t += fmt.Sprintf(" step %g", s.Step)
 	}
-	return fmt.Sprintf("%g..%g", s.Min, s.Max)
+	if s.Inferred {
+		t += " (inferred)"
+	}
+	return t
+}
+
+// Declared returns s without the Inferred mark: the scale as a user who
+// knows it would declare it.
+func (s Scale) Declared() Scale {
+	s.Inferred = false
+	return s
 }
 
 // Stars5 is the 1..5 integer-star scale of MovieLens 100K, 1M and Netflix.
