@@ -61,20 +61,19 @@ func embeddedReader(name string) (io.ReadCloser, error) {
 //
 // A plain name found in a data folder wins over a same-named path in the
 // working directory; write "./NAME" for the latter. For registry names the
-// dataset is named after the spec and, unless opt.Scale is set, gets the
-// official rating scale. The error when nothing matches lists every place
+// dataset is named after the spec; a plain name with a published scale
+// (DeclaredScale) gets it unless opt.Scale is set. The error when nothing matches lists every place
 // tried and wraps ErrUnknown or ErrNotFound.
 func Open(spec string, opt ratings.LoadOptions) (*ratings.Dataset, *ratings.LoadReport, error) {
 	if spec == "" {
 		spec = Default
 	}
-	e, known := lookup(spec)
-	if known {
-		if opt.Name == "" {
-			opt.Name = spec
-		}
-		if opt.Scale == nil {
-			s := e.scale
+	_, known := lookup(spec)
+	if known && opt.Name == "" {
+		opt.Name = spec
+	}
+	if opt.Scale == nil && isPlainName(spec) {
+		if s, ok := DeclaredScale(spec); ok {
 			opt.Scale = &s
 		}
 	}

@@ -86,6 +86,29 @@ var registry = []entry{
 		978202, "696d65a3dfceac7c45750ad32df2c259311949efec81f0f144fdfb91ebc9e436", ratings.HalfStars5},
 }
 
+// published are datasets that privrec cannot download but whose rating
+// scale is published with them, found by name under $PRIVREC_DATA: the
+// Douban subset of Monti et al. (2017) and the Yelp subset of the HIN
+// datasets, both on their sites' 1..5 stars.
+var published = map[string]ratings.Scale{
+	"douban-monti": ratings.Stars5,
+	"yelp-hin":     ratings.Stars5,
+}
+
+// DeclaredScale returns the published rating scale of the dataset called
+// name, or of a file under it ("douban-monti/ratings_all.tsv",
+// "ml-1m/ratings.dat"): a registry dataset's official scale, or a
+// published one. It is public knowledge about the dataset, never read
+// from its ratings.
+func DeclaredScale(name string) (ratings.Scale, bool) {
+	first, _, _ := strings.Cut(filepath.ToSlash(name), "/")
+	if e, ok := lookup(first); ok {
+		return e.scale, true
+	}
+	s, ok := published[first]
+	return s, ok
+}
+
 // lookup returns the registry entry of name.
 func lookup(name string) (entry, bool) {
 	for _, e := range registry {

@@ -319,7 +319,11 @@ func openData(name, root string) (*ratings.Dataset, error) {
 			spec = p
 		}
 	}
-	d, _, err := datasets.Open(spec, ratings.LoadOptions{})
+	var opt ratings.LoadOptions
+	if s, ok := datasets.DeclaredScale(name); ok {
+		opt.Scale = &s // a file under a known dataset's folder
+	}
+	d, _, err := datasets.Open(spec, opt)
 	if err != nil {
 		return nil, err
 	}
