@@ -175,17 +175,70 @@ func (s Spec) Fit(ctx context.Context, train *ratings.Dataset, cfg any, seed uin
 	if err := s.check(cfg); err != nil {
 		return nil, nil, err
 	}
-	m, res, err := s.fit(ctx, train, cfg, seed, hook)
+	if train.Scale.Inferred && s.Claim.Unit != "none" {
+		return nil, nil, fmt.Errorf("%s: %w: the scale %v of %s was read off its ratings, which leaks them and lets one stray "+
+			"rating widen the noise; declare the public scale (privrec: --scale MIN,MAX[,STEP]; Go: ratings.LoadOptions.Scale)",
+			s.Name, ErrUndeclaredScale, train.Scale, train.Name)
+	}
+	in, a, b := toInternal(train)
+	if hook != nil && a != 1 {
+		inner := hook
+		hook = func(p Progress) {
+			p.TrainRMSE *= float64(a)
+			inner(p)
+		}
+	}
+	m, res, err := s.fit(ctx, in, cfg, seed, hook)
 	if err != nil {
 		if !errors.Is(err, ErrDiverged) && slices.ContainsFunc(diverged, func(e error) bool { return errors.Is(err, e) }) {
 			err = fmt.Errorf("%w: %w", ErrDiverged, err)
 		}
 		return nil, nil, fmt.Errorf("%s: %w", s.Name, err)
 	}
+	if in != train {
+		m.Affine(a, b)
+		m.Scale = train.Scale.Declared()
+		if r, ok := res.Stats["train_rmse"]; ok {
+			res.Stats["train_rmse"] = r * float64(a)
+		}
+	}
 	m.Method = s.Name
 	m.Config = JSON(s.Fields(cfg))
 	m.Privacy = res.Privacy
 	return m, res, nil
+}
+
+// ErrUndeclaredScale is wrapped by the error of a private method asked to
+// train on data whose rating scale was inferred from the ratings.
+var ErrUndeclaredScale = errors.New("a private method needs a declared rating scale")
+
+// Internal is the rating scale every method trains on: MovieLens's 1..5
+// stars, on which the methods' defaults (step sizes, initial scales,
+// clipping bounds, noise) were chosen. Fit maps a dataset on another scale
+// affinely onto it, trains, and maps the model's predictions back, so the
+// defaults mean the same on any scale. The map is public (it depends on
+// the declared scale alone), so every privacy claim holds unchanged.
+var Internal = ratings.Scale{Min: 1, Max: 5, Step: 1}
+
+// toInternal returns train mapped affinely onto Internal, and the a, b
+// with rating = a·internal + b; train itself (a = 1, b = 0) when it is on
+// 1..5 already or its scale has no range.
+func toInternal(train *ratings.Dataset) (*ratings.Dataset, float32, float32) {
+	sc := train.Scale
+	if (sc.Min == Internal.Min && sc.Max == Internal.Max) || !(sc.Max > sc.Min) {
+		return train, 1, 0
+	}
+	lo, span := float64(sc.Min), float64(sc.Max-sc.Min)
+	in := float64(Internal.Max - Internal.Min)
+	d := *train
+	d.Values = make([]float32, len(train.Values))
+	for k, v := range train.Values {
+		d.Values[k] = float32(float64(Internal.Min) + (float64(v)-lo)*in/span)
+	}
+	d.Scale = Internal
+	d.Scale.Step = float32(float64(sc.Step) * in / span)
+	a := float32(span / in)
+	return &d, a, float32(lo - float64(Internal.Min)*span/in)
 }
 
 // ErrParam is wrapped by every error about a hyperparameter.

@@ -314,3 +314,18 @@ func (m *Model) ScoreItems(u int32, dst []float32) []float32 {
 	}
 	return dst
 }
+
+// Affine maps every prediction p of m to a·p + b, with a > 0: how a model
+// trained on ratings mapped affinely to another scale answers on the
+// original one. It scales U (the interaction), Offset and the biases by a
+// and maps Mean and Default; the ranking of items is unchanged. The
+// caller sets Scale to the scale the predictions now live on.
+func (m *Model) Affine(a, b float32) {
+	for _, s := range [][]float32{m.U, m.Offset, m.BU, m.BI} {
+		for k := range s {
+			s[k] *= a
+		}
+	}
+	m.Mean = a*m.Mean + b
+	m.Default = a*m.Default + b
+}

@@ -1,0 +1,112 @@
+package method_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/privrec/privrec/datasets"
+	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/ratings"
+)
+
+// stretched returns d with every rating and its scale multiplied by k.
+func stretched(d *ratings.Dataset, k float32) *ratings.Dataset {
+	c := *d
+	c.Values = make([]float32, len(d.Values))
+	for i, v := range d.Values {
+		c.Values[i] = v * k
+	}
+	c.Scale = ratings.Scale{Min: d.Scale.Min * k, Max: d.Scale.Max * k, Step: d.Scale.Step * k}
+	return &c
+}
+
+// TestScaleInvariance trains every method on a dataset and on the same
+// ratings mapped affinely to a scale 20 times as wide: since every method
+// trains on ratings mapped to its internal scale, each test RMSE must be
+// 20 times the original (within 1%), and nothing may diverge. It runs on
+// the embedded ml-latest-small (0.5..5 → 10..100) and, when PRIVREC_DATA
+// holds it, on ML-100K (1..5 → 20..100).
+func TestScaleInvariance(t *testing.T) {
+	sets := map[string]*ratings.Dataset{}
+	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets["ml-latest-small"] = d
+	if root := os.Getenv("PRIVREC_DATA"); root != "" && !testing.Short() {
+		if d, _, err := datasets.Open(filepath.Join(root, "ml-100k"), ratings.LoadOptions{Scale: &ratings.Stars5}); err == nil {
+			sets["ml-100k"] = d
+		}
+	} else {
+		t.Log("PRIVREC_DATA not set (or -short): ML-100K skipped, ml-latest-small only")
+	}
+	for name, d := range sets {
+		s, err := ratings.Holdout(d, 0.9, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wide, wideTest := stretched(s.Train, 20), stretched(s.Test, 20)
+		for _, spec := range method.All() {
+			t.Run(name+"/"+spec.Name, func(t *testing.T) {
+				p := params{}
+				if spec.Has("epochs") {
+					p["epochs"] = "3"
+				}
+				rmse := func(train, test *ratings.Dataset) float64 {
+					m, _, err := fitText(context.Background(), spec.Name, train, p, 1, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return eval.Rating(m, test).RMSE
+				}
+				narrow, broad := rmse(s.Train, s.Test), rmse(wide, wideTest)
+				if math.IsNaN(broad) || math.Abs(broad/(20*narrow)-1) > 0.01 {
+					t.Errorf("RMSE %.6g on %v, %.6g on %v: ratio %.5f, want 20", narrow, s.Train.Scale, broad, wide.Scale, broad/narrow)
+				}
+			})
+		}
+	}
+}
+
+// TestPrivateMethodRefusesInferredScale checks that a private method will
+// not train on a scale read off the ratings (its noise would be calibrated
+// to private data), that it says how to declare one, and that a
+// non-private method trains on it.
+func TestPrivateMethodRefusesInferredScale(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.tsv")
+	data := "1\t1\t40\n1\t2\t90\n2\t1\t60\n2\t3\t100\n3\t2\t20\n3\t3\t70\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := ratings.Load(path, ratings.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Scale.Inferred {
+		t.Fatalf("scale %v of a delimited file without a declared scale is not marked inferred", d.Scale)
+	}
+	for _, name := range []string{"hdpmf", "dp-itemavg", "sdmf", "ldp-op", "dp-pmf"} {
+		_, _, err := fitText(context.Background(), name, d, params{"epochs": "1"}, 1, nil)
+		if name == "dp-itemavg" {
+			_, _, err = fitText(context.Background(), name, d, nil, 1, nil)
+		}
+		if !errors.Is(err, method.ErrUndeclaredScale) {
+			t.Errorf("%s on an inferred scale: error %v, want ErrUndeclaredScale", name, err)
+		}
+	}
+	if _, _, err := fitText(context.Background(), "itemavg", d, nil, 1, nil); err != nil {
+		t.Errorf("itemavg (non-private) on an inferred scale: %v", err)
+	}
+	declared, _, err := ratings.Load(path, ratings.LoadOptions{Scale: &ratings.Scale{Min: 0, Max: 100, Step: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := fitText(context.Background(), "dp-itemavg", declared, nil, 1, nil); err != nil {
+		t.Errorf("dp-itemavg on a declared scale: %v", err)
+	}
+}
