@@ -37,7 +37,7 @@ func (a *app) dataInfoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%s (scale %v)\n%v", df.data, d.Scale, ratings.Describe(d))
+			fmt.Fprintf(a.stdout, "%s (scale %v: %s)\n%v", df.data, d.Scale.Declared(), df.scaleFrom, ratings.Describe(d))
 			return nil
 		},
 	}

@@ -18,6 +18,7 @@ type dataFlags struct {
 	data, format, delimiter, columns, header, scale string
 	skipBad                                         bool
 	minUser, minItem                                int
+	scaleFrom                                       string // where the loaded scale came from, set by load
 }
 
 func (f *dataFlags) register(fs *pflag.FlagSet) {
@@ -26,7 +27,7 @@ func (f *dataFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.delimiter, "delimiter", "", `field separator of a delimited file (default: detected; use "\t" for tab)`)
 	fs.StringVar(&f.columns, "columns", "", `column order of a delimited file, e.g. "user,item,rating,timestamp" ("-" skips a column)`)
 	fs.StringVar(&f.header, "header", "auto", "whether a delimited file has a header line: auto, yes, no")
-	fs.StringVar(&f.scale, "scale", "", `rating scale "min,max[,step]" (default: the format's, or inferred)`)
+	fs.StringVar(&f.scale, "scale", "", `the public rating scale "min,max[,step]" (default: the format's or the dataset's published scale; else inferred from the ratings, which private methods refuse)`)
 	fs.BoolVar(&f.skipBad, "skip-bad", false, "skip malformed, out-of-scale and duplicate lines (and report how many) instead of failing")
 	fs.IntVar(&f.minUser, "min-user-ratings", 0, "drop users with fewer ratings (repeated with --min-item-ratings until stable)")
 	fs.IntVar(&f.minItem, "min-item-ratings", 0, "drop items with fewer ratings")
@@ -90,6 +91,10 @@ func (a *app) load(f *dataFlags) (*ratings.Dataset, error) {
 	if err != nil {
 		return nil, withDataHint(err)
 	}
+	f.scaleFrom = scaleSource(f, d, rep)
+	if d.Scale.Inferred {
+		fmt.Fprintf(a.stderr, "privrec: %s: rating scale %v read off the ratings; private methods need it declared: --scale MIN,MAX[,STEP]\n", f.data, d.Scale.Declared())
+	}
 	if rep != nil && rep.Skipped > 0 {
 		fmt.Fprintf(a.stderr, "privrec: %s: skipped %d bad line(s) of %d\n", f.data, rep.Skipped, rep.Lines)
 		for _, e := range rep.Examples {
@@ -105,6 +110,23 @@ func (a *app) load(f *dataFlags) (*ratings.Dataset, error) {
 		return nil, fmt.Errorf("%s: no ratings left after filtering", f.data)
 	}
 	return d, nil
+}
+
+// scaleSource says where the scale of d, loaded by f, came from.
+func scaleSource(f *dataFlags, d *ratings.Dataset, rep *ratings.LoadReport) string {
+	switch {
+	case f.scale != "":
+		return "declared by --scale"
+	case d.Scale.Inferred:
+		return "inferred from the ratings (not usable by private methods; declare it with --scale)"
+	}
+	if _, ok := datasets.DeclaredScale(f.data); ok {
+		return "published with the dataset " + f.data
+	}
+	if rep != nil {
+		return "the " + string(rep.Format) + " format's"
+	}
+	return "the embedded dataset's"
 }
 
 // dataDir returns the folder of the dataset the flags name, for files that

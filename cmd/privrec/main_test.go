@@ -164,7 +164,7 @@ func TestEveryMethodTrainsSavesAndRecommends(t *testing.T) {
 				t.Fatal(err)
 			}
 			path := filepath.Join(t.TempDir(), "m.model")
-			args := []string{"train", "--data", small, "--method", name, "--out", path}
+			args := []string{"train", "--data", small, "--scale", "1,5,1", "--method", name, "--out", path}
 			switch {
 			case s.Has("epochs"):
 				args = append(args, "--epochs", "3")
