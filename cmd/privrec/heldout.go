@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -62,6 +63,10 @@ func (a *app) evalData(cmd *cobra.Command, df *dataFlags, split, testFile string
 			return nil, nil, nil, fmt.Errorf("--split given: %w", err)
 		}
 		trainFlags.data = rep.TrainFile
+		if s, ok := datasets.DeclaredScale(df.data); ok && df.scale == "" && !strings.ContainsAny(df.data, `/\`) {
+			// A named dataset's published scale, as --data NAME gets it.
+			trainFlags.scale = fmt.Sprintf("%g,%g,%g", s.Min, s.Max, s.Step)
+		}
 	}
 	train, err := a.load(&trainFlags)
 	if err != nil {

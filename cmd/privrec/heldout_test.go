@@ -181,4 +181,9 @@ func TestEvaluateDoubanGiven(t *testing.T) {
 	if rep.RMSE > 0.78 {
 		t.Errorf("RMSE %.4f, want ≤ 0.78", rep.RMSE)
 	}
+	// The training file gets the dataset's published scale, which a
+	// private method needs, as --data douban-monti alone would.
+	if _, _, err := run(t, "evaluate", "--data", "douban-monti", "--split", "given", "--method", "dp-itemavg"); err != nil {
+		t.Errorf("dp-itemavg on the given split: %v", err)
+	}
 }
