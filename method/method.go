@@ -21,6 +21,12 @@
 // The command line and experiment files set fields by name, as text
 // (Spec.Set): a name the method does not have, or a value that does not
 // parse as the field's type, is an error naming the field.
+//
+// Every method trains on ratings mapped from the data's declared scale
+// onto Internal (1..5), so its defaults mean the same on any scale; a
+// private method refuses a scale read off the ratings. Spec.Limits says
+// where a method at its defaults does not beat the global mean, measured
+// on every dataset privrec ships, and why.
 package method
 
 import (
@@ -65,6 +71,10 @@ type Spec struct {
 	// Ranks marks one-class ranking methods, whose predictions are scores
 	// rather than ratings: evaluate them by ranking metrics (AUC).
 	Ranks bool
+	// Limits says, when not empty, where the method at its defaults and
+	// its default ε does not beat the global mean, and why: measured on
+	// every dataset privrec ships (docs/results/defaults).
+	Limits string
 
 	newConfig func() any
 	fields    func(cfg any) []Field
@@ -262,6 +272,7 @@ func define[C any](s Spec, def func() C, bind func(*C) []Field,
 		panic("method: duplicate method " + s.Name)
 	}
 	name := s.Name
+	s.Limits = limits[name]
 	s.newConfig = func() any { c := def(); return &c }
 	s.check = func(cfg any) error {
 		if _, ok := cfg.(*C); !ok {

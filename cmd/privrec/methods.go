@@ -99,6 +99,7 @@ type methodInfo struct {
 	Name    string        `json:"name"`
 	Summary string        `json:"summary"`
 	Ranks   bool          `json:"ranks,omitempty"`
+	Limits  string        `json:"limits,omitempty"`
 	Privacy model.Privacy `json:"privacy"`
 	Config  []paramInfo   `json:"config"`
 }
@@ -133,7 +134,7 @@ with its type, default and meaning.`,
 			}
 			var out []methodInfo
 			for _, s := range method.All() {
-				mi := methodInfo{Name: s.Name, Summary: s.Summary, Ranks: s.Ranks, Privacy: s.Claim, Config: []paramInfo{}}
+				mi := methodInfo{Name: s.Name, Summary: s.Summary, Ranks: s.Ranks, Limits: s.Limits, Privacy: s.Claim, Config: []paramInfo{}}
 				for _, f := range s.Fields(s.New()) {
 					def := f.Value.Get()
 					if x, ok := def.(float64); ok && (math.IsNaN(x) || math.IsInf(x, 0)) {
