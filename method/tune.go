@@ -379,10 +379,12 @@ func Tune(ctx context.Context, s Spec, base any, train *ratings.Dataset, opt Tun
 						ErrParam, s.Name, rep.EpsScore, p.EpsTotal)
 				}
 			}
-			if p.EpsTotal > rep.EpsTrain*(1+1e-9) || p.Delta > rep.DeltaTrain*(1+1e-9) {
-				return 0, fmt.Errorf("tune %s: candidate claims ε %g, δ %g, above the first candidate's ε %g, δ %g: the tuned knobs must not change the accounting",
-					s.Name, p.EpsTotal, p.Delta, rep.EpsTrain, rep.DeltaTrain)
-			}
+			// A candidate's ε can differ from the first's when the method's
+			// accounting depends on its own public random choices (LDP-OP's
+			// ε counts the positions its seed released): every candidate is
+			// then DP at the largest ε, which the composition below uses.
+			rep.EpsTrain = math.Max(rep.EpsTrain, p.EpsTotal)
+			rep.DeltaTrain = math.Max(rep.DeltaTrain, p.Delta)
 			return mse + dp.SampleLaplace(lap, rangeSq/(float64(val.Len())*rep.EpsScore)), nil
 		}
 		for n := 1; ; n++ {
