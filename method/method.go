@@ -86,8 +86,9 @@ type Spec struct {
 // to the method package's config type.
 func (s Spec) New() any { return s.newConfig() }
 
-// Fields returns the named fields of cfg, a config of this method, in the
-// order the method documents them. Setting a Field sets cfg.
+// Fields returns the named fields of cfg, a config of this method (from
+// New), in the order the method documents them. Setting a Field sets cfg.
+// It panics when cfg is another type: a programming error.
 func (s Spec) Fields(cfg any) []Field {
 	if err := s.check(cfg); err != nil {
 		panic(err)
