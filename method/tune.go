@@ -491,7 +491,9 @@ func join(a, b string) string {
 // the privacy claim is the tuning's cost plus the method's own ε by basic
 // composition (TuneReport.Compose); with opt.KeepCandidate (and no Public
 // data), the selected candidate's model, trained on the tuning part, at
-// the tuning's cost alone. The Result's Privacy says how it composes.
+// the tuning's cost alone. When the retraining diverges although the
+// candidate did not, FitTuned returns the candidate's model, still
+// charging the retraining's ε. The Result's Privacy says how it composes.
 func FitTuned(ctx context.Context, s Spec, base any, train *ratings.Dataset, seed uint64, hook Hook, opt TuneOptions) (*model.Model, *Result, *TuneReport, error) {
 	best, rep, err := Tune(ctx, s, base, train, opt)
 	if err != nil {
@@ -504,6 +506,18 @@ func FitTuned(ctx context.Context, s Spec, base any, train *ratings.Dataset, see
 		return rep.Model, &res, rep, nil
 	}
 	m, res, err := s.Fit(ctx, train, best, seed, hook)
+	if errors.Is(err, ErrDiverged) && opt.Public == nil && rep.Model != nil {
+		// The chosen values trained on the tuning part but diverge on all
+		// of train: keep the candidate's model rather than fail. The
+		// retraining's rounds did run (an untrusted server saw them), so
+		// its ε is charged all the same.
+		res := *rep.Result
+		res.Privacy = rep.Compose(rep.Result.Privacy, true)
+		res.Privacy.Note = join("the retraining on all training data diverged, so the model is the selected candidate's, "+
+			"trained on the tuning part", res.Privacy.Note)
+		rep.Model.Privacy = res.Privacy
+		return rep.Model, &res, rep, nil
+	}
 	if err != nil {
 		return nil, nil, nil, err
 	}

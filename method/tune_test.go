@@ -3,10 +3,13 @@ package method
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/privrec/privrec/mf"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -266,5 +269,57 @@ func TestTuneSplitStable(t *testing.T) {
 				t.Errorf("%s rating 10: rating %v joined the hold-out", name, k)
 			}
 		}
+	}
+}
+
+// refitDiverges is the config of a test method that diverges on more than
+// Limit ratings: trained on the tuning part it works, refitted on all of
+// the training data it does not.
+type refitDiverges struct {
+	LR    float64
+	Limit int
+}
+
+// TestFitTunedKeepsCandidateWhenRefitDiverges checks that FitTuned falls
+// back to the selected candidate's model when the retraining on all
+// training data diverges, and still charges the retraining's ε.
+func TestFitTunedKeepsCandidateWhenRefitDiverges(t *testing.T) {
+	const name = "test-refit-diverges"
+	claim := model.Privacy{Unit: "rating value", Trusted: "nobody"}
+	define(Spec{Name: name, Summary: "test only", Claim: claim},
+		func() refitDiverges { return refitDiverges{LR: 1} },
+		func(c *refitDiverges) []Field {
+			return []Field{floatF("lr", &c.LR, "step"), intF("limit", &c.Limit, "ratings above which training diverges")}
+		},
+		func(ctx context.Context, train *ratings.Dataset, c *refitDiverges, seed uint64, hook Hook) (*model.Model, *Result, error) {
+			if train.Len() > c.Limit {
+				return nil, nil, fmt.Errorf("test: %w", mf.ErrDiverged)
+			}
+			m := withData(&model.Model{NumItems: train.NumItems(), Mean: 3, Default: 3}, train)
+			p := claim
+			p.EpsRound, p.EpsTotal = 1, 1
+			return m, &Result{Privacy: p}, nil
+		})
+	defer delete(registry, name)
+	s, _ := Lookup(name)
+	d := tuneData(t, 1)
+	base := &refitDiverges{LR: 1, Limit: d.Len() - 1} // the tuning part fits, all of d does not
+	grid := []Candidate{{{Name: "lr", Value: 1}}, {{Name: "lr", Value: 2}}}
+	m, res, rep, err := FitTuned(context.Background(), s, base, d, 1, nil, TuneOptions{Seed: 1, Grid: grid})
+	if err != nil {
+		t.Fatalf("FitTuned: %v", err)
+	}
+	if m != rep.Model {
+		t.Error("the model is not the selected candidate's")
+	}
+	if want := rep.Eps + 1; math.Abs(res.Privacy.EpsTotal-want) > 1e-9 {
+		t.Errorf("ε total %g, want the tuning's %g plus the failed retraining's 1", res.Privacy.EpsTotal, rep.Eps)
+	}
+	if !strings.Contains(res.Privacy.Note, "retraining on all training data diverged") {
+		t.Errorf("note %q does not say the retraining diverged", res.Privacy.Note)
+	}
+	base.Limit = 0 // every candidate diverges: nothing to fall back to
+	if _, _, _, err := FitTuned(context.Background(), s, base, d, 1, nil, TuneOptions{Seed: 1, Grid: grid}); err == nil {
+		t.Error("every candidate diverged, but FitTuned returned no error")
 	}
 }
