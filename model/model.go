@@ -252,56 +252,36 @@ func (m *Model) ScoreItems(u int32, dst []float32) []float32 {
 	}
 	users, bias := m.hasUserTerms(), m.addsBias()
 	base := m.Mean
-	if users && m.BU != nil {
-		base += m.BU[u]
-	}
-	bi := m.BI
-	if !users {
-		// No user side: the scores are the bias terms alone.
-		for i := range dst {
-			var s float32
-			if bias {
-				b := base
-				if bi != nil {
-					b += bi[i]
-				}
-				s += b
-			}
-			dst[i] = s
-		}
-		return dst
-	}
 	k := m.Dim
-	pu := m.U[int(u)*k : int(u)*k+k : int(u)*k+k]
-	if m.UserWeight == nil && m.Offset == nil {
-		// The common case (MF, LDP-OP, DPMF): the loop mf always had.
-		for i := range dst {
-			s := vec.Dot(pu, m.V[i*k:i*k+k:i*k+k])
-			if bias {
-				b := base
-				if bi != nil {
-					b += bi[i]
-				}
-				s += b
-			}
-			dst[i] = s
-		}
-		return dst
-	}
+	var pu []float32
 	var uw, off float32
-	if m.UserWeight != nil {
-		uw = m.UserWeight[u]
-	}
-	if m.Offset != nil {
-		off = m.Offset[u]
-	}
-	for i := range dst {
-		s := vec.Dot(pu, m.V[i*k:i*k+k:i*k+k])
+	if users {
+		if m.BU != nil {
+			base += m.BU[u]
+		}
+		pu = m.U[int(u)*k : int(u)*k+k : int(u)*k+k]
 		if m.UserWeight != nil {
-			s /= uw * m.ItemWeight[i]
+			uw = m.UserWeight[u]
 		}
 		if m.Offset != nil {
-			s += off
+			off = m.Offset[u]
+		}
+	}
+	// The terms of PredictRaw for a known user, with the user's share
+	// looked up once (and m's fields read into locals, which writes to
+	// dst could otherwise alias).
+	v, iw, bi := m.V, m.ItemWeight, m.BI
+	weighted, offset := m.UserWeight != nil, m.Offset != nil
+	for i := range dst {
+		var s float32
+		if users {
+			s = vec.Dot(pu, v[i*k:i*k+k:i*k+k])
+			if weighted {
+				s /= uw * iw[i]
+			}
+			if offset {
+				s += off
+			}
 		}
 		if bias {
 			b := base
