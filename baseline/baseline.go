@@ -18,9 +18,25 @@ import (
 // FitMean returns the model that predicts the global mean of train for
 // every pair (known or not) and scores every item alike.
 func FitMean(train *ratings.Dataset) *model.Model {
-	mu := float32(train.Mean())
+	return Constant(train, float32(train.Mean()))
+}
+
+// Constant returns the model that predicts v for every pair of train's
+// index space (known or not) and scores every item alike: the global mean,
+// or a DP release of it.
+func Constant(train *ratings.Dataset, v float32) *model.Model {
 	return &model.Model{
-		NumItems: train.NumItems(), Mean: mu, Default: mu, Scale: train.Scale,
+		NumItems: train.NumItems(), Mean: v, Default: v, Scale: train.Scale,
+		ItemIDs: slices.Clone(train.ItemIDs), ItemTitles: slices.Clone(train.ItemTitles),
+	}
+}
+
+// ItemMeans returns the model that predicts means[i] for item i of train's
+// index space, whatever the user, and def for an unknown item: exact item
+// means, or DP releases of them.
+func ItemMeans(train *ratings.Dataset, means []float32, def float32) *model.Model {
+	return &model.Model{
+		NumItems: len(means), BI: means, Default: def, Scale: train.Scale,
 		ItemIDs: slices.Clone(train.ItemIDs), ItemTitles: slices.Clone(train.ItemTitles),
 	}
 }
@@ -45,8 +61,5 @@ func FitItemMean(train *ratings.Dataset, shrink float64) *model.Model {
 			means[i] = float32(mu)
 		}
 	}
-	return &model.Model{
-		NumItems: len(means), BI: means, Default: float32(mu), Scale: train.Scale,
-		ItemIDs: slices.Clone(train.ItemIDs), ItemTitles: slices.Clone(train.ItemTitles),
-	}
+	return ItemMeans(train, means, float32(mu))
 }

@@ -44,7 +44,7 @@ func init() {
 		if err != nil {
 			return nil, nil, err
 		}
-		return withData(m, train), &Result{Privacy: noPrivacy, Stats: map[string]float64{
+		return m, &Result{Privacy: noPrivacy, Stats: map[string]float64{
 			"train_rmse": last.TrainRMSE, "alpha": last.Alpha, "samples": float64(last.Kept)}}, nil
 	})
 	dpGlobal := model.Privacy{Unit: "rating value", Trusted: "the recommender",
@@ -64,7 +64,7 @@ func init() {
 		g := train.Scale.Clamp(float32(dp.DPAverage(rng.New(seed, rngDPGlobalAvg), train.Values, lo, hi, cfg.Eps)))
 		priv := dpGlobal
 		priv.EpsRound, priv.EpsTotal = cfg.Eps, cfg.Eps
-		m := withData(&model.Model{NumItems: train.NumItems(), Mean: g, Default: g}, train)
+		m := baseline.Constant(train, g)
 		return m, &Result{Privacy: priv}, nil
 	})
 }

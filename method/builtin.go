@@ -31,24 +31,6 @@ func mfFields(c *mf.Config) []Field {
 	}
 }
 
-// withData fills m's ID maps and scale from the training data.
-func withData(m *model.Model, train *ratings.Dataset) *model.Model {
-	m.Scale = train.Scale
-	if m.UserIDs == nil && m.NumUsers == train.NumUsers() {
-		m.UserIDs = train.UserIDs
-	}
-	if m.ItemIDs == nil && m.NumItems == train.NumItems() {
-		m.ItemIDs, m.ItemTitles = train.ItemIDs, train.ItemTitles
-	}
-	return m
-}
-
-// itemModel is a model that predicts one value per item, whatever the
-// user: Dim 0, no user side.
-func itemModel(train *ratings.Dataset, means []float32, def float32) *model.Model {
-	return withData(&model.Model{NumItems: len(means), BI: means, Default: def}, train)
-}
-
 func init() {
 	define(Spec{
 		Name:    "mf",
@@ -78,7 +60,7 @@ func init() {
 		Claim:   noPrivacy,
 	}, func() baseline.MeanConfig { return baseline.MeanConfig{} }, func(*baseline.MeanConfig) []Field { return nil },
 		func(ctx context.Context, train *ratings.Dataset, cfg *baseline.MeanConfig, seed uint64, hook Hook) (*model.Model, *Result, error) {
-			return withData(baseline.FitMean(train), train), &Result{Privacy: noPrivacy}, nil
+			return baseline.FitMean(train), &Result{Privacy: noPrivacy}, nil
 		})
 	define(Spec{
 		Name:    "itemavg",
@@ -92,7 +74,7 @@ func init() {
 			if err := cfg.Validate(); err != nil {
 				return nil, nil, invalid(err)
 			}
-			return withData(baseline.FitItemMean(train, cfg.Shrink), train), &Result{Privacy: noPrivacy}, nil
+			return baseline.FitItemMean(train, cfg.Shrink), &Result{Privacy: noPrivacy}, nil
 		})
 	dpItemAvg := model.Privacy{Unit: "rating value", Trusted: "the recommender",
 		Note: "one release: 0.01ε on the global mean, 0.99ε on each item mean (parallel over items)"}
@@ -114,7 +96,7 @@ func init() {
 		}
 		priv := dpItemAvg
 		priv.EpsRound, priv.EpsTotal = cfg.Eps, cfg.Eps
-		return itemModel(train, bi, (train.Scale.Min+train.Scale.Max)/2), &Result{Privacy: priv}, nil
+		return baseline.ItemMeans(train, bi, (train.Scale.Min+train.Scale.Max)/2), &Result{Privacy: priv}, nil
 	})
 }
 

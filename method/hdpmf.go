@@ -130,7 +130,7 @@ func defineHDPMF(v hdpmf.Variant, summary string) {
 			if v == hdpmf.PDPMF {
 				stats["threshold"] = rep.Threshold
 			}
-			return withData(m, train), &Result{Privacy: priv, Stats: stats}, nil
+			return m, &Result{Privacy: priv, Stats: stats}, nil
 		})
 }
 

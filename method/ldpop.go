@@ -133,7 +133,7 @@ func defineLDPOP(v ldpop.Variant, summary string, claim model.Privacy) {
 			if !c.SecureAggregation && v != ldpop.RSMF {
 				priv.Note += "; this run had secagg=false: the ε above does not hold against this server"
 			}
-			return withData(m, train), &Result{Privacy: priv, Stats: stats}, nil
+			return m, &Result{Privacy: priv, Stats: stats}, nil
 		})
 }
 

@@ -75,7 +75,7 @@ func init() {
 		if err != nil {
 			return nil, nil, err
 		}
-		return withData(m, train), &Result{Privacy: noPrivacy}, nil
+		return m, &Result{Privacy: noPrivacy}, nil
 	})
 	define(Spec{
 		Name:    "dp-pmf",
@@ -99,7 +99,7 @@ func init() {
 		if c.Solver == pmf.SolverPaper {
 			priv.Note = "the paper's claimed ε; solver paper does not meet Thm 4's premise (exact minimizer, one η per item), so no guarantee is proven"
 		}
-		return withData(m, train), &Result{Privacy: priv, Stats: map[string]float64{
+		return m, &Result{Privacy: priv, Stats: map[string]float64{
 			"train_rmse": st.TrainRMSE, "noise_norm": st.NoiseNorm, "sens": st.Sens,
 			"clipped_users": float64(st.ClippedUsers), "reg_v": st.RegV, "center": st.Center}}, nil
 	})
@@ -142,7 +142,7 @@ func init() {
 		for _, e := range eps {
 			mean += e
 		}
-		return withData(m, train), &Result{Privacy: priv, Stats: map[string]float64{
+		return m, &Result{Privacy: priv, Stats: map[string]float64{
 			"train_rmse": st.TrainRMSE, "noise_norm": st.NoiseNorm, "threshold": t,
 			"kept_fraction": float64(st.Kept) / math.Max(1, float64(train.Len())),
 			"eps_mean":      mean / math.Max(1, float64(len(eps))), "clipped_users": float64(st.ClippedUsers),

@@ -175,7 +175,7 @@ func fitSDCF(ctx context.Context, train *ratings.Dataset, cfg sdcf.Config, claim
 			stats[k] = v
 		}
 	}
-	return withData(m, train), &Result{Privacy: priv, Stats: stats}, nil
+	return m, &Result{Privacy: priv, Stats: stats}, nil
 }
 
 func init() {
@@ -220,7 +220,7 @@ func init() {
 				return nil, nil, err
 			}
 			res.Privacy.EpsRound, res.Privacy.EpsTotal = cfg.Eps, cfg.Eps
-			return withData(m, train), res, nil
+			return m, res, nil
 		})
 }
 

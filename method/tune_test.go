@@ -295,7 +295,7 @@ func TestFitTunedKeepsCandidateWhenRefitDiverges(t *testing.T) {
 			if train.Len() > c.Limit {
 				return nil, nil, fmt.Errorf("test: %w", mf.ErrDiverged)
 			}
-			m := withData(&model.Model{NumItems: train.NumItems(), Mean: 3, Default: 3}, train)
+			m := &model.Model{NumItems: train.NumItems(), Mean: 3, Default: 3, Scale: train.Scale}
 			p := claim
 			p.EpsRound, p.EpsTotal = 1, 1
 			return m, &Result{Privacy: p}, nil
