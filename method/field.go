@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -179,20 +180,11 @@ func (v choiceValue[T]) Type() string {
 }
 func (v choiceValue[T]) Set(s string) error {
 	s = strings.TrimSpace(s)
-	if len(v.choices) > 0 && !contains(v.choices, s) {
+	if len(v.choices) > 0 && !slices.Contains(v.choices, s) {
 		return fmt.Errorf("want %s", strings.Join(v.choices, " or "))
 	}
 	*v.p = T(s)
 	return nil
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (v intValue) addr() uintptr       { return reflect.ValueOf(v.p).Pointer() }

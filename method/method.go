@@ -33,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -152,12 +153,7 @@ func (e *ParamError) Unwrap() []error { return []error{ErrParam, e.Err} }
 // meet the typed configs.
 func (s Spec) Configure(params map[string]string) (any, error) {
 	cfg := s.New()
-	names := make([]string, 0, len(params))
-	for k := range params {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
 		if err := s.Set(cfg, k, params[k]); err != nil {
 			return nil, err
 		}
