@@ -8,7 +8,6 @@ import (
 	"github.com/privrec/privrec/internal/vec"
 	"math"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/model"
@@ -212,18 +211,10 @@ func orDefault(s, def string) string {
 // without training ratings, or an unknown index, gets the middle of the
 // scale.
 func (r *run) model() *model.Model {
-	k := r.cfg.Dim
-	d := r.train
-	m := &model.Model{
-		Dim: k, NumUsers: len(r.cls), NumItems: r.srv.numItems,
-		U: make([]float32, len(r.cls)*k), V: append([]float32(nil), r.srv.v...),
-		Rated: make([]bool, len(r.cls)), Default: (d.Scale.Min + d.Scale.Max) / 2, Scale: d.Scale,
-		UserIDs: slices.Clone(d.UserIDs), ItemIDs: slices.Clone(d.ItemIDs), ItemTitles: slices.Clone(d.ItemTitles),
-	}
-	for u, c := range r.cls {
-		copy(m.U[u*k:(u+1)*k], c.u)
-		m.Rated[u] = len(c.items) > 0
-	}
+	m := model.Gathered(r.train, r.cfg.Dim, r.srv.v, func(u int) ([]float32, bool) {
+		c := r.cls[u]
+		return c.u, len(c.items) > 0
+	})
 	if r.cfg.Variant == HDPMF {
 		m.UserWeight = toF32(r.weights.User)
 		m.ItemWeight = toF32(r.weights.Item)

@@ -77,19 +77,10 @@ func newRun(train *ratings.Dataset, cfg Config) *run {
 // prediction is u_i·v_j (the paper has no bias term), and the middle of
 // the scale for a user without training ratings or an unknown index.
 func (r *run) model() *model.Model {
-	k := r.cfg.Dim
-	d := r.train
-	md := &model.Model{
-		Dim: k, NumUsers: len(r.cls), NumItems: r.srv.m,
-		U: make([]float32, len(r.cls)*k), V: slices.Clone(r.srv.v),
-		Rated: make([]bool, len(r.cls)), Default: (d.Scale.Min + d.Scale.Max) / 2, Scale: d.Scale,
-		UserIDs: slices.Clone(d.UserIDs), ItemIDs: slices.Clone(d.ItemIDs), ItemTitles: slices.Clone(d.ItemTitles),
-	}
-	for u, c := range r.cls {
-		copy(md.U[u*k:(u+1)*k], c.u)
-		md.Rated[u] = len(c.items) > 0
-	}
-	return md
+	return model.Gathered(r.train, r.cfg.Dim, r.srv.v, func(u int) ([]float32, bool) {
+		c := r.cls[u]
+		return c.u, len(c.items) > 0
+	})
 }
 
 func (r *run) report(mod *model.Model) *Report {
