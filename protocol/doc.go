@@ -32,6 +32,12 @@
 // format, read back by TranscriptReader, for attack tests) and calls
 // per-round hooks for metrics and progress.
 //
+// A deployment runs the server and the clients in different processes and
+// must survive a crash of the server: a Stateful server saves its state
+// between rounds (MarshalBinary) and restores it into a server built
+// with the same configuration (UnmarshalBinary); RunOptions.StartRound
+// then resumes the loop at the restored server's Round.
+//
 // Ownership: a Broadcast is read-only for clients and stays valid until
 // the next call of Server.Broadcast. An Upload returned by Client.Round
 // may be a buffer the client reuses; it stays valid until the client's

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding"
 	"math/rand/v2"
 )
 
@@ -18,6 +19,22 @@ type Server interface {
 	Aggregate(round int, ups []*Upload) error
 	// Done reports whether the protocol is over.
 	Done() bool
+}
+
+// Stateful is a Server whose state between rounds can be saved and
+// restored, so that a deployment survives a crash: MarshalBinary after
+// Aggregate (or before the first Broadcast) captures everything the next
+// Broadcast depends on; UnmarshalBinary restores it into a server built
+// with the same configuration.
+type Stateful interface {
+	Server
+	encoding.BinaryMarshaler
+	encoding.BinaryUnmarshaler
+	// Round returns the next round the server will broadcast.
+	Round() int
+	// Factors returns the public item factors V (NumItems×Dim, row-major)
+	// and Dim. The caller must not modify them.
+	Factors() (v []float32, dim int)
 }
 
 // Client is a data-holding party. It sees its own data and the broadcasts.

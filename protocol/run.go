@@ -41,6 +41,11 @@ type RunOptions struct {
 	// OnRound, when not nil, is called after each round's aggregation; an
 	// error stops the run and is returned.
 	OnRound func(RoundInfo) error
+	// StartRound is the first round RunTransport broadcasts (0 when
+	// zero): set it to a restored Stateful server's Round() to resume a
+	// run, with the same clients, from the round after its last
+	// aggregation. MaxRounds still counts from round 0.
+	StartRound int
 }
 
 // Run runs srv with clients in process (InMem transport) until srv is
@@ -74,7 +79,7 @@ func RunTransport(ctx context.Context, srv Server, tr Transport, opt RunOptions)
 			return err
 		}
 	}
-	for round := 0; !srv.Done(); round++ {
+	for round := opt.StartRound; !srv.Done(); round++ {
 		if round >= maxRounds {
 			return fmt.Errorf("%w: %d rounds", ErrRounds, maxRounds)
 		}
