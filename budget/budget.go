@@ -162,6 +162,18 @@ func HDPMFSpec(d *ratings.Dataset, cfg HDPMFGroups, seed uint64) (*HDPWeights, e
 	return w, nil
 }
 
+// HDPMFItemWeights returns the item weights γ that HDPMFSpec draws for a
+// catalog of numItems items with cfg and seed: they do not depend on the
+// users, so a server that knows only the catalog can draw them.
+func HDPMFItemWeights(numItems int, cfg HDPMFGroups, seed uint64) ([]float64, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	w := make([]float64, numItems)
+	cfg.Item.fill(w, rng.New(seed, specStream, 2))
+	return w, nil
+}
+
 // W returns the privacy weight β_u·γ_i of the pair (u, i).
 func (w *HDPWeights) W(u, i int32) float64 { return w.User[u] * w.Item[i] }
 

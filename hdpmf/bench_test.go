@@ -27,17 +27,21 @@ func BenchmarkEpochML1M(b *testing.B) {
 	b.Run("federated-hdpmf/K=10", func(b *testing.B) {
 		cfg := DefaultConfig(HDPMF)
 		cfg.Rounds = 1 << 20
-		r, err := newRun(d, cfg)
+		srv, err := NewServer(cfg, d.NumItems(), d.Scale)
 		if err != nil {
 			b.Fatal(err)
 		}
-		tr, err := protocol.NewInMem(r.clients, 0, 1)
+		cl, err := NewClients(d, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tr, err := protocol.NewInMem(cl.List, 0, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
 		ctx := context.Background()
 		round := func(t int) {
-			bc, err := r.srv.Broadcast(t)
+			bc, err := srv.Broadcast(t)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -45,7 +49,7 @@ func BenchmarkEpochML1M(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := r.srv.Aggregate(t, ups); err != nil {
+			if err := srv.Aggregate(t, ups); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -229,10 +229,15 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Mode
 	if err := train.Validate(); err != nil {
 		return nil, nil, err
 	}
-	run, err := newRun(train, cfg)
+	srv, err := NewServer(cfg, train.NumItems(), train.Scale)
 	if err != nil {
 		return nil, nil, err
 	}
+	cl, err := NewClients(train, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	run := cl.run
 	opt := protocol.RunOptions{
 		Workers: cfg.Workers, Seed: cfg.Seed, Transcript: cfg.Transcript,
 		SecureAggregation: cfg.SecureAggregation,
@@ -258,8 +263,60 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Mode
 			return nil
 		},
 	}
-	if err := protocol.Run(ctx, run.srv, run.clients, opt); err != nil {
+	if err := protocol.Run(ctx, srv, cl.List, opt); err != nil {
 		return nil, nil, err
 	}
-	return run.model(), run.report(), nil
+	v, _ := srv.Factors()
+	m, err := cl.Model(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, cl.Report(), nil
 }
+
+// Clients is the client half of a run: one client per user of the
+// training data, built from the users' own ratings, with what they share
+// (the accountant of their spending, the noise calibration).
+type Clients struct {
+	// List holds one client per user index of the training data, in
+	// order; List[u].ID() is u.
+	List []protocol.Client
+	run  *run
+}
+
+// NewClients builds the clients of cfg from train, drawing their initial
+// user vectors from cfg.Seed. Run them with a server from NewServer for
+// train's number of items and scale, over protocol.Run or any transport,
+// with secure aggregation when cfg.SecureAggregation is set.
+func NewClients(train *ratings.Dataset, cfg Config) (*Clients, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if train == nil || train.Len() == 0 {
+		return nil, fmt.Errorf("%w: no training ratings", ErrConfig)
+	}
+	if err := train.Validate(); err != nil {
+		return nil, err
+	}
+	r, err := newRun(train, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{List: r.clients, run: r}, nil
+}
+
+// Model gathers the model from the clients' user vectors and the server's
+// final V (train.NumItems()×Dim), on train's scale.
+func (c *Clients) Model(v []float32) (*model.Model, error) {
+	if want := c.run.train.NumItems() * c.run.cfg.Dim; len(v) != want {
+		return nil, fmt.Errorf("%w: V holds %d values, want %d items × %d", ErrConfig, len(v), c.run.train.NumItems(), c.run.cfg.Dim)
+	}
+	return c.run.model(v), nil
+}
+
+// Report returns what the clients spent and measured so far.
+func (c *Clients) Report() *Report { return c.run.report() }
+
+// NoiseScale returns the Laplace scale per coordinate of each item's
+// summed noise.
+func (c *Clients) NoiseScale() float64 { return c.run.noise }

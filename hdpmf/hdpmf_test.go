@@ -147,7 +147,8 @@ func TestTranscriptCarriesNoRating(t *testing.T) {
 // TestServerHoldsNoClientData walks the server value by reflection: no
 // path from it reaches a client or a dataset.
 func TestServerHoldsNoClientData(t *testing.T) {
-	run, err := newRun(tiny(t, 10), DefaultConfig(HDPMF))
+	train := tiny(t, 10)
+	srv, err := NewServer(DefaultConfig(HDPMF), train.NumItems(), train.Scale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestServerHoldsNoClientData(t *testing.T) {
 			t.Errorf("server holds %v at %s, which could reach anything", ty, path)
 		}
 	}
-	walk(reflect.TypeOf(run.srv), "server")
+	walk(reflect.TypeOf(srv.(*server)), "server")
 }
 
 func TestAccountant(t *testing.T) {

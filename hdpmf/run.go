@@ -1,6 +1,8 @@
 package hdpmf
 
 import (
+	"bytes"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"github.com/privrec/privrec/accountant"
@@ -24,23 +26,29 @@ const (
 	streamClientInit
 )
 
-// run is one training run: the server, the clients and the accountant.
-// Only Train reaches into both sides, to build them and to gather the
-// model at the end, as an evaluation harness would.
+// run is the client half of a training run: the clients and what they
+// share (the accountant, the noise calibration). The server is built
+// apart, by newServer, from public information only.
 type run struct {
 	cfg     Config
 	train   *ratings.Dataset
 	weights *budget.HDPWeights
 	acct    *accountant.Accountant
-	srv     *server
 	cls     []*client
 	clients []protocol.Client
 	noise   float64 // Laplace scale per coordinate
 	thresh  float64 // PDPMF's t
 }
 
-// newRun builds a run: the privacy weights, the noise calibration and the
-// per-round ε of every user, the accountant, the clients and the server.
+// newRun builds the client half of a run: the privacy weights, the noise
+// calibration and the per-round ε of every user, the accountant and the
+// clients.
+//
+// The calibration reads the training data: DPMF's floor (the smallest
+// budget of all ratings) and PDPMF's threshold are statistics of the
+// ratings' weights. That is what a vendor holding all its users' data (or
+// the simulation) can compute; a deployment of independent devices would
+// have to agree on them another way.
 func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 	w, err := weightsFor(train, cfg)
 	if err != nil {
@@ -60,12 +68,24 @@ func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 		return nil, err
 	}
 	r.newClients(perRound, byUser)
-	var itemW []float64
-	if cfg.Variant == HDPMF || cfg.Variant == HDPMFR {
-		itemW = w.Item // γ: public item weights
-	}
-	r.srv = newServer(cfg, train.NumItems(), float64(train.Scale.Min+train.Scale.Max)/2, itemW)
 	return r, nil
+}
+
+// serverItemWeights returns the public item weights γ the server of cfg
+// needs for numItems items (nil but for HDPMF and HDPMF-R): cfg.Weights'
+// or those drawn from cfg.Spec and cfg.SpecSeed, which do not depend on
+// the users.
+func serverItemWeights(cfg Config, numItems int) ([]float64, error) {
+	if cfg.Variant != HDPMF && cfg.Variant != HDPMFR {
+		return nil, nil
+	}
+	if cfg.Weights != nil {
+		if len(cfg.Weights.Item) != numItems {
+			return nil, fmt.Errorf("%w: Weights cover %d items, the catalog %d", ErrConfig, len(cfg.Weights.Item), numItems)
+		}
+		return cfg.Weights.Item, nil
+	}
+	return budget.HDPMFItemWeights(numItems, cfg.Spec, cfg.SpecSeed)
 }
 
 // weightsFor returns cfg.Weights, checked against train, or the weights
@@ -207,11 +227,11 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// model gathers the clients' user vectors and the server's V. A user
+// model gathers the clients' user vectors and the server's V (v). A user
 // without training ratings, or an unknown index, gets the middle of the
 // scale.
-func (r *run) model() *model.Model {
-	m := model.Gathered(r.train, r.cfg.Dim, r.srv.v, func(u int) ([]float32, bool) {
+func (r *run) model(v []float32) *model.Model {
+	m := model.Gathered(r.train, r.cfg.Dim, v, func(u int) ([]float32, bool) {
 		c := r.cls[u]
 		return c.u, len(c.items) > 0
 	})
@@ -433,6 +453,28 @@ func (c serverConfig) userRate(t int) float64 {
 	return schedule(c.UserLearn, t, c.Rounds)
 }
 
+// NewServer returns the server of cfg for a catalog of numItems items on
+// the public rating scale: it needs only public information (the config,
+// the catalog size, the scale's middle and the public item weights γ
+// drawn from cfg.Spec), and draws its own randomness (the initial V, the
+// mixing variables) from cfg.Seed.
+func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if numItems < 1 {
+		return nil, fmt.Errorf("%w: %d items", ErrConfig, numItems)
+	}
+	if !(scale.Max > scale.Min) {
+		return nil, fmt.Errorf("%w: rating scale %v has no range", ErrConfig, scale)
+	}
+	itemW, err := serverItemWeights(cfg, numItems)
+	if err != nil {
+		return nil, err
+	}
+	return newServer(cfg, numItems, float64(scale.Min+scale.Max)/2, itemW), nil
+}
+
 func newServer(c Config, numItems int, mid float64, itemW []float64) *server {
 	cfg := serverConfig{Mid: mid, ItemWeight: itemW,
 		Dim: c.Dim, Rounds: c.Rounds, LearnRate: c.LearnRate, UserLearn: c.UserLearnRate,
@@ -554,3 +596,55 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 
 // Done reports whether the final round has been aggregated.
 func (s *server) Done() bool { return s.round > s.cfg.Rounds+1 }
+
+// Round returns the next round the server will broadcast.
+func (s *server) Round() int { return s.round }
+
+// Factors returns the current V and the dimension.
+func (s *server) Factors() ([]float32, int) { return s.v, s.k }
+
+// snapshotVersion is the version byte of the server's snapshot.
+const snapshotVersion = 1
+
+// snapshot is the state of a server between rounds: V, the public counts
+// and the next round. The rest is rebuilt by Broadcast (the mixing
+// variables are drawn per round from the seed) or is configuration.
+type snapshot struct {
+	Dim, NumItems, Round int
+	V                    []float32
+	Counts               []int32
+}
+
+// MarshalBinary returns the server's state: a version byte, then the gob
+// encoding of a snapshot.
+func (s *server) MarshalBinary() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte(snapshotVersion)
+	err := gob.NewEncoder(&buf).Encode(snapshot{Dim: s.k, NumItems: s.numItems, Round: s.round, V: s.v, Counts: s.counts})
+	return buf.Bytes(), err
+}
+
+// UnmarshalBinary restores a state from MarshalBinary into s, a server
+// built with the same configuration; it fails, leaving s unchanged, on
+// corrupt data or another shape.
+func (s *server) UnmarshalBinary(data []byte) error {
+	if len(data) == 0 || data[0] != snapshotVersion {
+		return fmt.Errorf("hdpmf: server snapshot: not a version %d snapshot", snapshotVersion)
+	}
+	var x snapshot
+	if err := gob.NewDecoder(bytes.NewReader(data[1:])).Decode(&x); err != nil {
+		return fmt.Errorf("hdpmf: server snapshot: %w", err)
+	}
+	switch {
+	case x.Dim != s.k || x.NumItems != s.numItems:
+		return fmt.Errorf("hdpmf: server snapshot of %d items × %d, the server has %d × %d", x.NumItems, x.Dim, s.numItems, s.k)
+	case len(x.V) != len(s.v) || len(x.Counts) != len(s.counts):
+		return fmt.Errorf("hdpmf: server snapshot: %d factors and %d counts, want %d and %d", len(x.V), len(x.Counts), len(s.v), len(s.counts))
+	case x.Round < 0 || x.Round > s.cfg.Rounds+2:
+		return fmt.Errorf("hdpmf: server snapshot at round %d, outside 0..%d", x.Round, s.cfg.Rounds+2)
+	}
+	copy(s.v, x.V)
+	copy(s.counts, x.Counts)
+	s.round = x.Round
+	return nil
+}

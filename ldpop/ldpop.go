@@ -190,44 +190,90 @@ type Report struct {
 // Train runs the method on train over the in-process transport and
 // returns the model gathered from the server's V and the devices' u_i.
 func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Model, *Report, error) {
-	if err := cfg.Validate(); err != nil {
+	cl, err := NewClients(train, cfg)
+	if err != nil {
 		return nil, nil, err
 	}
-	if train == nil || train.Len() == 0 {
-		return nil, nil, fmt.Errorf("%w: no training ratings", ErrConfig)
-	}
-	if err := train.Validate(); err != nil {
+	srv, err := NewServer(cfg, train.NumItems(), train.Scale)
+	if err != nil {
 		return nil, nil, err
 	}
-	if !(train.Scale.Max > train.Scale.Min) {
-		return nil, nil, fmt.Errorf("%w: rating scale %v has no range", ErrConfig, train.Scale)
-	}
-	n, m := train.NumUsers(), train.NumItems()
-	if cfg.Variant == Basic && float64(n)*float64(m)*float64(cfg.Dim) > 1<<30 {
-		return nil, nil, fmt.Errorf("%w: the basic scheme holds %d users × %d items × d = %d dense noise values, above 2^30",
-			ErrConfig, n, m, cfg.Dim)
-	}
-	r := newRun(train, cfg)
 	opt := protocol.RunOptions{
 		Workers: cfg.Workers, Seed: cfg.Seed, SecureAggregation: cfg.SecureAggregation,
 		Transcript: cfg.Transcript,
 		Header: protocol.TranscriptHeader{Method: cfg.Variant.String(), Meta: map[string]string{
 			"dim": fmt.Sprint(cfg.Dim), "rounds": fmt.Sprint(cfg.Rounds), "per-round": fmt.Sprint(cfg.PerRound),
-			"eps": fmt.Sprint(cfg.Eps), "noise": cfg.Noise.String(), "noise-scale": fmt.Sprint(r.sh.b),
+			"eps": fmt.Sprint(cfg.Eps), "noise": cfg.Noise.String(), "noise-scale": fmt.Sprint(cl.NoiseScale()),
 		}},
 		MaxRounds: 2*cfg.Rounds + 2,
 	}
 	if cfg.OnRound != nil {
 		opt.OnRound = func(info protocol.RoundInfo) error {
-			if s, ok := r.srv.trained(info.Round); ok {
+			if s, ok := srv.(*server).trained(info.Round); ok {
 				cfg.OnRound(s)
 			}
 			return nil
 		}
 	}
-	if err := protocol.Run(ctx, r.srv, r.clients, opt); err != nil {
+	if err := protocol.Run(ctx, srv, cl.List, opt); err != nil {
 		return nil, nil, err
 	}
-	mod := r.model()
-	return mod, r.report(mod), nil
+	v, _ := srv.Factors()
+	mod, err := cl.Model(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mod, cl.Report(mod), nil
 }
+
+// Clients is the client half of a run: one client per user index of the
+// training data, built from the users' own ratings.
+type Clients struct {
+	// List holds one client per user index of the training data, in
+	// order; List[u].ID() is u.
+	List []protocol.Client
+	run  *run
+}
+
+// NewClients builds the clients of cfg from train. Run them with a server
+// from NewServer for train's number of items and scale, with secure
+// aggregation when cfg.SecureAggregation is set. The noise is split among
+// train's users.
+func NewClients(train *ratings.Dataset, cfg Config) (*Clients, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if train == nil || train.Len() == 0 {
+		return nil, fmt.Errorf("%w: no training ratings", ErrConfig)
+	}
+	if err := train.Validate(); err != nil {
+		return nil, err
+	}
+	if !(train.Scale.Max > train.Scale.Min) {
+		return nil, fmt.Errorf("%w: rating scale %v has no range", ErrConfig, train.Scale)
+	}
+	n, m := train.NumUsers(), train.NumItems()
+	if cfg.Variant == Basic && float64(n)*float64(m)*float64(cfg.Dim) > 1<<30 {
+		return nil, fmt.Errorf("%w: the basic scheme holds %d users × %d items × d = %d dense noise values, above 2^30",
+			ErrConfig, n, m, cfg.Dim)
+	}
+	r := newRun(train, cfg)
+	return &Clients{List: r.clients, run: r}, nil
+}
+
+// Model gathers the model from the clients' user vectors and the server's
+// final V (train.NumItems()×Dim), on train's scale.
+func (c *Clients) Model(v []float32) (*model.Model, error) {
+	if want := c.run.train.NumItems() * c.run.cfg.Dim; len(v) != want {
+		return nil, fmt.Errorf("%w: V holds %d values, want %d items × %d", ErrConfig, len(v), c.run.train.NumItems(), c.run.cfg.Dim)
+	}
+	return c.run.model(v), nil
+}
+
+// Report returns the run's figures for mod, the model from Model: the
+// accounting the clients kept from the broadcasts and mod's error on the
+// training ratings.
+func (c *Clients) Report(mod *model.Model) *Report { return c.run.report(mod) }
+
+// NoiseScale returns b, the Laplace scale of a position's summed noise.
+func (c *Clients) NoiseScale() float64 { return c.run.sh.b }

@@ -1,10 +1,13 @@
 package ldpop
 
 import (
+	"bytes"
+	"encoding/gob"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/eval"
@@ -30,18 +33,21 @@ const (
 	paramScale  = "scale"  // R/k, the unbiasing scale of C2 line 5 (md − t for k = 1)
 )
 
-// run is one training run. Only Train reaches into both the server and the
-// clients, to build them and to gather the model at the end, as an
-// evaluation harness would.
+// run is the client half of a training run: the clients and what they
+// share. The server is built apart, by newServer, from public information
+// only.
 type run struct {
 	cfg     Config
 	train   *ratings.Dataset
 	sh      *shared
-	srv     *server
 	cls     []*client
 	clients []protocol.Client
 }
 
+// newRun builds one client per user index of train (users without
+// ratings too: they add noise shares and count in the server's average).
+// The noise is split among train's users: a vendor holding every user
+// (or the simulation) knows their number.
 func newRun(train *ratings.Dataset, cfg Config) *run {
 	n, m, k := train.NumUsers(), train.NumItems(), cfg.Dim
 	sh := &shared{
@@ -50,6 +56,7 @@ func newRun(train *ratings.Dataset, cfg Config) *run {
 		bound: cfg.Bound, reg: cfg.Reg, scheme: cfg.Noise,
 		clip:   cfg.Variant != Basic,
 		lambda: float32(cfg.Reg),
+		obs:    &observer{seen: -1},
 	}
 	if cfg.Variant != RSMF {
 		sh.b = 2 * sh.delta * cfg.Bound / cfg.Eps
@@ -59,6 +66,8 @@ func newRun(train *ratings.Dataset, cfg Config) *run {
 		for j := range sh.all {
 			sh.all[j] = int32(j)
 		}
+	} else {
+		sh.obs.led = newLedger(m, k)
 	}
 	r := &run{cfg: cfg, train: train, sh: sh}
 	byUser := train.ByUser()
@@ -69,24 +78,27 @@ func newRun(train *ratings.Dataset, cfg Config) *run {
 		c := &client{id: u, sh: sh, items: slices.Clone(items), y: slices.Clone(vals), u: make([]float32, k)}
 		r.cls[u], r.clients[u] = c, c
 	}
-	r.srv = newServer(cfg, m, n, float64(train.Scale.Max))
 	return r
 }
 
-// model gathers the clients' user vectors and the server's V: a
+// model gathers the clients' user vectors and the server's V (v): a
 // prediction is u_i·v_j (the paper has no bias term), and the middle of
 // the scale for a user without training ratings or an unknown index.
-func (r *run) model() *model.Model {
-	return model.Gathered(r.train, r.cfg.Dim, r.srv.v, func(u int) ([]float32, bool) {
+func (r *run) model(v []float32) *model.Model {
+	return model.Gathered(r.train, r.cfg.Dim, v, func(u int) ([]float32, bool) {
 		c := r.cls[u]
 		return c.u, len(c.items) > 0
 	})
 }
 
+// report returns the run's figures. The accounting is the clients' own,
+// from the positions the broadcasts released (see observer): the same the
+// server keeps.
 func (r *run) report(mod *model.Model) *Report {
-	s := r.srv
+	o := r.sh.obs
+	md := r.sh.m * r.sh.k
 	rep := &Report{
-		NoiseScale: r.sh.b, Passes: s.pass, Positions: s.md,
+		NoiseScale: r.sh.b, Positions: md,
 		TrainRMSE: eval.Rating(mod, r.train).RMSE,
 	}
 	for _, c := range r.cls {
@@ -97,23 +109,71 @@ func (r *run) report(mod *model.Model) *Report {
 	eps := r.cfg.Eps
 	switch r.cfg.Variant {
 	case LDPOP:
-		rep.EpsRound = eps * s.roundFactor
-		rep.EpsTotal = eps * s.maxRow
-		rep.EpsTotalUser = 2 * eps * s.sumRows
+		rep.EpsRound = eps * o.led.roundFactor
+		rep.EpsTotal = eps * o.led.maxRow
+		rep.EpsTotalUser = 2 * eps * o.led.sumRows
 	case Basic:
 		rep.EpsRound = eps * math.Sqrt(float64(r.cfg.Dim))
 		rep.EpsTotal = rep.EpsRound
 		rep.EpsTotalUser = math.Inf(1) // existence: the difference attack
 	}
-	for _, ok := range s.updated {
-		if ok {
-			rep.Updated++
+	if o.led != nil {
+		rep.Passes = int((o.released + int64(md) - 1) / int64(md))
+		for _, ok := range o.led.updated {
+			if ok {
+				rep.Updated++
+			}
 		}
 	}
-	if r.cfg.Variant == Basic && s.t > 0 {
-		rep.Updated = s.md
+	if r.cfg.Variant == Basic && o.t > 0 {
+		rep.Updated = md
 	}
 	return rep
+}
+
+// observer is the clients' copy of the server's accounting, kept from
+// the broadcasts, which name every released position: the first client to
+// see a round's broadcast records it.
+type observer struct {
+	mu       sync.Mutex
+	seen     int     // last round recorded
+	led      *ledger // nil for Basic
+	released int64   // positions released
+	t        int     // training rounds
+	sel      []int32
+}
+
+// observe records b once.
+func (o *observer) observe(b *protocol.Broadcast, k int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if b.Round <= o.seen {
+		return
+	}
+	o.seen = b.Round
+	if b.Phase != protocol.PhaseTrain {
+		return
+	}
+	if b.Param(paramFit, 0) == 1 {
+		if o.led != nil {
+			o.led.closeSegment()
+		}
+		return
+	}
+	o.t++
+	if o.led == nil || b.Items == nil || b.AuxDim < k {
+		return
+	}
+	o.sel = o.sel[:0]
+	for q, j := range b.Items {
+		for l, on := range b.Aux[q*b.AuxDim : q*b.AuxDim+k] {
+			if on != 0 {
+				o.sel = append(o.sel, j*int32(k)+int32(l))
+			}
+		}
+	}
+	o.led.account(o.sel)
+	o.released += int64(len(o.sel))
 }
 
 // shared is the public configuration every client knows.
@@ -128,6 +188,7 @@ type shared struct {
 	scheme  dp.ShareScheme
 	clip    bool    // clip residuals to [−Δ, Δ]
 	all     []int32 // 0..m−1, the items of a basic upload
+	obs     *observer
 }
 
 // client is one user's device. Its fields never leave it except through
@@ -157,17 +218,24 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	if b.Dim != k || b.NumItems != c.sh.m {
 		return nil, fmt.Errorf("%w: broadcast of %d items × %d, the client expects %d × %d", protocol.ErrMessage, b.NumItems, b.Dim, c.sh.m, k)
 	}
+	c.sh.obs.observe(b, k)
 	if b.Phase == protocol.PhaseSetup || b.Param(paramFit, 0) == 1 {
 		if b.Items != nil || len(b.V) != c.sh.m*k {
 			return nil, fmt.Errorf("%w: a fit round must carry the whole V", protocol.ErrMessage)
 		}
 		c.clipped = fitUser(c.u, c.items, c.y, b.V, k, c.sh.reg, c.sh.bound, &c.fw)
-		if b.Phase == protocol.PhaseSetup && c.sh.variant == Basic {
+		if b.Phase != protocol.PhaseSetup {
+			return nil, nil
+		}
+		if c.sh.variant == Basic {
 			if err := c.drawFixedNoise(b, r); err != nil {
 				return nil, err
 			}
 		}
-		return nil, nil
+		// Announce the client, so that the server averages over the
+		// clients that take part.
+		c.up = protocol.Upload{Client: c.id, Round: b.Round, Scalars: []float64{1}}
+		return &c.up, nil
 	}
 	if b.Phase != protocol.PhaseTrain {
 		return nil, nil
@@ -296,10 +364,11 @@ const (
 
 // server holds the public item factors and chooses the positions.
 type server struct {
-	cfg     Config
-	k, m, n int
-	md      int
-	v       []float32
+	cfg  Config
+	k, m int
+	n    int // clients announced in the setup round
+	md   int
+	v    []float32
 
 	round int // next protocol round
 	kind  int // kind of the current round
@@ -307,6 +376,7 @@ type server struct {
 
 	// Position sampling (LDP-OP, RSMF): the pass's positions in random
 	// order; the first used are marked (the paper's M).
+	posSrc *rand.ChaCha8 // posRng's source, for snapshots
 	posRng *rand.Rand
 	perm   []int32
 	used   int
@@ -324,8 +394,17 @@ type server struct {
 	b      protocol.Broadcast
 	params map[string]float64
 
-	// Accounting, in units of ε: per position the releases in the current
-	// refit segment, per row Σ cnt² and the closed segments' Σ ‖c_j‖₂.
+	led *ledger // the releases (nil for Basic)
+
+	last      RoundStats
+	lastRound int
+}
+
+// ledger is the accounting of releases, in units of ε: per position the
+// releases in the current refit segment, per row Σ cnt² and the closed
+// segments' Σ ‖c_j‖₂.
+type ledger struct {
+	k           int
 	cnt         []int32
 	rowSq       []int64
 	rowDone     []float64
@@ -333,15 +412,34 @@ type server struct {
 	sumRows     float64 // Σ_j (rowDone_j + sqrt(rowSq_j))
 	roundFactor float64 // max over rounds of sqrt(positions of one row)
 	updated     []bool
-
-	last      RoundStats
-	lastRound int
 }
 
-func newServer(cfg Config, m, n int, rmax float64) *server {
+func newLedger(m, k int) *ledger {
+	return &ledger{k: k, cnt: make([]int32, m*k), rowSq: make([]int64, m), rowDone: make([]float64, m), updated: make([]bool, m*k)}
+}
+
+// NewServer returns the server of cfg for a catalog of numItems items on
+// the public rating scale (V⁰'s first coordinate starts at scale.Max/B).
+// It draws its own randomness (V⁰, the positions, H) from cfg.Seed and
+// learns the number of clients, over which it averages, from their
+// announcements in the setup round.
+func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if numItems < 1 {
+		return nil, fmt.Errorf("%w: %d items", ErrConfig, numItems)
+	}
+	if !(scale.Max > scale.Min) {
+		return nil, fmt.Errorf("%w: rating scale %v has no range", ErrConfig, scale)
+	}
+	return newServer(cfg, numItems, float64(scale.Max)), nil
+}
+
+func newServer(cfg Config, m int, rmax float64) *server {
 	k := cfg.Dim
 	s := &server{
-		cfg: cfg, k: k, m: m, n: n, md: m * k,
+		cfg: cfg, k: k, m: m, md: m * k,
 		v:         make([]float32, m*k),
 		params:    map[string]float64{},
 		lastRound: -1,
@@ -358,15 +456,13 @@ func newServer(cfg Config, m, n int, rmax float64) *server {
 		s.sumAll = make([]float64, s.md)
 		return s
 	}
-	s.posRng = rng.New(cfg.Seed, streamPos)
+	s.posSrc = rand.NewChaCha8(rng.Seed(cfg.Seed, streamPos))
+	s.posRng = rand.New(s.posSrc)
 	s.rowOf = make([]int32, m)
 	for j := range s.rowOf {
 		s.rowOf[j] = -1
 	}
-	s.cnt = make([]int32, s.md)
-	s.rowSq = make([]int64, m)
-	s.rowDone = make([]float64, m)
-	s.updated = make([]bool, s.md)
+	s.led = newLedger(m, k)
 	return s
 }
 
@@ -398,7 +494,7 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 		s.b.Phase = protocol.PhaseTrain
 		s.b.V = s.v
 		s.params[paramFit] = 1
-		s.closeSegment()
+		s.led.closeSegment()
 	default:
 		s.kind = kindTrain
 		s.b.Phase = protocol.PhaseTrain
@@ -478,8 +574,19 @@ func (s *server) choose() {
 // Aggregate averages the uploads and steps V.
 func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 	defer func() { s.round++ }()
+	if s.kind == kindSetup {
+		for _, u := range ups {
+			if u != nil && len(u.Scalars) > 0 {
+				s.n += int(u.Scalars[0])
+			}
+		}
+		return nil
+	}
 	if s.kind != kindTrain {
 		return nil
+	}
+	if s.n <= 0 {
+		return fmt.Errorf("ldpop: no client announced itself in the setup round")
 	}
 	lr := s.cfg.rate(s.t)
 	inv := 1 / float64(s.n)
@@ -524,15 +631,14 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 			j, l := int(p)/k, int(p)%k
 			g := s.acc[int(s.rowOf[j])*k+l] * inv
 			s.v[p] -= float32(lr * g)
-			s.updated[p] = true
 		}
-		s.account()
+		s.led.account(s.sel)
 	}
 	s.t++
 	s.last = RoundStats{Round: s.t, Rounds: s.cfg.Rounds, Pass: s.pass - 1, LearnRate: lr}
 	switch s.cfg.Variant {
 	case LDPOP:
-		s.last.EpsSpent = s.cfg.Eps * s.maxRow
+		s.last.EpsSpent = s.cfg.Eps * s.led.maxRow
 	case Basic:
 		s.last.EpsSpent = s.cfg.Eps * math.Sqrt(float64(k))
 	}
@@ -540,43 +646,41 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 	return nil
 }
 
-// account counts this round's releases (in units of ε, u_i fixed): row j
-// of V released c_jl times at coordinate l costs a rating of item j
-// Σ_l c_jl|u_il|/B ≤ ‖c_j‖₂.
-func (s *server) account() {
-	k := int32(s.k)
+// account counts the releases of positions sel, sorted (in units of ε,
+// u_i fixed): row j of V released c_jl times at coordinate l costs a
+// rating of item j Σ_l c_jl|u_il|/B ≤ ‖c_j‖₂.
+func (l *ledger) account(sel []int32) {
+	k := int32(l.k)
 	run := 0
-	for n, p := range s.sel {
+	for n, p := range sel {
 		j := p / k
-		c := int64(s.cnt[p])
-		s.cnt[p]++
-		before := math.Sqrt(float64(s.rowSq[j]))
-		s.rowSq[j] += 2*c + 1
-		after := math.Sqrt(float64(s.rowSq[j]))
-		s.sumRows += after - before
-		s.maxRow = max(s.maxRow, s.rowDone[j]+after)
-		if n > 0 && s.sel[n-1]/k == j {
+		c := int64(l.cnt[p])
+		l.cnt[p]++
+		l.updated[p] = true
+		before := math.Sqrt(float64(l.rowSq[j]))
+		l.rowSq[j] += 2*c + 1
+		after := math.Sqrt(float64(l.rowSq[j]))
+		l.sumRows += after - before
+		l.maxRow = max(l.maxRow, l.rowDone[j]+after)
+		if n > 0 && sel[n-1]/k == j {
 			run++
 		} else {
 			run = 1
 		}
-		s.roundFactor = max(s.roundFactor, math.Sqrt(float64(run)))
+		l.roundFactor = max(l.roundFactor, math.Sqrt(float64(run)))
 	}
 }
 
 // closeSegment ends a refit segment: the users' vectors change, so the
 // next releases compose on top of the finished segment's.
-func (s *server) closeSegment() {
-	if s.rowSq == nil {
-		return
-	}
-	for j, q := range s.rowSq {
+func (l *ledger) closeSegment() {
+	for j, q := range l.rowSq {
 		if q > 0 {
-			s.rowDone[j] += math.Sqrt(float64(q))
-			s.rowSq[j] = 0
+			l.rowDone[j] += math.Sqrt(float64(q))
+			l.rowSq[j] = 0
 		}
 	}
-	clear(s.cnt)
+	clear(l.cnt)
 }
 
 // Done reports whether every training round has been aggregated.
@@ -585,4 +689,111 @@ func (s *server) Done() bool { return s.t >= s.cfg.Rounds }
 // trained returns the stats of protocol round round if it trained.
 func (s *server) trained(round int) (RoundStats, bool) {
 	return s.last, round == s.lastRound
+}
+
+// Round returns the next round the server will broadcast.
+func (s *server) Round() int { return s.round }
+
+// Factors returns the current V and the dimension.
+func (s *server) Factors() ([]float32, int) { return s.v, s.k }
+
+// snapshotVersion is the version byte of the server's snapshot.
+const snapshotVersion = 1
+
+// snapshot is the state of a server between rounds: everything the next
+// Broadcast and Aggregate read that a round changes, the position
+// generator's state and the accounting. The rest is configuration or
+// rebuilt by Broadcast.
+type snapshot struct {
+	Dim, NumItems, N, Round, Kind, T int
+	V                                []float32
+	PosRng                           []byte // the ChaCha8 state, nil for Basic
+	Perm                             []int32
+	Used, Pass                       int
+	H                                []float32
+	Cnt                              []int32
+	RowSq                            []int64
+	RowDone                          []float64
+	MaxRow, SumRows, RoundFactor     float64
+	Updated                          []bool
+}
+
+// MarshalBinary returns the server's state: a version byte, then the gob
+// encoding of a snapshot.
+func (s *server) MarshalBinary() ([]byte, error) {
+	x := snapshot{Dim: s.k, NumItems: s.m, N: s.n, Round: s.round, Kind: s.kind, T: s.t,
+		V: s.v, Perm: s.perm, Used: s.used, Pass: s.pass, H: s.h}
+	if s.posSrc != nil {
+		st, err := s.posSrc.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		x.PosRng = st
+	}
+	if l := s.led; l != nil {
+		x.Cnt, x.RowSq, x.RowDone, x.Updated = l.cnt, l.rowSq, l.rowDone, l.updated
+		x.MaxRow, x.SumRows, x.RoundFactor = l.maxRow, l.sumRows, l.roundFactor
+	}
+	var buf bytes.Buffer
+	buf.WriteByte(snapshotVersion)
+	err := gob.NewEncoder(&buf).Encode(x)
+	return buf.Bytes(), err
+}
+
+// UnmarshalBinary restores a state from MarshalBinary into s, a server
+// built with the same configuration; it fails, leaving s unchanged, on
+// corrupt data or another shape.
+func (s *server) UnmarshalBinary(data []byte) error {
+	if len(data) == 0 || data[0] != snapshotVersion {
+		return fmt.Errorf("ldpop: server snapshot: not a version %d snapshot", snapshotVersion)
+	}
+	var x snapshot
+	if err := gob.NewDecoder(bytes.NewReader(data[1:])).Decode(&x); err != nil {
+		return fmt.Errorf("ldpop: server snapshot: %w", err)
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("ldpop: server snapshot: "+format, a...)
+	}
+	md, m := s.md, s.m
+	switch {
+	case x.Dim != s.k || x.NumItems != s.m:
+		return bad("%d items × %d, the server has %d × %d", x.NumItems, x.Dim, s.m, s.k)
+	case len(x.V) != md:
+		return bad("%d factors, want %d", len(x.V), md)
+	case x.Round < 0 || x.T < 0 || x.T > x.Round || x.N < 0 || x.Kind < kindSetup || x.Kind > kindTrain:
+		return bad("round %d, training round %d, %d clients, kind %d", x.Round, x.T, x.N, x.Kind)
+	case x.Perm != nil && len(x.Perm) != md, x.Used < 0 || x.Used > md, x.Pass < 0:
+		return bad("%d permuted positions, %d used, pass %d, want %d positions", len(x.Perm), x.Used, x.Pass, md)
+	case x.H != nil && len(x.H) != md:
+		return bad("%d mixing variables, want %d", len(x.H), md)
+	case (x.PosRng != nil) != (s.posSrc != nil):
+		return bad("position generator state present: %v, the server has one: %v", x.PosRng != nil, s.posSrc != nil)
+	}
+	for _, p := range x.Perm {
+		if p < 0 || int(p) >= md {
+			return bad("permuted position %d outside [0, %d)", p, md)
+		}
+	}
+	if s.led != nil && (len(x.Cnt) != md || len(x.Updated) != md || len(x.RowSq) != m || len(x.RowDone) != m) {
+		return bad("accounting of %d positions and %d rows, want %d and %d", len(x.Cnt), len(x.RowSq), md, m)
+	}
+	if s.posSrc != nil {
+		var src rand.ChaCha8
+		if err := src.UnmarshalBinary(x.PosRng); err != nil {
+			return bad("position generator: %w", err)
+		}
+		*s.posSrc = src
+	}
+	copy(s.v, x.V)
+	s.n, s.round, s.kind, s.t = x.N, x.Round, x.Kind, x.T
+	s.perm, s.used, s.pass, s.h = x.Perm, x.Used, x.Pass, x.H
+	if l := s.led; l != nil {
+		copy(l.cnt, x.Cnt)
+		copy(l.rowSq, x.RowSq)
+		copy(l.rowDone, x.RowDone)
+		copy(l.updated, x.Updated)
+		l.maxRow, l.sumRows, l.roundFactor = x.MaxRow, x.SumRows, x.RoundFactor
+	}
+	s.lastRound = -1
+	return nil
 }

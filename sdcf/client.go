@@ -23,6 +23,10 @@ type public struct {
 	dropout    float64
 	itemBias   bool // u_i[0] is fixed at 1 (Config.ItemBias)
 	lamU, lamV []float32
+	// lamKeys, when not nil, name the broadcast parameters of Λ_v, which
+	// the server drew (Config.Lambda 0); lamV is then only the clients'
+	// own draw, unused.
+	lamKeys []string
 }
 
 // client is one user's device: its ratings, user vector and PRR vector
@@ -44,9 +48,13 @@ type client struct {
 	pairs []pair
 	up    protocol.Upload
 
+	lamV []float32 // Λ_v of the current round (pub.lamV or broadcast)
+
 	// simulation ledger (never sent): item gradients uploaded over the
-	// run, and how many of them were for items the client did not rate
-	sent, unrated int64
+	// run, and how many of them were for items the client did not rate,
+	// rounds with an upload, and the ε spent (nil if not private)
+	sent, unrated, uploads int64
+	led                    *ledger
 }
 
 // pair is one item gradient of a round before merging: its error (or BPR
@@ -74,6 +82,20 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	eta := b.Param("eta", 0)
 	if !(eta > 0) {
 		return nil, fmt.Errorf("broadcast round %d: step eta = %g", b.Round, eta)
+	}
+	if p.lamKeys == nil {
+		c.lamV = p.lamV
+	} else {
+		if c.lamV == nil {
+			c.lamV = make([]float32, len(p.lamKeys))
+		}
+		for d, key := range p.lamKeys {
+			x, ok := b.Params[key]
+			if !ok {
+				return nil, fmt.Errorf("%w: broadcast round %d has no %s", protocol.ErrMessage, b.Round, key)
+			}
+			c.lamV[d] = float32(x)
+		}
 	}
 	K := p.dim
 	h := len(c.items)
@@ -162,6 +184,12 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 			return nil, fmt.Errorf("%w at round %d: client %d's user vector left [−%g, %g]; lower lr0", ErrDiverged, b.Round+1, c.id, maxFactor, maxFactor)
 		}
 	}
+	if c.led != nil {
+		if err := c.led.charge(c.id, b.Round, c.uploads == 0); err != nil {
+			return nil, err
+		}
+	}
+	c.uploads++
 	return &c.up, nil
 }
 
@@ -185,7 +213,7 @@ func (c *client) emit(b *protocol.Broadcast, r *rand.Rand, eta float64) {
 			c.unrated++
 		}
 		for d := range K {
-			g := eta*float64(coef*c.u[d]+c.pub.lamV[d]*v[d]) - sd*r.NormFloat64()
+			g := eta*float64(coef*c.u[d]+c.lamV[d]*v[d]) - sd*r.NormFloat64()
 			c.up.Values = append(c.up.Values, float32(g))
 		}
 	}

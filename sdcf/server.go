@@ -1,6 +1,8 @@
 package sdcf
 
 import (
+	"bytes"
+	"encoding/gob"
 	"fmt"
 	"math"
 
@@ -19,9 +21,9 @@ type server struct {
 	cnt                 []int32
 	round               int
 	b                   protocol.Broadcast
-	// onUploads, when not nil, sees who uploaded in a round (the ledger of
-	// the simulation; a real server sees the senders too).
-	onUploads func(round int, ups []*protocol.Upload) error
+	// lamKeys, when not nil, name the parameters that broadcast Λ_v (drawn
+	// by the server, Config.Lambda 0).
+	lamKeys []string
 }
 
 func newServer(dim, nItems, rounds int, lr0, gamma, kappa float64, lamV, v []float32) *server {
@@ -34,9 +36,15 @@ func newServer(dim, nItems, rounds int, lr0, gamma, kappa float64, lamV, v []flo
 func (s *server) eta(round int) float64 { return s.lr0 / math.Pow(float64(round+1), s.gamma) }
 
 func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
+	if round != s.round {
+		return nil, fmt.Errorf("sdcf: broadcast of round %d, expected %d", round, s.round)
+	}
 	copy(s.bv, s.v)
 	s.b.Round, s.b.V = round, s.bv
 	s.b.Params["eta"] = s.eta(round)
+	for d, key := range s.lamKeys {
+		s.b.Params[key] = float64(s.lamV[d])
+	}
 	return &s.b, nil
 }
 
@@ -80,10 +88,56 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 	if bad {
 		return fmt.Errorf("%w at round %d: item factors left [−%g, %g]; lower lr0 or the server step", ErrDiverged, round+1, maxFactor, maxFactor)
 	}
-	if s.onUploads != nil {
-		return s.onUploads(round, ups)
-	}
 	return nil
 }
 
 func (s *server) Done() bool { return s.round >= s.rounds }
+
+// Round returns the next round the server will broadcast.
+func (s *server) Round() int { return s.round }
+
+// Factors returns the current V and the dimension.
+func (s *server) Factors() ([]float32, int) { return s.v, s.dim }
+
+// snapshotVersion is the version byte of the server's snapshot.
+const snapshotVersion = 1
+
+// snapshot is the state of a server between rounds: V and the next round.
+// Λ_v and the steps are configuration.
+type snapshot struct {
+	Dim, NumItems, Round int
+	V                    []float32
+}
+
+// MarshalBinary returns the server's state: a version byte, then the gob
+// encoding of a snapshot.
+func (s *server) MarshalBinary() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte(snapshotVersion)
+	err := gob.NewEncoder(&buf).Encode(snapshot{Dim: s.dim, NumItems: s.nItems, Round: s.round, V: s.v})
+	return buf.Bytes(), err
+}
+
+// UnmarshalBinary restores a state from MarshalBinary into s, a server
+// built with the same configuration; it fails, leaving s unchanged, on
+// corrupt data or another shape.
+func (s *server) UnmarshalBinary(data []byte) error {
+	if len(data) == 0 || data[0] != snapshotVersion {
+		return fmt.Errorf("sdcf: server snapshot: not a version %d snapshot", snapshotVersion)
+	}
+	var x snapshot
+	if err := gob.NewDecoder(bytes.NewReader(data[1:])).Decode(&x); err != nil {
+		return fmt.Errorf("sdcf: server snapshot: %w", err)
+	}
+	switch {
+	case x.Dim != s.dim || x.NumItems != s.nItems:
+		return fmt.Errorf("sdcf: server snapshot of %d items × %d, the server has %d × %d", x.NumItems, x.Dim, s.nItems, s.dim)
+	case len(x.V) != len(s.v):
+		return fmt.Errorf("sdcf: server snapshot: %d factors, want %d", len(x.V), len(s.v))
+	case x.Round < 0 || x.Round > s.rounds:
+		return fmt.Errorf("sdcf: server snapshot at round %d, outside 0..%d", x.Round, s.rounds)
+	}
+	copy(s.v, x.V)
+	s.round = x.Round
+	return nil
+}

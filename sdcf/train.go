@@ -80,23 +80,124 @@ type RoundStats struct {
 // called after every round; cfg.Transcript, when not nil, receives what
 // the server receives.
 func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(RoundStats)) (*model.Model, *Report, error) {
-	if err := cfg.Validate(); err != nil {
+	cl, err := NewClients(train, cfg)
+	if err != nil {
 		return nil, nil, err
 	}
-	nU, nI, K := train.NumUsers(), train.NumItems(), cfg.Dim
-	if train.Len() == 0 || nI < 2 {
-		return nil, nil, fmt.Errorf("%w: training set has %d ratings over %d items", ErrConfig, train.Len(), nI)
+	srv, err := NewServer(cfg, train.NumItems())
+	if err != nil {
+		return nil, nil, err
 	}
-	pub := &public{loss: cfg.Loss, dim: K, nItems: nI, temp: cfg.Temp, private: cfg.Private,
-		epsG: cfg.EpsG, dropout: cfg.Dropout, itemBias: cfg.ItemBias, lamU: make([]float32, K), lamV: make([]float32, K)}
+	// The hook's training error reads the server's V as it moves.
+	cl.m.V, _ = srv.Factors()
+	m := cl.m
+	opt := protocol.RunOptions{Workers: cfg.Workers, Seed: cfg.Seed, Transcript: cfg.Transcript,
+		Header: protocol.TranscriptHeader{Method: cfg.MethodName(), Meta: transcriptMeta(cfg, cl.pub, cl.z)}}
+	if hook != nil {
+		opt.OnRound = func(info protocol.RoundInfo) error {
+			st := RoundStats{Round: info.Round + 1, Rounds: cfg.Rounds, TrainRMSE: math.NaN(), Uploads: info.Uploads, Items: info.Items}
+			if cfg.Loss == Squared {
+				st.TrainRMSE = eval.Rating(m, train).RMSE
+			}
+			hook(st)
+			return nil
+		}
+	}
+	if err := protocol.Run(ctx, srv, cl.List, opt); err != nil {
+		return nil, nil, err
+	}
+	v, _ := srv.Factors()
+	if m, err = cl.Model(v); err != nil {
+		return nil, nil, err
+	}
+	return m, cl.Report(), nil
+}
+
+// drawLambdas returns the precisions Λ_u and Λ_v of cfg: Lambda, or drawn
+// from the Gamma prior with cfg.Seed (interleaved per dimension).
+func drawLambdas(cfg Config) (lamU, lamV []float32) {
+	K := cfg.Dim
+	lamU, lamV = make([]float32, K), make([]float32, K)
 	lr := rng.New(cfg.Seed, streamLambda)
 	for d := range K {
 		if cfg.Lambda > 0 {
-			pub.lamU[d], pub.lamV[d] = float32(cfg.Lambda), float32(cfg.Lambda)
+			lamU[d], lamV[d] = float32(cfg.Lambda), float32(cfg.Lambda)
 			continue
 		}
-		pub.lamU[d] = float32(dp.SampleGamma(lr, cfg.LambdaShape, 1/cfg.LambdaRate))
-		pub.lamV[d] = float32(dp.SampleGamma(lr, cfg.LambdaShape, 1/cfg.LambdaRate))
+		lamU[d] = float32(dp.SampleGamma(lr, cfg.LambdaShape, 1/cfg.LambdaRate))
+		lamV[d] = float32(dp.SampleGamma(lr, cfg.LambdaShape, 1/cfg.LambdaRate))
+	}
+	return lamU, lamV
+}
+
+// NewServer returns the server of cfg for a catalog of numItems items. It
+// needs only public information and draws its own randomness from
+// cfg.Seed: the initial V and, with Lambda 0, the precisions Λ_v, which it
+// then broadcasts every round (Params "lambda-v/0" …).
+func NewServer(cfg Config, numItems int) (protocol.Stateful, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if numItems < 2 {
+		return nil, fmt.Errorf("%w: %d items", ErrConfig, numItems)
+	}
+	_, lamV := drawLambdas(cfg)
+	v := make([]float32, numItems*cfg.Dim)
+	ir := rng.New(cfg.Seed, streamServerInit)
+	for k := range v {
+		v[k] = float32(ir.NormFloat64() * cfg.InitScale)
+	}
+	srv := newServer(cfg.Dim, numItems, cfg.Rounds, cfg.LR0, cfg.Gamma, cfg.serverStep(), lamV, v)
+	srv.pseudo = cfg.ServerPseudo
+	if cfg.Lambda == 0 {
+		srv.lamKeys = lambdaKeys(cfg.Dim)
+	}
+	return srv, nil
+}
+
+// lambdaKeys returns the broadcast parameters of Λ_v.
+func lambdaKeys(dim int) []string {
+	keys := make([]string, dim)
+	for d := range keys {
+		keys[d] = "lambda-v/" + strconv.Itoa(d)
+	}
+	return keys
+}
+
+// Clients is the client half of a run: one device per user with training
+// ratings, built from the users' own ratings, and the simulation's view
+// of them (the model's U and offsets, the ledger of ε spent).
+type Clients struct {
+	// List holds the clients in increasing user index; List[k].ID() is
+	// the user index.
+	List  []protocol.Client
+	cls   []*client
+	pub   *public
+	cfg   Config
+	train *ratings.Dataset
+	m     *model.Model // U and Offset are the clients' backing store
+	led   *ledger
+	z     float64
+	rep   Report // the parts known at construction
+}
+
+// NewClients builds the clients of cfg from train, one per user with at
+// least one rating, drawing their initial vectors, their Λ_u (with Lambda
+// 0) and their PRR secrets from cfg.Seed. Run them with a server from
+// NewServer for train.NumItems() items.
+func NewClients(train *ratings.Dataset, cfg Config) (*Clients, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	nU, nI, K := train.NumUsers(), train.NumItems(), cfg.Dim
+	if train.Len() == 0 || nI < 2 {
+		return nil, fmt.Errorf("%w: training set has %d ratings over %d items", ErrConfig, train.Len(), nI)
+	}
+	pub := &public{loss: cfg.Loss, dim: K, nItems: nI, temp: cfg.Temp, private: cfg.Private,
+		epsG: cfg.EpsG, dropout: cfg.Dropout, itemBias: cfg.ItemBias}
+	pub.lamU, pub.lamV = drawLambdas(cfg)
+	if cfg.Lambda == 0 {
+		pub.lamKeys = lambdaKeys(K) // Λ_v is the server's: read off the broadcasts
 	}
 	// The model: U from the clients (gathered by the evaluation harness,
 	// never by the server) and V from the server. For the squared loss
@@ -110,10 +211,6 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 	}
 	if cfg.Loss == Squared {
 		m.Offset = make([]float32, nU)
-	}
-	ir := rng.New(cfg.Seed, streamServerInit)
-	for k := range m.V {
-		m.V[k] = float32(ir.NormFloat64() * cfg.InitScale)
 	}
 
 	byUser := train.ByUser()
@@ -136,77 +233,73 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 	})
 	for _, err := range errs {
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	rep := &Report{Clients: len(users), Z: z, TrainRMSE: math.NaN()}
+	c := &Clients{cls: cls, pub: pub, cfg: cfg, train: train, m: m, z: z,
+		rep: Report{Clients: len(users), Z: z, TrainRMSE: math.NaN()}}
 	var realSum, allSum float64
 	for k, e := range expected {
-		rep.ExpectedUploads += e / float64(len(users))
+		c.rep.ExpectedUploads += e / float64(len(users))
 		realSum, allSum = realSum+realExp[k], allSum+e
 	}
 	if cfg.Private {
-		rep.ExpectedUnrated = 1 - realSum/allSum
-	}
-
-	srv := newServer(K, nI, cfg.Rounds, cfg.LR0, cfg.Gamma, cfg.serverStep(), pub.lamV, m.V)
-	srv.pseudo = cfg.ServerPseudo
-	var led *ledger
-	if cfg.Private {
+		c.rep.ExpectedUnrated = 1 - realSum/allSum
 		var err error
-		if led, err = newLedger(nU, cfg); err != nil {
-			return nil, nil, err
+		if c.led, err = newLedger(nU, cfg); err != nil {
+			return nil, err
 		}
-		srv.onUploads = led.charge
-	}
-	pcs := make([]protocol.Client, len(cls))
-	for k, c := range cls {
-		pcs[k] = c
-	}
-	var ups, items int
-	lastRMSE := math.NaN() // the hook's train RMSE of the latest round
-	opt := protocol.RunOptions{Workers: cfg.Workers, Seed: cfg.Seed, Transcript: cfg.Transcript,
-		Header: protocol.TranscriptHeader{Method: cfg.MethodName(), Meta: transcriptMeta(cfg, pub, z)}}
-	opt.OnRound = func(info protocol.RoundInfo) error {
-		ups += info.Uploads
-		items += info.Items
-		if hook != nil {
-			st := RoundStats{Round: info.Round + 1, Rounds: cfg.Rounds, TrainRMSE: math.NaN(), Uploads: info.Uploads, Items: info.Items}
-			if cfg.Loss == Squared {
-				st.TrainRMSE = eval.Rating(m, train).RMSE
-				lastRMSE = st.TrainRMSE
-			}
-			hook(st)
+		for _, cl := range cls {
+			cl.led = c.led
 		}
-		return nil
 	}
-	if err := protocol.Run(ctx, srv, pcs, opt); err != nil {
-		return nil, nil, err
+	c.List = make([]protocol.Client, len(cls))
+	for k, cl := range cls {
+		c.List[k] = cl
 	}
-	// The clients' u_i live in m.U, the simulation's backing store: the
-	// harness reads the devices here, the server never does.
-	if cfg.Loss == Squared {
-		rep.TrainRMSE = lastRMSE // measured after the last round
-		if hook == nil {
-			rep.TrainRMSE = eval.Rating(m, train).RMSE
-		}
+	return c, nil
+}
+
+// Model returns a copy of the clients' user vectors (and offsets) with
+// the server's final V (train.NumItems()×Dim): the model on train's
+// scale. It also sets the V that Report's training error reads.
+func (c *Clients) Model(v []float32) (*model.Model, error) {
+	if len(v) != len(c.m.V) {
+		return nil, fmt.Errorf("%w: V holds %d values, want %d items × %d", ErrConfig, len(v), c.m.NumItems, c.m.Dim)
+	}
+	copy(c.m.V, v)
+	s := c.m
+	return &model.Model{
+		Dim: s.Dim, NumUsers: s.NumUsers, NumItems: s.NumItems,
+		U: slices.Clone(s.U), V: slices.Clone(s.V), Offset: slices.Clone(s.Offset),
+		Default: s.Default, Ranking: s.Ranking, Scale: s.Scale,
+		UserIDs: s.UserIDs, ItemIDs: s.ItemIDs, ItemTitles: s.ItemTitles,
+	}, nil
+}
+
+// Report returns what the clients measured and spent, with the training
+// error of the model as Model last set it.
+func (c *Clients) Report() *Report {
+	rep := c.rep
+	if c.cfg.Loss == Squared {
+		rep.TrainRMSE = eval.Rating(c.m, c.train).RMSE
+	}
+	var ups, sent, unrated int64
+	for _, cl := range c.cls {
+		ups, sent, unrated = ups+cl.uploads, sent+cl.sent, unrated+cl.unrated
 	}
 	if ups > 0 {
-		rep.UploadsPerClientRound = float64(items) / float64(ups)
+		rep.UploadsPerClientRound = float64(sent) / float64(ups)
 	}
-	rep.Participation = float64(ups) / float64(len(cls)*cfg.Rounds)
-	var sent, unrated int64
-	for _, c := range cls {
-		sent, unrated = sent+c.sent, unrated+c.unrated
-	}
+	rep.Participation = float64(ups) / float64(len(c.cls)*c.cfg.Rounds)
 	if sent > 0 {
 		rep.UnratedFraction = float64(unrated) / float64(sent)
 	}
-	if led != nil {
-		rep.EpsG, rep.EpsI, rep.EpsP = spend(led.g), spend(led.i), spend(led.p)
+	if c.led != nil {
+		rep.EpsG, rep.EpsI, rep.EpsP = spend(c.led.g), spend(c.led.i), spend(c.led.p)
 		rep.ExistenceTotal = math.Min(rep.EpsP.Total, rep.EpsI.Total) + rep.EpsG.Total
 	}
-	return m, rep, nil
+	return &rep
 }
 
 // transcriptMeta returns the public parameters of a run for the
@@ -324,11 +417,12 @@ func parallel(n, workers int, f func(int)) {
 	wg.Wait()
 }
 
-// ledger charges the three budgets per user.
+// ledger charges the three budgets per user. The clients charge their own
+// uploads (bookkeeping on the devices' side: the server only sees who
+// sent).
 type ledger struct {
 	cfg     Config
 	g, i, p *accountant.Accountant
-	seen    []bool
 }
 
 func newLedger(nUsers int, cfg Config) (*ledger, error) {
@@ -336,7 +430,7 @@ func newLedger(nUsers int, cfg Config) (*ledger, error) {
 	for k := range inf {
 		inf[k] = math.Inf(1)
 	}
-	l := &ledger{cfg: cfg, seen: make([]bool, nUsers)}
+	l := &ledger{cfg: cfg}
 	var err error
 	for _, a := range []**accountant.Accountant{&l.g, &l.i, &l.p} {
 		if *a, err = accountant.New(inf, accountant.Config{Name: "user", Shards: 1}); err != nil {
@@ -346,25 +440,20 @@ func newLedger(nUsers int, cfg Config) (*ledger, error) {
 	return l, nil
 }
 
-func (l *ledger) charge(round int, ups []*protocol.Upload) error {
-	for _, up := range ups {
-		if up == nil {
-			continue
-		}
-		u := up.Client
-		if l.cfg.Loss == Squared {
-			if err := l.g.Charge(u, round, l.cfg.EpsG, 0, "sdcf/fake-gradients"); err != nil {
-				return err
-			}
-		}
-		if err := l.i.Charge(u, round, l.cfg.EpsI, 0, "sdcf/irr"); err != nil {
+// charge records client u's upload of round: ε_g (squared loss), ε_I,
+// and ε_P at its first upload (first true).
+func (l *ledger) charge(u, round int, first bool) error {
+	if l.cfg.Loss == Squared {
+		if err := l.g.Charge(u, round, l.cfg.EpsG, 0, "sdcf/fake-gradients"); err != nil {
 			return err
 		}
-		if !l.seen[u] {
-			l.seen[u] = true
-			if err := l.p.Charge(u, round, l.cfg.EffectiveEpsP(), 0, "sdcf/prr"); err != nil {
-				return err
-			}
+	}
+	if err := l.i.Charge(u, round, l.cfg.EpsI, 0, "sdcf/irr"); err != nil {
+		return err
+	}
+	if first {
+		if err := l.p.Charge(u, round, l.cfg.EffectiveEpsP(), 0, "sdcf/prr"); err != nil {
+			return err
 		}
 	}
 	return nil
