@@ -9,6 +9,7 @@ import (
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -92,15 +93,74 @@ func hdpmfFields(v hdpmf.Variant) func(c *hdpmf.Config) []Field {
 	}
 }
 
+// hdpmfConfig returns cfg with the method's fixed fields and seed,
+// validated.
+func hdpmfConfig(cfg *hdpmf.Config, seed uint64) (hdpmf.Config, error) {
+	c := *cfg
+	c.Spec.EpsMax = c.Eps
+	c.Seed = seed
+	return c, invalid(c.Validate())
+}
+
+// hdpmfResult is the Result of a run of variant v with config c.
+func hdpmfResult(v hdpmf.Variant, c hdpmf.Config, rep *hdpmf.Report) *Result {
+	priv := hdpmfClaim
+	priv.EpsRound, priv.EpsTotal, priv.Delta = rep.EpsRound, rep.EpsTotal, 0
+	if !c.SecureAggregation {
+		priv.Note = "secagg=false: the server reads single uploads, so the ε below holds only for an observer of the per-item sums, " +
+			"not for the server; " + priv.Note
+	}
+	priv.Note += fmt.Sprintf("; advanced composition: ε %.4g at δ %.2g", rep.AdvEpsTotal, rep.AdvDelta)
+	if v == hdpmf.PDPMF {
+		priv.Note += fmt.Sprintf("; sampling threshold t = %.4g, kept %.1f%% of the ratings", rep.Threshold, 100*rep.Kept)
+	}
+	stats := map[string]float64{
+		"noise_scale": rep.NoiseScale, "eps_total_advanced": rep.AdvEpsTotal,
+		"kept_fraction": rep.Kept, "refused": float64(rep.Refused),
+	}
+	if v == hdpmf.PDPMF {
+		stats["threshold"] = rep.Threshold
+	}
+	return &Result{Privacy: priv, Stats: stats}
+}
+
+// hdpmfFederated is the client/server protocol of variant v in halves.
+func hdpmfFederated(v hdpmf.Variant) *Federated {
+	return federated(
+		func(cfg *hdpmf.Config, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error) {
+			c, err := hdpmfConfig(cfg, seed)
+			if err != nil {
+				return nil, err
+			}
+			return hdpmf.NewServer(c, numItems, scale)
+		},
+		func(cfg *hdpmf.Config, train *ratings.Dataset, seed uint64) (*Clients, error) {
+			c, err := hdpmfConfig(cfg, seed)
+			if err != nil {
+				return nil, err
+			}
+			cl, err := hdpmf.NewClients(train, c)
+			if err != nil {
+				return nil, err
+			}
+			return &Clients{List: cl.List, Finish: func(vf []float32) (*model.Model, *Result, error) {
+				m, err := cl.Model(vf)
+				if err != nil {
+					return nil, nil, err
+				}
+				return m, hdpmfResult(v, c, cl.Report()), nil
+			}}, nil
+		},
+		func(cfg *hdpmf.Config) bool { return cfg.SecureAggregation })
+}
+
 func defineHDPMF(v hdpmf.Variant, summary string) {
-	define(Spec{Name: v.String(), Summary: summary, Claim: hdpmfClaim},
+	define(Spec{Name: v.String(), Summary: summary, Claim: hdpmfClaim, Federated: hdpmfFederated(v)},
 		func() hdpmf.Config { return hdpmf.DefaultConfig(v) }, hdpmfFields(v),
 		func(ctx context.Context, train *ratings.Dataset, cfg *hdpmf.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
-			c := *cfg
-			c.Spec.EpsMax = c.Eps
-			c.Seed = seed
-			if err := c.Validate(); err != nil {
-				return nil, nil, invalid(err)
+			c, err := hdpmfConfig(cfg, seed)
+			if err != nil {
+				return nil, nil, err
 			}
 			if hook != nil {
 				c.OnRound = func(s hdpmf.RoundStats) {
@@ -113,24 +173,7 @@ func defineHDPMF(v hdpmf.Variant, summary string) {
 			if err != nil {
 				return nil, nil, err
 			}
-			priv := hdpmfClaim
-			priv.EpsRound, priv.EpsTotal, priv.Delta = rep.EpsRound, rep.EpsTotal, 0
-			if !c.SecureAggregation {
-				priv.Note = "secagg=false: the server reads single uploads, so the ε below holds only for an observer of the per-item sums, " +
-					"not for the server; " + priv.Note
-			}
-			priv.Note += fmt.Sprintf("; advanced composition: ε %.4g at δ %.2g", rep.AdvEpsTotal, rep.AdvDelta)
-			if v == hdpmf.PDPMF {
-				priv.Note += fmt.Sprintf("; sampling threshold t = %.4g, kept %.1f%% of the ratings", rep.Threshold, 100*rep.Kept)
-			}
-			stats := map[string]float64{
-				"noise_scale": rep.NoiseScale, "eps_total_advanced": rep.AdvEpsTotal,
-				"kept_fraction": rep.Kept, "refused": float64(rep.Refused),
-			}
-			if v == hdpmf.PDPMF {
-				stats["threshold"] = rep.Threshold
-			}
-			return m, &Result{Privacy: priv, Stats: stats}, nil
+			return m, hdpmfResult(v, c, rep), nil
 		})
 }
 

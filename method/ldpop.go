@@ -8,6 +8,7 @@ import (
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/ldpop"
 	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -95,14 +96,75 @@ func ldpopFields(v ldpop.Variant) func(c *ldpop.Config) []Field {
 	}
 }
 
+// ldpopConfig returns cfg with the seed, validated.
+func ldpopConfig(cfg *ldpop.Config, seed uint64) (ldpop.Config, error) {
+	c := *cfg
+	c.Seed = seed
+	return c, invalid(c.Validate())
+}
+
+// ldpopResult is the Result of a run of variant v with config c.
+func ldpopResult(v ldpop.Variant, claim model.Privacy, c ldpop.Config, rep *ldpop.Report) *Result {
+	priv := claim
+	priv.EpsRound, priv.EpsTotal = rep.EpsRound, rep.EpsTotal
+	stats := map[string]float64{
+		"train_rmse": rep.TrainRMSE, "passes": float64(rep.Passes),
+		"updated_fraction": float64(rep.Updated) / float64(max(1, rep.Positions)),
+		"clipped_users":    float64(rep.ClippedUsers),
+	}
+	if v != ldpop.RSMF {
+		stats["noise_scale"] = rep.NoiseScale
+	}
+	if v == ldpop.LDPOP {
+		stats["eps_total_user"] = rep.EpsTotalUser
+		priv.Note += fmt.Sprintf("; this run: user-level total %.4g", rep.EpsTotalUser)
+	}
+	if c.Noise == dp.MixtureShares && v != ldpop.RSMF {
+		priv.Note += "; noise=mixture: a server that knows H sees Gaussian noise, only (ε, δ) with δ ≈ 0.19 at ε = 1 (dp.MixtureServerDelta)"
+	}
+	if !c.SecureAggregation && v != ldpop.RSMF {
+		priv.Note += "; this run had secagg=false: the ε above does not hold against this server"
+	}
+	return &Result{Privacy: priv, Stats: stats}
+}
+
+// ldpopFederated is the client/server protocol of variant v in halves.
+func ldpopFederated(v ldpop.Variant, claim model.Privacy) *Federated {
+	return federated(
+		func(cfg *ldpop.Config, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error) {
+			c, err := ldpopConfig(cfg, seed)
+			if err != nil {
+				return nil, err
+			}
+			return ldpop.NewServer(c, numItems, scale)
+		},
+		func(cfg *ldpop.Config, train *ratings.Dataset, seed uint64) (*Clients, error) {
+			c, err := ldpopConfig(cfg, seed)
+			if err != nil {
+				return nil, err
+			}
+			cl, err := ldpop.NewClients(train, c)
+			if err != nil {
+				return nil, err
+			}
+			return &Clients{List: cl.List, Finish: func(vf []float32) (*model.Model, *Result, error) {
+				m, err := cl.Model(vf)
+				if err != nil {
+					return nil, nil, err
+				}
+				return m, ldpopResult(v, claim, c, cl.Report(m)), nil
+			}}, nil
+		},
+		func(cfg *ldpop.Config) bool { return cfg.SecureAggregation })
+}
+
 func defineLDPOP(v ldpop.Variant, summary string, claim model.Privacy) {
-	define(Spec{Name: v.String(), Summary: summary, Claim: claim},
+	define(Spec{Name: v.String(), Summary: summary, Claim: claim, Federated: ldpopFederated(v, claim)},
 		func() ldpop.Config { return ldpop.DefaultConfig(v) }, ldpopFields(v),
 		func(ctx context.Context, train *ratings.Dataset, cfg *ldpop.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
-			c := *cfg
-			c.Seed = seed
-			if err := c.Validate(); err != nil {
-				return nil, nil, invalid(err)
+			c, err := ldpopConfig(cfg, seed)
+			if err != nil {
+				return nil, nil, err
 			}
 			if hook != nil {
 				c.OnRound = func(s ldpop.RoundStats) {
@@ -113,27 +175,7 @@ func defineLDPOP(v ldpop.Variant, summary string, claim model.Privacy) {
 			if err != nil {
 				return nil, nil, err
 			}
-			priv := claim
-			priv.EpsRound, priv.EpsTotal = rep.EpsRound, rep.EpsTotal
-			stats := map[string]float64{
-				"train_rmse": rep.TrainRMSE, "passes": float64(rep.Passes),
-				"updated_fraction": float64(rep.Updated) / float64(max(1, rep.Positions)),
-				"clipped_users":    float64(rep.ClippedUsers),
-			}
-			if v != ldpop.RSMF {
-				stats["noise_scale"] = rep.NoiseScale
-			}
-			if v == ldpop.LDPOP {
-				stats["eps_total_user"] = rep.EpsTotalUser
-				priv.Note += fmt.Sprintf("; this run: user-level total %.4g", rep.EpsTotalUser)
-			}
-			if c.Noise == dp.MixtureShares && v != ldpop.RSMF {
-				priv.Note += "; noise=mixture: a server that knows H sees Gaussian noise, only (ε, δ) with δ ≈ 0.19 at ε = 1 (dp.MixtureServerDelta)"
-			}
-			if !c.SecureAggregation && v != ldpop.RSMF {
-				priv.Note += "; this run had secagg=false: the ε above does not hold against this server"
-			}
-			return m, &Result{Privacy: priv, Stats: stats}, nil
+			return m, ldpopResult(v, claim, c, rep), nil
 		})
 }
 

@@ -76,6 +76,10 @@ type Spec struct {
 	// its default ε does not beat the global mean, and why: measured on
 	// every dataset privrec ships (docs/results/defaults).
 	Limits string
+	// Federated, when not nil, builds the method's client/server protocol
+	// in halves for a deployment (see NewServer and NewClients); nil for
+	// a centralized method.
+	Federated *Federated
 
 	newConfig func() any
 	fields    func(cfg any) []Field
@@ -232,7 +236,7 @@ var Internal = ratings.Scale{Min: 1, Max: 5, Step: 1}
 // 1..5 already or its scale has no range.
 func toInternal(train *ratings.Dataset) (*ratings.Dataset, float32, float32) {
 	sc := train.Scale
-	if (sc.Min == Internal.Min && sc.Max == Internal.Max) || !(sc.Max > sc.Min) {
+	if !mapsScale(sc) {
 		return train, 1, 0
 	}
 	lo, span := float64(sc.Min), float64(sc.Max-sc.Min)
@@ -242,10 +246,26 @@ func toInternal(train *ratings.Dataset) (*ratings.Dataset, float32, float32) {
 	for k, v := range train.Values {
 		d.Values[k] = float32(float64(Internal.Min) + (float64(v)-lo)*in/span)
 	}
-	d.Scale = Internal
-	d.Scale.Step = float32(float64(sc.Step) * in / span)
+	d.Scale = internalScale(sc)
 	a := float32(span / in)
 	return &d, a, float32(lo - float64(Internal.Min)*span/in)
+}
+
+// mapsScale reports whether toInternal maps data on scale sc.
+func mapsScale(sc ratings.Scale) bool {
+	return !(sc.Min == Internal.Min && sc.Max == Internal.Max) && sc.Max > sc.Min
+}
+
+// internalScale returns the scale toInternal maps data on sc to: sc
+// itself when it does not map it, else Internal with sc's step mapped.
+func internalScale(sc ratings.Scale) ratings.Scale {
+	if !mapsScale(sc) {
+		return sc
+	}
+	span := float64(sc.Max - sc.Min)
+	in := Internal
+	in.Step = float32(float64(sc.Step) * float64(Internal.Max-Internal.Min) / span)
+	return in
 }
 
 // ErrParam is wrapped by every error about a hyperparameter.

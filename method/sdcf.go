@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 	"github.com/privrec/privrec/sdcf"
@@ -154,6 +155,11 @@ func fitSDCF(ctx context.Context, train *ratings.Dataset, cfg sdcf.Config, claim
 	if err != nil {
 		return nil, nil, err
 	}
+	return m, sdcfResult(cfg, claim, rep), nil
+}
+
+// sdcfResult is the Result of a run with cfg.
+func sdcfResult(cfg sdcf.Config, claim model.Privacy, rep *sdcf.Report) *Result {
 	priv := claim
 	stats := map[string]float64{
 		"train_rmse": rep.TrainRMSE, "uploads_per_client_round": rep.UploadsPerClientRound,
@@ -175,8 +181,37 @@ func fitSDCF(ctx context.Context, train *ratings.Dataset, cfg sdcf.Config, claim
 			stats[k] = v
 		}
 	}
-	return m, &Result{Privacy: priv, Stats: stats}, nil
+	return &Result{Privacy: priv, Stats: stats}
 }
+
+// sdcfClients builds the clients of cfg on train; finish, when not nil,
+// amends the Result.
+func sdcfClients(train *ratings.Dataset, cfg sdcf.Config, claim model.Privacy, finish func(*Result)) (*Clients, error) {
+	cl, err := sdcf.NewClients(train, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{List: cl.List, Finish: func(v []float32) (*model.Model, *Result, error) {
+		m, err := cl.Model(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		res := sdcfResult(cfg, claim, cl.Report())
+		if finish != nil {
+			finish(res)
+		}
+		return m, res, nil
+	}}, nil
+}
+
+// sdcfServer builds the server of cfg (the scale plays no part).
+func sdcfServer(cfg sdcf.Config, numItems int) (protocol.Stateful, error) {
+	return sdcf.NewServer(cfg, numItems)
+}
+
+// noSecureSum is SecureSum of the SDCF family: the server reads single
+// uploads (the existence protection is the clients' randomized response).
+func noSecureSum[C any](*C) bool { return false }
 
 func init() {
 	for _, v := range []sdcfVariant{
@@ -186,7 +221,22 @@ func init() {
 		{"bpr-sgld", "BPR-MF trained by SGLD between devices and a server (SDCF §4.1 Task 2, non-private; ranks, no ratings)", sdcf.BPR, false, false, sgldNoClaim},
 		{"sd-bprmf", "SD-BPRMF (SDCF Lemma 2): BPR by SGLD with two-stage randomized response (ranks, no ratings)", sdcf.BPR, true, false, sdbprClaim},
 	} {
-		define(Spec{Name: v.name, Summary: v.summary, Claim: v.claim, Ranks: v.loss == sdcf.BPR},
+		fed := federated(
+			func(cfg *sdcf.Config, numItems int, _ ratings.Scale, seed uint64) (protocol.Stateful, error) {
+				c, err := v.config(*cfg, seed)
+				if err != nil {
+					return nil, err
+				}
+				return sdcfServer(c, numItems)
+			},
+			func(cfg *sdcf.Config, train *ratings.Dataset, seed uint64) (*Clients, error) {
+				c, err := v.config(*cfg, seed)
+				if err != nil {
+					return nil, err
+				}
+				return sdcfClients(train, c, v.claim, nil)
+			}, noSecureSum[sdcf.Config])
+		define(Spec{Name: v.name, Summary: v.summary, Claim: v.claim, Ranks: v.loss == sdcf.BPR, Federated: fed},
 			v.defaults, sdcfFields(v.private, v.epsG),
 			func(ctx context.Context, train *ratings.Dataset, cfg *sdcf.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
 				c, err := v.config(*cfg, seed)
@@ -197,10 +247,35 @@ func init() {
 			})
 	}
 	isgld := sdcfVariant{loss: sdcf.Squared}
+	// ISGLD runs on the client/server protocol too: the clients perturb
+	// their ratings once, on the device, before training.
+	isgldFed := federated(
+		func(cfg *sdcf.ISGLDConfig, numItems int, _ ratings.Scale, seed uint64) (protocol.Stateful, error) {
+			c, err := isgld.config(cfg.Config, seed)
+			if err != nil {
+				return nil, err
+			}
+			return sdcfServer(c, numItems)
+		},
+		func(cfg *sdcf.ISGLDConfig, train *ratings.Dataset, seed uint64) (*Clients, error) {
+			c, err := isgld.config(cfg.Config, seed)
+			if err != nil {
+				return nil, err
+			}
+			noisy, err := sdcf.PerturbRatings(rng.New(seed, rngISGLD), train, cfg.Eps)
+			if err != nil {
+				return nil, invalid(err)
+			}
+			eps := cfg.Eps
+			return sdcfClients(noisy, c, isgldClaim, func(res *Result) {
+				res.Privacy.EpsRound, res.Privacy.EpsTotal = eps, eps
+			})
+		}, noSecureSum[sdcf.ISGLDConfig])
 	define(Spec{
-		Name:    "isgld",
-		Summary: "ISGLD (SDCF §4.1): Laplace noise on each rating on the device, then SGLD MF",
-		Claim:   isgldClaim,
+		Name:      "isgld",
+		Summary:   "ISGLD (SDCF §4.1): Laplace noise on each rating on the device, then SGLD MF",
+		Claim:     isgldClaim,
+		Federated: isgldFed,
 	}, sdcf.DefaultISGLDConfig,
 		func(c *sdcf.ISGLDConfig) []Field {
 			return append(sdcfFields(false, false)(&c.Config),

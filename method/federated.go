@@ -1,0 +1,157 @@
+package method
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+)
+
+// Federated is a method's client/server protocol built in halves, for a
+// deployment: the server from public information only, the clients from
+// their users' own ratings.
+//
+// Protocol.Run(ctx, server, clients.List, protocol.RunOptions{Seed: seed,
+// SecureAggregation: SecureSum(cfg)}) followed by clients.Finish gives the
+// model and Result of Spec.Fit with the same seed, bit for bit, when the
+// server and the clients are built with that seed too (on data already on
+// the Internal scale; Spec.NewServer and Spec.NewClients map other scales
+// as Fit does).
+type Federated struct {
+	// Server builds the server for a catalog of numItems items on the
+	// public rating scale, from the config (a pointer of the type New
+	// returns) and the seed of the server's own randomness.
+	Server func(cfg any, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error)
+	// Clients builds one client per user of train (every user index, or
+	// only those with ratings, exactly as the in-process run does, in the
+	// same order), with the clients' seed.
+	Clients func(cfg any, train *ratings.Dataset, seed uint64) (*Clients, error)
+	// SecureSum reports whether cfg runs under secure aggregation (the
+	// server may see only per-item sums).
+	SecureSum func(cfg any) bool
+}
+
+// Clients is the client half of a run.
+type Clients struct {
+	// List holds the clients in client order; List[k].ID() is the user
+	// index.
+	List []protocol.Client
+	// Finish gathers the model from the clients' private state and the
+	// server's final V (on the scale of the data Clients was given — map
+	// back like Fit does), and the run's Result as Fit reports it.
+	Finish func(v []float32) (*model.Model, *Result, error)
+}
+
+// ErrNotFederated is wrapped by the error of NewServer and NewClients for
+// a method without a client/server protocol.
+var ErrNotFederated = errors.New("not a client/server method")
+
+// federated returns the Federated of a method whose config type is C,
+// checking the config's type before calling the typed halves.
+func federated[C any](server func(cfg *C, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error),
+	clients func(cfg *C, train *ratings.Dataset, seed uint64) (*Clients, error), secure func(cfg *C) bool) *Federated {
+	typed := func(cfg any) (*C, error) {
+		c, ok := cfg.(*C)
+		if !ok || c == nil {
+			return nil, fmt.Errorf("%w: the config is a %T, want a non-nil %T", ErrParam, cfg, new(C))
+		}
+		return c, nil
+	}
+	return &Federated{
+		Server: func(cfg any, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error) {
+			c, err := typed(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return server(c, numItems, scale, seed)
+		},
+		Clients: func(cfg any, train *ratings.Dataset, seed uint64) (*Clients, error) {
+			c, err := typed(cfg)
+			if err != nil {
+				return nil, err
+			}
+			if train == nil {
+				return nil, fmt.Errorf("%w: no training data", ErrParam)
+			}
+			return clients(c, train, seed)
+		},
+		SecureSum: func(cfg any) bool {
+			c, err := typed(cfg)
+			return err == nil && secure(c)
+		},
+	}
+}
+
+// federatedScale checks that s has a client/server protocol, cfg is its
+// config and scale may be used: a private method refuses a scale read
+// off the ratings, as Fit does.
+func (s Spec) federatedScale(cfg any, scale ratings.Scale, name string) error {
+	if s.Federated == nil {
+		return fmt.Errorf("%s: %w", s.Name, ErrNotFederated)
+	}
+	if err := s.check(cfg); err != nil {
+		return err
+	}
+	if scale.Inferred && s.Claim.Unit != "none" {
+		return fmt.Errorf("%s: %w: the scale %v of %s was read off its ratings; declare the public scale",
+			s.Name, ErrUndeclaredScale, scale, name)
+	}
+	return nil
+}
+
+// NewServer returns the server half of method s for a catalog of
+// numItems items whose ratings lie on the public scale, with the seed of
+// the server's randomness. Like Fit, it trains on the Internal scale:
+// the server's V is on that scale whatever scale is. It fails for a method
+// without a client/server protocol (ErrNotFederated), for a config of
+// another method and, for a private method, for an inferred scale.
+func (s Spec) NewServer(cfg any, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error) {
+	if err := s.federatedScale(cfg, scale, "the catalog"); err != nil {
+		return nil, err
+	}
+	srv, err := s.Federated.Server(cfg, numItems, internalScale(scale), seed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return srv, nil
+}
+
+// NewClients returns the client half of method s for the users of train,
+// with the clients' seed: train is mapped onto the Internal scale as Fit
+// maps it, and Finish maps the model back to train's declared scale and
+// records the method, its config and its privacy report, as Fit does.
+// Run the clients with a server from NewServer for train.NumItems() items
+// and train.Scale, under secure aggregation when s.Federated.SecureSum(cfg).
+func (s Spec) NewClients(cfg any, train *ratings.Dataset, seed uint64) (*Clients, error) {
+	if train == nil {
+		return nil, fmt.Errorf("%s: %w: no training data", s.Name, ErrParam)
+	}
+	if err := s.federatedScale(cfg, train.Scale, train.Name); err != nil {
+		return nil, err
+	}
+	in, a, b := toInternal(train)
+	cl, err := s.Federated.Clients(cfg, in, seed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	finish := cl.Finish
+	return &Clients{List: cl.List, Finish: func(v []float32) (*model.Model, *Result, error) {
+		m, res, err := finish(v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		if in != train {
+			m.Affine(a, b)
+			m.Scale = train.Scale.Declared()
+			if r, ok := res.Stats["train_rmse"]; ok {
+				res.Stats["train_rmse"] = r * float64(a)
+			}
+		}
+		m.Method = s.Name
+		m.Config = JSON(s.Fields(cfg))
+		m.Privacy = res.Privacy
+		return m, res, nil
+	}}, nil
+}
