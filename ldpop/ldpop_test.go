@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -425,5 +426,43 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, _, err := Train(context.Background(), &ratings.Dataset{Scale: ratings.Stars5}, DefaultConfig(LDPOP)); !errors.Is(err, ErrConfig) {
 		t.Errorf("empty data: %v", err)
+	}
+}
+
+// TestClientsAccountLikeServer: the clients' accounting, kept from the
+// broadcasts, equals the server's, refits and passes included; and the
+// server averages over the clients that announced themselves.
+func TestClientsAccountLikeServer(t *testing.T) {
+	d := synth(t, 30, 12, 5)
+	for _, secagg := range []bool{false, true} {
+		cfg := DefaultConfig(LDPOP)
+		cfg.Dim, cfg.Rounds, cfg.PerRound, cfg.Refit, cfg.SecureAggregation = 4, 30, 7, 6, secagg
+		st, err := NewServer(cfg, d.NumItems(), d.Scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := NewClients(d, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := protocol.RunOptions{Seed: cfg.Seed, SecureAggregation: secagg}
+		if err := protocol.Run(context.Background(), st, cl.List, opt); err != nil {
+			t.Fatal(err)
+		}
+		srv, obs := st.(*server), cl.run.sh.obs
+		if srv.n != d.NumUsers() {
+			t.Errorf("secagg %v: server counted %d clients, want %d", secagg, srv.n, d.NumUsers())
+		}
+		if !reflect.DeepEqual(srv.led, obs.led) {
+			t.Errorf("secagg %v: clients' ledger differs from the server's", secagg)
+		}
+		v, _ := st.Factors()
+		m, err := cl.Model(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep := cl.Report(m); rep.Passes != srv.pass {
+			t.Errorf("secagg %v: %d passes reported, the server made %d", secagg, rep.Passes, srv.pass)
+		}
 	}
 }
