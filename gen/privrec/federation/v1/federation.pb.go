@@ -508,8 +508,10 @@ func (x *Credential) GetToken() string {
 
 // GetRoundRequest asks for the first round after `after` (-1 for any).
 type GetRoundRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	After         int32                  `protobuf:"varint,1,opt,name=after,proto3" json:"after,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	After int32                  `protobuf:"varint,1,opt,name=after,proto3" json:"after,omitempty"`
+	// The boot id of the response that carried round `after`, empty for none.
+	Boot          string `protobuf:"bytes,2,opt,name=boot,proto3" json:"boot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -551,13 +553,23 @@ func (x *GetRoundRequest) GetAfter() int32 {
 	return 0
 }
 
+func (x *GetRoundRequest) GetBoot() string {
+	if x != nil {
+		return x.Boot
+	}
+	return ""
+}
+
 // GetRoundResponse is the run's state and, while running, the open round.
 type GetRoundResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	State RunState               `protobuf:"varint,1,opt,name=state,proto3,enum=privrec.federation.v1.RunState" json:"state,omitempty"`
 	// The open round's broadcast, absent while enrolling, when done, or
 	// when no round after `after` opened within the wait.
-	Broadcast     *Broadcast `protobuf:"bytes,2,opt,name=broadcast,proto3" json:"broadcast,omitempty"`
+	Broadcast *Broadcast `protobuf:"bytes,2,opt,name=broadcast,proto3" json:"broadcast,omitempty"`
+	// Identifies this incarnation of the server process: it changes at
+	// every restart.
+	Boot          string `protobuf:"bytes,3,opt,name=boot,proto3" json:"boot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -604,6 +616,13 @@ func (x *GetRoundResponse) GetBroadcast() *Broadcast {
 		return x.Broadcast
 	}
 	return nil
+}
+
+func (x *GetRoundResponse) GetBoot() string {
+	if x != nil {
+		return x.Boot
+	}
+	return ""
 }
 
 // Broadcast is what the server sends every client at the start of a round.
@@ -1166,12 +1185,14 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\n" +
 	"Credential\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\rR\bclientId\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token\"'\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\";\n" +
 	"\x0fGetRoundRequest\x12\x14\n" +
-	"\x05after\x18\x01 \x01(\x05R\x05after\"\x89\x01\n" +
+	"\x05after\x18\x01 \x01(\x05R\x05after\x12\x12\n" +
+	"\x04boot\x18\x02 \x01(\tR\x04boot\"\x9d\x01\n" +
 	"\x10GetRoundResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.privrec.federation.v1.RunStateR\x05state\x12>\n" +
-	"\tbroadcast\x18\x02 \x01(\v2 .privrec.federation.v1.BroadcastR\tbroadcast\"\xce\x02\n" +
+	"\tbroadcast\x18\x02 \x01(\v2 .privrec.federation.v1.BroadcastR\tbroadcast\x12\x12\n" +
+	"\x04boot\x18\x03 \x01(\tR\x04boot\"\xce\x02\n" +
 	"\tBroadcast\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x10\n" +

@@ -64,7 +64,10 @@ type FederationServiceClient interface {
 	// Enrolment closes when the first round starts.
 	Enroll(context.Context, *connect.Request[v1.EnrollRequest]) (*connect.Response[v1.EnrollResponse], error)
 	// GetRound waits, for a bounded time, until the server has opened a round
-	// later than `after` (or the run is done), and returns its broadcast.
+	// later than `after`, or the run is done, and returns its broadcast. It
+	// answers at once with the open round when `boot` names another
+	// incarnation of the server: after a restart the round the client
+	// answered may be open again, and the client sends the same upload.
 	GetRound(context.Context, *connect.Request[v1.GetRoundRequest]) (*connect.Response[v1.GetRoundResponse], error)
 	// Upload sends the caller's answer to the open round. Each client
 	// answers each round at most once: a second upload is refused with
@@ -166,7 +169,10 @@ type FederationServiceHandler interface {
 	// Enrolment closes when the first round starts.
 	Enroll(context.Context, *connect.Request[v1.EnrollRequest]) (*connect.Response[v1.EnrollResponse], error)
 	// GetRound waits, for a bounded time, until the server has opened a round
-	// later than `after` (or the run is done), and returns its broadcast.
+	// later than `after`, or the run is done, and returns its broadcast. It
+	// answers at once with the open round when `boot` names another
+	// incarnation of the server: after a restart the round the client
+	// answered may be open again, and the client sends the same upload.
 	GetRound(context.Context, *connect.Request[v1.GetRoundRequest]) (*connect.Response[v1.GetRoundResponse], error)
 	// Upload sends the caller's answer to the open round. Each client
 	// answers each round at most once: a second upload is refused with

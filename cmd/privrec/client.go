@@ -1,0 +1,191 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/privrec/privrec/deploy"
+	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/method"
+)
+
+func (a *app) clientCmd() *cobra.Command {
+	var (
+		df        dataFlags
+		server    string
+		ca        string
+		tokenFile string
+		simulate  string
+		split     string
+		seed      uint64
+		asJSON    bool
+		workers   int
+	)
+	cmd := &cobra.Command{
+		Use:   "client",
+		Short: "Take part in a server's run as the users of a dataset",
+		Long: `client connects to a privrec server (privrec serve), learns the method and
+its public configuration from it, and takes part in every round as the
+users of the training part of --data (--simulate all, or the first N of
+them): a vendor holding many users is one such process. The users' ratings
+and vectors never leave it; the server receives only each round's uploads.
+
+When the server is done the client fetches the published item factors,
+joins them with its users' vectors and evaluates the model on the test
+part, printing what privrec evaluate prints (--json: the same object).
+
+--seed N selects the reproducible test mode (the server must have been
+started with --seed N too): the split, the users' initial state and every
+round's noise come from N, as in privrec evaluate --seed N, whose numbers
+this run then equals. Without --seed the users draw from crypto/rand and
+the server never learns their streams; the split uses seed 1.
+
+The client retries through network failures and server restarts, and
+answers a round reopened after a restart with the same upload it sent
+before.`,
+		Example: `  privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
+      --token-file run1/enroll-token --simulate all --data ml-latest-small --split random:0.9 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if server == "" || tokenFile == "" {
+				return errors.New("--server and --token-file are required")
+			}
+			if simulate == "" {
+				return errors.New("--simulate all|N is required (one user's --ratings file is not supported yet)")
+			}
+			limit := -1
+			if simulate != "all" {
+				n, err := strconv.Atoi(simulate)
+				if err != nil || n < 1 {
+					return fmt.Errorf("--simulate %q: want all or a positive count", simulate)
+				}
+				limit = n
+			}
+			tok, err := os.ReadFile(tokenFile)
+			if err != nil {
+				return fmt.Errorf("--token-file: %w", err)
+			}
+			hc, err := deploy.HTTPClient(ca)
+			if err != nil {
+				return err
+			}
+			test := cmd.Flags().Changed("seed")
+			level := slog.LevelWarn
+			if a.verbose {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+			sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)),
+				Seeded: test, Seed: seed, Workers: workers, Logger: log})
+			if err != nil {
+				return err
+			}
+			spec, cfg, err := sess.Method()
+			if err != nil {
+				return err
+			}
+			d, err := a.load(&df)
+			if err != nil {
+				return err
+			}
+			cat := sess.Catalog()
+			if !slices.Equal(d.ItemIDs, cat.ItemIDs) {
+				return fmt.Errorf("--data %s has %d items, and the server's catalog %d in another order or set: start the server with --items %s", df.data, d.NumItems(), len(cat.ItemIDs), df.data)
+			}
+			if d.Scale.Declared() != cat.Scale.Declared() {
+				return fmt.Errorf("--data %s is on scale %v, the server's catalog on %v", df.data, d.Scale.Declared(), cat.Scale.Declared())
+			}
+			splitSeed, clientSeed := seed, seed
+			if !test {
+				splitSeed = 1
+				var b [8]byte
+				if _, err := rand.Read(b[:]); err != nil {
+					return err
+				}
+				clientSeed = binary.LittleEndian.Uint64(b[:])
+			}
+			sp, err := parseSplitFlag(split, &df)
+			if err != nil {
+				return err
+			}
+			splits, err := sp(d, splitSeed)
+			if err != nil {
+				return err
+			}
+			spl := splits[0]
+			cls, err := spec.NewClients(cfg, spl.Train, clientSeed)
+			if err != nil {
+				return err
+			}
+			list := cls.List
+			if limit >= 0 && limit < len(list) {
+				list = list[:limit]
+			}
+			start := time.Now()
+			pub, err := sess.Run(ctx, list)
+			if err != nil {
+				return err
+			}
+			m, res, err := cls.Finish(pub.V)
+			if err != nil {
+				return err
+			}
+			secs := time.Since(start).Seconds()
+			fields := spec.Fields(cfg)
+			rep := evalReport{Dataset: df.data, Ratings: d.Len(), Users: d.NumUsers(), Items: d.NumItems(),
+				Method: spec.Name, Config: method.JSON(fields), Split: split, Seed: seed,
+				Settings: spec.Name + " " + method.String(fields)}
+			if res != nil {
+				rep.Privacy = &res.Privacy
+			}
+			e := eval.Rating(m, spl.Test)
+			rep.Runs = []runResult{{Seed: seed, Train: spl.Train.Len(), Test: spl.Test.Len(),
+				RMSE: e.RMSE, MSE: e.MSE, MAE: e.MAE, TrainSeconds: secs}}
+			rep.Summary = map[string]eval.Summary{
+				"rmse": eval.Summarize([]float64{e.RMSE}), "mse": eval.Summarize([]float64{e.MSE}),
+				"mae": eval.Summarize([]float64{e.MAE}), "train_seconds": eval.Summarize([]float64{secs}),
+			}
+			rep.RMSE, rep.MSE, rep.MAE, rep.TrainSeconds = e.RMSE, e.MSE, e.MAE, secs
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return printReport(a, &rep, 0)
+		},
+	}
+	df.register(cmd.Flags())
+	f := cmd.Flags()
+	f.StringVar(&server, "server", "", "the server's URL, e.g. https://127.0.0.1:7070")
+	f.StringVar(&ca, "ca", "", "trust the server certificate(s) in this PEM file (e.g. STATE/tls/cert.pem of --dev-tls)")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the enrolment secret (the server's STATE/enroll-token)")
+	f.StringVar(&simulate, "simulate", "", "take part as the users of --data's training part: all, or the first N")
+	f.StringVar(&split, "split", "random:0.9", "how to split --data into the users' training ratings and the test part")
+	f.Uint64Var(&seed, "seed", 1, "reproducible test mode: seed of the split, the users' state and their noise (the server needs --seed too)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
+	return cmd
+}
+
+// federatedNames lists the methods with a client/server protocol.
+func federatedNames() []string {
+	var out []string
+	for _, s := range method.All() {
+		if s.Federated != nil {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/privrec/privrec/deploy"
+	"github.com/privrec/privrec/model"
+)
+
+func (a *app) serveCmd() *cobra.Command {
+	var (
+		mfl             methodFlags
+		items, scale    string
+		listen, state   string
+		cert, key, out  string
+		devTLS          bool
+		seed            uint64
+		minClients      int
+		roundTimeout    time.Duration
+		enrollQuiet     time.Duration
+		linger          time.Duration
+		minParticipants float64
+		maxAbs          float64
+		maxUploadMiB    int
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a method's server over the network: public item factors only",
+		Long: `serve runs the server half of a federated method (privrec methods --json
+lists which have one): it serves the public item catalog, waits for
+clients to enrol, runs the method's rounds over Connect (gRPC, gRPC-Web and
+HTTP/JSON clients all work) and publishes the final model, which holds the
+item factors and nothing about any user.
+
+State — the method server's state at the last round boundary, the round
+number, the ledger of released rounds, the enrolment and the uploads folded
+— lives in bbolt under --state and is committed with fsync at every round
+boundary: kill the server at any moment and start it again with the same
+flags, and it resumes; clients retry across the restart and answer the
+reopened round with the same upload, so nothing is counted twice and no
+noise is drawn twice.
+
+Clients enrol with the secret in STATE/enroll-token (created if absent).
+--seed starts the reproducible test mode: the server's randomness comes
+from the seed and it accepts uploads drawn from seeded streams; without it
+the server refuses them.
+
+A round closes when every enrolled client answered, or at --round-timeout
+with at least --min-participants of them; below that it is not released
+and waits on. Uploads that are late, duplicate, malformed, of the wrong
+shape, non-finite or out of range (|value| > --max-abs) are refused with an
+error saying why, counted in /metrics by reason, and change nothing.
+
+Aggregation: methods whose privacy rests on secure aggregation (the
+distributed-noise ones) have their uploads summed by this process before
+the method reads them ("aggregation": "sum"): the operator's process still
+receives single uploads, so their claim holds against a server that only
+reads the sums, not yet against the operator. Real secure aggregation is
+the next step.`,
+		Example: `  privrec serve --method hdpmf --dev-tls --state run1 --listen 127.0.0.1:7070
+  privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
+      --token-file run1/enroll-token --simulate all --data ml-latest-small`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := mfl.validate(); err != nil {
+				return err
+			}
+			if state == "" {
+				return errors.New("--state DIR is required")
+			}
+			if mfl.spec.Federated == nil {
+				return fmt.Errorf("--method %s has no client/server protocol; serve runs: %s", mfl.spec.Name, strings.Join(federatedNames(), ", "))
+			}
+			tc, err := deploy.ServerTLS(cert, key, devTLS, state)
+			if err != nil {
+				return err
+			}
+			token, err := enrollToken(state)
+			if err != nil {
+				return err
+			}
+			df := dataFlags{data: items, header: "auto", scale: scale}
+			d, err := a.load(&df)
+			if err != nil {
+				return fmt.Errorf("--items: %w", err)
+			}
+			if d.Scale.Inferred {
+				return fmt.Errorf("--items %s: the rating scale is not declared; give it with --scale MIN,MAX[,STEP]", items)
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			log := slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			srv, err := deploy.NewServer(deploy.ServerConfig{
+				Method: mfl.spec.Name, Config: mfl.cfg, Seed: seed, TestMode: cmd.Flags().Changed("seed"),
+				Catalog:  deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale},
+				StateDir: state, Token: token, MinClients: minClients, EnrollQuiet: enrollQuiet,
+				RoundTimeout: roundTimeout, MinParticipants: minParticipants, MaxAbs: maxAbs,
+				MaxUploadBytes: maxUploadMiB << 20, Logger: log, Metrics: deploy.NewMetrics(reg),
+			})
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			log.Info("serving", "addr", ln.Addr().String(), "method", mfl.spec.Name, "items", len(d.ItemIDs),
+				"state", state, "test_mode", cmd.Flags().Changed("seed"))
+			if err := srv.Serve(cmd.Context(), ln, tc, reg, linger); err != nil {
+				return err
+			}
+			if out != "" {
+				m, err := model.ReadModel(strings.NewReader(string(srv.Model())))
+				if err != nil {
+					return err
+				}
+				if err := m.Save(out); err != nil {
+					return err
+				}
+				log.Info("model written", "path", out)
+			}
+			return nil
+		},
+	}
+	mfl.register(cmd.Flags(), a.args)
+	cmd.SetFlagErrorFunc(mfl.flagError)
+	f := cmd.Flags()
+	f.StringVar(&items, "items", "ml-latest-small", "the public item catalog: a dataset (as --data elsewhere) whose items and titles are served")
+	f.StringVar(&scale, "scale", "", `the public rating scale "min,max[,step]" (default: the catalog dataset's published scale)`)
+	f.StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on")
+	f.StringVar(&state, "state", "", "state directory (required): bbolt state, enrolment token, dev TLS pair")
+	f.StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM)")
+	f.StringVar(&key, "tls-key", "", "TLS key file (PEM)")
+	f.BoolVar(&devTLS, "dev-tls", false, "make a self-signed pair for localhost in STATE/tls (clients: --ca STATE/tls/cert.pem)")
+	f.StringVar(&out, "out", "", "write the final model here (model format, for privrec recommend)")
+	f.Uint64Var(&seed, "seed", 0, "reproducible test mode: seed the server and accept seeded client uploads")
+	f.IntVar(&minClients, "min-clients", 1, "enrolled clients to wait for before the first round")
+	f.DurationVar(&enrollQuiet, "enroll-quiet", 2*time.Second, "start once no enrolment arrived for this long (and --min-clients are in)")
+	f.DurationVar(&roundTimeout, "round-timeout", time.Minute, "a round's deadline")
+	f.Float64Var(&minParticipants, "min-participants", 1, "fraction of enrolled clients a round needs at its deadline to be released")
+	f.Float64Var(&maxAbs, "max-abs", 1e8, "refuse uploads with a value beyond ±this (a sanity bound against overflow, not robust aggregation)")
+	f.IntVar(&maxUploadMiB, "max-upload-mib", 64, "refuse requests larger than this many MiB")
+	f.DurationVar(&linger, "linger", time.Minute, "after the run, keep serving the final model this long (0: until SIGTERM)")
+	return cmd
+}
+
+// enrollToken returns the secret in DIR/enroll-token, creating it.
+func enrollToken(dir string) (string, error) {
+	path := filepath.Join(dir, "enroll-token")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("%s is empty", path)
+		}
+		return tok, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	tok := base64.RawURLEncoding.EncodeToString(raw[:])
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return tok, os.Rename(tmp, path)
+}

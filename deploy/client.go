@@ -1,0 +1,386 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
+	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/rng"
+)
+
+// ClientConfig configures a Session.
+type ClientConfig struct {
+	// URL is the server's base URL, e.g. https://127.0.0.1:7070.
+	URL string
+	// HTTP is the HTTP client, with the TLS roots that trust the server;
+	// nil means http.DefaultClient.
+	HTTP *http.Client
+	// Token is the enrolment secret.
+	Token string
+	// Seeded selects the reproducible test mode: client k draws in round t
+	// from rng.New(Seed, k, t), as the in-process transport does, and
+	// says so in every upload. Otherwise every client draws each round
+	// from a stream seeded by crypto/rand that the server never learns.
+	Seeded bool
+	Seed   uint64
+	// Workers bounds the clients computing and uploading at once; <= 0
+	// means 64.
+	Workers int
+	// Retry bounds how long one call is retried through network failures
+	// and server restarts; <= 0 means 10 minutes.
+	Retry  time.Duration
+	Logger *slog.Logger
+	// Dropout simulates devices that go offline: each round each client
+	// independently sits the round out (computes and sends nothing) with
+	// this probability, drawn from the clients' streams. For tests and
+	// load tests.
+	Dropout float64
+}
+
+// Session is a connection to a server and the run's public plan.
+type Session struct {
+	cfg  ClientConfig
+	api  federationv1connect.FederationServiceClient
+	plan *fedv1.HelloResponse
+	log  *slog.Logger
+}
+
+// Dial connects to the server and reads its plan, retrying while it is
+// unreachable.
+func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
+	if cfg.HTTP == nil {
+		cfg.HTTP = http.DefaultClient
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 64
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Session{cfg: cfg, log: cfg.Logger,
+		api: federationv1connect.NewFederationServiceClient(cfg.HTTP, cfg.URL)}
+	err := s.retry(ctx, "hello", func(ctx context.Context) error {
+		resp, err := s.api.Hello(ctx, connect.NewRequest(&fedv1.HelloRequest{}))
+		if err == nil {
+			s.plan = resp.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Seeded && !s.plan.GetTestMode() {
+		return nil, errors.New("deploy: --seed asks for the reproducible test mode, and the server is not in it")
+	}
+	return s, nil
+}
+
+// Method returns the run's method and its typed configuration, as the
+// server published them.
+func (s *Session) Method() (method.Spec, any, error) {
+	spec, err := method.Lookup(s.plan.GetMethod())
+	if err != nil {
+		return method.Spec{}, nil, err
+	}
+	cfg, err := spec.Configure(s.plan.GetConfig())
+	if err != nil {
+		return method.Spec{}, nil, fmt.Errorf("deploy: the server's config: %w", err)
+	}
+	return spec, cfg, nil
+}
+
+// Catalog returns the run's public item catalog and scale.
+func (s *Session) Catalog() Catalog {
+	sc := s.plan.GetScale()
+	return Catalog{
+		ItemIDs: s.plan.GetCatalog().GetItemIds(), Titles: s.plan.GetCatalog().GetTitles(),
+		Scale: ratings.Scale{Min: float32(sc.GetMin()), Max: float32(sc.GetMax()), Step: float32(sc.GetStep())},
+	}
+}
+
+// retryable reports whether err may pass by itself: the network, a
+// server restarting, a round not open yet.
+func retryable(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeUnknown,
+		connect.CodeAborted, connect.CodeResourceExhausted, connect.CodeInternal:
+		return true
+	}
+	return false
+}
+
+// retry calls f until it succeeds, fails for good, or cfg.Retry passes,
+// backing off from 50 ms to 2 s with jitter.
+func (s *Session) retry(ctx context.Context, what string, f func(context.Context) error) error {
+	deadline := time.Now().Add(s.cfg.Retry)
+	wait := 50 * time.Millisecond
+	for {
+		err := f(ctx)
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("deploy: %s: gave up after %v: %w", what, s.cfg.Retry, err)
+		}
+		s.log.Debug("retrying", "call", what, "err", err, "wait", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait/2 + rand.N(wait/2+1)):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+func withCred[T any](msg *T, cred string) *connect.Request[T] {
+	req := connect.NewRequest(msg)
+	req.Header().Set("Authorization", "Bearer "+cred)
+	return req
+}
+
+// Run enrols clients (their IDs give the upload order), answers every
+// round for them until the server is done, and returns the published
+// model (item factors and catalog; the clients' state stays with them).
+// A round answered before a server restart is answered again with the
+// same upload, never recomputed: the clients' state advances once per
+// round and no fresh noise is drawn for a round already released.
+func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Model, error) {
+	if len(clients) == 0 {
+		return nil, errors.New("deploy: no clients")
+	}
+	creds, err := s.enrol(ctx, clients)
+	if err != nil {
+		return nil, err
+	}
+	lead := creds[0]
+	cache := make([]*fedv1.UploadRequest, len(clients))
+	last, boot := -1, ""
+	for {
+		var resp *fedv1.GetRoundResponse
+		err := s.retry(ctx, "get round", func(ctx context.Context) error {
+			r, err := s.api.GetRound(ctx, withCred(&fedv1.GetRoundRequest{After: int32(last), Boot: boot}, lead))
+			if err == nil {
+				resp = r.Msg
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if resp.GetState() == fedv1.RunState_RUN_STATE_DONE {
+			return s.model(ctx, lead)
+		}
+		w := resp.GetBroadcast()
+		if w == nil {
+			continue
+		}
+		r := int(w.GetRound())
+		switch {
+		case r < last:
+			return nil, fmt.Errorf("deploy: the server went back from round %d to %d: its state was lost", last, r)
+		case r == last && resp.GetBoot() == boot:
+			continue // nothing new within the poll
+		case r == last: // the server restarted in this round: send the same uploads again
+			s.log.Info("round reopened after a server restart; sending the same uploads again", "round", r)
+		default:
+			b, err := fromWireBroadcast(w)
+			if err != nil {
+				return nil, fmt.Errorf("deploy: broadcast of round %d: %w", r, err)
+			}
+			if err := s.answer(ctx, b, clients, cache); err != nil {
+				return nil, err
+			}
+			last = r
+		}
+		boot = resp.GetBoot()
+		if err := s.send(ctx, r, cache, creds); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// enrol enrols every client under its ID, in chunks.
+func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]string, error) {
+	creds := make([]string, len(clients))
+	const chunk = 10000
+	for lo := 0; lo < len(clients); lo += chunk {
+		hi := min(lo+chunk, len(clients))
+		ids := make([]uint32, hi-lo)
+		for k := range ids {
+			ids[k] = uint32(clients[lo+k].ID())
+		}
+		var got []*fedv1.Credential
+		err := s.retry(ctx, "enrol", func(ctx context.Context) error {
+			resp, err := s.api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: s.cfg.Token, ClientIds: ids}))
+			if err == nil {
+				got = resp.Msg.GetCredentials()
+			}
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("deploy: enrol: %w", err)
+		}
+		if len(got) != len(ids) {
+			return nil, fmt.Errorf("deploy: enrol: %d credentials for %d clients", len(got), len(ids))
+		}
+		for k, c := range got {
+			creds[lo+k] = c.GetToken()
+		}
+	}
+	return creds, nil
+}
+
+// answer runs every client's Round on b and keeps the wire uploads.
+func (s *Session) answer(ctx context.Context, b *protocol.Broadcast, clients []protocol.Client, cache []*fedv1.UploadRequest) error {
+	var mu sync.Mutex
+	var first error
+	parallel(len(clients), s.cfg.Workers, func(lo, hi int) {
+		src := rand.NewChaCha8([32]byte{})
+		r := rand.New(src)
+		for k := lo; k < hi; k++ {
+			c := clients[k]
+			if s.dropped(c.ID(), b.Round) {
+				cache[k] = nil
+				continue
+			}
+			if s.cfg.Seeded {
+				src.Seed(rng.Seed(s.cfg.Seed, uint64(c.ID()), uint64(b.Round)))
+			} else {
+				var seed [32]byte
+				crand.Read(seed[:]) // never fails (crypto/rand)
+				src.Seed(seed)
+			}
+			up, err := c.Round(b, r)
+			if err != nil {
+				mu.Lock()
+				first = cmpErr(first, fmt.Errorf("deploy: client %d round %d: %w", c.ID(), b.Round, err))
+				mu.Unlock()
+				return
+			}
+			cache[k] = toWireUpload(b.Round, up, s.cfg.Seeded)
+		}
+	})
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}
+
+// streamDropout labels the dropout draws apart from the clients' own.
+const streamDropout = 0x44524f50 // "DROP"
+
+// dropped reports whether client id sits round out (ClientConfig.Dropout).
+func (s *Session) dropped(id, round int) bool {
+	if !(s.cfg.Dropout > 0) {
+		return false
+	}
+	if s.cfg.Seeded {
+		return rng.New(s.cfg.Seed, streamDropout, uint64(id), uint64(round)).Float64() < s.cfg.Dropout
+	}
+	return rand.Float64() < s.cfg.Dropout
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// send uploads every cached answer of round r. An answer the server
+// already has, or a round it already closed, is not an error: the round
+// went on without this client.
+func (s *Session) send(ctx context.Context, r int, cache []*fedv1.UploadRequest, creds []string) error {
+	var mu sync.Mutex
+	var first error
+	var late int
+	parallel(len(cache), s.cfg.Workers, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			if cache[k] == nil { // offline this round
+				continue
+			}
+			err := s.retry(ctx, "upload", func(ctx context.Context) error {
+				_, err := s.api.Upload(ctx, withCred(cache[k], creds[k]))
+				return err
+			})
+			switch connect.CodeOf(err) {
+			case connect.CodeAlreadyExists:
+				err = nil
+			case connect.CodeFailedPrecondition:
+				mu.Lock()
+				late++
+				mu.Unlock()
+				err = nil
+			}
+			if err != nil {
+				mu.Lock()
+				first = cmpErr(first, fmt.Errorf("deploy: upload of client %d round %d: %w", k, r, err))
+				mu.Unlock()
+				return
+			}
+		}
+	})
+	if late > 0 {
+		s.log.Debug("uploads after their round closed", "round", r, "late", late)
+	}
+	return first
+}
+
+// model fetches the published model.
+func (s *Session) model(ctx context.Context, cred string) (*model.Model, error) {
+	var raw []byte
+	err := s.retry(ctx, "get model", func(ctx context.Context) error {
+		resp, err := s.api.GetModel(ctx, withCred(&fedv1.GetModelRequest{}, cred))
+		if err == nil {
+			raw = resp.Msg.GetModel()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.ReadModel(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("deploy: published model: %w", err)
+	}
+	return m, nil
+}
+
+// parallel calls f on chunks of [0, n) from up to workers goroutines,
+// one chunk per client so that a slow upload holds up one worker only.
+func parallel(n, workers int, f func(lo, hi int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				f(k, k+1)
+			}
+		}()
+	}
+	for k := range n {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+}

@@ -1,0 +1,255 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/privrec/privrec/datasets"
+	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/ratings"
+)
+
+const testToken = "test-token"
+
+// testData returns the train and test parts of a small real dataset: the
+// embedded ml-latest-small, cut to its first users so that a run takes
+// well under a second.
+func testData(t testing.TB, users int) (*ratings.Dataset, ratings.Split) {
+	t.Helper()
+	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []int
+	for k, u := range d.Users {
+		if int(u) < users {
+			keep = append(keep, k)
+		}
+	}
+	d = d.Subset(keep)
+	sp, err := ratings.ParseSplit("random:0.9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	splits, err := sp.Apply(d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, splits[0]
+}
+
+// configure returns method name's config with the given text params.
+func configure(t testing.TB, name string, params map[string]string) (method.Spec, any) {
+	t.Helper()
+	spec, err := method.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := spec.Configure(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, cfg
+}
+
+// harness is a server on loopback with dev TLS, and what clients need to
+// reach it.
+type harness struct {
+	srv    *Server
+	url    string
+	ca     string
+	dir    string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func quietLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+// startServer serves cfg on 127.0.0.1 in dir until the run is done (no
+// linger) or the test ends.
+func startServer(t testing.TB, cfg ServerConfig, addr string) *harness {
+	t.Helper()
+	if cfg.Token == "" {
+		cfg.Token = testToken
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLog()
+	}
+	if cfg.EnrollQuiet == 0 {
+		cfg.EnrollQuiet = 100 * time.Millisecond
+	}
+	srv, err := NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := ServerTLS("", "", true, cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{srv: srv, url: "https://" + ln.Addr().String(), ca: filepath.Join(cfg.StateDir, "tls", "cert.pem"),
+		dir: cfg.StateDir, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- srv.Serve(ctx, ln, tc, nil, 0) }()
+	t.Cleanup(func() {
+		cancel()
+		<-h.done
+		srv.Close()
+	})
+	return h
+}
+
+func (h *harness) dial(t testing.TB, seeded bool, seed uint64) *Session {
+	t.Helper()
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: seeded, Seed: seed,
+		Logger: quietLog(), Retry: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func catalogOf(d *ratings.Dataset) Catalog {
+	return Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale}
+}
+
+// federatedCases are the methods the loopback tests run, small.
+var federatedCases = []struct {
+	name   string
+	params map[string]string
+}{
+	{"hdpmf", map[string]string{"epochs": "6"}},
+	{"dpmf", map[string]string{"epochs": "4"}},
+	{"ldp-op", map[string]string{"epochs": "6"}},
+	{"sdmf", map[string]string{"epochs": "4"}},
+}
+
+// TestLoopbackEqualsInProcess: for a fixed seed in test mode, the final V
+// and the test error over loopback equal the in-process run's, bit for
+// bit: the same server and client code with the transport swapped.
+func TestLoopbackEqualsInProcess(t *testing.T) {
+	d, spl := testData(t, 60)
+	const seed = 7
+	for _, tc := range federatedCases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, cfg := configure(t, tc.name, tc.params)
+			want, _, err := spec.Fit(context.Background(), spl.Train, cfg, seed, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := startServer(t, ServerConfig{Method: tc.name, Config: cfg, Seed: seed, TestMode: true,
+				Catalog: catalogOf(d), StateDir: t.TempDir()}, "127.0.0.1:0")
+			sess := h.dial(t, true, seed)
+			got, res := runClients(t, sess, spl.Train, seed)
+			if res == nil {
+				t.Fatal("no result")
+			}
+			if d := firstDiff(got.V, want.V); d >= 0 {
+				t.Fatalf("V[%d] = %v over loopback, %v in process", d, got.V[d], want.V[d])
+			}
+			e1, e2 := eval.Rating(got, spl.Test), eval.Rating(want, spl.Test)
+			if e1.RMSE != e2.RMSE {
+				t.Fatalf("test RMSE %v over loopback, %v in process", e1.RMSE, e2.RMSE)
+			}
+			led, err := h.srv.Ledger()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, e := range led {
+				if e.Round != k || e.Participants != e.Enrolled {
+					t.Fatalf("ledger entry %d: %+v", k, e)
+				}
+			}
+		})
+	}
+}
+
+// runClients builds the clients of train from the session's plan, runs
+// them and returns the gathered model.
+func runClients(t testing.TB, sess *Session, train *ratings.Dataset, seed uint64) (*model.Model, *method.Result) {
+	t.Helper()
+	spec, cfg, err := sess.Method()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls, err := spec.NewClients(cfg, train, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pub, err := sess.Run(ctx, cls.List)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, res, err := cls.Finish(pub.V)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, res
+}
+
+func firstDiff(a, b []float32) int {
+	if len(a) != len(b) {
+		return 0
+	}
+	for k := range a {
+		if math.Float32bits(a[k]) != math.Float32bits(b[k]) {
+			return k
+		}
+	}
+	return -1
+}
+
+// TestSeededUploadRefused: a server not in test mode refuses uploads drawn
+// from seeded streams, and a seeded client refuses such a server.
+func TestSeededUploadRefused(t *testing.T) {
+	d, _ := testData(t, 20)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir()}, "127.0.0.1:0")
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Dial(context.Background(), ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 1, Logger: quietLog()})
+	if err == nil {
+		t.Fatal("a seeded client accepted a server not in test mode")
+	}
+}
+
+// TestStateMismatch: a state directory made for one run refuses another.
+func TestStateMismatch(t *testing.T) {
+	d, _ := testData(t, 20)
+	dir := t.TempDir()
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
+	s, err := NewServer(ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: dir, Token: "x", Seed: 1, TestMode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, cfg2 := configure(t, "hdpmf", map[string]string{"epochs": "3"})
+	_, err = NewServer(ServerConfig{Method: "hdpmf", Config: cfg2, Catalog: catalogOf(d), StateDir: dir, Token: "x", Seed: 1, TestMode: true})
+	if !errors.Is(err, ErrState) {
+		t.Fatalf("err = %v, want ErrState", err)
+	}
+}

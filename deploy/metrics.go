@@ -1,0 +1,72 @@
+package deploy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the server's Prometheus metrics. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	rounds   prometheus.Counter
+	round    prometheus.Gauge
+	enrolled prometheus.Gauge
+	uploads  *prometheus.CounterVec
+	latency  prometheus.Histogram
+	eps      prometheus.Gauge
+}
+
+// NewMetrics registers the server's metrics with reg:
+//
+//	privrec_rounds_total                 rounds folded and committed
+//	privrec_round                        the round open or last opened
+//	privrec_clients_enrolled             enrolled clients
+//	privrec_uploads_total{result,reason} uploads accepted, and refused by reason
+//	privrec_round_seconds                wall time from broadcast to commit
+//	privrec_epsilon_spent                ε spent so far by the method's unit, by its claim
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		rounds:   prometheus.NewCounter(prometheus.CounterOpts{Name: "privrec_rounds_total", Help: "Rounds folded and committed."}),
+		round:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "privrec_round", Help: "The round open or last opened."}),
+		enrolled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privrec_clients_enrolled", Help: "Enrolled clients."}),
+		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privrec_uploads_total",
+			Help: "Uploads accepted, and refused by reason."}, []string{"result", "reason"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "privrec_round_seconds",
+			Help: "Wall time of a round, from broadcast to commit.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
+		eps: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privrec_epsilon_spent",
+			Help: "Largest ε spent so far by the method's protected unit, by its claim (basic composition)."}),
+	}
+	reg.MustRegister(m.rounds, m.round, m.enrolled, m.uploads, m.latency, m.eps)
+	return m
+}
+
+func (m *Metrics) accept() {
+	if m != nil {
+		m.uploads.WithLabelValues("accepted", "").Inc()
+	}
+}
+
+func (m *Metrics) reject(reason string) {
+	if m != nil {
+		m.uploads.WithLabelValues("rejected", reason).Inc()
+	}
+}
+
+func (m *Metrics) setEnrolled(n int) {
+	if m != nil {
+		m.enrolled.Set(float64(n))
+	}
+}
+
+func (m *Metrics) roundOpened(r int) {
+	if m != nil {
+		m.round.Set(float64(r))
+	}
+}
+
+func (m *Metrics) roundDone(e LedgerEntry) {
+	if m != nil {
+		m.rounds.Inc()
+		m.latency.Observe(e.Seconds)
+		m.eps.Add(e.Eps)
+	}
+}

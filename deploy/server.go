@@ -1,0 +1,738 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
+	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+)
+
+// Catalog is the public item list of a run.
+type Catalog struct {
+	ItemIDs []string
+	Titles  []string // parallel to ItemIDs, or nil
+	Scale   ratings.Scale
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Method is the registry name of the method to run; Config its typed
+	// configuration (a pointer of the type the method's New returns).
+	Method string
+	Config any
+	// Seed seeds the server's own randomness. TestMode marks a seed given
+	// for reproducible tests: only then are uploads drawn from seeded
+	// streams accepted. Without TestMode, NewServer draws Seed from
+	// crypto/rand when it is 0.
+	Seed     uint64
+	TestMode bool
+	Catalog  Catalog
+	// StateDir holds the durable state; a server restarted on the same
+	// directory resumes the run.
+	StateDir string
+	// Token is the enrolment secret.
+	Token string
+	// MinClients is the number of enrolled clients the first round waits
+	// for (at least 1); the run starts once that many are enrolled and no
+	// enrolment arrived for EnrollQuiet.
+	MinClients  int
+	EnrollQuiet time.Duration
+	// RoundTimeout is a round's deadline: after it the round closes with
+	// the uploads it has if at least MinParticipants (a fraction of the
+	// enrolled clients, in (0, 1]) answered; otherwise it is not released
+	// and waits on, one more RoundTimeout at a time.
+	RoundTimeout    time.Duration
+	MinParticipants float64
+	// MaxAbs bounds every uploaded value; MaxUploadBytes bounds a request.
+	MaxAbs         float64
+	MaxUploadBytes int
+	// Poll bounds how long GetRound waits for a new round.
+	Poll time.Duration
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics, when not nil, is updated as the run goes.
+	Metrics *Metrics
+}
+
+func (c *ServerConfig) defaults() {
+	if c.MinClients < 1 {
+		c.MinClients = 1
+	}
+	if c.EnrollQuiet <= 0 {
+		c.EnrollQuiet = 2 * time.Second
+	}
+	if c.RoundTimeout <= 0 {
+		c.RoundTimeout = time.Minute
+	}
+	if !(c.MinParticipants > 0) || c.MinParticipants > 1 {
+		c.MinParticipants = 1
+	}
+	if !(c.MaxAbs > 0) {
+		c.MaxAbs = 1e8
+	}
+	if c.Poll <= 0 {
+		c.Poll = 20 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// plan is the durable public description of a run.
+type plan struct {
+	Method      string            `json:"method"`
+	Config      map[string]string `json:"config"`
+	Seed        uint64            `json:"seed"`
+	TestMode    bool              `json:"test_mode"`
+	ItemIDs     []string          `json:"item_ids"`
+	Titles      []string          `json:"titles,omitempty"`
+	Scale       ratings.Scale     `json:"scale"`
+	Aggregation string            `json:"aggregation"`
+	Started     bool              `json:"started"`
+}
+
+// Server is the network side of a run: it holds the method's server (the
+// public item factors and nothing else), serves the federation protocol
+// over Connect (Handler), and is the protocol.Transport its round loop
+// (Run) exchanges broadcasts and uploads over.
+type Server struct {
+	federationv1connect.UnimplementedFederationServiceHandler
+
+	cfg  ServerConfig
+	spec method.Spec
+	log  *slog.Logger
+	st   *store
+	plan *plan
+	srv  protocol.Stateful
+	met  *Metrics
+	tok  [32]byte
+	boot string // this incarnation's id, fresh at every start
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every state change
+	state    fedv1.RunState
+	enrolled map[uint32][32]byte
+	lastEnr  time.Time
+	slots    map[uint32]int // client id → position in the upload order
+	order    []uint32       // client ids in upload order
+	// The open round.
+	open     bool
+	round    int
+	closed   int // the last round whose uploads were collected, -1 for none
+	bc       *protocol.Broadcast
+	wire     *fedv1.Broadcast
+	ups      []*protocol.Upload
+	answered []bool
+	nAnswer  int
+	all      chan struct{} // closed when every client answered
+	rejected map[string]int
+	model    []byte
+}
+
+// NewServer opens the state directory and builds the method's server,
+// restored from the last committed round when the directory holds one.
+// A directory created for another method, configuration or catalog is an
+// error.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	cfg.defaults()
+	spec, err := method.Lookup(cfg.Method)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Federated == nil {
+		return nil, fmt.Errorf("deploy: method %s has no client/server protocol", cfg.Method)
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("deploy: no enrolment token")
+	}
+	if !cfg.TestMode && cfg.Seed == 0 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		cfg.Seed = uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	}
+	st, err := openStore(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	var boot [9]byte
+	if _, err := rand.Read(boot[:]); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, spec: spec, log: cfg.Logger, st: st, met: cfg.Metrics, tok: hashToken(cfg.Token),
+		boot: base64.RawURLEncoding.EncodeToString(boot[:]), changed: make(chan struct{}), state: fedv1.RunState_RUN_STATE_ENROLLING}
+	if err := s.restore(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// restore reconciles the stored plan with the configuration and loads the
+// enrolment and the method server's last snapshot.
+func (s *Server) restore() error {
+	agg := "none"
+	if s.spec.Federated.SecureSum(s.cfg.Config) {
+		agg = "sum"
+	}
+	want := &plan{
+		Method: s.cfg.Method, Config: s.spec.Text(s.cfg.Config), Seed: s.cfg.Seed, TestMode: s.cfg.TestMode,
+		ItemIDs: s.cfg.Catalog.ItemIDs, Titles: s.cfg.Catalog.Titles, Scale: s.cfg.Catalog.Scale, Aggregation: agg,
+	}
+	have, err := s.st.plan()
+	if err != nil {
+		return err
+	}
+	if have == nil {
+		if err := s.st.putPlan(want); err != nil {
+			return err
+		}
+		have = want
+	} else if d := planDiff(have, want); d != "" {
+		return fmt.Errorf("%w: %s was created for another run (%s); use a new --state directory", ErrState, s.cfg.StateDir, d)
+	}
+	s.plan = have
+	cfg, err := s.spec.Configure(have.Config)
+	if err != nil {
+		return fmt.Errorf("%w: stored config: %w", ErrState, err)
+	}
+	s.cfg.Config = cfg
+	if s.srv, err = s.spec.NewServer(cfg, len(have.ItemIDs), have.Scale, have.Seed); err != nil {
+		return err
+	}
+	if s.enrolled, err = s.st.enrolled(); err != nil {
+		return err
+	}
+	cp, err := s.st.checkpoint()
+	if err != nil {
+		return err
+	}
+	if cp.Snapshot != nil {
+		if err := s.srv.UnmarshalBinary(cp.Snapshot); err != nil {
+			return fmt.Errorf("%w: server snapshot: %w", ErrState, err)
+		}
+		if s.srv.Round() != cp.Round {
+			return fmt.Errorf("%w: snapshot is at round %d, the checkpoint at %d", ErrState, s.srv.Round(), cp.Round)
+		}
+	}
+	s.round, s.closed = cp.Round, cp.Round-1
+	s.model = cp.Model
+	switch {
+	case cp.Model != nil:
+		s.state = fedv1.RunState_RUN_STATE_DONE
+	case have.Started:
+		s.state = fedv1.RunState_RUN_STATE_RUNNING
+	}
+	s.met.setEnrolled(len(s.enrolled))
+	return nil
+}
+
+// planDiff names the first difference between the stored plan and the
+// requested one, "" when they agree.
+func planDiff(have, want *plan) string {
+	switch {
+	case have.Method != want.Method:
+		return "method " + have.Method
+	case !maps_equal(have.Config, want.Config):
+		return fmt.Sprintf("config %v", have.Config)
+	case have.TestMode != want.TestMode || (have.TestMode && have.Seed != want.Seed):
+		return fmt.Sprintf("test mode %v, seed %d", have.TestMode, have.Seed)
+	case !slices.Equal(have.ItemIDs, want.ItemIDs):
+		return fmt.Sprintf("a catalog of %d items", len(have.ItemIDs))
+	case have.Scale != want.Scale:
+		return fmt.Sprintf("scale %v", have.Scale)
+	}
+	return ""
+}
+
+func maps_equal(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Close closes the state store.
+func (s *Server) Close() error { return s.st.Close() }
+
+// Handler returns the HTTP handler of the federation service.
+func (s *Server) Handler() (string, http.Handler) {
+	opts := []connect.HandlerOption{}
+	if s.cfg.MaxUploadBytes > 0 {
+		opts = append(opts, connect.WithReadMaxBytes(s.cfg.MaxUploadBytes))
+	}
+	return federationv1connect.NewFederationServiceHandler(s, opts...)
+}
+
+// notify wakes every waiter; s.mu must be held.
+func (s *Server) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Ledger returns the ledger of folded rounds.
+func (s *Server) Ledger() ([]LedgerEntry, error) { return s.st.ledger() }
+
+// Model returns the published final model file, nil before the run is
+// done.
+func (s *Server) Model() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.model
+}
+
+// Run waits for enrolment, then runs the method's rounds until it is done,
+// committing the state at every round boundary, and publishes the final
+// model. It returns ctx's error when ctx ends first: the open round is
+// abandoned and a restart resumes from the last committed one.
+func (s *Server) Run(ctx context.Context) error {
+	if s.Model() != nil {
+		s.log.Info("run already done", "rounds", s.round)
+		return nil
+	}
+	if err := s.waitEnrolment(ctx); err != nil {
+		return err
+	}
+	var tr protocol.Transport = (*transport)(s)
+	if s.plan.Aggregation == "sum" {
+		tr = protocol.NewSecureSum(tr)
+	}
+	start := time.Now()
+	opt := protocol.RunOptions{StartRound: s.srv.Round(), OnRound: func(info protocol.RoundInfo) error {
+		return s.fold(info, time.Since(start))
+	}}
+	if err := protocol.RunTransport(ctx, s.srv, tr, opt); err != nil {
+		s.mu.Lock()
+		s.open = false
+		s.notify()
+		s.mu.Unlock()
+		return err
+	}
+	return s.publish()
+}
+
+// waitEnrolment returns once enough clients enrolled and enrolment was
+// quiet for a while, and closes enrolment.
+func (s *Server) waitEnrolment(ctx context.Context) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		started := s.state == fedv1.RunState_RUN_STATE_RUNNING
+		ready := len(s.enrolled) >= s.cfg.MinClients && time.Since(s.lastEnr) >= s.cfg.EnrollQuiet
+		if ready && !started {
+			s.plan.Started = true
+			if err := s.st.putPlan(s.plan); err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			s.state = fedv1.RunState_RUN_STATE_RUNNING
+			started = true
+			s.log.Info("enrolment closed; run starts", "clients", len(s.enrolled))
+		}
+		if started {
+			s.order = slices.Sorted(mapsKeys(s.enrolled))
+			s.slots = make(map[uint32]int, len(s.order))
+			for k, id := range s.order {
+				s.slots[id] = k
+			}
+			s.notify()
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// fold commits the round just aggregated: the server's snapshot, the
+// ledger entry and the ids of the folded uploads, in one transaction.
+func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
+	snap, err := s.srv.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("deploy: snapshot after round %d: %w", info.Round, err)
+	}
+	s.mu.Lock()
+	var folded []uint32
+	for k, ok := range s.answered {
+		if ok {
+			folded = append(folded, s.order[k])
+		}
+	}
+	e := LedgerEntry{
+		Round: info.Round, Phase: info.Phase, Enrolled: len(s.order), Participants: s.nAnswer,
+		Rejected: s.rejected, Seconds: info.Elapsed.Seconds(), Time: time.Now().UTC(),
+	}
+	for _, u := range s.ups {
+		if u != nil {
+			e.Uploads++
+		}
+	}
+	s.mu.Unlock()
+	if err := s.st.commit(e, snap, folded); err != nil {
+		return fmt.Errorf("deploy: commit round %d: %w", info.Round, err)
+	}
+	s.met.roundDone(e)
+	s.log.Info("round folded", "round", e.Round, "phase", e.Phase, "participants", e.Participants,
+		"enrolled", e.Enrolled, "uploads", e.Uploads, "seconds", e.Seconds)
+	return nil
+}
+
+// publish builds the final model from the server's V and the public
+// catalog, stores it and announces the end of the run.
+func (s *Server) publish() error {
+	v, dim := s.srv.Factors()
+	m := &model.Model{
+		Dim: dim, NumItems: len(s.plan.ItemIDs), V: slices.Clone(v),
+		Default: (s.plan.Scale.Min + s.plan.Scale.Max) / 2, Scale: s.plan.Scale,
+		ItemIDs: s.plan.ItemIDs, ItemTitles: s.plan.Titles,
+		Method: s.cfg.Method, Config: method.JSON(s.spec.Fields(s.cfg.Config)), Privacy: s.spec.Claim,
+	}
+	var buf bytes.Buffer
+	if _, err := m.WriteTo(&buf); err != nil {
+		return fmt.Errorf("deploy: final model: %w", err)
+	}
+	if err := s.st.publish(buf.Bytes()); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.model = buf.Bytes()
+	s.state = fedv1.RunState_RUN_STATE_DONE
+	s.notify()
+	s.mu.Unlock()
+	s.log.Info("run done; model published", "bytes", buf.Len())
+	return nil
+}
+
+// transport is the Server seen as a protocol.Transport.
+type transport Server
+
+func (t *transport) NumClients() int { return len(t.order) }
+func (t *transport) Close() error    { return nil }
+
+// Exchange opens round b, waits until every enrolled client answered or
+// the deadline passed with enough answers, and returns the uploads in
+// client order.
+func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*protocol.Upload, error) {
+	s := (*Server)(t)
+	w := toWireBroadcast(b)
+	w.V, w.Aux = slices.Clone(w.V), slices.Clone(w.Aux) // the method may change them after the round
+	s.mu.Lock()
+	n := len(s.order)
+	s.round, s.bc, s.wire, s.open = b.Round, b, w, true
+	s.ups = make([]*protocol.Upload, n)
+	s.answered = make([]bool, n)
+	s.nAnswer = 0
+	s.rejected = map[string]int{}
+	all := make(chan struct{})
+	s.all = all
+	s.notify()
+	s.mu.Unlock()
+	s.met.roundOpened(b.Round)
+
+	timer := time.NewTimer(s.cfg.RoundTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-all:
+		case <-timer.C:
+			s.mu.Lock()
+			got := s.nAnswer
+			s.mu.Unlock()
+			if float64(got) < s.cfg.MinParticipants*float64(n) {
+				s.log.Warn("round below its minimum at the deadline: not released, waiting on",
+					"round", b.Round, "answered", got, "enrolled", n, "min_fraction", s.cfg.MinParticipants)
+				timer.Reset(s.cfg.RoundTimeout)
+				continue
+			}
+		}
+		break
+	}
+	s.mu.Lock()
+	s.open, s.closed = false, b.Round
+	ups := s.ups
+	s.mu.Unlock()
+	return ups, nil
+}
+
+// Hello returns the public plan.
+func (s *Server) Hello(ctx context.Context, _ *connect.Request[fedv1.HelloRequest]) (*connect.Response[fedv1.HelloResponse], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.plan
+	return connect.NewResponse(&fedv1.HelloResponse{
+		Method: p.Method, Config: p.Config, TestMode: p.TestMode, State: s.state, Round: int32(s.round),
+		Catalog:     &fedv1.Catalog{ItemIds: p.ItemIDs, Titles: p.Titles},
+		Scale:       &fedv1.Scale{Min: float64(p.Scale.Min), Max: float64(p.Scale.Max), Step: float64(p.Scale.Step)},
+		Aggregation: p.Aggregation,
+	}), nil
+}
+
+// maxEnrol bounds the clients one Enroll call may create.
+const maxEnrol = 100000
+
+// Enroll checks the token and issues one credential per requested client.
+func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRequest]) (*connect.Response[fedv1.EnrollResponse], error) {
+	if !sameHash(hashToken(req.Msg.GetToken()), s.tok) {
+		s.met.reject("enrol-token")
+		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("wrong enrolment token"))
+	}
+	ids := req.Msg.GetClientIds()
+	if len(ids) > maxEnrol {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d clients in one call; at most %d", len(ids), maxEnrol))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != fedv1.RunState_RUN_STATE_ENROLLING {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("enrolment is closed: the run has started"))
+	}
+	if len(ids) == 0 {
+		next := uint32(0)
+		for id := range s.enrolled {
+			next = max(next, id+1)
+		}
+		ids = []uint32{next}
+	}
+	seen := map[uint32]bool{}
+	for _, id := range ids {
+		if _, taken := s.enrolled[id]; taken || seen[id] {
+			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("client id %d is already enrolled", id))
+		}
+		seen[id] = true
+	}
+	creds := make([]*fedv1.Credential, len(ids))
+	hashes := make([][32]byte, len(ids))
+	for k, id := range ids {
+		var secret [24]byte
+		if _, err := rand.Read(secret[:]); err != nil {
+			return nil, connect.NewError(connect.CodeInternal, err)
+		}
+		sec := base64.RawURLEncoding.EncodeToString(secret[:])
+		hashes[k] = hashToken(sec)
+		creds[k] = &fedv1.Credential{ClientId: id, Token: strconv.FormatUint(uint64(id), 10) + "." + sec}
+	}
+	if err := s.st.enrol(ids, hashes); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	for k, id := range ids {
+		s.enrolled[id] = hashes[k]
+	}
+	s.lastEnr = time.Now()
+	s.met.setEnrolled(len(s.enrolled))
+	return connect.NewResponse(&fedv1.EnrollResponse{Credentials: creds}), nil
+}
+
+// authenticate returns the client id of the request's bearer credential.
+func (s *Server) authenticate(h http.Header) (uint32, error) {
+	cred, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
+	if !ok {
+		return 0, connect.NewError(connect.CodeUnauthenticated, errors.New("no bearer credential"))
+	}
+	idText, secret, ok := strings.Cut(cred, ".")
+	id, err := strconv.ParseUint(idText, 10, 32)
+	if !ok || err != nil {
+		return 0, connect.NewError(connect.CodeUnauthenticated, errors.New("malformed credential"))
+	}
+	s.mu.Lock()
+	want, enrolled := s.enrolled[uint32(id)]
+	s.mu.Unlock()
+	if !enrolled || !sameHash(hashToken(secret), want) {
+		return 0, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown credential"))
+	}
+	return uint32(id), nil
+}
+
+// GetRound returns the open round at once when it is later than after or
+// the caller saw round after from another incarnation of the server, and
+// otherwise waits, up to Poll, for the next change.
+func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRoundRequest]) (*connect.Response[fedv1.GetRoundResponse], error) {
+	if _, err := s.authenticate(req.Header()); err != nil {
+		s.met.reject("auth")
+		return nil, err
+	}
+	after, boot := int(req.Msg.GetAfter()), req.Msg.GetBoot()
+	wait := time.NewTimer(s.cfg.Poll)
+	defer wait.Stop()
+	for {
+		s.mu.Lock()
+		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot}
+		ready := s.state == fedv1.RunState_RUN_STATE_DONE
+		if s.open && (s.round > after || boot != s.boot) {
+			resp.Broadcast, ready = s.wire, true
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if ready {
+			return connect.NewResponse(resp), nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+		case <-wait.C:
+			return connect.NewResponse(resp), nil
+		case <-ch:
+		}
+	}
+}
+
+// rejectErr counts a refused upload by reason and returns its error.
+func (s *Server) rejectErr(code connect.Code, reason, format string, a ...any) error {
+	s.met.reject(reason)
+	s.mu.Lock()
+	if s.rejected != nil {
+		s.rejected[reason]++
+	}
+	s.mu.Unlock()
+	return connect.NewError(code, fmt.Errorf("upload refused (%s): %s", reason, fmt.Sprintf(format, a...)))
+}
+
+// Upload checks one client's answer to the open round and keeps it for
+// the round's aggregation. A refused upload changes nothing.
+func (s *Server) Upload(ctx context.Context, req *connect.Request[fedv1.UploadRequest]) (*connect.Response[fedv1.UploadResponse], error) {
+	id, err := s.authenticate(req.Header())
+	if err != nil {
+		s.met.reject("auth")
+		return nil, err
+	}
+	msg := req.Msg
+	if msg.GetMeta().GetSeeded() && !s.plan.TestMode {
+		return nil, s.rejectErr(connect.CodePermissionDenied, "seeded", "drawn from seeded streams, and this server is not in test mode")
+	}
+	if msg.GetMasked() != nil {
+		return nil, s.rejectErr(connect.CodeUnimplemented, "masked", "this server does not run secure aggregation")
+	}
+	s.mu.Lock()
+	open, round, closed, b := s.open, s.round, s.closed, s.bc
+	k, member := s.slots[id]
+	s.mu.Unlock()
+	switch r := int(msg.GetRound()); {
+	case int(msg.GetRound()) <= closed:
+		return nil, s.rejectErr(connect.CodeFailedPrecondition, "late", "round %d is closed", r)
+	case !member:
+		return nil, s.rejectErr(connect.CodePermissionDenied, "not-member", "client %d is not part of this run", id)
+	case r > round || !open:
+		// Not an error of the client's: the round opens later (or again,
+		// after a restart). Retry.
+		return nil, s.rejectErr(connect.CodeUnavailable, "early", "round %d is not open yet", r)
+	}
+	u := fromWireUpload(int(id), msg)
+	if reason, err := s.check(b, u); err != nil {
+		return nil, s.rejectErr(connect.CodeInvalidArgument, reason, "%v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.open || s.round != round {
+		s.met.reject("late")
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("upload refused (late): round %d closed", round))
+	}
+	if s.answered[k] {
+		s.met.reject("duplicate")
+		s.rejected["duplicate"]++
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("upload refused (duplicate): client %d already answered round %d", id, round))
+	}
+	s.ups[k], s.answered[k] = u, true
+	s.nAnswer++
+	if s.nAnswer == len(s.order) {
+		close(s.all)
+	}
+	s.met.accept()
+	return connect.NewResponse(&fedv1.UploadResponse{}), nil
+}
+
+// check validates u (nil: an empty answer) against broadcast b and the
+// server's bounds, returning the reason of a refusal.
+func (s *Server) check(b *protocol.Broadcast, u *protocol.Upload) (string, error) {
+	if u == nil {
+		return "", nil
+	}
+	if err := u.Validate(b); err != nil {
+		return "shape", err
+	}
+	if b.Phase == protocol.PhaseSetup && u.Values != nil {
+		return "shape", fmt.Errorf("values in a setup round")
+	}
+	if b.Phase == protocol.PhaseFinal {
+		return "shape", fmt.Errorf("an upload in the final round")
+	}
+	seen := make(map[int32]struct{}, len(u.Items))
+	for _, i := range u.Items {
+		if _, dup := seen[i]; dup {
+			return "shape", fmt.Errorf("item %d named twice", i)
+		}
+		seen[i] = struct{}{}
+	}
+	for k, c := range u.Counts {
+		if c < 0 || c > 1 {
+			return "range", fmt.Errorf("count %d of item %d: one client counts 0 or 1 per item", c, u.Items[k])
+		}
+	}
+	lim := s.cfg.MaxAbs
+	for k, v := range u.Values {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return "non-finite", fmt.Errorf("value %d is %v", k, v)
+		}
+		if math.Abs(float64(v)) > lim {
+			return "range", fmt.Errorf("value %d = %g outside ±%g", k, v, lim)
+		}
+	}
+	for k, v := range u.Scalars {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return "non-finite", fmt.Errorf("scalar %d is %v", k, v)
+		}
+	}
+	return "", nil
+}
+
+// GetModel returns the final model once the run is done.
+func (s *Server) GetModel(ctx context.Context, req *connect.Request[fedv1.GetModelRequest]) (*connect.Response[fedv1.GetModelResponse], error) {
+	if _, err := s.authenticate(req.Header()); err != nil {
+		return nil, err
+	}
+	m := s.Model()
+	if m == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("the run is not done"))
+	}
+	return connect.NewResponse(&fedv1.GetModelResponse{Model: m}), nil
+}

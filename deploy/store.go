@@ -1,0 +1,229 @@
+package deploy
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrState is wrapped by errors about a state directory that does not
+// belong to this run or is damaged.
+var ErrState = errors.New("deploy: bad server state")
+
+var (
+	bucketMeta   = []byte("meta")
+	bucketEnrol  = []byte("enrol")
+	bucketState  = []byte("state")
+	bucketLedger = []byte("ledger")
+	bucketFolded = []byte("folded")
+
+	keyPlan   = []byte("plan")
+	keyRound  = []byte("round")
+	keyServer = []byte("server")
+	keyModel  = []byte("model")
+)
+
+// store is the server's durable state in a bbolt file: the run's plan,
+// the enrolled clients, the method server's snapshot at the last round
+// boundary with its round number, the ledger of released rounds, the ids
+// of the uploads folded in each round, and the final model. Every write is
+// one transaction, fsynced before it returns.
+type store struct {
+	db *bolt.DB
+}
+
+// openStore opens (creating) DIR/state.db.
+func openStore(dir string) (*store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("deploy: state directory: %w", err)
+	}
+	path := filepath.Join(dir, "state.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("deploy: open %s: %w (is another server using this state directory?)", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketEnrol, bucketState, bucketLedger, bucketFolded} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("deploy: init %s: %w", path, err)
+	}
+	return &store{db: db}, nil
+}
+
+func (s *store) Close() error { return s.db.Close() }
+
+// plan returns the stored plan, or nil when the state is new.
+func (s *store) plan() (*plan, error) {
+	var p *plan
+	err := s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketMeta).Get(keyPlan)
+		if raw == nil {
+			return nil
+		}
+		p = new(plan)
+		if err := json.Unmarshal(raw, p); err != nil {
+			return fmt.Errorf("%w: plan: %w", ErrState, err)
+		}
+		return nil
+	})
+	return p, err
+}
+
+func (s *store) putPlan(p *plan) error {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyPlan, raw) })
+}
+
+func u32key(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+
+// enrol stores the credential hashes of new clients in one transaction.
+// It fails, storing nothing, when an id is taken.
+func (s *store) enrol(ids []uint32, hashes [][32]byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEnrol)
+		for k, id := range ids {
+			if b.Get(u32key(id)) != nil {
+				return fmt.Errorf("%w: client %d", errTaken, id)
+			}
+			if err := b.Put(u32key(id), hashes[k][:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+var errTaken = errors.New("client id already enrolled")
+
+// enrolled returns every enrolled client's credential hash.
+func (s *store) enrolled() (map[uint32][32]byte, error) {
+	out := map[uint32][32]byte{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEnrol).ForEach(func(k, v []byte) error {
+			if len(k) != 4 || len(v) != 32 {
+				return fmt.Errorf("%w: enrolment record of %d/%d bytes", ErrState, len(k), len(v))
+			}
+			out[binary.BigEndian.Uint32(k)] = [32]byte(v)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// checkpoint is what the store holds of the round loop.
+type checkpoint struct {
+	Round    int    // next round to broadcast
+	Snapshot []byte // the method server's state, nil before the first commit
+	Model    []byte // the final model, nil until the run is done
+}
+
+func (s *store) checkpoint() (checkpoint, error) {
+	var c checkpoint
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketState)
+		if r := b.Get(keyRound); r != nil {
+			if len(r) != 8 {
+				return fmt.Errorf("%w: round record of %d bytes", ErrState, len(r))
+			}
+			c.Round = int(binary.BigEndian.Uint64(r))
+		}
+		c.Snapshot = clone(b.Get(keyServer))
+		c.Model = clone(b.Get(keyModel))
+		return nil
+	})
+	return c, err
+}
+
+// LedgerEntry is the record of one folded round.
+type LedgerEntry struct {
+	Round int    `json:"round"`
+	Phase string `json:"phase"`
+	// Enrolled and Participants count the clients asked and the clients
+	// that answered (an empty answer counts).
+	Enrolled     int `json:"enrolled"`
+	Participants int `json:"participants"`
+	// Uploads counts the non-empty uploads folded.
+	Uploads int `json:"uploads"`
+	// Rejected counts the refused uploads of the round by reason.
+	Rejected map[string]int `json:"rejected,omitempty"`
+	// Eps is the ε the round spends for the method's protected unit, by
+	// its claim (0 for a round that releases nothing private).
+	Eps     float64   `json:"eps"`
+	Seconds float64   `json:"seconds"`
+	Time    time.Time `json:"time"`
+}
+
+// commit stores, in one transaction, the method server's state after
+// round e.Round, the ledger entry, and the ids of the uploads folded.
+func (s *store) commit(e LedgerEntry, snapshot []byte, folded []uint32) error {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	ids := make([]byte, 0, 4*len(folded))
+	for _, id := range folded {
+		ids = binary.BigEndian.AppendUint32(ids, id)
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		key := u32key(uint32(e.Round))
+		if tx.Bucket(bucketLedger).Get(key) != nil {
+			return fmt.Errorf("%w: round %d is already in the ledger", ErrState, e.Round)
+		}
+		st := tx.Bucket(bucketState)
+		if err := st.Put(keyRound, binary.BigEndian.AppendUint64(nil, uint64(e.Round+1))); err != nil {
+			return err
+		}
+		if err := st.Put(keyServer, snapshot); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketLedger).Put(key, raw); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketFolded).Put(key, ids)
+	})
+}
+
+// publish stores the final model.
+func (s *store) publish(model []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketState).Put(keyModel, model) })
+}
+
+// Ledger returns the ledger in round order.
+func (s *store) ledger() ([]LedgerEntry, error) {
+	var out []LedgerEntry
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLedger).ForEach(func(k, v []byte) error {
+			var e LedgerEntry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("%w: ledger: %w", ErrState, err)
+			}
+			out = append(out, e)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// hashToken returns the stored form of a credential secret.
+func hashToken(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
+
+// sameHash compares hashes in constant time.
+func sameHash(a, b [32]byte) bool { return subtle.ConstantTimeCompare(a[:], b[:]) == 1 }
