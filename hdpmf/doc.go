@@ -35,6 +35,12 @@
 // (the others) clamped to the rating scale, and the middle of the scale
 // for a user without training ratings.
 //
+// Train builds the two halves apart, as a deployment does: NewServer from
+// public information only (the config, the catalog size, the scale, the
+// item weights γ drawn from the public specification), NewClients from
+// the users' ratings (with the noise calibration and the accountant of
+// their spending); Clients.Model gathers the model from a final V.
+//
 // # Step size
 //
 // The paper steps by η times the summed gradient. Summed over thousands

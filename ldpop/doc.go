@@ -105,6 +105,17 @@
 // PerRound, Decay and Refit are the documented knobs that make V learn;
 // each pass over V then costs ε·√d again.
 //
+// # Deployment
+//
+// NewServer builds the server from public information only (the config,
+// the catalog size, the scale's maximum, its seed); it averages the
+// uploads over the clients that announce themselves in the setup round
+// (an upload with Scalars {1}, summed under secure aggregation).
+// NewClients builds the clients from the users' ratings; they split the
+// noise among the users of the data they were given, and keep their own
+// copy of the ε accounting from the positions the broadcasts name, which
+// Clients.Report reports. Train runs the two over protocol.Run.
+//
 // # Privacy, honestly
 //
 // Protected unit: one rating, its value and its existence; trusted:

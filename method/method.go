@@ -22,6 +22,13 @@
 // (Spec.Set): a name the method does not have, or a value that does not
 // parse as the field's type, is an error naming the field.
 //
+// A method that runs on the client/server protocol (package protocol) has
+// Spec.Federated: its server and its clients built apart, the server from
+// public information only, the clients from their users' ratings, for a
+// deployment in different processes. Spec.NewServer and Spec.NewClients
+// build them with Fit's scale handling; run over protocol.Run with the
+// same seed they give Fit's model bit for bit.
+//
 // Every method trains on ratings mapped from the data's declared scale
 // onto Internal (1..5), so its defaults mean the same on any scale; a
 // private method refuses a scale read off the ratings. Spec.Limits says

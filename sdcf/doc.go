@@ -93,6 +93,15 @@
 //     ≤ 4 spread over h_i ≈ 85 ratings), q* ≈ p* and ε_I hardly changes
 //     what is sent, as the paper observes.
 //
+// # Deployment
+//
+// NewServer builds the server from public information only (the config,
+// the catalog size, its seed: the initial V and, with Lambda 0, Λ_v, which
+// it broadcasts in Params "lambda-v/d"); NewClients builds the devices
+// from the users' ratings (initial u_i, Λ_u, PRR secrets from their seed)
+// and charges the ε ledger for their own uploads. Train runs the two over
+// protocol.Run.
+//
 // # Defaults beyond MovieLens
 //
 // On Yelp (12 ratings per user over 14,284 items) every SGLD method at its
