@@ -45,10 +45,10 @@ type ClientConfig struct {
 	// and server restarts; <= 0 means 10 minutes.
 	Retry  time.Duration
 	Logger *slog.Logger
-	// Dropout simulates devices that go offline: each round each client
-	// independently sits the round out (computes and sends nothing) with
-	// this probability, drawn from the clients' streams. For tests and
-	// load tests.
+	// Dropout simulates devices that go offline: each training round each
+	// client independently sits the round out (computes and sends nothing)
+	// with this probability. Every client answers the setup round, where
+	// the server counts who takes part. For tests and load tests.
 	Dropout float64
 }
 
@@ -117,10 +117,12 @@ func (s *Session) Catalog() Catalog {
 }
 
 // retryable reports whether err may pass by itself: the network, a
-// server restarting, a round not open yet.
+// server restarting, a round not open yet. (A connection reset by a
+// dying server reads as canceled; retry only checks it while the
+// caller's context is live.)
 func retryable(err error) bool {
 	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeUnknown,
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeUnknown, connect.CodeCanceled,
 		connect.CodeAborted, connect.CodeResourceExhausted, connect.CodeInternal:
 		return true
 	}
@@ -257,7 +259,7 @@ func (s *Session) answer(ctx context.Context, b *protocol.Broadcast, clients []p
 		r := rand.New(src)
 		for k := lo; k < hi; k++ {
 			c := clients[k]
-			if s.dropped(c.ID(), b.Round) {
+			if b.Phase != protocol.PhaseSetup && s.dropped(c.ID(), b.Round) {
 				cache[k] = nil
 				continue
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -254,7 +255,7 @@ func planDiff(have, want *plan) string {
 	switch {
 	case have.Method != want.Method:
 		return "method " + have.Method
-	case !maps_equal(have.Config, want.Config):
+	case !maps.Equal(have.Config, want.Config):
 		return fmt.Sprintf("config %v", have.Config)
 	case have.TestMode != want.TestMode || (have.TestMode && have.Seed != want.Seed):
 		return fmt.Sprintf("test mode %v, seed %d", have.TestMode, have.Seed)
@@ -264,18 +265,6 @@ func planDiff(have, want *plan) string {
 		return fmt.Sprintf("scale %v", have.Scale)
 	}
 	return ""
-}
-
-func maps_equal(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Close closes the state store.
@@ -357,7 +346,7 @@ func (s *Server) waitEnrolment(ctx context.Context) error {
 			s.log.Info("enrolment closed; run starts", "clients", len(s.enrolled))
 		}
 		if started {
-			s.order = slices.Sorted(mapsKeys(s.enrolled))
+			s.order = slices.Sorted(maps.Keys(s.enrolled))
 			s.slots = make(map[uint32]int, len(s.order))
 			for k, id := range s.order {
 				s.slots[id] = k
@@ -371,16 +360,6 @@ func (s *Server) waitEnrolment(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-		}
-	}
-}
-
-func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
 		}
 	}
 }
@@ -401,7 +380,7 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 	}
 	e := LedgerEntry{
 		Round: info.Round, Phase: info.Phase, Enrolled: len(s.order), Participants: s.nAnswer,
-		Rejected: s.rejected, Seconds: info.Elapsed.Seconds(), Time: time.Now().UTC(),
+		Rejected: maps.Clone(s.rejected), Seconds: info.Elapsed.Seconds(), Time: time.Now().UTC(),
 	}
 	for _, u := range s.ups {
 		if u != nil {

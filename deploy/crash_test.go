@@ -1,0 +1,205 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// childEnv names the environment variable that turns the test binary
+// into a server process for TestKill9Resume.
+const childEnv = "PRIVREC_DEPLOY_CHILD"
+
+// childSpec is what the child server runs.
+type childSpec struct {
+	Method string            `json:"method"`
+	Params map[string]string `json:"params"`
+	Users  int               `json:"users"`
+	Seed   uint64            `json:"seed"`
+	State  string            `json:"state"`
+	Addr   string            `json:"addr"`
+}
+
+func TestMain(m *testing.M) {
+	if raw := os.Getenv(childEnv); raw != "" {
+		os.Exit(runChild(raw))
+	}
+	os.Exit(m.Run())
+}
+
+// runChild serves a run until killed.
+func runChild(raw string) int {
+	var c childSpec
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	t := &testing.T{}
+	d, _ := testData(t, c.Users)
+	_, cfg := configure(t, c.Method, c.Params)
+	srv, err := NewServer(ServerConfig{Method: c.Method, Config: cfg, Seed: c.Seed, TestMode: true, Catalog: catalogOf(d),
+		StateDir: c.State, Token: testToken, EnrollQuiet: 100 * time.Millisecond, Logger: quietLog()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	tc, err := ServerTLS("", "", true, c.State)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var ln net.Listener
+	for try := 0; ; try++ { // the previous incarnation's port may linger
+		if ln, err = net.Listen("tcp", c.Addr); err == nil || try == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if err := srv.Serve(context.Background(), ln, tc, nil, 0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestKill9Resume kills the server process with SIGKILL at random moments
+// of a run and restarts it on the same state: the clients retry across
+// the restarts, the run finishes, the final V equals the uninterrupted
+// in-process run's bit for bit, and the ledger holds each round once.
+// (The README's crash test does the same at 100 points with the privrec
+// binary.)
+func TestKill9Resume(t *testing.T) {
+	const seed, users, kills = 5, 60, 6
+	params := map[string]string{"epochs": "30"}
+	_, spl := testData(t, users)
+	spec, cfg := configure(t, "hdpmf", params)
+	want, _, err := spec.Fit(context.Background(), spl.Train, cfg, seed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	spec2 := childSpec{Method: "hdpmf", Params: params, Users: users, Seed: seed, State: state, Addr: freeAddr(t)}
+	raw, _ := json.Marshal(spec2)
+	start := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	child := start()
+	defer func() { child.Process.Kill(); child.Wait() }()
+	ca := filepath.Join(state, "tls", "cert.pem")
+	for k := 0; ; k++ {
+		if _, err := os.Stat(ca); err == nil {
+			break
+		}
+		if k == 100 {
+			t.Fatal("the child server made no certificate")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h := &harness{url: "https://" + spec2.Addr, ca: ca}
+	sess := h.dial(t, true, seed)
+	type result struct {
+		v   []float32
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		spec, cfg, err := sess.Method()
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		cls, err := spec.NewClients(cfg, spl.Train, seed)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		pub, err := sess.Run(ctx, cls.List)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		m, _, err := cls.Finish(pub.V)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{v: m.V}
+	}()
+	r := rand.New(rand.NewPCG(seed, 1))
+	var got result
+	killed := 0
+loop:
+	for killed < kills {
+		select {
+		case got = <-done:
+			break loop
+		case <-time.After(time.Duration(100+r.IntN(500)) * time.Millisecond):
+		}
+		child.Process.Signal(syscall.SIGKILL)
+		child.Wait()
+		killed++
+		child = start()
+	}
+	if got.v == nil && got.err == nil {
+		got = <-done
+	}
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if killed < 2 {
+		t.Fatalf("the run ended after %d kills; the test needs it to span several", killed)
+	}
+	if k := firstDiff(got.v, want.V); k >= 0 {
+		t.Fatalf("after %d kills, V[%d] = %v, uninterrupted %v", killed, k, got.v[k], want.V[k])
+	}
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	st, err := openStore(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	led, err := st.ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(led) != 32 { // setup, 30 training rounds, final
+		t.Fatalf("the ledger holds %d rounds, want 32", len(led))
+	}
+	for k, e := range led {
+		if e.Round != k || e.Participants != e.Enrolled {
+			t.Fatalf("ledger entry %d: %+v", k, e)
+		}
+	}
+	t.Logf("%d kills; V bit-identical; ledger: %d rounds, each once", killed, len(led))
+}
