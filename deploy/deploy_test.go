@@ -179,6 +179,9 @@ func TestLoopbackEqualsInProcess(t *testing.T) {
 				if e.Round != k || e.Participants != e.Enrolled {
 					t.Fatalf("ledger entry %d: %+v", k, e)
 				}
+				if e.Phase == "train" && e.Coverage != 0 && e.Coverage != 1 {
+					t.Fatalf("round %d: noise coverage %v with every client answering", k, e.Coverage)
+				}
 			}
 		})
 	}

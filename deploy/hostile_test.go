@@ -185,6 +185,10 @@ func TestHostileClientsAndDropouts(t *testing.T) {
 		if e.Phase == "train" && float64(e.Participants) > 0.85*float64(e.Enrolled) {
 			t.Errorf("round %d: %d of %d answered with 30%% dropping out", k, e.Participants, e.Enrolled)
 		}
+		// Dropouts weaken the noise: the ledger says by how much.
+		if e.Phase == "train" && (e.Coverage >= 1 || e.Coverage <= 0 || (e.Eps >= 0 && e.Eps <= 1)) {
+			t.Errorf("round %d: noise coverage %v, ε %v: want coverage below 1 and ε above the configured 1", k, e.Coverage, e.Eps)
+		}
 	}
 	if rejected == 0 {
 		t.Error("the ledger counts no refused upload")

@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"math"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,7 +24,7 @@ type Metrics struct {
 //	privrec_clients_enrolled             enrolled clients
 //	privrec_uploads_total{result,reason} uploads accepted, and refused by reason
 //	privrec_round_seconds                wall time from broadcast to commit
-//	privrec_epsilon_spent                ε spent so far by the method's unit, by its claim
+//	privrec_epsilon_spent                HDPMF family: ε spent so far by a rating of weight 1, dropouts included
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		rounds:   prometheus.NewCounter(prometheus.CounterOpts{Name: "privrec_rounds_total", Help: "Rounds folded and committed."}),
@@ -33,7 +35,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "privrec_round_seconds",
 			Help: "Wall time of a round, from broadcast to commit.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
 		eps: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privrec_epsilon_spent",
-			Help: "Largest ε spent so far by the method's protected unit, by its claim (basic composition)."}),
+			Help: "HDPMF family: ε spent so far by a rating of weight 1 (basic composition), with the noise that arrived."}),
 	}
 	reg.MustRegister(m.rounds, m.round, m.enrolled, m.uploads, m.latency, m.eps)
 	return m
@@ -67,6 +69,10 @@ func (m *Metrics) roundDone(e LedgerEntry) {
 	if m != nil {
 		m.rounds.Inc()
 		m.latency.Observe(e.Seconds)
-		m.eps.Add(e.Eps)
+		if e.Eps < 0 { // no finite ε: half the noise or less arrived
+			m.eps.Set(math.Inf(1))
+		} else {
+			m.eps.Add(e.Eps)
+		}
 	}
 }

@@ -19,8 +19,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/privrec/privrec/dp"
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
+	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
@@ -145,6 +147,10 @@ type Server struct {
 	answered []bool
 	nAnswer  int
 	all      chan struct{} // closed when every client answered
+	// shares[j] counts the clients that announced item j at setup (the
+	// shares its noise is split into); one entry, the number of clients
+	// that answered setup, for a method whose setup names no items.
+	shares   []int32
 	rejected map[string]int
 	model    []byte
 }
@@ -238,7 +244,7 @@ func (s *Server) restore() error {
 		}
 	}
 	s.round, s.closed = cp.Round, cp.Round-1
-	s.model = cp.Model
+	s.model, s.shares = cp.Model, cp.Shares
 	switch {
 	case cp.Model != nil:
 		s.state = fedv1.RunState_RUN_STATE_DONE
@@ -387,14 +393,92 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 			e.Uploads++
 		}
 	}
+	var shares []int32
+	if s.plan.Aggregation == "sum" {
+		switch info.Phase {
+		case protocol.PhaseSetup:
+			shares = announced(s.ups, len(s.plan.ItemIDs))
+			s.shares = shares
+		case protocol.PhaseTrain:
+			e.Coverage = coverage(s.ups, s.shares)
+			if c, ok := s.cfg.Config.(*hdpmf.Config); ok && c.Variant != hdpmf.Plain {
+				e.Eps = dp.PartialSharesLoss(e.Coverage, c.Eps, c.Dim)
+				if math.IsInf(e.Eps, 1) {
+					e.Eps = -1
+				}
+			}
+		}
+	}
 	s.mu.Unlock()
-	if err := s.st.commit(e, snap, folded); err != nil {
+	if e.Coverage > 0 && e.Coverage < 1 {
+		s.log.Warn("dropouts weakened the noise of this round", "round", e.Round, "noise_coverage", e.Coverage, "eps", e.Eps)
+	}
+	if err := s.st.commit(e, snap, folded, shares); err != nil {
 		return fmt.Errorf("deploy: commit round %d: %w", info.Round, err)
 	}
 	s.met.roundDone(e)
 	s.log.Info("round folded", "round", e.Round, "phase", e.Phase, "participants", e.Participants,
 		"enrolled", e.Enrolled, "uploads", e.Uploads, "seconds", e.Seconds)
 	return nil
+}
+
+// announced returns the shares of each item's noise: the clients that
+// named it in the setup round, or, when no setup upload names items, one
+// entry with the number of clients that answered setup.
+func announced(ups []*protocol.Upload, numItems int) []int32 {
+	n := make([]int32, numItems)
+	var clients int32
+	named := false
+	for _, u := range ups {
+		if u == nil {
+			continue
+		}
+		clients++
+		for _, j := range u.Items {
+			n[j]++
+			named = true
+		}
+	}
+	if !named {
+		return []int32{clients}
+	}
+	return n
+}
+
+// coverage returns the smallest fraction of an item's noise shares that
+// arrived, over the items some upload named (1 when shares is unknown).
+func coverage(ups []*protocol.Upload, shares []int32) float64 {
+	if len(shares) == 0 {
+		return 1
+	}
+	cov := 1.0
+	if len(shares) == 1 { // one pool of shares: the clients that answered
+		var got int32
+		for _, u := range ups {
+			if u != nil {
+				got++
+			}
+		}
+		if got > 0 && shares[0] > 0 {
+			cov = math.Min(1, float64(got)/float64(shares[0]))
+		}
+		return cov
+	}
+	arrived := make([]int32, len(shares))
+	for _, u := range ups {
+		if u == nil {
+			continue
+		}
+		for _, j := range u.Items {
+			arrived[j]++
+		}
+	}
+	for j, a := range arrived {
+		if a > 0 && shares[j] > 0 {
+			cov = math.Min(cov, float64(a)/float64(shares[j]))
+		}
+	}
+	return cov
 }
 
 // publish builds the final model from the server's V and the public

@@ -29,6 +29,7 @@ var (
 	keyRound  = []byte("round")
 	keyServer = []byte("server")
 	keyModel  = []byte("model")
+	keyShares = []byte("shares")
 )
 
 // store is the server's durable state in a bbolt file: the run's plan,
@@ -130,9 +131,10 @@ func (s *store) enrolled() (map[uint32][32]byte, error) {
 
 // checkpoint is what the store holds of the round loop.
 type checkpoint struct {
-	Round    int    // next round to broadcast
-	Snapshot []byte // the method server's state, nil before the first commit
-	Model    []byte // the final model, nil until the run is done
+	Round    int     // next round to broadcast
+	Snapshot []byte  // the method server's state, nil before the first commit
+	Model    []byte  // the final model, nil until the run is done
+	Shares   []int32 // the noise shares per item announced at setup, nil before
 }
 
 func (s *store) checkpoint() (checkpoint, error) {
@@ -147,6 +149,15 @@ func (s *store) checkpoint() (checkpoint, error) {
 		}
 		c.Snapshot = clone(b.Get(keyServer))
 		c.Model = clone(b.Get(keyModel))
+		if raw := b.Get(keyShares); raw != nil {
+			if len(raw)%4 != 0 {
+				return fmt.Errorf("%w: shares record of %d bytes", ErrState, len(raw))
+			}
+			c.Shares = make([]int32, len(raw)/4)
+			for k := range c.Shares {
+				c.Shares[k] = int32(binary.BigEndian.Uint32(raw[4*k:]))
+			}
+		}
 		return nil
 	})
 	return c, err
@@ -164,8 +175,17 @@ type LedgerEntry struct {
 	Uploads int `json:"uploads"`
 	// Rejected counts the refused uploads of the round by reason.
 	Rejected map[string]int `json:"rejected,omitempty"`
-	// Eps is the ε the round spends for the method's protected unit, by
-	// its claim (0 for a round that releases nothing private).
+	// Coverage is, for a method whose noise is split into shares among the
+	// clients (aggregation "sum"), the smallest fraction of an item's
+	// shares that arrived among the items that received any upload: 1
+	// when nobody dropped out. Below 1 that item's noise is weaker than
+	// the method's calibration assumes.
+	Coverage float64 `json:"noise_coverage,omitempty"`
+	// Eps is, for the HDPMF family, the round's ε for a rating of weight
+	// 1 with the noise that arrived (dp.PartialSharesLoss at Coverage);
+	// it equals the configured ε when Coverage is 1, and is +Inf (stored
+	// as -1) when half the shares or fewer arrived. 0 for other methods
+	// and for rounds that release nothing private.
 	Eps     float64   `json:"eps"`
 	Seconds float64   `json:"seconds"`
 	Time    time.Time `json:"time"`
@@ -173,7 +193,7 @@ type LedgerEntry struct {
 
 // commit stores, in one transaction, the method server's state after
 // round e.Round, the ledger entry, and the ids of the uploads folded.
-func (s *store) commit(e LedgerEntry, snapshot []byte, folded []uint32) error {
+func (s *store) commit(e LedgerEntry, snapshot []byte, folded []uint32, shares []int32) error {
 	raw, err := json.Marshal(e)
 	if err != nil {
 		return err
@@ -196,6 +216,15 @@ func (s *store) commit(e LedgerEntry, snapshot []byte, folded []uint32) error {
 		}
 		if err := tx.Bucket(bucketLedger).Put(key, raw); err != nil {
 			return err
+		}
+		if shares != nil {
+			enc := make([]byte, 0, 4*len(shares))
+			for _, n := range shares {
+				enc = binary.BigEndian.AppendUint32(enc, uint32(n))
+			}
+			if err := st.Put(keyShares, enc); err != nil {
+				return err
+			}
 		}
 		return tx.Bucket(bucketFolded).Put(key, ids)
 	})
@@ -227,3 +256,17 @@ func hashToken(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
 
 // sameHash compares hashes in constant time.
 func sameHash(a, b [32]byte) bool { return subtle.ConstantTimeCompare(a[:], b[:]) == 1 }
+
+// ReadLedger returns the ledger of the state directory dir, read while
+// no server holds it.
+func ReadLedger(dir string) ([]LedgerEntry, error) {
+	if _, err := os.Stat(filepath.Join(dir, "state.db")); err != nil {
+		return nil, fmt.Errorf("deploy: %s holds no server state: %w", dir, err)
+	}
+	st, err := openStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	return st.ledger()
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/privrec/privrec/deploy"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/protocol"
 )
 
 func (a *app) clientCmd() *cobra.Command {
@@ -31,6 +32,8 @@ func (a *app) clientCmd() *cobra.Command {
 		seed      uint64
 		asJSON    bool
 		workers   int
+		idOffset  int
+		dropout   float64
 	)
 	cmd := &cobra.Command{
 		Use:   "client",
@@ -88,7 +91,7 @@ before.`,
 			}
 			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 			sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)),
-				Seeded: test, Seed: seed, Workers: workers, Logger: log})
+				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout})
 			if err != nil {
 				return err
 			}
@@ -133,6 +136,9 @@ before.`,
 			if limit >= 0 && limit < len(list) {
 				list = list[:limit]
 			}
+			if idOffset > 0 {
+				list = offsetIDs(list, idOffset)
+			}
 			start := time.Now()
 			pub, err := sess.Run(ctx, list)
 			if err != nil {
@@ -176,7 +182,25 @@ before.`,
 	f.Uint64Var(&seed, "seed", 1, "reproducible test mode: seed of the split, the users' state and their noise (the server needs --seed too)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
+	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
+	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	return cmd
+}
+
+// offsetClient is a client enrolled under a shifted ID.
+type offsetClient struct {
+	protocol.Client
+	off int
+}
+
+func (c offsetClient) ID() int { return c.Client.ID() + c.off }
+
+func offsetIDs(list []protocol.Client, off int) []protocol.Client {
+	out := make([]protocol.Client, len(list))
+	for k, c := range list {
+		out[k] = offsetClient{c, off}
+	}
+	return out
 }
 
 // federatedNames lists the methods with a client/server protocol.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -36,6 +37,7 @@ func (a *app) serveCmd() *cobra.Command {
 		minParticipants float64
 		maxAbs          float64
 		maxUploadMiB    int
+		cpuProfile      string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -119,6 +121,19 @@ the next step.`,
 			if err != nil {
 				return err
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer func() {
+					pprof.StopCPUProfile()
+					f.Close()
+				}()
+			}
 			log.Info("serving", "addr", ln.Addr().String(), "method", mfl.spec.Name, "items", len(d.ItemIDs),
 				"state", state, "test_mode", cmd.Flags().Changed("seed"))
 			if err := srv.Serve(cmd.Context(), ln, tc, reg, linger); err != nil {
@@ -155,6 +170,7 @@ the next step.`,
 	f.Float64Var(&minParticipants, "min-participants", 1, "fraction of enrolled clients a round needs at its deadline to be released")
 	f.Float64Var(&maxAbs, "max-abs", 1e8, "refuse uploads with a value beyond ±this (a sanity bound against overflow, not robust aggregation)")
 	f.IntVar(&maxUploadMiB, "max-upload-mib", 64, "refuse requests larger than this many MiB")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the server to this file (go tool pprof reads it)")
 	f.DurationVar(&linger, "linger", time.Minute, "after the run, keep serving the final model this long (0: until SIGTERM)")
 	return cmd
 }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/privrec/privrec/deploy"
+)
+
+func (a *app) ledgerCmd() *cobra.Command {
+	var state string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ledger",
+		Short: "Print the ledger of a server's state directory: one line per released round",
+		Long: `ledger reads the state directory of a stopped privrec serve and prints
+one line per round the server folded and committed: its phase, the clients
+enrolled and answering, the uploads folded, the uploads refused by reason,
+and the share of each item's distributed noise that arrived. Each round
+appears once, whatever crashes and restarts the run went through.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if state == "" {
+				return fmt.Errorf("--state DIR is required")
+			}
+			led, err := deploy.ReadLedger(state)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(led)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "round\tphase\tenrolled\tanswered\tuploads\trefused\tnoise\tε\tseconds")
+			for _, e := range led {
+				refused := 0
+				for _, n := range e.Rejected {
+					refused += n
+				}
+				noise, eps := "-", "-"
+				if e.Coverage > 0 {
+					noise = fmt.Sprintf("%.3f", e.Coverage)
+				}
+				switch {
+				case e.Eps < 0:
+					eps = "inf"
+				case e.Eps > 0:
+					eps = fmt.Sprintf("%.4g", e.Eps)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.3f\n", e.Round, e.Phase, e.Enrolled, e.Participants, e.Uploads, refused, noise, eps, e.Seconds)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "the server's state directory")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ledger as JSON")
+	return cmd
+}
