@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -226,12 +227,16 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 	for lo := 0; lo < len(clients); lo += chunk {
 		hi := min(lo+chunk, len(clients))
 		ids := make([]uint32, hi-lo)
+		secrets := make([]string, hi-lo)
 		for k := range ids {
 			ids[k] = uint32(clients[lo+k].ID())
+			var b [24]byte
+			crand.Read(b[:])
+			secrets[k] = base64.RawURLEncoding.EncodeToString(b[:])
 		}
 		var got []*fedv1.Credential
 		err := s.retry(ctx, "enrol", func(ctx context.Context) error {
-			resp, err := s.api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: s.cfg.Token, ClientIds: ids}))
+			resp, err := s.api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: s.cfg.Token, ClientIds: ids, Secrets: secrets}))
 			if err == nil {
 				got = resp.Msg.GetCredentials()
 			}

@@ -2,7 +2,11 @@ package deploy
 
 import (
 	"context"
+
+	"connectrpc.com/connect"
 	"errors"
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
 	"log/slog"
 	"math"
 	"net"
@@ -254,5 +258,69 @@ func TestStateMismatch(t *testing.T) {
 	_, err = NewServer(ServerConfig{Method: "hdpmf", Config: cfg2, Catalog: catalogOf(d), StateDir: dir, Token: "x", Seed: 1, TestMode: true})
 	if !errors.Is(err, ErrState) {
 		t.Fatalf("err = %v, want ErrState", err)
+	}
+}
+
+// TestEnrolIdempotent: enrolling again with the same client secret (a
+// retry after a lost answer, even after a restart and the start of the
+// run) succeeds; another secret, a wrong token, or a new client after the
+// start are refused.
+func TestEnrolIdempotent(t *testing.T) {
+	d, _ := testData(t, 20)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 1, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), MinClients: 3}, "127.0.0.1:0")
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := federationv1connect.NewFederationServiceClient(hc, h.url)
+	ctx := context.Background()
+	enrol := func(token string, ids []uint32, secrets []string) connect.Code {
+		_, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: token, ClientIds: ids, Secrets: secrets}))
+		if err == nil {
+			return 0
+		}
+		return connect.CodeOf(err)
+	}
+	sec := []string{"aaaaaaaaaaaaaaaa1", "bbbbbbbbbbbbbbbb2"}
+	for _, tc := range []struct {
+		name    string
+		token   string
+		ids     []uint32
+		secrets []string
+		want    connect.Code
+	}{
+		{"first", testToken, []uint32{1, 2}, sec, 0},
+		{"retry", testToken, []uint32{1, 2}, sec, 0},
+		{"other secret", testToken, []uint32{1}, []string{"cccccccccccccccc3"}, connect.CodeAlreadyExists},
+		{"wrong token", "nope", []uint32{3}, []string{"dddddddddddddddd4"}, connect.CodeUnauthenticated},
+		{"short secret", testToken, []uint32{3}, []string{"short"}, connect.CodeInvalidArgument},
+		{"id twice", testToken, []uint32{4, 4}, []string{"eeeeeeeeeeeeeeee5", "eeeeeeeeeeeeeeee5"}, connect.CodeInvalidArgument},
+		{"third", testToken, []uint32{3}, []string{"ffffffffffffffff6"}, 0},
+	} {
+		if got := enrol(tc.token, tc.ids, tc.secrets); got != tc.want {
+			t.Errorf("%s: code %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Three clients and a quiet spell start the run; then only retries pass.
+	for k := 0; ; k++ {
+		r, err := api.Hello(ctx, connect.NewRequest(&fedv1.HelloRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Msg.GetState() == fedv1.RunState_RUN_STATE_RUNNING {
+			break
+		}
+		if k == 100 {
+			t.Fatal("the run did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := enrol(testToken, []uint32{1, 2}, sec); got != 0 {
+		t.Errorf("retry after the start: code %v", got)
+	}
+	if got := enrol(testToken, []uint32{9}, []string{"gggggggggggggggg7"}); got != connect.CodeFailedPrecondition {
+		t.Errorf("new client after the start: code %v, want failed_precondition", got)
 	}
 }

@@ -588,7 +588,8 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != fedv1.RunState_RUN_STATE_ENROLLING {
+	closed := s.state != fedv1.RunState_RUN_STATE_ENROLLING
+	if closed && len(req.Msg.GetSecrets()) == 0 {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("enrolment is closed: the run has started"))
 	}
 	if len(ids) == 0 {
@@ -598,28 +599,50 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		}
 		ids = []uint32{next}
 	}
-	seen := map[uint32]bool{}
-	for _, id := range ids {
-		if _, taken := s.enrolled[id]; taken || seen[id] {
-			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("client id %d is already enrolled", id))
-		}
-		seen[id] = true
+	secrets := req.Msg.GetSecrets()
+	if len(secrets) != 0 && len(secrets) != len(ids) {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d secrets for %d client ids", len(secrets), len(ids)))
 	}
 	creds := make([]*fedv1.Credential, len(ids))
-	hashes := make([][32]byte, len(ids))
+	hashes := make([][32]byte, 0, len(ids))
+	var fresh []uint32
+	seen := map[uint32]bool{}
 	for k, id := range ids {
-		var secret [24]byte
-		if _, err := rand.Read(secret[:]); err != nil {
-			return nil, connect.NewError(connect.CodeInternal, err)
+		if seen[id] {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("client id %d named twice", id))
 		}
-		sec := base64.RawURLEncoding.EncodeToString(secret[:])
-		hashes[k] = hashToken(sec)
+		seen[id] = true
+		var sec string
+		if len(secrets) > 0 {
+			sec = secrets[k]
+			if len(sec) < 16 {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("client %d: a secret of %d characters; at least 16", id, len(sec)))
+			}
+		} else {
+			var secret [24]byte
+			if _, err := rand.Read(secret[:]); err != nil {
+				return nil, connect.NewError(connect.CodeInternal, err)
+			}
+			sec = base64.RawURLEncoding.EncodeToString(secret[:])
+		}
+		h := hashToken(sec)
 		creds[k] = &fedv1.Credential{ClientId: id, Token: strconv.FormatUint(uint64(id), 10) + "." + sec}
+		if have, taken := s.enrolled[id]; taken {
+			if len(secrets) > 0 && sameHash(have, h) {
+				continue // a retry: already enrolled with this secret
+			}
+			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("client id %d is already enrolled", id))
+		}
+		if closed {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("enrolment is closed: the run has started"))
+		}
+		fresh = append(fresh, id)
+		hashes = append(hashes, h)
 	}
-	if err := s.st.enrol(ids, hashes); err != nil {
+	if err := s.st.enrol(fresh, hashes); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	for k, id := range ids {
+	for k, id := range fresh {
 		s.enrolled[id] = hashes[k]
 	}
 	s.lastEnr = time.Now()

@@ -54,7 +54,21 @@ appears once, whatever crashes and restarts the run went through.`,
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.3f\n", e.Round, e.Phase, e.Enrolled, e.Participants, e.Uploads, refused, noise, eps, e.Seconds)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			var n, ups int
+			var secs float64
+			for _, e := range led {
+				if e.Phase == "train" {
+					n, ups, secs = n+1, ups+e.Uploads, secs+e.Seconds
+				}
+			}
+			if n > 0 && secs > 0 {
+				fmt.Fprintf(a.stdout, "training rounds: %d, %.3f s each on average: %.1f rounds/min, %.0f uploads/s\n",
+					n, secs/float64(n), 60*float64(n)/secs, float64(ups)/secs)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "the server's state directory")

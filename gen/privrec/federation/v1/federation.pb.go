@@ -358,7 +358,12 @@ type EnrollRequest struct {
 	// The client IDs (positions in the upload order) requested; a vendor
 	// holding many users enrols them all in one call. Empty means one client
 	// with the next free ID.
-	ClientIds     []uint32 `protobuf:"varint,2,rep,packed,name=client_ids,json=clientIds,proto3" json:"client_ids,omitempty"`
+	ClientIds []uint32 `protobuf:"varint,2,rep,packed,name=client_ids,json=clientIds,proto3" json:"client_ids,omitempty"`
+	// Secrets chosen by the clients, parallel to client_ids, or empty for
+	// secrets chosen by the server. With client secrets enrolment is
+	// idempotent: enrolling an ID again with the same secret succeeds (a
+	// retry after a lost answer), with another secret it fails.
+	Secrets       []string `protobuf:"bytes,3,rep,name=secrets,proto3" json:"secrets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -403,6 +408,13 @@ func (x *EnrollRequest) GetToken() string {
 func (x *EnrollRequest) GetClientIds() []uint32 {
 	if x != nil {
 		return x.ClientIds
+	}
+	return nil
+}
+
+func (x *EnrollRequest) GetSecrets() []string {
+	if x != nil {
+		return x.Secrets
 	}
 	return nil
 }
@@ -1175,11 +1187,12 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x05Scale\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x01R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x01R\x03max\x12\x12\n" +
-	"\x04step\x18\x03 \x01(\x01R\x04step\"D\n" +
+	"\x04step\x18\x03 \x01(\x01R\x04step\"^\n" +
 	"\rEnrollRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
 	"\n" +
-	"client_ids\x18\x02 \x03(\rR\tclientIds\"U\n" +
+	"client_ids\x18\x02 \x03(\rR\tclientIds\x12\x18\n" +
+	"\asecrets\x18\x03 \x03(\tR\asecrets\"U\n" +
 	"\x0eEnrollResponse\x12C\n" +
 	"\vcredentials\x18\x01 \x03(\v2!.privrec.federation.v1.CredentialR\vcredentials\"?\n" +
 	"\n" +
