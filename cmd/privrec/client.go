@@ -17,8 +17,10 @@ import (
 
 	"github.com/privrec/privrec/deploy"
 	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
 )
 
 func (a *app) clientCmd() *cobra.Command {
@@ -34,6 +36,8 @@ func (a *app) clientCmd() *cobra.Command {
 		workers   int
 		idOffset  int
 		dropout   float64
+		mine      string
+		top       int
 	)
 	cmd := &cobra.Command{
 		Use:   "client",
@@ -54,22 +58,31 @@ round's noise come from N, as in privrec evaluate --seed N, whose numbers
 this run then equals. Without --seed the users draw from crypto/rand and
 the server never learns their streams; the split uses seed 1.
 
+--ratings FILE takes part as one user instead (a CSV of user,item,rating
+lines of one user, items by the catalog's IDs, ratings on its scale) and
+prints that user's top --top recommendations when the run is done; the
+user's ratings and vector never leave the process. One user can join an
+hdpmf run; the other methods' clients calibrate their noise over a
+population of users and take part only as a vendor's (--simulate).
+
 The client retries through network failures and server restarts, and
 answers a round reopened after a restart with the same upload it sent
 before.`,
 		Example: `  privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
-      --token-file run1/enroll-token --simulate all --data ml-latest-small --split random:0.9 --json`,
+      --token-file run1/enroll-token --simulate all --data ml-latest-small --split random:0.9 --json
+  privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
+      --token-file run1/enroll-token --ratings my-ratings.csv --top 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if server == "" || tokenFile == "" {
 				return errors.New("--server and --token-file are required")
 			}
-			if simulate == "" {
-				return errors.New("--simulate all|N is required (one user's --ratings file is not supported yet)")
+			if (simulate == "") == (mine == "") {
+				return errors.New("give one of --ratings FILE (one user) and --simulate all|N (a dataset's users)")
 			}
 			limit := -1
-			if simulate != "all" {
+			if simulate != "all" && simulate != "" {
 				n, err := strconv.Atoi(simulate)
 				if err != nil || n < 1 {
 					return fmt.Errorf("--simulate %q: want all or a positive count", simulate)
@@ -98,6 +111,9 @@ before.`,
 			spec, cfg, err := sess.Method()
 			if err != nil {
 				return err
+			}
+			if mine != "" {
+				return a.oneUser(cmd, sess, spec, cfg, mine, seed, test, top, asJSON)
 			}
 			d, err := a.load(&df)
 			if err != nil {
@@ -183,6 +199,8 @@ before.`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
 	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
+	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (user,item,rating; one user) and print their recommendations")
+	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	return cmd
 }
@@ -201,6 +219,81 @@ func offsetIDs(list []protocol.Client, off int) []protocol.Client {
 		out[k] = offsetClient{c, off}
 	}
 	return out
+}
+
+// oneUser takes part in the run as the one user whose ratings are in
+// path, and prints that user's recommendations from the final model: the
+// user's vector never leaves this process.
+func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec, cfg any, path string, seed uint64, test bool, top int, asJSON bool) error {
+	// Only methods whose client needs nothing of the other users: the
+	// HDPMF family's DPMF floor and PDPMF threshold, LDP-OP's noise split
+	// and SDCF's z are computed over the population (the vendor case).
+	if c, ok := cfg.(*hdpmf.Config); !ok || (c.Variant != hdpmf.HDPMF && c.Variant != hdpmf.HDPMFR) {
+		return fmt.Errorf("--ratings: the server runs %s, whose clients calibrate their noise over a population of users; one user takes part only in hdpmf runs (use --simulate for a vendor's users)", spec.Name)
+	}
+	cat := sess.Catalog()
+	sc := cat.Scale.Declared()
+	df := dataFlags{data: path, format: "delimited", delimiter: ",", columns: "user,item,rating", header: "auto",
+		scale: fmt.Sprintf("%g,%g,%g", sc.Min, sc.Max, sc.Step)}
+	d, err := a.load(&df)
+	if err != nil {
+		return fmt.Errorf("--ratings: %w", err)
+	}
+	if d.NumUsers() != 1 {
+		return fmt.Errorf("--ratings %s: ratings of %d users; the file holds one user's", path, d.NumUsers())
+	}
+	index := make(map[string]int32, len(cat.ItemIDs))
+	for k, id := range cat.ItemIDs {
+		index[id] = int32(k)
+	}
+	one := &ratings.Dataset{Name: path, Scale: cat.Scale, UserIDs: d.UserIDs, ItemIDs: cat.ItemIDs, ItemTitles: cat.Titles}
+	var rated []string
+	for k, i := range d.Items {
+		id := d.ItemIDs[i]
+		j, ok := index[id]
+		if !ok {
+			return fmt.Errorf("--ratings %s: item %q is not in the server's catalog of %d items", path, id, len(cat.ItemIDs))
+		}
+		one.Users = append(one.Users, 0)
+		one.Items = append(one.Items, j)
+		one.Values = append(one.Values, d.Values[k])
+		rated = append(rated, id)
+	}
+	clientSeed := seed
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	if !test {
+		clientSeed = binary.LittleEndian.Uint64(b[:])
+	}
+	cls, err := spec.NewClients(cfg, one, clientSeed)
+	if err != nil {
+		return err
+	}
+	// A client ID of its own, far above a vendor's user indices.
+	id := 1<<24 + int(binary.LittleEndian.Uint32(b[:])%(1<<29))
+	pub, err := sess.Run(cmd.Context(), offsetIDs(cls.List, id))
+	if err != nil {
+		return err
+	}
+	m, _, err := cls.Finish(pub.V)
+	if err != nil {
+		return err
+	}
+	recs, err := m.RecommendUser(d.UserIDs[0], top, rated)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(recs)
+	}
+	for _, r := range recs {
+		fmt.Fprintf(a.stdout, "%d\t%s\t%.2f\t%s\n", r.Rank, r.Item, r.Score, r.Title)
+	}
+	return nil
 }
 
 // federatedNames lists the methods with a client/server protocol.
