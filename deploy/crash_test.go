@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -67,7 +68,9 @@ func runChild(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if err := srv.Serve(context.Background(), ln, tc, nil, 0); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := srv.Serve(ctx, ln, tc, nil, 0); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -84,8 +87,9 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestKill9Resume kills the server process with SIGKILL at random moments
-// of a run and restarts it on the same state: the clients retry across
+// TestKill9Resume kills the server process at random moments of a run,
+// with SIGKILL (and every third time with SIGTERM, the graceful shutdown
+// that abandons the open round), and restarts it on the same state: the clients retry across
 // the restarts, the run finishes, the final V equals the uninterrupted
 // in-process run's bit for bit, and the ledger holds each round once.
 // (The README's crash test does the same at 100 points with the privrec
@@ -165,7 +169,11 @@ loop:
 			break loop
 		case <-time.After(time.Duration(100+r.IntN(500)) * time.Millisecond):
 		}
-		child.Process.Signal(syscall.SIGKILL)
+		sig := syscall.SIGKILL
+		if killed%3 == 2 {
+			sig = syscall.SIGTERM
+		}
+		child.Process.Signal(sig)
 		child.Wait()
 		killed++
 		child = start()

