@@ -2,6 +2,10 @@ package deploy
 
 import (
 	"context"
+	"io"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"connectrpc.com/connect"
 	"errors"
@@ -80,9 +84,19 @@ func quietLog() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
-// startServer serves cfg on 127.0.0.1 in dir until the run is done (no
-// linger) or the test ends.
+// startServer serves cfg on 127.0.0.1 in dir until the test ends.
 func startServer(t testing.TB, cfg ServerConfig, addr string) *harness {
+	t.Helper()
+	return startServerAt(t, cfg, addr, nil)
+}
+
+// startServerWith also serves g's metrics.
+func startServerWith(t testing.TB, cfg ServerConfig, g prometheus.Gatherer) *harness {
+	t.Helper()
+	return startServerAt(t, cfg, "127.0.0.1:0", g)
+}
+
+func startServerAt(t testing.TB, cfg ServerConfig, addr string, g prometheus.Gatherer) *harness {
 	t.Helper()
 	if cfg.Token == "" {
 		cfg.Token = testToken
@@ -108,7 +122,7 @@ func startServer(t testing.TB, cfg ServerConfig, addr string) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{srv: srv, url: "https://" + ln.Addr().String(), ca: filepath.Join(cfg.StateDir, "tls", "cert.pem"),
 		dir: cfg.StateDir, cancel: cancel, done: make(chan error, 1)}
-	go func() { h.done <- srv.Serve(ctx, ln, tc, nil, 0) }()
+	go func() { h.done <- srv.Serve(ctx, ln, tc, g, 0) }()
 	t.Cleanup(func() {
 		cancel()
 		<-h.done
@@ -137,7 +151,8 @@ func catalogOf(d *ratings.Dataset) Catalog {
 	return Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale}
 }
 
-// federatedCases are the methods the loopback tests run, small.
+// federatedCases are the methods the loopback tests run, small: every
+// method with a client/server protocol (TestEveryFederatedMethodCovered).
 var federatedCases = []struct {
 	name   string
 	params map[string]string
@@ -146,6 +161,14 @@ var federatedCases = []struct {
 	{"dpmf", map[string]string{"epochs": "4"}},
 	{"ldp-op", map[string]string{"epochs": "6"}},
 	{"sdmf", map[string]string{"epochs": "4"}},
+	{"pdpmf", map[string]string{"epochs": "3"}},
+	{"ldp-op-basic", map[string]string{"epochs": "3"}},
+	{"rsmf", map[string]string{"epochs": "3"}},
+	{"sgld-mf", map[string]string{"epochs": "2"}},
+	{"sdmf-alpha-inf", map[string]string{"epochs": "2"}},
+	{"bpr-sgld", map[string]string{"epochs": "2"}},
+	{"sd-bprmf", map[string]string{"epochs": "2"}},
+	{"isgld", map[string]string{"epochs": "2"}},
 }
 
 // TestLoopbackEqualsInProcess: for a fixed seed in test mode, the final V
@@ -225,6 +248,20 @@ func TestLoopbackML100K(t *testing.T) {
 			}
 			t.Logf("%s: V bit-identical over loopback (%d values), test RMSE %.4f", name, len(got.V), eval.Rating(got, spl.Test).RMSE)
 		})
+	}
+}
+
+// TestEveryFederatedMethodCovered: the loopback test runs every method
+// of the registry that has a client/server protocol.
+func TestEveryFederatedMethodCovered(t *testing.T) {
+	covered := map[string]bool{}
+	for _, c := range federatedCases {
+		covered[c.name] = true
+	}
+	for _, s := range method.All() {
+		if s.Federated != nil && !covered[s.Name] {
+			t.Errorf("%s has a client/server protocol and no loopback test", s.Name)
+		}
 	}
 }
 
@@ -359,5 +396,53 @@ func TestEnrolIdempotent(t *testing.T) {
 	}
 	if got := enrol(testToken, []uint32{9}, []string{"gggggggggggggggg7"}); got != connect.CodeFailedPrecondition {
 		t.Errorf("new client after the start: code %v, want failed_precondition", got)
+	}
+}
+
+// TestOperations: /healthz answers, /metrics counts a refused upload by
+// its reason, and a server not in test mode refuses an upload drawn from
+// seeded streams.
+func TestOperations(t *testing.T) {
+	d, _ := testData(t, 20)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
+	reg := prometheus.NewRegistry()
+	h := startServerWith(t, ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
+		MinClients: 5, Metrics: NewMetrics(reg)}, reg)
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := federationv1connect.NewFederationServiceClient(hc, h.url)
+	ctx := context.Background()
+	resp, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{1},
+		Secrets: []string{"0123456789abcdef0"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := resp.Msg.GetCredentials()[0].GetToken()
+	_, err = api.Upload(ctx, withCred(&fedv1.UploadRequest{Round: 0, Meta: &fedv1.UploadMeta{Seeded: true}}, cred))
+	if connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("seeded upload to a server not in test mode: %v, want permission_denied", err)
+	}
+	get := func(path string) string {
+		r, err := hc.Get(h.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		if r.StatusCode != 200 {
+			t.Fatalf("%s: %s", path, r.Status)
+		}
+		return string(b)
+	}
+	if got := get("/healthz"); !strings.HasPrefix(got, "ok RUN_STATE_ENROLLING") {
+		t.Errorf("/healthz: %q", got)
+	}
+	m := get("/metrics")
+	for _, want := range []string{`privrec_uploads_total{reason="seeded",result="rejected"} 1`, "privrec_clients_enrolled 1"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }
