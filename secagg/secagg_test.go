@@ -1,0 +1,319 @@
+package secagg
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// testRand is a deterministic io.Reader for reproducible tests.
+func testRand(seed uint64) *rand.ChaCha8 {
+	var s [32]byte
+	s[0], s[1] = byte(seed), byte(seed>>8)
+	return rand.NewChaCha8(s)
+}
+
+func testParams(n, k, t, bits, l int) Params {
+	p := Params{N: n, K: k, T: t, Bits: bits, Len: l}
+	p.Seed[0] = byte(n)
+	p.Seed[1] = byte(k)
+	return p
+}
+
+func randomInputs(r *rand.Rand, p Params) [][]uint32 {
+	in := make([][]uint32, p.N)
+	for u := range in {
+		in[u] = make([]uint32, p.Len)
+		for i := range in[u] {
+			in[u][i] = r.Uint32() & p.mask()
+		}
+	}
+	return in
+}
+
+// plainSum is the expected result: the sum over clients whose masked
+// input reached the server.
+func plainSum(p Params, in [][]uint32, drop []Phase) []uint32 {
+	s := make([]uint32, p.Len)
+	for u, x := range in {
+		if drop != nil && drop[u] != Stay && drop[u] != DropBeforeUnmask {
+			continue
+		}
+		for i, v := range x {
+			s[i] += v
+		}
+	}
+	for i := range s {
+		s[i] &= p.mask()
+	}
+	return s
+}
+
+func dropSome(r *rand.Rand, n int, frac float64, ph ...Phase) []Phase {
+	d := make([]Phase, n)
+	for i, u := range r.Perm(n)[:int(frac*float64(n))] {
+		d[u] = ph[i%len(ph)]
+	}
+	return d
+}
+
+func TestSimulateSum(t *testing.T) {
+	tests := []struct {
+		name       string
+		n, k, th   int
+		bits       int
+		frac       float64
+		phases     []Phase
+		minClients int
+	}{
+		{"no dropouts", 50, 20, 11, 32, 0, []Phase{Stay}, 0},
+		{"10% after upload", 100, 24, 13, 16, 0.10, []Phase{DropBeforeUnmask}, 0},
+		{"30% after upload", 100, 30, 12, 20, 0.30, []Phase{DropBeforeUnmask}, 0},
+		{"10% before input", 100, 24, 13, 32, 0.10, []Phase{DropBeforeInput}, 0},
+		{"30% before input", 200, 30, 15, 24, 0.30, []Phase{DropBeforeInput}, 0},
+		{"30% at every phase", 200, 30, 15, 32, 0.30,
+			[]Phase{DropBeforeKeys, DropBeforeShares, DropBeforeInput, DropBeforeUnmask}, 0},
+		{"complete graph 30% mixed", 50, 49, 25, 8, 0.30,
+			[]Phase{DropBeforeInput, DropBeforeUnmask, DropBeforeShares}, 20},
+		{"1-bit values", 51, 50, 26, 1, 0.10, []Phase{DropBeforeInput}, 0},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testParams(tc.n, tc.k, tc.th, tc.bits, 100)
+			p.MinClients = tc.minClients
+			r := rand.New(testRand(uint64(i)))
+			in := randomInputs(r, p)
+			drop := dropSome(r, p.N, tc.frac, tc.phases...)
+			got, err := Simulate(p, in, drop, testRand(uint64(100+i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := plainSum(p, in, drop); !slices.Equal(got, want) {
+				t.Fatalf("sum differs: got %v…, want %v…", got[:4], want[:4])
+			}
+		})
+	}
+}
+
+func TestSimulateCryptoRand(t *testing.T) {
+	p := testParams(40, 12, 7, 32, 100)
+	in := randomInputs(rand.New(testRand(7)), p)
+	drop := dropSome(rand.New(testRand(8)), p.N, 0.1, DropBeforeInput)
+	got, err := Simulate(p, in, drop, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, plainSum(p, in, drop)) {
+		t.Fatal("sum differs")
+	}
+}
+
+func TestAbortTooFew(t *testing.T) {
+	tests := []struct {
+		name  string
+		frac  float64
+		phase Phase
+		min   int
+		where string
+	}{
+		// 60% drop before input: some client keeps fewer than T=8 of its
+		// 10 neighbours, and the server aborts before any share is revealed.
+		{"neighbourhood below T before unmasking", 0.6, DropBeforeInput, 0, "FinishMaskedInput"},
+		// Survivors upload but 60% never answer the unmask request: the
+		// server lacks T shares of some self mask.
+		{"too few unmask answers", 0.6, DropBeforeUnmask, 0, "Result"},
+		// Total survivors below MinClients.
+		{"below MinClients", 0.5, DropBeforeShares, 20, "FinishShares"},
+		// Clients with fewer than T neighbours holding keys refuse to share.
+		{"clients refuse thin neighbourhood", 0.7, DropBeforeKeys, 0, "client"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testParams(30, 10, 8, 32, 100)
+			p.MinClients = tc.min
+			in := randomInputs(rand.New(testRand(uint64(i))), p)
+			drop := dropSome(rand.New(testRand(uint64(50+i))), p.N, tc.frac, tc.phase)
+			got, err := Simulate(p, in, drop, testRand(uint64(i)))
+			if !errors.Is(err, ErrTooFew) {
+				t.Fatalf("err = %v, want ErrTooFew", err)
+			}
+			if got != nil {
+				t.Fatal("aborted round returned a sum")
+			}
+			t.Logf("%s: %v", tc.where, err)
+		})
+	}
+}
+
+// runTo runs a round without dropouts up to the UnmaskRequests.
+func runTo(t *testing.T, p Params, in [][]uint32) (*Server, []*Client, []*UnmaskRequest) {
+	t.Helper()
+	srv, err := NewServer(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := testRand(3)
+	cs := make([]*Client, p.N)
+	for u := range cs {
+		cs[u], err = NewClient(uint32(u), p, rnd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := cs[u].AdvertiseKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.AddKeys(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kb, err := srv.FinishKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range kb {
+		m, err := cs[b.To].ShareKeys(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.AddShares(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sd, err := srv.FinishShares()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range sd {
+		m, err := cs[d.To].MaskedInput(d, in[d.To])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.AddMaskedInput(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ur, err := srv.FinishMaskedInput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, cs, ur
+}
+
+func TestRefuseBothShares(t *testing.T) {
+	p := testParams(20, 8, 5, 32, 10)
+	in := randomInputs(rand.New(testRand(1)), p)
+	_, cs, ur := runTo(t, p, in)
+	r := ur[0]
+	c := cs[r.To]
+	v := r.Survivors[0]
+	evil := &UnmaskRequest{To: r.To, Survivors: r.Survivors, Dropped: []uint32{v}}
+	if _, err := c.Unmask(evil); !errors.Is(err, ErrBothShares) {
+		t.Fatalf("err = %v, want ErrBothShares", err)
+	}
+	// The client aborted: even the honest request is now refused.
+	if _, err := c.Unmask(r); !errors.Is(err, ErrState) {
+		t.Fatalf("after refusal: err = %v, want ErrState", err)
+	}
+	// A client that answered once refuses a second request that would
+	// reveal the other share of a neighbour.
+	c2 := cs[ur[1].To]
+	if _, err := c2.Unmask(ur[1]); err != nil {
+		t.Fatal(err)
+	}
+	second := &UnmaskRequest{To: ur[1].To, Dropped: ur[1].Survivors[:1]}
+	if _, err := c2.Unmask(second); !errors.Is(err, ErrState) {
+		t.Fatalf("second request: err = %v, want ErrState", err)
+	}
+}
+
+func TestTamperedShares(t *testing.T) {
+	p := testParams(12, 4, 3, 32, 10)
+	in := randomInputs(rand.New(testRand(2)), p)
+	tests := []struct {
+		name   string
+		mutate func(d []*SharesDelivery)
+	}{
+		{"flipped ciphertext bit", func(d []*SharesDelivery) {
+			d[0].Shares[0].Ciphertext[20] ^= 1
+		}},
+		{"flipped nonce bit", func(d []*SharesDelivery) {
+			d[0].Shares[0].Ciphertext[0] ^= 0x80
+		}},
+		{"wrong claimed sender", func(d []*SharesDelivery) {
+			d[0].Shares[0].From, d[0].Shares[1].From = d[0].Shares[1].From, d[0].Shares[0].From
+		}},
+		{"misrouted to another client", func(d []*SharesDelivery) {
+			// A share meant for d[0].To, relabelled and delivered to a
+			// neighbour of its sender that is not its recipient.
+			s := d[0].Shares[0]
+			for _, e := range d {
+				if e.To != s.To && e.To != s.From && slices.ContainsFunc(e.Shares, func(x EncryptedShare) bool { return x.From == s.From }) {
+					for j := range e.Shares {
+						if e.Shares[j].From == s.From {
+							e.Shares[j].Ciphertext = s.Ciphertext
+						}
+					}
+					d[0] = e
+					return
+				}
+			}
+			panic("no second neighbour")
+		}},
+		{"truncated", func(d []*SharesDelivery) {
+			d[0].Shares[0].Ciphertext = d[0].Shares[0].Ciphertext[:40]
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := NewServer(p)
+			cs := make([]*Client, p.N)
+			rnd := testRand(4)
+			for u := range cs {
+				cs[u], _ = NewClient(uint32(u), p, rnd)
+				m, _ := cs[u].AdvertiseKeys()
+				srv.AddKeys(m)
+			}
+			kb, _ := srv.FinishKeys()
+			for _, b := range kb {
+				m, err := cs[b.To].ShareKeys(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv.AddShares(m)
+			}
+			sd, _ := srv.FinishShares()
+			tc.mutate(sd)
+			_, err := cs[sd[0].To].MaskedInput(sd[0], in[sd[0].To])
+			if !errors.Is(err, ErrAuth) {
+				t.Fatalf("err = %v, want ErrAuth", err)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+func TestServerRejectsWrongShares(t *testing.T) {
+	p := testParams(20, 8, 5, 32, 10)
+	in := randomInputs(rand.New(testRand(5)), p)
+	srv, cs, ur := runTo(t, p, in)
+	for i, r := range ur {
+		m, err := cs[r.To].Unmask(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < len(ur)/2 { // corrupt half of the answers
+			for j := range m.SelfShares {
+				m.SelfShares[j].Share = slices.Clone(m.SelfShares[j].Share)
+				m.SelfShares[j].Share[0] ^= 1
+			}
+		}
+		if err := srv.AddUnmask(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := srv.Result(); !errors.Is(err, ErrShares) {
+		t.Fatalf("err = %v, want ErrShares", err)
+	}
+}

@@ -1,0 +1,431 @@
+package secagg
+
+import (
+	"bytes"
+	"crypto/ecdh"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// shareSet collects the revealed shares of one seed.
+type shareSet struct {
+	holders []uint32
+	values  [][]byte
+}
+
+// Server is the server's side of a round. It relays messages, sums the
+// masked inputs and, from the shares revealed in round 3, removes the
+// masks that do not cancel. Each round is Add* for every message that
+// arrives in time, then Finish* (which fixes the round's survivors and
+// returns the messages for the next round); Result ends the protocol.
+// Methods are safe for concurrent use.
+type Server struct {
+	mu    sync.Mutex
+	p     Params
+	g     *Graph
+	stage stage
+
+	keys  []*AdvertiseKeys   // by client; non-nil: in U1
+	sent  []bool             // ShareKeys received: in U2
+	inbox [][]EncryptedShare // by recipient
+	in3   []bool             // MaskedInput received: in U3
+	sum   []uint32
+	unmsk []bool // UnmaskResponse received
+
+	self map[uint32]*shareSet // self-mask seed shares, by owner in U3
+	mask map[uint32]*shareSet // mask-key seed shares, by owner in U2\U3
+}
+
+// NewServer returns the server's side of the round with parameters p.
+func NewServer(p Params) (*Server, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &Server{
+		p: p, g: NewGraph(p),
+		keys: make([]*AdvertiseKeys, p.N), sent: make([]bool, p.N),
+		inbox: make([][]EncryptedShare, p.N), in3: make([]bool, p.N),
+		unmsk: make([]bool, p.N), sum: make([]uint32, p.Len),
+	}, nil
+}
+
+// Graph returns the round's neighbour graph.
+func (s *Server) Graph() *Graph { return s.g }
+
+func (s *Server) enter(st stage) error {
+	if s.stage != st {
+		return fmt.Errorf("%w: server is in stage %d, not %d", ErrState, s.stage, st)
+	}
+	return nil
+}
+
+func (s *Server) from(v uint32) error {
+	if int64(v) >= int64(s.p.N) {
+		return fmt.Errorf("%w: client ID %d out of range", ErrMessage, v)
+	}
+	return nil
+}
+
+func (s *Server) abort(err error) error {
+	s.stage = stageAborted
+	s.inbox, s.sum, s.self, s.mask = nil, nil, nil, nil
+	return err
+}
+
+func count(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Server) enough(round string, n int) error {
+	if n < s.p.minClients() {
+		return s.abort(fmt.Errorf("%w: %d clients survived %s, minimum %d", ErrTooFew, n, round, s.p.minClients()))
+	}
+	return nil
+}
+
+// AddKeys records a client's AdvertiseKeys (round 0).
+func (s *Server) AddKeys(m *AdvertiseKeys) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageKeys); err != nil {
+		return err
+	}
+	if err := s.from(m.From); err != nil {
+		return err
+	}
+	if s.keys[m.From] != nil {
+		return fmt.Errorf("%w: keys of %d twice", ErrMessage, m.From)
+	}
+	if _, _, err := parseKeys(m); err != nil {
+		return err
+	}
+	s.keys[m.From] = &AdvertiseKeys{From: m.From, MaskKey: slices.Clone(m.MaskKey), EncKey: slices.Clone(m.EncKey)}
+	return nil
+}
+
+// FinishKeys closes round 0: the clients that advertised are U1. It
+// returns, for each of them, its neighbours' keys within U1.
+func (s *Server) FinishKeys() ([]*KeysBroadcast, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageKeys); err != nil {
+		return nil, err
+	}
+	var out []*KeysBroadcast
+	for u, k := range s.keys {
+		if k == nil {
+			continue
+		}
+		b := &KeysBroadcast{To: uint32(u)}
+		for _, v := range s.g.Neighbours(uint32(u)) {
+			if s.keys[v] != nil {
+				b.Keys = append(b.Keys, *s.keys[v])
+			}
+		}
+		out = append(out, b)
+	}
+	if err := s.enough("AdvertiseKeys", len(out)); err != nil {
+		return nil, err
+	}
+	s.stage = stageShares
+	return out, nil
+}
+
+// AddShares records a client's ShareKeys (round 1): one share for exactly
+// each of its neighbours in U1.
+func (s *Server) AddShares(m *ShareKeys) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageShares); err != nil {
+		return err
+	}
+	if err := s.from(m.From); err != nil {
+		return err
+	}
+	if s.keys[m.From] == nil {
+		return fmt.Errorf("%w: shares from %d, which did not advertise keys", ErrMessage, m.From)
+	}
+	if s.sent[m.From] {
+		return fmt.Errorf("%w: shares from %d twice", ErrMessage, m.From)
+	}
+	var want []uint32
+	for _, v := range s.g.Neighbours(m.From) {
+		if s.keys[v] != nil {
+			want = append(want, v)
+		}
+	}
+	if len(m.Shares) != len(want) {
+		return fmt.Errorf("%w: %d sent %d shares for %d neighbours with keys", ErrMessage, m.From, len(m.Shares), len(want))
+	}
+	seen := make(map[uint32]bool, len(want))
+	for _, e := range m.Shares {
+		switch {
+		case e.From != m.From:
+			return fmt.Errorf("%w: ShareKeys of %d holds a share from %d", ErrMessage, m.From, e.From)
+		case !s.g.Adjacent(m.From, e.To) || s.keys[e.To] == nil || seen[e.To]:
+			return fmt.Errorf("%w: share %d→%d is not for a neighbour with keys, or repeated", ErrMessage, m.From, e.To)
+		case len(e.Ciphertext) != CiphertextSize:
+			return fmt.Errorf("%w: share %d→%d has %d bytes", ErrMessage, m.From, e.To, len(e.Ciphertext))
+		}
+		seen[e.To] = true
+	}
+	for _, e := range m.Shares {
+		s.inbox[e.To] = append(s.inbox[e.To], EncryptedShare{From: e.From, To: e.To, Ciphertext: slices.Clone(e.Ciphertext)})
+	}
+	s.sent[m.From] = true
+	return nil
+}
+
+// FinishShares closes round 1: the clients that shared are U2. It returns
+// for each of them the shares addressed to it.
+func (s *Server) FinishShares() ([]*SharesDelivery, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageShares); err != nil {
+		return nil, err
+	}
+	var out []*SharesDelivery
+	for u, ok := range s.sent {
+		if ok {
+			out = append(out, &SharesDelivery{To: uint32(u), Shares: s.inbox[u]})
+		}
+	}
+	s.inbox = nil
+	if err := s.enough("ShareKeys", len(out)); err != nil {
+		return nil, err
+	}
+	s.stage = stageInput
+	return out, nil
+}
+
+// AddMaskedInput adds a client's masked vector (round 2) to the running
+// sum; the vector itself is not kept.
+func (s *Server) AddMaskedInput(m *MaskedInput) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageInput); err != nil {
+		return err
+	}
+	if err := s.from(m.From); err != nil {
+		return err
+	}
+	if !s.sent[m.From] || s.in3[m.From] {
+		return fmt.Errorf("%w: masked input from %d, which did not share keys or sent twice", ErrMessage, m.From)
+	}
+	if len(m.Y) != s.p.Len {
+		return fmt.Errorf("%w: masked input of %d has %d values, want %d", ErrMessage, m.From, len(m.Y), s.p.Len)
+	}
+	mask := s.p.mask()
+	for i, y := range m.Y {
+		if y&^mask != 0 {
+			return fmt.Errorf("%w: masked input of %d: value %d exceeds %d bits", ErrMessage, m.From, i, s.p.Bits)
+		}
+	}
+	for i, y := range m.Y {
+		s.sum[i] += y
+	}
+	s.in3[m.From] = true
+	return nil
+}
+
+// FinishMaskedInput closes round 2: the clients whose masked input arrived
+// are U3. It checks that every secret the server will need — the
+// self-mask seed of each survivor, the mask-key seed of each dropped
+// client in U2 that has surviving neighbours — has at least T holders in
+// U3, and aborts otherwise, before any share is revealed. It returns, for
+// each survivor, which of its neighbours survived and which dropped.
+func (s *Server) FinishMaskedInput() ([]*UnmaskRequest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageInput); err != nil {
+		return nil, err
+	}
+	if err := s.enough("MaskedInput", count(s.in3)); err != nil {
+		return nil, err
+	}
+	var out []*UnmaskRequest
+	for u := range s.p.N {
+		if !s.sent[u] {
+			continue
+		}
+		holders, dropped := 0, 0
+		r := &UnmaskRequest{To: uint32(u)}
+		for _, v := range s.g.Neighbours(uint32(u)) {
+			switch {
+			case s.in3[v]:
+				holders++
+				r.Survivors = append(r.Survivors, v)
+			case s.sent[v]:
+				dropped++
+				r.Dropped = append(r.Dropped, v)
+			}
+		}
+		// u's secret is needed if u survived (self mask) or if u dropped
+		// but a surviving neighbour masked with it (pairwise masks).
+		if (s.in3[u] || holders > 0) && holders < s.p.T {
+			return nil, s.abort(fmt.Errorf("%w: client %d has %d surviving neighbours, threshold %d", ErrTooFew, u, holders, s.p.T))
+		}
+		if s.in3[u] {
+			out = append(out, r)
+		}
+	}
+	s.self = make(map[uint32]*shareSet)
+	s.mask = make(map[uint32]*shareSet)
+	s.stage = stageUnmask
+	return out, nil
+}
+
+// AddUnmask records a client's revealed shares (round 3). Shares must be
+// of the kind the server asked for: self-mask shares of surviving
+// neighbours, mask-key shares of dropped ones.
+func (s *Server) AddUnmask(m *UnmaskResponse) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageUnmask); err != nil {
+		return err
+	}
+	if err := s.from(m.From); err != nil {
+		return err
+	}
+	if !s.in3[m.From] || s.unmsk[m.From] {
+		return fmt.Errorf("%w: unmask response from %d, which is not a survivor or answered twice", ErrMessage, m.From)
+	}
+	seen := make(map[uint32]bool)
+	check := func(list []RevealedShare, survivor bool) error {
+		for _, r := range list {
+			v := r.Owner
+			if int64(v) >= int64(s.p.N) || !s.g.Adjacent(m.From, v) || seen[v] ||
+				s.in3[v] != survivor || !s.sent[v] || len(r.Share) != ShareSize {
+				return fmt.Errorf("%w: unmask response of %d: unexpected share of %d", ErrMessage, m.From, v)
+			}
+			seen[v] = true
+		}
+		return nil
+	}
+	if err := check(m.SelfShares, true); err != nil {
+		return err
+	}
+	if err := check(m.MaskShares, false); err != nil {
+		return err
+	}
+	put := func(sets map[uint32]*shareSet, list []RevealedShare) {
+		for _, r := range list {
+			set := sets[r.Owner]
+			if set == nil {
+				set = &shareSet{}
+				sets[r.Owner] = set
+			}
+			set.holders = append(set.holders, m.From)
+			set.values = append(set.values, slices.Clone(r.Share))
+		}
+	}
+	put(s.self, m.SelfShares)
+	put(s.mask, m.MaskShares)
+	s.unmsk[m.From] = true
+	return nil
+}
+
+// Result reconstructs the needed seeds, removes the self masks of the
+// survivors and the pairwise masks between survivors and dropped
+// clients, and returns Σ_{u∈U3} x_u mod 2^Bits. It aborts (ErrTooFew) if
+// some needed seed has fewer than T shares, and fails (ErrShares) if the
+// shares do not reconstruct a valid seed or a mask key that matches the
+// advertised public key.
+func (s *Server) Result() ([]uint32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageUnmask); err != nil {
+		return nil, err
+	}
+	sum := s.sum
+	e := expanders.Get().(*expander)
+	defer expanders.Put(e)
+	for u := range s.p.N {
+		if !s.in3[u] {
+			continue
+		}
+		set := s.self[uint32(u)]
+		if set == nil || len(set.holders) < s.p.T {
+			return nil, s.abort(fmt.Errorf("%w: %d shares of the self mask of %d, threshold %d", ErrTooFew, lenHolders(set), u, s.p.T))
+		}
+		seed, err := recoverSeed(s.p.T, set.holders, set.values)
+		if err != nil {
+			return nil, s.abort(fmt.Errorf("self mask of %d: %w", u, err))
+		}
+		k := selfMaskKey(&seed, &s.p.Seed, uint32(u))
+		e.add(sum, &k, true)
+	}
+	for v := range s.p.N {
+		if !s.sent[v] || s.in3[v] {
+			continue
+		}
+		var surv []uint32
+		for _, u := range s.g.Neighbours(uint32(v)) {
+			if s.in3[u] {
+				surv = append(surv, u)
+			}
+		}
+		if len(surv) == 0 {
+			continue
+		}
+		set := s.mask[uint32(v)]
+		if set == nil || len(set.holders) < s.p.T {
+			return nil, s.abort(fmt.Errorf("%w: %d shares of the mask key of dropped client %d, threshold %d", ErrTooFew, lenHolders(set), v, s.p.T))
+		}
+		seed, err := recoverSeed(s.p.T, set.holders, set.values)
+		if err != nil {
+			return nil, s.abort(fmt.Errorf("mask key of %d: %w", v, err))
+		}
+		priv := maskKeyFromSeed(&seed, &s.p.Seed)
+		if !bytes.Equal(priv.PublicKey().Bytes(), s.keys[v].MaskKey) {
+			return nil, s.abort(fmt.Errorf("%w: reconstructed mask key of %d does not match its public key", ErrShares, v))
+		}
+		for _, u := range surv {
+			pub, err := ecdh.X25519().NewPublicKey(s.keys[u].MaskKey)
+			if err != nil {
+				return nil, s.abort(err)
+			}
+			k, err := pairwiseKey(priv, pub, &s.p.Seed, uint32(v), u)
+			if err != nil {
+				return nil, s.abort(err)
+			}
+			// u added the mask if u < v, subtracted it otherwise.
+			e.add(sum, &k, u < uint32(v))
+		}
+	}
+	mask := s.p.mask()
+	out := make([]uint32, len(sum))
+	for i, x := range sum {
+		out[i] = x & mask
+	}
+	s.stage = stageDone
+	return out, nil
+}
+
+func lenHolders(s *shareSet) int {
+	if s == nil {
+		return 0
+	}
+	return len(s.holders)
+}
+
+// Survivors returns the clients whose inputs are in the sum (U3), once
+// round 2 is closed.
+func (s *Server) Survivors() []uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint32
+	for u, ok := range s.in3 {
+		if ok {
+			out = append(out, uint32(u))
+		}
+	}
+	return out
+}
