@@ -55,7 +55,7 @@ func BenchmarkPRGCandidates(b *testing.B) {
 			}
 		}
 	})
-	b.Run("XChaCha20", func(b *testing.B) {
+	b.Run("ChaCha20", func(b *testing.B) {
 		b.SetBytes(4 * benchWords)
 		for b.Loop() {
 			s, _ := chacha20.NewUnauthenticatedCipher(key, make([]byte, 12))

@@ -148,13 +148,20 @@ func TestAbortTooFew(t *testing.T) {
 
 // runTo runs a round without dropouts up to the UnmaskRequests.
 func runTo(t *testing.T, p Params, in [][]uint32) (*Server, []*Client, []*UnmaskRequest) {
+	srv, cs, ur, _ := runToMasked(t, p, in, 3)
+	return srv, cs, ur
+}
+
+// runToMasked is runTo that also returns the masked inputs by client.
+func runToMasked(t *testing.T, p Params, in [][]uint32, seed uint64) (*Server, []*Client, []*UnmaskRequest, [][]uint32) {
 	t.Helper()
 	srv, err := NewServer(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rnd := testRand(3)
+	rnd := testRand(seed)
 	cs := make([]*Client, p.N)
+	ys := make([][]uint32, p.N)
 	for u := range cs {
 		cs[u], err = NewClient(uint32(u), p, rnd)
 		if err != nil {
@@ -190,6 +197,7 @@ func runTo(t *testing.T, p Params, in [][]uint32) (*Server, []*Client, []*Unmask
 		if err != nil {
 			t.Fatal(err)
 		}
+		ys[d.To] = m.Y
 		if err := srv.AddMaskedInput(m); err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +206,63 @@ func runTo(t *testing.T, p Params, in [][]uint32) (*Server, []*Client, []*Unmask
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv, cs, ur
+	return srv, cs, ur, ys
+}
+
+// chiSquare returns the χ² statistic of the counts against uniform.
+func chiSquare(counts []int) float64 {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	e := float64(n) / float64(len(counts))
+	x := 0.0
+	for _, c := range counts {
+		x += (float64(c) - e) * (float64(c) - e) / e
+	}
+	return x
+}
+
+// TestMaskedLooksUniform checks the server's view of one upload: for the
+// constant inputs 0 and 2^b−1 (the extremes), the masked vector passes a
+// χ² test of uniformity on its values (b = 8) or top 8 bits (b = 32), and
+// the two masked vectors are indistinguishable by the same test.
+func TestMaskedLooksUniform(t *testing.T) {
+	const l = 1 << 14
+	// χ² with 255 degrees of freedom: P[χ² > 340] ≈ 3·10⁻⁴.
+	const crit = 340
+	for _, bits := range []int{8, 32} {
+		p := testParams(20, 8, 5, bits, l)
+		hist := make([][]int, 2)
+		for i, x := range []uint32{0, p.mask()} {
+			in := randomInputs(rand.New(testRand(uint64(bits))), p)
+			for j := range in[0] {
+				in[0][j] = x
+			}
+			_, _, _, ys := runToMasked(t, p, in, uint64(10+i))
+			hist[i] = make([]int, 256)
+			for _, y := range ys[0] {
+				hist[i][y>>(bits-8)]++
+			}
+			if x2 := chiSquare(hist[i]); x2 > crit {
+				t.Errorf("bits=%d x=%d: χ² = %.0f > %d", bits, x, x2, crit)
+			} else {
+				t.Logf("bits=%d x=%#x: χ² = %.0f (df 255)", bits, x, x2)
+			}
+		}
+		// Two-sample χ² homogeneity test of the two views.
+		x2 := 0.0
+		for b := range 256 {
+			a, c := float64(hist[0][b]), float64(hist[1][b])
+			if a+c > 0 {
+				x2 += (a - c) * (a - c) / (a + c)
+			}
+		}
+		if x2 > crit {
+			t.Errorf("bits=%d: views of inputs 0 and max differ: χ² = %.0f", bits, x2)
+		}
+		t.Logf("bits=%d: two-sample χ² = %.0f (df 255)", bits, x2)
+	}
 }
 
 func TestRefuseBothShares(t *testing.T) {
