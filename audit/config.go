@@ -4,6 +4,7 @@ import (
 	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/ldpop"
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/sdcf"
 )
 
@@ -25,7 +26,7 @@ func configOf[C any](name string) C {
 func fedConfig(v hdpmf.Variant) hdpmf.Config {
 	if v == hdpmf.Plain {
 		c := configOf[hdpmf.Config](hdpmf.DPMF.String())
-		c.Variant, c.SecureAggregation = hdpmf.Plain, false
+		c.Variant, c.Aggregation = hdpmf.Plain, protocol.AggOff
 		return c
 	}
 	return configOf[hdpmf.Config](v.String())

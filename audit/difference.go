@@ -64,7 +64,7 @@ func diffRun(v ldpop.Variant, secagg bool) func(context.Context, *env) (Result, 
 	return func(ctx context.Context, e *env) (Result, error) {
 		d := e.data
 		cfg := ldpopConfig(v)
-		cfg.Seed, cfg.Workers, cfg.SecureAggregation = e.cfg.Seed, e.cfg.Workers, secagg
+		cfg.Seed, cfg.Workers, cfg.Aggregation = e.cfg.Seed, e.cfg.Workers, protocol.SecureIf(secagg)
 		if v == ldpop.Basic {
 			cfg.Rounds = 2 // dense uploads: one difference is plenty
 			if e.cfg.Quick {

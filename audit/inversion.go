@@ -440,7 +440,7 @@ func fedInversion(v hdpmf.Variant, secagg bool) func(context.Context, *env) (Res
 	return func(ctx context.Context, e *env) (Result, error) {
 		d := e.data
 		cfg := fedConfig(v)
-		cfg.Rounds, cfg.Seed, cfg.Workers, cfg.SecureAggregation = e.invRounds, e.cfg.Seed, e.cfg.Workers, secagg
+		cfg.Rounds, cfg.Seed, cfg.Workers, cfg.Aggregation = e.invRounds, e.cfg.Seed, e.cfg.Workers, protocol.SecureIf(secagg)
 		est := estimates{}
 		var pseudo float64
 		p := &pairs{}

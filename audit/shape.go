@@ -71,7 +71,7 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 		cfg := fedConfig(v)
 		cfg.Rounds, cfg.Seed, cfg.Workers = 2, e.cfg.Seed, e.cfg.Workers
 		if target == "dpmf-no-secagg" {
-			cfg.SecureAggregation = false
+			cfg.Aggregation = protocol.AggOff
 			o.label = "secagg off"
 		} else if target == "dpmf" {
 			o.label = "secagg"
@@ -85,7 +85,7 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 		plain := existenceModel{p: 0, q: 1}
 		o.x = newExistence(d, e.cfg.Seed, 0, func(int) (existenceModel, bool) { return plain, true })
 		view := "per-user uploads"
-		if cfg.SecureAggregation {
+		if cfg.Aggregation.Secure() {
 			view = "secure aggregation"
 		}
 		o.setting = fmt.Sprintf("%s, %d rounds, %s", v, cfg.Rounds, view)
@@ -126,7 +126,7 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 		// named more often than half the rounds.
 		o.x = newExistence(d, e.cfg.Seed, 0, func(int) (existenceModel, bool) { return existenceModel{p: 0.25, q: 0.75}, true })
 		view := "per-user uploads"
-		if cfg.SecureAggregation {
+		if cfg.Aggregation.Secure() {
 			view = "secure aggregation"
 		}
 		o.setting = fmt.Sprintf("LDP-OP Alg. 2, d = %d, %d rounds, ε = %g, %s", cfg.Dim, cfg.Rounds, cfg.Eps, view)

@@ -200,8 +200,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 // enrolment and the method server's last snapshot.
 func (s *Server) restore() error {
 	agg := "none"
-	if s.spec.Federated.SecureSum(s.cfg.Config) {
+	switch s.spec.Federated.Aggregation(s.cfg.Config) {
+	case protocol.AggIdeal:
 		agg = "sum"
+	case protocol.AggMasked:
+		return fmt.Errorf("deploy: %s with secagg=masked: secure aggregation over the network is not carried yet; run it in process (privrec evaluate) or serve with secagg=ideal", s.cfg.Method)
 	}
 	want := &plan{
 		Method: s.cfg.Method, Config: s.spec.Text(s.cfg.Config), Seed: s.cfg.Seed, TestMode: s.cfg.TestMode,

@@ -112,7 +112,7 @@ type Config struct {
 	// the server reads every client's upload, whose noise share is only
 	// 1/n_j of the item's noise, and the setup round tells it which items
 	// each user rated.
-	SecureAggregation bool
+	Aggregation protocol.Aggregation
 
 	Workers int    // client goroutines; the result does not depend on it
 	Seed    uint64 // labels every random stream of the run
@@ -140,7 +140,7 @@ func DefaultConfig(v Variant) Config {
 	return Config{
 		Variant: v, Dim: 10, Rounds: 100, LearnRate: 0.5, UserLearnRate: 0.5, Reg: 0.01, Pseudo: 50,
 		InitScale: 0.1, Eps: 1, Spec: budget.DefaultHDPMF(), SpecSeed: 1,
-		Threshold: "mean", Noise: dp.GammaShares, SecureAggregation: v != Plain, Seed: 1,
+		Threshold: "mean", Noise: dp.GammaShares, Aggregation: protocol.SecureIf(v != Plain), Seed: 1,
 	}
 }
 
@@ -240,11 +240,11 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Mode
 	run := cl.run
 	opt := protocol.RunOptions{
 		Workers: cfg.Workers, Seed: cfg.Seed, Transcript: cfg.Transcript,
-		SecureAggregation: cfg.SecureAggregation,
+		Aggregation: cfg.Aggregation,
 		Header: protocol.TranscriptHeader{Method: cfg.Variant.String(), Meta: map[string]string{
 			"dim": fmt.Sprint(cfg.Dim), "rounds": fmt.Sprint(cfg.Rounds), "eps": fmt.Sprint(cfg.Eps),
 			"noise": cfg.Noise.String(), "noise_scale": fmt.Sprint(run.noise),
-			"pseudo": fmt.Sprint(cfg.Pseudo), "secagg": fmt.Sprint(cfg.SecureAggregation),
+			"pseudo": fmt.Sprint(cfg.Pseudo), "secagg": cfg.Aggregation.String(),
 		}},
 		OnRound: func(info protocol.RoundInfo) error {
 			if cfg.OnRound == nil {

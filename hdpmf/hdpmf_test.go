@@ -91,7 +91,7 @@ func TestTranscriptCarriesNoRating(t *testing.T) {
 			cfg := DefaultConfig(v)
 			// Per-client uploads, to check each of them (secure
 			// aggregation would show only sums).
-			cfg.Rounds, cfg.Transcript, cfg.SecureAggregation = 3, &buf, false
+			cfg.Rounds, cfg.Transcript, cfg.Aggregation = 3, &buf, protocol.AggOff
 			if _, _, err := Train(context.Background(), train, cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -387,7 +387,7 @@ func TestSecureAggregation(t *testing.T) {
 	for _, v := range []Variant{HDPMF, DPMF, PDPMF} {
 		t.Run(v.String(), func(t *testing.T) {
 			cfg := DefaultConfig(v)
-			if !cfg.SecureAggregation {
+			if !cfg.Aggregation.Secure() {
 				t.Fatal("secure aggregation is not the default")
 			}
 			var buf bytes.Buffer
@@ -400,7 +400,7 @@ func TestSecureAggregation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := tr.Header().Meta["secagg"]; got != "true" {
+			if got := tr.Header().Meta["secagg"]; got != "ideal" {
 				t.Errorf("header secagg = %q, want true", got)
 			}
 			for {
@@ -420,7 +420,7 @@ func TestSecureAggregation(t *testing.T) {
 					}
 				}
 			}
-			cfg.SecureAggregation, cfg.Transcript = false, nil
+			cfg.Aggregation, cfg.Transcript = protocol.AggOff, nil
 			each, _, err := Train(context.Background(), train, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -444,7 +444,7 @@ func TestSecureAggregation(t *testing.T) {
 func TestPlain(t *testing.T) {
 	train := tiny(t, 20)
 	cfg := DefaultConfig(Plain)
-	if cfg.SecureAggregation {
+	if cfg.Aggregation.Secure() {
 		t.Error("Plain defaults to secure aggregation; it is the unprotected control")
 	}
 	var buf bytes.Buffer

@@ -83,7 +83,7 @@ type Config struct {
 	// claims holds. On by default for LDPOP; off for Basic (the attack
 	// target, as in the paper, whose server receives every user's upload)
 	// and RSMF (nothing to protect).
-	SecureAggregation bool
+	Aggregation protocol.Aggregation
 	// Seed labels every random stream; Workers is the number of client
 	// goroutines (<= 0: all cores), on which results do not depend.
 	Seed    uint64
@@ -118,7 +118,7 @@ func DefaultConfig(v Variant) Config {
 		Variant: v, Dim: 10, Rounds: rounds, PerRound: 1,
 		LearnRate: 0.015, Decay: 0.95, DecayEvery: 1, Reg: 1e-8,
 		Eps: 1, Bound: 1, InitScale: 0.1, Noise: dp.GammaShares,
-		SecureAggregation: v == LDPOP, Seed: 1,
+		Aggregation: protocol.SecureIf(v == LDPOP), Seed: 1,
 	}
 }
 
@@ -131,6 +131,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Variant < LDPOP || c.Variant > RSMF:
 		return bad("Variant", int(c.Variant), "LDPOP, Basic or RSMF")
+	case c.Aggregation == protocol.AggMasked:
+		return bad("Aggregation", c.Aggregation, "ideal or off (masked secure aggregation is not implemented for LDP-OP yet)")
 	case c.Dim < 1 || c.Dim > 4096:
 		return bad("Dim", c.Dim, "1..4096")
 	case c.Rounds < 1:
@@ -199,7 +201,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Mode
 		return nil, nil, err
 	}
 	opt := protocol.RunOptions{
-		Workers: cfg.Workers, Seed: cfg.Seed, SecureAggregation: cfg.SecureAggregation,
+		Workers: cfg.Workers, Seed: cfg.Seed, Aggregation: cfg.Aggregation,
 		Transcript: cfg.Transcript,
 		Header: protocol.TranscriptHeader{Method: cfg.Variant.String(), Meta: map[string]string{
 			"dim": fmt.Sprint(cfg.Dim), "rounds": fmt.Sprint(cfg.Rounds), "per-round": fmt.Sprint(cfg.PerRound),

@@ -68,7 +68,7 @@ func TestSummedNoiseIsLaplace(t *testing.T) {
 	for _, scheme := range []dp.ShareScheme{dp.GammaShares, dp.MixtureShares} {
 		t.Run(scheme.String(), func(t *testing.T) {
 			cfg := DefaultConfig(LDPOP)
-			cfg.SecureAggregation, cfg.Noise, cfg.Rounds, cfg.Eps = false, scheme, 1, 2
+			cfg.Aggregation, cfg.Noise, cfg.Rounds, cfg.Eps = protocol.AggOff, scheme, 1, 2
 			cfg.PerRound = d.NumItems() * cfg.Dim // every position once, scale 1
 			_, rep, noisy := train(t, d, cfg)
 			cfg.Variant = RSMF
@@ -142,7 +142,7 @@ func TestNoiseRepeatsOnlyInBasic(t *testing.T) {
 	for _, scheme := range []dp.ShareScheme{dp.GammaShares, dp.MixtureShares} {
 		t.Run("ldp-op/"+scheme.String(), func(t *testing.T) {
 			cfg := DefaultConfig(LDPOP)
-			cfg.SecureAggregation, cfg.Noise, cfg.Reg, cfg.Dim = false, scheme, 0, k
+			cfg.Aggregation, cfg.Noise, cfg.Reg, cfg.Dim = protocol.AggOff, scheme, 0, k
 			cfg.Rounds, cfg.PerRound = 2, d.NumItems()*k // two passes: every position twice
 			_, rep, recs := train(t, d, cfg)
 			if rep.Passes != 2 {
@@ -220,7 +220,7 @@ func TestFaithfulSchedule(t *testing.T) {
 	k := 3
 	md := d.NumItems() * k
 	cfg := DefaultConfig(LDPOP)
-	cfg.Dim, cfg.Rounds, cfg.SecureAggregation = k, md, false
+	cfg.Dim, cfg.Rounds, cfg.Aggregation = k, md, protocol.AggOff
 	_, rep, recs := train(t, d, cfg)
 	if rep.Passes != 1 || rep.Updated != md || rep.Positions != md {
 		t.Errorf("passes %d, updated %d of %d, want 1 pass updating all %d", rep.Passes, rep.Updated, rep.Positions, md)
@@ -311,7 +311,7 @@ func TestSecureAggregationGivesTheSameModel(t *testing.T) {
 			t.Fatalf("round %d: the server saw %d uploads, want one sum", rec.Round, len(rec.Uploads))
 		}
 	}
-	cfg.SecureAggregation = false
+	cfg.Aggregation = protocol.AggOff
 	m2, _, err := Train(context.Background(), d, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -436,7 +436,7 @@ func TestClientsAccountLikeServer(t *testing.T) {
 	d := synth(t, 30, 12, 5)
 	for _, secagg := range []bool{false, true} {
 		cfg := DefaultConfig(LDPOP)
-		cfg.Dim, cfg.Rounds, cfg.PerRound, cfg.Refit, cfg.SecureAggregation = 4, 30, 7, 6, secagg
+		cfg.Dim, cfg.Rounds, cfg.PerRound, cfg.Refit, cfg.Aggregation = 4, 30, 7, 6, protocol.SecureIf(secagg)
 		st, err := NewServer(cfg, d.NumItems(), d.Scale)
 		if err != nil {
 			t.Fatal(err)
@@ -445,7 +445,7 @@ func TestClientsAccountLikeServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opt := protocol.RunOptions{Seed: cfg.Seed, SecureAggregation: secagg}
+		opt := protocol.RunOptions{Seed: cfg.Seed, Aggregation: protocol.SecureIf(secagg)}
 		if err := protocol.Run(context.Background(), st, cl.List, opt); err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 // their users' own ratings.
 //
 // Protocol.Run(ctx, server, clients.List, protocol.RunOptions{Seed: seed,
-// SecureAggregation: SecureSum(cfg)}) followed by clients.Finish gives the
+// Aggregation: Aggregation(cfg)}) followed by clients.Finish gives the
 // model and Result of Spec.Fit with the same seed, bit for bit, when the
 // server and the clients are built with that seed too (on data already on
 // the Internal scale; Spec.NewServer and Spec.NewClients map other scales
@@ -28,9 +28,9 @@ type Federated struct {
 	// only those with ratings, exactly as the in-process run does, in the
 	// same order), with the clients' seed.
 	Clients func(cfg any, train *ratings.Dataset, seed uint64) (*Clients, error)
-	// SecureSum reports whether cfg runs under secure aggregation (the
+	// Aggregation reports how cfg has the server receive uploads (the
 	// server may see only per-item sums).
-	SecureSum func(cfg any) bool
+	Aggregation func(cfg any) protocol.Aggregation
 }
 
 // Clients is the client half of a run.
@@ -51,7 +51,7 @@ var ErrNotFederated = errors.New("not a client/server method")
 // federated returns the Federated of a method whose config type is C,
 // checking the config's type before calling the typed halves.
 func federated[C any](server func(cfg *C, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error),
-	clients func(cfg *C, train *ratings.Dataset, seed uint64) (*Clients, error), secure func(cfg *C) bool) *Federated {
+	clients func(cfg *C, train *ratings.Dataset, seed uint64) (*Clients, error), agg func(cfg *C) protocol.Aggregation) *Federated {
 	typed := func(cfg any) (*C, error) {
 		c, ok := cfg.(*C)
 		if !ok || c == nil {
@@ -77,9 +77,12 @@ func federated[C any](server func(cfg *C, numItems int, scale ratings.Scale, see
 			}
 			return clients(c, train, seed)
 		},
-		SecureSum: func(cfg any) bool {
+		Aggregation: func(cfg any) protocol.Aggregation {
 			c, err := typed(cfg)
-			return err == nil && secure(c)
+			if err != nil {
+				return protocol.AggOff
+			}
+			return agg(c)
 		},
 	}
 }
@@ -123,7 +126,7 @@ func (s Spec) NewServer(cfg any, numItems int, scale ratings.Scale, seed uint64)
 // maps it, and Finish maps the model back to train's declared scale and
 // records the method, its config and its privacy report, as Fit does.
 // Run the clients with a server from NewServer for train.NumItems() items
-// and train.Scale, under secure aggregation when s.Federated.SecureSum(cfg).
+// and train.Scale, under the aggregation s.Federated.Aggregation(cfg) names.
 func (s Spec) NewClients(cfg any, train *ratings.Dataset, seed uint64) (*Clients, error) {
 	if train == nil {
 		return nil, fmt.Errorf("%s: %w: no training data", s.Name, ErrParam)

@@ -46,7 +46,7 @@ func runHalves(t *testing.T, s method.Spec, cfg any, train *ratings.Dataset, see
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := protocol.RunOptions{Seed: seed, SecureAggregation: s.Federated.SecureSum(cfg)}
+	opt := protocol.RunOptions{Seed: seed, Aggregation: s.Federated.Aggregation(cfg)}
 	if err := protocol.Run(context.Background(), srv, cl.List, opt); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestServerResumes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				opt := protocol.RunOptions{Seed: seed, SecureAggregation: s.Federated.SecureSum(cfg)}
+				opt := protocol.RunOptions{Seed: seed, Aggregation: s.Federated.Aggregation(cfg)}
 				opt.OnRound = func(info protocol.RoundInfo) error {
 					if info.Round == r {
 						return errStop

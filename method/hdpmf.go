@@ -42,6 +42,26 @@ func schemeF(name string, p *dp.ShareScheme, usage string) Field {
 	return Field{Name: name, Usage: usage, Value: schemeValue{p}}
 }
 
+// aggValue is a field holding a protocol.Aggregation.
+type aggValue struct{ p *protocol.Aggregation }
+
+func (v aggValue) String() string { return v.p.String() }
+func (v aggValue) Type() string   { return "masked|ideal|off" }
+func (v aggValue) Get() any       { return v.p.String() }
+func (v aggValue) addr() uintptr  { return reflect.ValueOf(v.p).Pointer() }
+func (v aggValue) Set(s string) error {
+	a, err := protocol.ParseAggregation(s)
+	if err != nil {
+		return fmt.Errorf("want masked, ideal or off")
+	}
+	*v.p = a
+	return nil
+}
+
+func aggF(name string, p *protocol.Aggregation, usage string) Field {
+	return Field{Name: name, Usage: usage, Value: aggValue{p}}
+}
+
 // hdpmfFields names the fields of a hdpmf.Config for variant v,
 // with help true for that variant.
 func hdpmfFields(v hdpmf.Variant) func(c *hdpmf.Config) []Field {
@@ -73,7 +93,7 @@ func hdpmfFields(v hdpmf.Variant) func(c *hdpmf.Config) []Field {
 			floatF("eps-im", &c.Spec.Item.Mid, "lowest weight of moderately sensitive items, in (0, 1]"),
 			uintF("spec-seed", &c.SpecSeed, "seed of the simulated privacy specification (public: it is not the data)"),
 			schemeF("noise", &c.Noise, "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's, leaks to a server that knows h)"),
-			boolF("secagg", &c.SecureAggregation, "secure aggregation: the server sees only per-item sums (false: it reads every user's upload, and the claim does not hold)"),
+			aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation with quantized uploads and Skellam noise: the server sees only sums), ideal (in-process ideal functionality with float gamma shares) or off (the server reads every upload, and the claim does not hold)"),
 			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
 		}
 		switch v {
@@ -106,7 +126,7 @@ func hdpmfConfig(cfg *hdpmf.Config, seed uint64) (hdpmf.Config, error) {
 func hdpmfResult(v hdpmf.Variant, c hdpmf.Config, rep *hdpmf.Report) *Result {
 	priv := hdpmfClaim
 	priv.EpsRound, priv.EpsTotal, priv.Delta = rep.EpsRound, rep.EpsTotal, 0
-	if !c.SecureAggregation {
+	if !c.Aggregation.Secure() {
 		priv.Note = "secagg=false: the server reads single uploads, so the ε below holds only for an observer of the per-item sums, " +
 			"not for the server; " + priv.Note
 	}
@@ -151,7 +171,7 @@ func hdpmfFederated(v hdpmf.Variant) *Federated {
 				return m, hdpmfResult(v, c, cl.Report()), nil
 			}}, nil
 		},
-		func(cfg *hdpmf.Config) bool { return cfg.SecureAggregation })
+		func(cfg *hdpmf.Config) protocol.Aggregation { return cfg.Aggregation })
 }
 
 func defineHDPMF(v hdpmf.Variant, summary string) {

@@ -90,7 +90,7 @@ func ldpopFields(v ldpop.Variant) func(c *ldpop.Config) []Field {
 			fs = append(fs, schemeF("noise", &c.Noise, "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's H ~ Exp(1), C ~ N(0, 1/n))"))
 		}
 		return append(fs,
-			boolF("secagg", &c.SecureAggregation, "secure aggregation: the server sees only per-position sums (false: it reads every user's upload)"),
+			aggF("secagg", &c.Aggregation, "aggregation: ideal (the server sees only per-position sums) or off (it reads every user's upload); masked is not implemented for LDP-OP yet"),
 			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
 		)
 	}
@@ -122,7 +122,7 @@ func ldpopResult(v ldpop.Variant, claim model.Privacy, c ldpop.Config, rep *ldpo
 	if c.Noise == dp.MixtureShares && v != ldpop.RSMF {
 		priv.Note += "; noise=mixture: a server that knows H sees Gaussian noise, only (ε, δ) with δ ≈ 0.19 at ε = 1 (dp.MixtureServerDelta)"
 	}
-	if !c.SecureAggregation && v != ldpop.RSMF {
+	if !c.Aggregation.Secure() && v != ldpop.RSMF {
 		priv.Note += "; this run had secagg=false: the ε above does not hold against this server"
 	}
 	return &Result{Privacy: priv, Stats: stats}
@@ -155,7 +155,7 @@ func ldpopFederated(v ldpop.Variant, claim model.Privacy) *Federated {
 				return m, ldpopResult(v, claim, c, cl.Report(m)), nil
 			}}, nil
 		},
-		func(cfg *ldpop.Config) bool { return cfg.SecureAggregation })
+		func(cfg *ldpop.Config) protocol.Aggregation { return cfg.Aggregation })
 }
 
 func defineLDPOP(v ldpop.Variant, summary string, claim model.Privacy) {

@@ -211,7 +211,7 @@ func sdcfServer(cfg sdcf.Config, numItems int) (protocol.Stateful, error) {
 
 // noSecureSum is SecureSum of the SDCF family: the server reads single
 // uploads (the existence protection is the clients' randomized response).
-func noSecureSum[C any](*C) bool { return false }
+func noSecureSum[C any](*C) protocol.Aggregation { return protocol.AggOff }
 
 func init() {
 	for _, v := range []sdcfVariant{

@@ -45,6 +45,10 @@ type Broadcast struct {
 	AuxDim int
 	// Params carries public scalar hyperparameters ("lr", "lambda", …).
 	Params map[string]float64
+	// Words, when positive, asks for dense integer uploads (AggMasked):
+	// Upload.Words of this length, values mod 2^Bits.
+	Words int
+	Bits  int
 }
 
 // Rows returns the number of item rows the broadcast carries.
@@ -88,6 +92,9 @@ func (b *Broadcast) Validate() error {
 	if b.Counts != nil && len(b.Counts) != rows {
 		return fmt.Errorf("%w: broadcast round %d: len(Counts) = %d, want %d", ErrMessage, b.Round, len(b.Counts), rows)
 	}
+	if b.Words < 0 || (b.Words > 0 && (b.Bits < 1 || b.Bits > 32)) {
+		return fmt.Errorf("%w: broadcast round %d: Words %d, Bits %d", ErrMessage, b.Round, b.Words, b.Bits)
+	}
 	if b.Aux != nil && len(b.Aux) != rows*b.AuxDim {
 		return fmt.Errorf("%w: broadcast round %d: len(Aux) = %d, want %d rows × %d", ErrMessage, b.Round, len(b.Aux), rows, b.AuxDim)
 	}
@@ -111,6 +118,11 @@ type Upload struct {
 	// Scalars carries method-specific per-client numbers (for example a
 	// client's loss, for monitoring), nil when unused.
 	Scalars []float64
+	// Words, in a round whose broadcast asks for them, is the client's
+	// dense integer vector mod 2^Broadcast.Bits over every coordinate of
+	// the round (the method says which); under AggMasked the server
+	// receives only the sum, as one upload.
+	Words []uint32
 }
 
 // Validate checks u against the broadcast it answers.
@@ -125,6 +137,17 @@ func (u *Upload) Validate(b *Broadcast) error {
 	}
 	if u.Values != nil && len(u.Values) != len(u.Items)*b.Dim {
 		return fmt.Errorf("%w: upload of client %d round %d: len(Values) = %d, want %d items × %d", ErrMessage, u.Client, u.Round, len(u.Values), len(u.Items), b.Dim)
+	}
+	if u.Words != nil && (b.Words <= 0 || len(u.Words) != b.Words) {
+		return fmt.Errorf("%w: upload of client %d round %d: %d words, the broadcast asks for %d", ErrMessage, u.Client, u.Round, len(u.Words), b.Words)
+	}
+	if u.Words != nil && b.Bits < 32 {
+		lim := uint32(1) << b.Bits
+		for k, w := range u.Words {
+			if w >= lim {
+				return fmt.Errorf("%w: upload of client %d round %d: word %d = %d is not below 2^%d", ErrMessage, u.Client, u.Round, k, w, b.Bits)
+			}
+		}
 	}
 	if u.Counts != nil && len(u.Counts) != len(u.Items) {
 		return fmt.Errorf("%w: upload of client %d round %d: len(Counts) = %d, want %d", ErrMessage, u.Client, u.Round, len(u.Counts), len(u.Items))

@@ -29,9 +29,13 @@ type RunOptions struct {
 	// Seed labels every client's random streams: client c draws in round t
 	// from rng.New(Seed, c, t).
 	Seed uint64
-	// SecureAggregation wraps the transport in SecureSum: the server
-	// receives only per-item sums of the uploads, never one client's.
-	SecureAggregation bool
+	// Aggregation wraps the transport: AggIdeal in SecureSum (the server
+	// receives only per-item sums of the uploads, never one client's),
+	// AggMasked in MaskedSum (only sums of dense integer uploads).
+	Aggregation Aggregation
+	// MaskProtocol, under AggMasked, runs the SecAgg+ protocol in process
+	// rather than adding the integer vectors directly (the same sum).
+	MaskProtocol bool
 	// MaxRounds stops a server that is never Done; 0 means 1<<20.
 	MaxRounds int
 	// Transcript, when not nil, receives every broadcast and every upload
@@ -56,8 +60,13 @@ func Run(ctx context.Context, srv Server, clients []Client, opt RunOptions) erro
 		return err
 	}
 	defer tr.Close()
-	if opt.SecureAggregation {
+	switch opt.Aggregation {
+	case AggIdeal:
 		return RunTransport(ctx, srv, NewSecureSum(tr), opt)
+	case AggMasked:
+		m := NewMaskedSum(tr, opt.Seed)
+		m.Protocol = opt.MaskProtocol
+		return RunTransport(ctx, srv, m, opt)
 	}
 	return RunTransport(ctx, srv, tr, opt)
 }

@@ -47,6 +47,11 @@ func (s *SecureSum) Exchange(ctx context.Context, b *Broadcast) ([]*Upload, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.add(b, ups)
+}
+
+// add returns the per-item sum of ups as one upload.
+func (s *SecureSum) add(b *Broadcast, ups []*Upload) ([]*Upload, error) {
 	n, dim := b.NumItems, b.Dim
 	if len(s.touched) != n || len(s.vals) != n*dim {
 		s.touched = make([]bool, n)

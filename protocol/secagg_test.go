@@ -17,7 +17,7 @@ func TestSecureSum(t *testing.T) {
 	var buf bytes.Buffer
 	srv := newSumServer(50, 3, 4)
 	clients := makeClients(2000, 50, 7)
-	err := Run(context.Background(), srv, clients, RunOptions{Workers: 2, Seed: 5, SecureAggregation: true,
+	err := Run(context.Background(), srv, clients, RunOptions{Workers: 2, Seed: 5, Aggregation: AggIdeal,
 		Transcript: &buf, Header: TranscriptHeader{Method: "sum"}})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestSecureSum(t *testing.T) {
 func TestSecureSumNoUploads(t *testing.T) {
 	srv := newSumServer(5, 2, 2)
 	clients := []Client{&noisyClient{id: 0}, &noisyClient{id: 1}}
-	if err := Run(context.Background(), srv, clients, RunOptions{SecureAggregation: true}); err != nil {
+	if err := Run(context.Background(), srv, clients, RunOptions{Aggregation: AggIdeal}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,62 @@
+package protocol
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Aggregation is how the server receives a round's uploads.
+type Aggregation int
+
+const (
+	// AggOff: the server reads every client's upload.
+	AggOff Aggregation = iota
+	// AggIdeal: the ideal functionality of secure aggregation
+	// (SecureSum): the server receives only per-item sums of the float
+	// uploads. It is exact in process; a deployment must realize it.
+	AggIdeal
+	// AggMasked: secure aggregation for real (package secagg, SecAgg+):
+	// each client uploads an integer vector mod 2^Bits over every
+	// coordinate of the round, masked so that only the sum can be
+	// recovered (MaskedSum).
+	AggMasked
+)
+
+// String returns "off", "ideal" or "masked".
+func (a Aggregation) String() string {
+	switch a {
+	case AggOff:
+		return "off"
+	case AggIdeal:
+		return "ideal"
+	case AggMasked:
+		return "masked"
+	}
+	return fmt.Sprintf("Aggregation(%d)", int(a))
+}
+
+// ParseAggregation reads "off", "ideal" or "masked"; "false" and "true",
+// the values of the boolean secagg of earlier versions, mean off and
+// ideal.
+func ParseAggregation(s string) (Aggregation, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "off", "false":
+		return AggOff, nil
+	case "ideal", "true":
+		return AggIdeal, nil
+	case "masked":
+		return AggMasked, nil
+	}
+	return 0, fmt.Errorf("aggregation %q: want masked, ideal or off", s)
+}
+
+// Secure reports whether the server sees only sums.
+func (a Aggregation) Secure() bool { return a != AggOff }
+
+// SecureIf returns AggIdeal when secure is set and AggOff otherwise.
+func SecureIf(secure bool) Aggregation {
+	if secure {
+		return AggIdeal
+	}
+	return AggOff
+}
