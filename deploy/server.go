@@ -740,14 +740,14 @@ func (s *Server) Upload(ctx context.Context, req *connect.Request[fedv1.UploadRe
 	k, member := s.slots[id]
 	s.mu.Unlock()
 	switch r := int(msg.GetRound()); {
-	case int(msg.GetRound()) <= closed:
+	case r <= closed:
 		return nil, s.rejectErr(connect.CodeFailedPrecondition, "late", "round %d is closed", r)
-	case !member:
-		return nil, s.rejectErr(connect.CodePermissionDenied, "not-member", "client %d is not part of this run", id)
 	case r > round || !open:
 		// Not an error of the client's: the round opens later (or again,
-		// after a restart). Retry.
+		// after a restart, once the server has reloaded its clients). Retry.
 		return nil, s.rejectErr(connect.CodeUnavailable, "early", "round %d is not open yet", r)
+	case !member:
+		return nil, s.rejectErr(connect.CodePermissionDenied, "not-member", "client %d is not part of this run", id)
 	}
 	u := fromWireUpload(int(id), msg)
 	if reason, err := s.check(b, u); err != nil {
