@@ -72,6 +72,9 @@ func (v Variant) String() string {
 	return fmt.Sprintf("Variant(%d)", int(v))
 }
 
+// DefaultDelta is the δ of the integer path when Config.Delta is 0.
+const DefaultDelta = 1e-6
+
 // Config configures Train.
 type Config struct {
 	Variant   Variant
@@ -113,6 +116,10 @@ type Config struct {
 	// 1/n_j of the item's noise, and the setup round tells it which items
 	// each user rated.
 	Aggregation protocol.Aggregation
+	// Delta is the δ of the integer path's (ε, δ) guarantee (Aggregation
+	// = protocol.AggMasked, Skellam noise accounted in Rényi DP); 0 means
+	// DefaultDelta. The gamma-share paths are pure ε and ignore it.
+	Delta float64
 
 	Workers int    // client goroutines; the result does not depend on it
 	Seed    uint64 // labels every random stream of the run
@@ -173,6 +180,12 @@ func (c Config) Validate() error {
 		return bad("EpsTotal", c.EpsTotal, "a finite number >= 0 (0: no cap)")
 	case c.Noise != dp.GammaShares && c.Noise != dp.MixtureShares:
 		return bad("Noise", int(c.Noise), "GammaShares or MixtureShares")
+	case c.Aggregation < protocol.AggOff || c.Aggregation > protocol.AggMasked:
+		return bad("Aggregation", c.Aggregation, "off, ideal or masked")
+	case c.Aggregation == protocol.AggMasked && c.Noise == dp.MixtureShares:
+		return bad("Noise", "mixture", "gamma with masked aggregation (the integer path draws Skellam shares)")
+	case !(c.Delta >= 0 && c.Delta < 1):
+		return bad("Delta", c.Delta, "in [0, 1) (0: DefaultDelta)")
 	}
 	if c.Weights == nil {
 		if err := c.Spec.Validate(); err != nil {
@@ -215,6 +228,13 @@ type Report struct {
 	// Accountant is the full report of the per-user ledger (the ε of each
 	// user's most exposed rating).
 	Accountant accountant.Report
+	// Aggregation is what ran ("masked", "ideal", "off") and Noise the
+	// noise ("skellam", "gamma-shares", "mixture-shares", "none"). With
+	// Skellam noise EpsRound and EpsTotal are (ε, Delta) by Rényi DP
+	// (EpsRound: one round alone) and NoiseScale is the standard deviation
+	// of an item coordinate's noise in rating units.
+	Aggregation, Noise string
+	Delta              float64
 }
 
 // Train runs the method on train over the in-process transport and

@@ -38,6 +38,8 @@ type run struct {
 	clients []protocol.Client
 	noise   float64 // Laplace scale per coordinate
 	thresh  float64 // PDPMF's t
+	epsEff  float64 // the per-round ε of a weight-1 rating the noise is calibrated for
+	mask    *masking
 }
 
 // newRun builds the client half of a run: the privacy weights, the noise
@@ -67,8 +69,32 @@ func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 	if r.acct, err = newAccountant(perRound, cfg); err != nil {
 		return nil, err
 	}
+	if cfg.Aggregation == protocol.AggMasked {
+		if r.mask, err = r.integerPath(sens); err != nil {
+			return nil, err
+		}
+	}
 	r.newClients(perRound, byUser)
 	return r, nil
+}
+
+// integerPath calibrates the Skellam noise and checks that the sums of
+// every item's raters fit 32 bits.
+func (r *run) integerPath(sens float64) (*masking, error) {
+	var m *masking
+	if r.cfg.Variant == Plain {
+		m = &masking{q: dp.Quantizer{Clip: maskClipFactor * sens, Scale: maskScale, Bits: 32}}
+	} else {
+		var err error
+		if m, err = newMasking(r.cfg, r.epsEff, sens); err != nil {
+			return nil, err
+		}
+	}
+	n := max(1, r.train.NumUsers())
+	if _, err := m.bits(n, r.train.NumItems()*r.cfg.Dim); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // serverItemWeights returns the public item weights γ the server of cfg
@@ -112,7 +138,7 @@ func (r *run) calibrate(sens float64, byUser *ratings.CSR) ([]float64, error) {
 	perRound := make([]float64, nu) // per user
 	switch cfg.Variant {
 	case HDPMF, HDPMFR:
-		r.noise = dp.HDPMFNoiseScale(cfg.Dim, sens, eps)
+		r.noise, r.epsEff = dp.HDPMFNoiseScale(cfg.Dim, sens, eps), eps
 		for u := range nu {
 			items, _ := byUser.Row(u)
 			var g float64
@@ -126,7 +152,7 @@ func (r *run) calibrate(sens float64, byUser *ratings.CSR) ([]float64, error) {
 		for k := range train.Values {
 			lo = math.Min(lo, w.W(train.Users[k], train.Items[k])*eps)
 		}
-		r.noise = dp.HDPMFNoiseScale(cfg.Dim, sens, lo)
+		r.noise, r.epsEff = dp.HDPMFNoiseScale(cfg.Dim, sens, lo), lo
 		for u := range nu {
 			perRound[u] = lo
 		}
@@ -140,7 +166,7 @@ func (r *run) calibrate(sens float64, byUser *ratings.CSR) ([]float64, error) {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 		r.thresh = t
-		r.noise = dp.HDPMFNoiseScale(cfg.Dim, sens, t)
+		r.noise, r.epsEff = dp.HDPMFNoiseScale(cfg.Dim, sens, t), t
 		for u := range nu {
 			perRound[u] = t
 		}
@@ -175,7 +201,7 @@ func (r *run) newClients(perRound []float64, byUser *ratings.CSR) {
 	sh := &shared{
 		k: cfg.Dim, variant: cfg.Variant, scheme: cfg.Noise, noise: r.noise,
 		reg: float32(cfg.Reg), pseudo: cfg.Pseudo, acct: r.acct, item: w.Item,
-		eps: cfg.Eps, thresh: r.thresh, label: cfg.Variant.String() + "/grad-V",
+		eps: cfg.Eps, thresh: r.thresh, label: cfg.Variant.String() + "/grad-V", mask: r.mask,
 	}
 	maxLen := 0
 	for u := range nu {
@@ -259,8 +285,17 @@ func (r *run) report() *Report {
 	for _, x := range a.Rounds {
 		rep.EpsRound = math.Max(rep.EpsRound, x.MaxEps)
 	}
+	rep.Aggregation, rep.Noise = r.cfg.Aggregation.String(), "gamma-shares"
+	if r.cfg.Noise == dp.MixtureShares {
+		rep.Noise = "mixture-shares"
+	}
+	if m := r.mask; m != nil {
+		rep.Noise = "skellam"
+		rep.EpsRound, rep.EpsTotal, rep.Delta = m.epsRound, m.epsTotal, m.delta
+		rep.NoiseScale = math.Sqrt(2*m.mu) / m.q.Scale
+	}
 	if r.cfg.Variant == Plain { // exact gradients: no guarantee at all
-		rep.EpsRound, rep.EpsTotal = math.Inf(1), math.Inf(1)
+		rep.EpsRound, rep.EpsTotal, rep.Noise = math.Inf(1), math.Inf(1), "none"
 	}
 	if r.cfg.Variant == PDPMF {
 		var kept int
@@ -286,6 +321,7 @@ type shared struct {
 	thresh  float64
 	label   string
 	ones    []int32
+	mask    *masking // the integer path, nil on the float paths
 }
 
 // client is one user's device. Its fields never leave it except through
@@ -300,6 +336,10 @@ type client struct {
 	u      []float32 // user vector, ‖u‖ ≤ 1
 	grad   []float32 // scratch, K
 	up     protocol.Upload
+	// The integer path's buffers.
+	words       []uint32
+	row         []float32
+	ints, noise []int64
 }
 
 func (c *client) ID() int { return c.id }
@@ -326,6 +366,9 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 			}
 			return nil, err
 		}
+	}
+	if b.Words > 0 {
+		return c.maskedRound(b, r), nil
 	}
 	k := c.sh.k
 	vals := c.up.Values[:len(c.items)*k]
@@ -369,6 +412,9 @@ func (c *client) setup(b *protocol.Broadcast, r *rand.Rand) *protocol.Upload {
 	c.up.Values = make([]float32, len(c.items)*c.sh.k)
 	if len(c.items) == 0 {
 		return nil
+	}
+	if b.Words > 0 {
+		return c.maskedSetup(b)
 	}
 	c.up = protocol.Upload{Client: c.id, Round: b.Round, Items: c.items, Counts: c.sh.ones[:len(c.items)], Values: c.up.Values}
 	up := c.up
@@ -428,6 +474,7 @@ type server struct {
 	round    int // next protocol round
 	b        protocol.Broadcast
 	params   map[string]float64
+	masked   bool // the integer path: dense words, sums mod 2^32
 }
 
 // serverConfig is the public part of Config the server knows.
@@ -481,7 +528,7 @@ func newServer(c Config, numItems int, mid float64, itemW []float64) *server {
 		Reg: c.Reg, Pseudo: c.Pseudo, Init: c.InitScale, Noise: c.Noise, Seed: c.Seed,
 	}
 	s := &server{
-		cfg: cfg, k: cfg.Dim, numItems: numItems,
+		cfg: cfg, k: cfg.Dim, numItems: numItems, masked: c.Aggregation == protocol.AggMasked,
 		v:       make([]float32, numItems*cfg.Dim),
 		counts:  make([]int32, numItems),
 		sum:     make([]float32, numItems*cfg.Dim),
@@ -516,9 +563,15 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 	switch {
 	case round == 0:
 		s.b.Phase = protocol.PhaseSetup
+		if s.masked {
+			s.b.Words, s.b.Bits = s.numItems, 32
+		}
 	case round <= T:
 		s.b.Phase = protocol.PhaseTrain
 		s.b.V, s.b.Counts = s.v, s.counts
+		if s.masked {
+			s.b.Words, s.b.Bits = s.numItems*(s.k+1), 32
+		}
 		s.params["lr"] = s.cfg.rate(round - 1)
 		s.params["lambda"] = s.cfg.Reg
 		if round >= 2 {
@@ -543,6 +596,16 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 	defer func() { s.round++ }()
 	k := s.k
+	if s.masked && s.b.Phase != protocol.PhaseFinal {
+		if err := s.aggregateMasked(round, ups); err != nil {
+			return err
+		}
+		if s.b.Phase == protocol.PhaseSetup {
+			return nil
+		}
+		s.step(round)
+		return nil
+	}
 	switch s.b.Phase {
 	case protocol.PhaseSetup:
 		for _, u := range ups {
@@ -578,6 +641,14 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 			}
 		}
 	}
+	s.step(round)
+	return nil
+}
+
+// step moves every item that received an upload along its summed
+// gradient.
+func (s *server) step(round int) {
+	k := s.k
 	lr := s.cfg.rate(round - 1)
 	reg2 := float32(2 * s.cfg.Reg)
 	for j := range s.numItems {
@@ -591,7 +662,6 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 			v[d] -= step * (g[d] + reg2*v[d])
 		}
 	}
-	return nil
 }
 
 // Done reports whether the final round has been aggregated.

@@ -18,7 +18,8 @@ var hdpmfClaim = model.Privacy{
 	Unit: "rating value", Trusted: "nobody",
 	Note: "per-item noisy gradient sums; ε per round for the most exposed rating, total by basic composition over the rounds " +
 		"(the paper's Thm 2 states it for one round); holds against a server that sees only the per-item sums, which secure aggregation " +
-		"(secagg=true, the default; its ideal functionality in process, masked sums in a deployment) ensures; with secagg=false the server " +
+		"(secagg=ideal, the default: its ideal functionality with float gamma shares; secagg=masked: SecAgg+ masked integer sums with " +
+		"distributed Skellam noise, (ε, δ) by Rényi DP) ensures; with secagg=off the server " +
 		"reads single uploads, carrying 1/n_j of the noise (no finite ε), and learns which items each user rated",
 }
 
@@ -93,6 +94,7 @@ func hdpmfFields(v hdpmf.Variant) func(c *hdpmf.Config) []Field {
 			floatF("eps-im", &c.Spec.Item.Mid, "lowest weight of moderately sensitive items, in (0, 1]"),
 			uintF("spec-seed", &c.SpecSeed, "seed of the simulated privacy specification (public: it is not the data)"),
 			schemeF("noise", &c.Noise, "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's, leaks to a server that knows h)"),
+			floatF("delta", &c.Delta, "δ of the integer path's (ε, δ) guarantee with secagg=masked (0: 1e-6)"),
 			aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation with quantized uploads and Skellam noise: the server sees only sums), ideal (in-process ideal functionality with float gamma shares) or off (the server reads every upload, and the claim does not hold)"),
 			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
 		}
@@ -125,12 +127,19 @@ func hdpmfConfig(cfg *hdpmf.Config, seed uint64) (hdpmf.Config, error) {
 // hdpmfResult is the Result of a run of variant v with config c.
 func hdpmfResult(v hdpmf.Variant, c hdpmf.Config, rep *hdpmf.Report) *Result {
 	priv := hdpmfClaim
-	priv.EpsRound, priv.EpsTotal, priv.Delta = rep.EpsRound, rep.EpsTotal, 0
+	priv.EpsRound, priv.EpsTotal, priv.Delta = rep.EpsRound, rep.EpsTotal, rep.Delta
+	priv.Aggregation, priv.Noise = rep.Aggregation, rep.Noise
 	if !c.Aggregation.Secure() {
-		priv.Note = "secagg=false: the server reads single uploads, so the ε below holds only for an observer of the per-item sums, " +
+		priv.Note = "secagg=off: the server reads single uploads, so the ε below holds only for an observer of the per-item sums, " +
 			"not for the server; " + priv.Note
 	}
-	priv.Note += fmt.Sprintf("; advanced composition: ε %.4g at δ %.2g", rep.AdvEpsTotal, rep.AdvDelta)
+	if rep.Noise == "skellam" {
+		priv.Note += "; integer path: uploads quantized (clipped rows, unbiased rounding) over every item and summed mod 2^32 " +
+			"by secure aggregation, with distributed Skellam noise calibrated so that the rounds compose in Rényi DP to " +
+			"T·ε at δ; ε per round is one round alone at that δ"
+	} else {
+		priv.Note += fmt.Sprintf("; advanced composition: ε %.4g at δ %.2g", rep.AdvEpsTotal, rep.AdvDelta)
+	}
 	if v == hdpmf.PDPMF {
 		priv.Note += fmt.Sprintf("; sampling threshold t = %.4g, kept %.1f%% of the ratings", rep.Threshold, 100*rep.Kept)
 	}

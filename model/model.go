@@ -97,6 +97,13 @@ type Privacy struct {
 	Delta float64 `json:"delta"`
 	// Note says how EpsTotal composes, or what the claim does not cover.
 	Note string `json:"note,omitempty"`
+	// Aggregation names how the server received the uploads, for methods
+	// with a client/server protocol: "masked" (secure aggregation), "ideal"
+	// (its ideal functionality, in process) or "off" (single uploads).
+	Aggregation string `json:"aggregation,omitempty"`
+	// Noise names the noise that ran: "skellam" (integer, distributed),
+	// "gamma-shares", "mixture-shares", or "none".
+	Noise string `json:"noise,omitempty"`
 }
 
 // Check reports whether m's fields are mutually consistent: dimensions in

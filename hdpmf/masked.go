@@ -1,0 +1,182 @@
+package hdpmf
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/internal/vec"
+	"github.com/privrec/privrec/protocol"
+)
+
+// The integer path (Config.Aggregation = protocol.AggMasked): secure
+// aggregation for real sums integers mod 2^b, so every upload is a dense
+// integer vector over every item of the catalog — K quantized coordinates
+// and one arrival bit per item — and the noise is the distributed Skellam
+// mechanism (Agarwal, Kairouz and Liu, NeurIPS 2021) instead of gamma
+// shares: each of the n_j clients that announced item j adds Skellam(μ/n_j)
+// to each of its K coordinates, so the sum carries Skellam(μ) exactly. A
+// dense upload also hides which items a client rated, which a sparse one
+// under the ideal functionality hides only by assumption.
+//
+// Quantization: a client's row g = 2(u·v_j − y)·u is clipped to L2 norm
+// ClipFactor·Δ (Δ the rating range; ‖u‖ ≤ 1 keeps honest rows below
+// 2Δ·‖v_j‖-ish, so clipping touches only rows of far-off items), scaled by
+// Scale units per float unit and rounded stochastically (unbiased). A
+// change of one rating value by at most Δ moves g by at most 2Δ in L2
+// (clipping is 1-Lipschitz), so the L2 sensitivity in integer units is
+// 2Δ·Scale plus 2√K for the rounding, and the L1 sensitivity
+// min(√K·L2, L2²).
+//
+// Calibration: μ is the least Poisson mean for which Rounds releases
+// compose, in Rényi DP, to (Rounds·ε, Delta)-DP at the variant's per-round
+// ε of a weight-1 rating (HDPMF: Eps; DPMF: the specification's floor;
+// PDPMF: the threshold): the same total ε as the gamma path's basic
+// composition, so the two can be compared at equal total ε. A rating of
+// weight W < 1 has sensitivity W times smaller and spends less.
+const (
+	maskScale      = 64 // integer units per float unit
+	maskClipFactor = 4  // row clip, in units of the rating range
+)
+
+// masking is the public integer-path setup every party computes from the
+// configuration.
+type masking struct {
+	q        dp.Quantizer
+	mu       float64 // Poisson mean of the summed Skellam noise per coordinate
+	l1, l2   float64 // sensitivities in integer units
+	epsRound float64 // ε of one round at Delta (alone)
+	epsTotal float64 // ε of all rounds at Delta
+	delta    float64
+	// tables holds the Skellam(μ/n) samplers of the share sizes in use:
+	// public functions of μ and n, shared by the clients of a process.
+	tables dp.SkellamTables
+}
+
+// newMasking calibrates the integer path for per-round ε eps of a
+// weight-1 rating and rating range sens.
+func newMasking(cfg Config, eps, sens float64) (*masking, error) {
+	delta := cfg.Delta
+	if delta == 0 {
+		delta = DefaultDelta
+	}
+	m := &masking{q: dp.Quantizer{Clip: maskClipFactor * sens, Scale: maskScale, Bits: 32}, delta: delta}
+	m.l2 = 2*sens*maskScale + 2*math.Sqrt(float64(cfg.Dim))
+	m.l1 = math.Min(math.Sqrt(float64(cfg.Dim))*m.l2, m.l2*m.l2)
+	total := eps * float64(cfg.Rounds)
+	mu, err := rdp.SkellamMuFor(total, delta, cfg.Rounds, m.l1, m.l2)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Skellam calibration: %w", ErrConfig, err)
+	}
+	m.mu = mu
+	m.epsTotal = rdp.SkellamEpsilon(mu, cfg.Rounds, m.l1, m.l2, delta)
+	m.epsRound = rdp.SkellamEpsilon(mu, 1, m.l1, m.l2, delta)
+	return m, nil
+}
+
+// bits returns the modulus exponent for sums over at most n raters of an
+// item, numItems·K coordinates.
+func (m *masking) bits(n, coords int) (int, error) {
+	b, err := dp.ModulusBits(max(n, 1), m.q.Clip, m.q.Scale, m.mu, 1e-12/float64(max(coords, 1)))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return b, nil
+}
+
+// maskedRow writes client c's words for its rated items into w (dense,
+// NumItems·(K+1), zero elsewhere): quantized rows plus Skellam shares,
+// and the arrival bit.
+func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Upload {
+	k := c.sh.k
+	stride := k + 1
+	if len(c.words) != b.Words {
+		c.words = make([]uint32, b.Words)
+		c.row = make([]float32, k)
+		c.ints = make([]int64, k)
+		c.noise = make([]int64, k)
+	} else {
+		clear(c.words)
+	}
+	q := c.sh.mask.q
+	q.Bits = b.Bits
+	u := c.u
+	for n, j := range c.items {
+		v := b.V[int(j)*k : int(j)*k+k]
+		e := 2 * (vec.Dot(u, v) - c.y[n])
+		for d := range c.row {
+			c.row[d] = e * u[d]
+		}
+		q.Quantize(r, c.row, c.ints)
+		if c.sh.variant != Plain {
+			n := max(1, int(b.Counts[j]))
+			if t := c.sh.mask.tables.Get(c.sh.mask.mu / float64(n)); t != nil {
+				t.AddTo(r, c.ints)
+			} else {
+				dp.FillSkellamShare(r, c.sh.mask.mu, n, c.noise)
+				for d := range c.ints {
+					c.ints[d] += c.noise[d]
+				}
+			}
+		}
+		dst := c.words[int(j)*stride : int(j)*stride+k]
+		q.Wrap(c.ints, dst)
+		c.words[int(j)*stride+k] = 1
+	}
+	c.up = protocol.Upload{Client: c.id, Round: b.Round, Words: c.words}
+	return &c.up
+}
+
+// maskedSetup announces the rated items as a dense 0/1 vector, so that
+// the server learns only the counts n_j.
+func (c *client) maskedSetup(b *protocol.Broadcast) *protocol.Upload {
+	w := make([]uint32, b.Words)
+	for _, j := range c.items {
+		w[j] = 1
+	}
+	return &protocol.Upload{Client: c.id, Round: b.Round, Words: w}
+}
+
+// aggregateMasked decodes the summed words of a round into per-item float
+// sums and arrivals.
+func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
+	k := s.k
+	stride := k + 1
+	if s.b.Phase == protocol.PhaseSetup {
+		for _, u := range ups {
+			if u == nil {
+				continue
+			}
+			if len(u.Words) != s.numItems {
+				return fmt.Errorf("%w: masked setup sum has %d words, want %d", protocol.ErrMessage, len(u.Words), s.numItems)
+			}
+			for j, w := range u.Words {
+				s.counts[j] += int32(w)
+			}
+		}
+		return nil
+	}
+	clear(s.sum)
+	clear(s.arrived)
+	q := dp.Quantizer{Clip: 1, Scale: maskScale, Bits: s.b.Bits}
+	ints := make([]int64, k)
+	for _, u := range ups {
+		if u == nil {
+			continue
+		}
+		if len(u.Words) != s.numItems*stride {
+			return fmt.Errorf("%w: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(u.Words), s.numItems*stride)
+		}
+		for j := range s.numItems {
+			s.arrived[j] += int32(u.Words[j*stride+k])
+			q.Unwrap(u.Words[j*stride:j*stride+k], ints)
+			dst := s.sum[j*k : j*k+k]
+			for d, x := range ints {
+				dst[d] += float32(float64(x) / q.Scale)
+			}
+		}
+	}
+	return nil
+}
