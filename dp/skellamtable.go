@@ -61,7 +61,17 @@ type SkellamTable struct {
 	cols  []skellamCol // 2^b alias columns
 	tail  []float64    // P(t+1), P(t+2), …, until negligible
 	tsum  float64      // Σ tail
+	// For small m, the same integer weights in the order 0, 1, −1, 2, −2,
+	// …, t, −t, tail, as cumulative thresholds: a draw walks them from the
+	// mode, a few comparisons on a few cache lines, where the alias
+	// table's random column costs a cache miss once many tables are in
+	// use (a federated round draws from one table per item).
+	seqCum []uint64 // cumulative weights of all outcomes but the last
+	seqVal []int32  // the outcomes in that order (tailMark for the tail)
 }
+
+// seqMaxMean is the largest m drawn by the sequential walk.
+const seqMaxMean = 64
 
 // skellamCol is one alias column: a draw whose low bits fall below thresh
 // gives lo, otherwise hi (tailMark for the tail outcome).
@@ -130,6 +140,21 @@ func NewSkellamTable(m float64) (*SkellamTable, error) {
 		return s, nil
 	}
 	w[t] = -rest // 2^64 − rest: the weights sum to exactly 2^64
+	if m <= seqMaxMean {
+		order := []int64{t}
+		for k := int64(1); k <= t; k++ {
+			order = append(order, t+k, t-k)
+		}
+		order = append(order, nout-1)
+		var cum uint64
+		for k, i := range order {
+			s.seqVal = append(s.seqVal, val[i])
+			if k < len(order)-1 {
+				cum += w[i]
+				s.seqCum = append(s.seqCum, cum)
+			}
+		}
+	}
 	voseInt(w, val, capacity, s.cols)
 	return s, nil
 }
@@ -245,6 +270,23 @@ func (s *SkellamTable) Fill(r *rand.Rand, dst []int64) {
 // client's share of distributed Skellam noise on a quantized row, with
 // m = μ/n (see FillSkellamShare). It allocates nothing.
 func (s *SkellamTable) AddTo(r *rand.Rand, dst []int64) {
+	if s.seqVal != nil {
+		cum, vals := s.seqCum, s.seqVal
+		for i := range dst {
+			u := r.Uint64()
+			j := 0
+			for j < len(cum) && u >= cum[j] {
+				j++
+			}
+			x := vals[j]
+			if x == tailMark {
+				dst[i] += s.sampleTail(r)
+				continue
+			}
+			dst[i] += int64(x)
+		}
+		return
+	}
 	cols, shift, mask := s.cols, s.shift, s.mask
 	for i := range dst {
 		u := r.Uint64()

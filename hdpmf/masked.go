@@ -86,19 +86,16 @@ func (m *masking) bits(n, coords int) (int, error) {
 	return b, nil
 }
 
-// maskedRow writes client c's words for its rated items into w (dense,
-// NumItems·(K+1), zero elsewhere): quantized rows plus Skellam shares,
-// and the arrival bit.
+// maskedRound builds client c's words for its rated items (K+1 per item:
+// the quantized row plus Skellam shares, and the arrival bit).
 func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Upload {
 	k := c.sh.k
 	stride := k + 1
-	if len(c.words) != b.Words {
-		c.words = make([]uint32, b.Words)
+	if len(c.words) != len(c.items)*stride {
+		c.words = make([]uint32, len(c.items)*stride)
 		c.row = make([]float32, k)
 		c.ints = make([]int64, k)
 		c.noise = make([]int64, k)
-	} else {
-		clear(c.words)
 	}
 	q := c.sh.mask.q
 	q.Bits = b.Bits
@@ -121,22 +118,25 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 				}
 			}
 		}
-		dst := c.words[int(j)*stride : int(j)*stride+k]
+		dst := c.words[n*stride : n*stride+k]
 		q.Wrap(c.ints, dst)
-		c.words[int(j)*stride+k] = 1
+		c.words[n*stride+k] = 1
 	}
-	c.up = protocol.Upload{Client: c.id, Round: b.Round, Words: c.words}
+	// The rows of the rated items only: the transport masks the dense
+	// vector (zero elsewhere), so the server cannot tell which were given.
+	c.up = protocol.Upload{Client: c.id, Round: b.Round, Items: c.items, Words: c.words}
 	return &c.up
 }
 
-// maskedSetup announces the rated items as a dense 0/1 vector, so that
-// the server learns only the counts n_j.
+// maskedSetup announces the rated items as a 0/1 vector over every item
+// (given as the rows of the rated ones, masked dense by the transport),
+// so that the server learns only the counts n_j.
 func (c *client) maskedSetup(b *protocol.Broadcast) *protocol.Upload {
-	w := make([]uint32, b.Words)
-	for _, j := range c.items {
-		w[j] = 1
+	w := make([]uint32, len(c.items))
+	for k := range w {
+		w[k] = 1
 	}
-	return &protocol.Upload{Client: c.id, Round: b.Round, Words: w}
+	return &protocol.Upload{Client: c.id, Round: b.Round, Items: c.items, Words: w}
 }
 
 // aggregateMasked decodes the summed words of a round into per-item float

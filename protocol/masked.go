@@ -59,7 +59,7 @@ func (m *MaskedSum) Exchange(ctx context.Context, b *Broadcast) ([]*Upload, erro
 	if b.Words <= 0 {
 		return m.ideal.add(b, ups)
 	}
-	var inputs [][]uint32
+	var given []*Upload
 	for _, u := range ups {
 		if u == nil {
 			continue
@@ -67,34 +67,74 @@ func (m *MaskedSum) Exchange(ctx context.Context, b *Broadcast) ([]*Upload, erro
 		if err := u.Validate(b); err != nil {
 			return nil, err
 		}
-		if u.Words == nil || u.Items != nil || u.Values != nil || u.Counts != nil {
-			return nil, fmt.Errorf("%w: upload of client %d round %d: a masked round takes dense words only", ErrMessage, u.Client, u.Round)
+		if u.Words == nil || u.Values != nil || u.Counts != nil {
+			return nil, fmt.Errorf("%w: upload of client %d round %d: a masked round takes words only", ErrMessage, u.Client, u.Round)
 		}
-		inputs = append(inputs, u.Words)
+		if u.Items != nil && b.Words%b.NumItems != 0 {
+			return nil, fmt.Errorf("%w: upload of client %d round %d: rows of words, and %d words do not split into %d rows", ErrMessage, u.Client, u.Round, b.Words, b.NumItems)
+		}
+		given = append(given, u)
 	}
-	if len(inputs) == 0 {
+	if len(given) == 0 {
 		return m.out[:0], nil
 	}
 	var total []uint32
-	if m.Protocol && len(inputs) >= 2 {
+	if m.Protocol && len(given) >= 2 {
+		inputs := make([][]uint32, len(given))
+		for k, u := range given {
+			inputs[k] = dense(b, u)
+		}
 		if total, err = m.protocol(b, inputs); err != nil {
 			return nil, fmt.Errorf("protocol: secure aggregation of round %d: %w", b.Round, err)
 		}
 	} else {
-		total = make([]uint32, b.Words)
-		mask := uint32(1<<b.Bits - 1)
-		if b.Bits == 32 {
-			mask = ^uint32(0)
-		}
-		for _, w := range inputs {
-			for k, x := range w {
-				total[k] = (total[k] + x) & mask
-			}
-		}
+		total = sumWords(b, given)
 	}
 	m.sum = Upload{Client: -1, Round: b.Round, Words: total}
 	m.out[0] = &m.sum
 	return m.out[:], nil
+}
+
+// dense returns u's words as the dense vector of the round.
+func dense(b *Broadcast, u *Upload) []uint32 {
+	if u.Items == nil {
+		return u.Words
+	}
+	out := make([]uint32, b.Words)
+	stride := b.Words / b.NumItems
+	for k, j := range u.Items {
+		copy(out[int(j)*stride:(int(j)+1)*stride], u.Words[k*stride:(k+1)*stride])
+	}
+	return out
+}
+
+// sumWords adds the uploads' (dense) vectors mod 2^Bits: the bytes the
+// unmasking of the real protocol yields, without materializing the dense
+// vectors of row uploads.
+func sumWords(b *Broadcast, ups []*Upload) []uint32 {
+	total := make([]uint32, b.Words)
+	for _, u := range ups {
+		if u.Items == nil {
+			for k, x := range u.Words {
+				total[k] += x
+			}
+			continue
+		}
+		stride := b.Words / b.NumItems
+		for k, j := range u.Items {
+			dst := total[int(j)*stride : (int(j)+1)*stride]
+			for d, x := range u.Words[k*stride : (k+1)*stride] {
+				dst[d] += x
+			}
+		}
+	}
+	if b.Bits < 32 {
+		mask := uint32(1)<<b.Bits - 1
+		for k := range total {
+			total[k] &= mask
+		}
+	}
+	return total
 }
 
 // protocol runs one SecAgg+ round over inputs in process.

@@ -119,9 +119,12 @@ type Upload struct {
 	// client's loss, for monitoring), nil when unused.
 	Scalars []float64
 	// Words, in a round whose broadcast asks for them, is the client's
-	// dense integer vector mod 2^Broadcast.Bits over every coordinate of
-	// the round (the method says which); under AggMasked the server
-	// receives only the sum, as one upload.
+	// integer vector mod 2^Broadcast.Bits over every coordinate of the
+	// round (the method says which): dense (Broadcast.Words values), or,
+	// with Items, only the rows of the listed items, Broadcast.Words /
+	// NumItems words each, the others zero. The transport masks the dense
+	// vector in either case, so the server never learns which rows were
+	// given; under AggMasked it receives only the sum, as one upload.
 	Words []uint32
 }
 
@@ -138,8 +141,14 @@ func (u *Upload) Validate(b *Broadcast) error {
 	if u.Values != nil && len(u.Values) != len(u.Items)*b.Dim {
 		return fmt.Errorf("%w: upload of client %d round %d: len(Values) = %d, want %d items × %d", ErrMessage, u.Client, u.Round, len(u.Values), len(u.Items), b.Dim)
 	}
-	if u.Words != nil && (b.Words <= 0 || len(u.Words) != b.Words) {
-		return fmt.Errorf("%w: upload of client %d round %d: %d words, the broadcast asks for %d", ErrMessage, u.Client, u.Round, len(u.Words), b.Words)
+	if u.Words != nil {
+		want := b.Words
+		if u.Items != nil && b.NumItems > 0 && b.Words%b.NumItems == 0 {
+			want = len(u.Items) * (b.Words / b.NumItems)
+		}
+		if b.Words <= 0 || len(u.Words) != want {
+			return fmt.Errorf("%w: upload of client %d round %d: %d words, the broadcast asks for %d (%d rows given)", ErrMessage, u.Client, u.Round, len(u.Words), want, len(u.Items))
+		}
 	}
 	if u.Words != nil && b.Bits < 32 {
 		lim := uint32(1) << b.Bits
