@@ -5,6 +5,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
+	"github.com/privrec/privrec/secagg"
 )
 
 // ClientConfig configures a Session.
@@ -175,6 +177,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 	}
 	lead := creds[0]
 	cache := make([]*fedv1.UploadRequest, len(clients))
+	var dense [][]uint32 // a masked round's vectors, nil for a client sitting it out
 	last, boot := -1, ""
 	for {
 		var resp *fedv1.GetRoundResponse
@@ -196,6 +199,30 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			continue
 		}
 		r := int(w.GetRound())
+		if plan := resp.GetSecagg(); plan != nil {
+			switch {
+			case r < last:
+				return nil, fmt.Errorf("deploy: the server went back from round %d to %d: its state was lost", last, r)
+			case r == last && resp.GetBoot() == boot:
+				continue
+			case r > last:
+				b, err := fromWireBroadcast(w)
+				if err != nil {
+					return nil, fmt.Errorf("deploy: broadcast of round %d: %w", r, err)
+				}
+				if dense, err = s.answerMasked(b, clients); err != nil {
+					return nil, err
+				}
+				last = r
+			default:
+				s.log.Info("round reopened after a server restart; aggregating the same vectors again under fresh masks", "round", r)
+			}
+			boot = resp.GetBoot()
+			if err := s.secureAggregate(ctx, r, plan, clients, dense, creds); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		switch {
 		case r < last:
 			return nil, fmt.Errorf("deploy: the server went back from round %d to %d: its state was lost", last, r)
@@ -289,6 +316,150 @@ func (s *Session) answer(ctx context.Context, b *protocol.Broadcast, clients []p
 		return first
 	}
 	return ctx.Err()
+}
+
+// answerMasked runs every client's Round on b, a round of secure
+// aggregation, and returns their dense integer vectors: zeros for a client
+// with nothing to send (it takes part all the same, so that the server
+// cannot tell who has data), nil for one sitting the round out.
+func (s *Session) answerMasked(b *protocol.Broadcast, clients []protocol.Client) ([][]uint32, error) {
+	out := make([][]uint32, len(clients))
+	var mu sync.Mutex
+	var first error
+	parallel(len(clients), s.cfg.Workers, func(lo, hi int) {
+		src := rand.NewChaCha8([32]byte{})
+		r := rand.New(src)
+		for k := lo; k < hi; k++ {
+			c := clients[k]
+			if b.Phase != protocol.PhaseSetup && s.dropped(c.ID(), b.Round) {
+				continue
+			}
+			if s.cfg.Seeded {
+				src.Seed(rng.Seed(s.cfg.Seed, uint64(c.ID()), uint64(b.Round)))
+			} else {
+				var seed [32]byte
+				crand.Read(seed[:])
+				src.Seed(seed)
+			}
+			up, err := c.Round(b, r)
+			if err == nil && up != nil {
+				err = up.Validate(b)
+			}
+			if err != nil {
+				mu.Lock()
+				first = cmpErr(first, fmt.Errorf("deploy: client %d round %d: %w", c.ID(), b.Round, err))
+				mu.Unlock()
+				return
+			}
+			v := make([]uint32, b.Words)
+			if up != nil && up.Words != nil {
+				if up.Items == nil {
+					copy(v, up.Words)
+				} else {
+					stride := b.Words / b.NumItems
+					for n, j := range up.Items {
+						copy(v[int(j)*stride:(int(j)+1)*stride], up.Words[n*stride:(n+1)*stride])
+					}
+				}
+			}
+			out[k] = v
+		}
+	})
+	return out, first
+}
+
+// secureAggregate runs the four steps of SecAgg+ for every client with a
+// vector, concurrently (a step closes only when all have sent). A client
+// whose step fails drops out of the round, as a device would.
+func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.SecAggPlan, clients []protocol.Client, dense [][]uint32, creds []string) error {
+	pos := make(map[uint32]uint32, len(plan.GetOrder()))
+	for k, id := range plan.GetOrder() {
+		pos[id] = uint32(k)
+	}
+	p := secagg.Params{N: len(plan.GetOrder()), K: int(plan.GetDegree()), T: int(plan.GetThreshold()),
+		Bits: int(plan.GetBits()), Len: int(plan.GetWords())}
+	copy(p.Seed[:], plan.GetSeed())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	dropped := 0
+	for k, v := range dense {
+		if v == nil {
+			continue
+		}
+		me, ok := pos[uint32(clients[k].ID())]
+		if !ok {
+			return fmt.Errorf("deploy: client %d is not in round %d's secure aggregation", clients[k].ID(), round)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.secaggFlow(ctx, round, p, me, v, creds[k]); err != nil {
+				s.log.Debug("dropped out of secure aggregation", "client", clients[k].ID(), "round", round, "err", err)
+				mu.Lock()
+				dropped++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if dropped > 0 {
+		s.log.Info("clients dropped out of the round's secure aggregation", "round", round, "dropped", dropped)
+	}
+	return ctx.Err()
+}
+
+// secaggFlow is one client's four steps.
+func (s *Session) secaggFlow(ctx context.Context, round int, p secagg.Params, me uint32, x []uint32, cred string) error {
+	c, err := secagg.NewClient(me, p, crand.Reader)
+	if err != nil {
+		return err
+	}
+	call := func(req *fedv1.SecAggRequest) (*fedv1.SecAggResponse, error) {
+		req.Round = int32(round)
+		resp, err := s.api.SecAgg(ctx, withCred(req, cred))
+		if err != nil {
+			return nil, err
+		}
+		return resp.Msg, nil
+	}
+	ak, err := c.AdvertiseKeys()
+	if err != nil {
+		return err
+	}
+	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey}}})
+	if err != nil {
+		return err
+	}
+	kb := &secagg.KeysBroadcast{To: me}
+	for _, k := range resp.GetKeys().GetKeys() {
+		kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.GetPosition(), MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey()})
+	}
+	sk, err := c.ShareKeys(kb)
+	if err != nil {
+		return err
+	}
+	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Shares{Shares: toWireShares(sk.Shares)}}); err != nil {
+		return err
+	}
+	mi, err := c.MaskedInput(&secagg.SharesDelivery{To: me, Shares: fromWireShares(resp.GetShares())}, x)
+	if err != nil {
+		return err
+	}
+	data := make([]byte, 4*len(mi.Y))
+	for i, y := range mi.Y {
+		binary.LittleEndian.PutUint32(data[4*i:], y)
+	}
+	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: data}}}); err != nil {
+		return err
+	}
+	um := resp.GetUnmask()
+	ur, err := c.Unmask(&secagg.UnmaskRequest{To: me, Survivors: um.GetSurvivors(), Dropped: um.GetDropped()})
+	if err != nil {
+		return err
+	}
+	_, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Reveal{Reveal: &fedv1.SecAggReveal{
+		SelfShares: toWireRevealed(ur.SelfShares), MaskShares: toWireRevealed(ur.MaskShares)}}})
+	return err
 }
 
 // streamDropout labels the dropout draws apart from the clients' own.

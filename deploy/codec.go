@@ -13,7 +13,7 @@ func toWireBroadcast(b *protocol.Broadcast) *fedv1.Broadcast {
 	return &fedv1.Broadcast{
 		Round: int32(b.Round), Phase: b.Phase, Dim: int32(b.Dim), NumItems: int32(b.NumItems),
 		Items: b.Items, V: b.V, Counts: b.Counts, Aux: b.Aux, AuxDim: int32(b.AuxDim),
-		Params: maps.Clone(b.Params),
+		Params: maps.Clone(b.Params), Words: int32(b.Words), Bits: int32(b.Bits),
 	}
 }
 
@@ -24,6 +24,7 @@ func fromWireBroadcast(w *fedv1.Broadcast) (*protocol.Broadcast, error) {
 		Round: int(w.GetRound()), Phase: w.GetPhase(), Dim: int(w.GetDim()), NumItems: int(w.GetNumItems()),
 		Items: nilIfEmpty(w.GetItems()), V: nilIfEmpty(w.GetV()), Counts: nilIfEmpty(w.GetCounts()),
 		Aux: nilIfEmpty(w.GetAux()), AuxDim: int(w.GetAuxDim()), Params: w.GetParams(),
+		Words: int(w.GetWords()), Bits: int(w.GetBits()),
 	}
 	if b.Params == nil {
 		b.Params = map[string]float64{}

@@ -151,6 +151,7 @@ type Server struct {
 	// shares its noise is split into); one entry, the number of clients
 	// that answered setup, for a method whose setup names no items.
 	shares   []int32
+	sa       *saRound // the open round's secure aggregation, nil when none
 	rejected map[string]int
 	model    []byte
 }
@@ -204,7 +205,7 @@ func (s *Server) restore() error {
 	case protocol.AggIdeal:
 		agg = "sum"
 	case protocol.AggMasked:
-		return fmt.Errorf("deploy: %s with secagg=masked: secure aggregation over the network is not carried yet; run it in process (privrec evaluate) or serve with secagg=ideal", s.cfg.Method)
+		agg = "masked"
 	}
 	want := &plan{
 		Method: s.cfg.Method, Config: s.spec.Text(s.cfg.Config), Seed: s.cfg.Seed, TestMode: s.cfg.TestMode,
@@ -524,6 +525,12 @@ func (t *transport) Close() error    { return nil }
 // client order.
 func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*protocol.Upload, error) {
 	s := (*Server)(t)
+	if s.plan.Aggregation == "masked" && b.Words > 0 {
+		return s.exchangeMasked(ctx, b)
+	}
+	s.mu.Lock()
+	s.sa = nil
+	s.mu.Unlock()
 	w := toWireBroadcast(b)
 	w.V, w.Aux = slices.Clone(w.V), slices.Clone(w.Aux) // the method may change them after the round
 	s.mu.Lock()
@@ -693,6 +700,9 @@ func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRou
 		ready := s.state == fedv1.RunState_RUN_STATE_DONE
 		if s.open && (s.round > after || boot != s.boot) {
 			resp.Broadcast, ready = s.wire, true
+			if s.sa != nil {
+				resp.Secagg = s.sa.plan
+			}
 		}
 		ch := s.changed
 		s.mu.Unlock()

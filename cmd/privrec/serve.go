@@ -20,6 +20,8 @@ import (
 
 	"github.com/privrec/privrec/deploy"
 	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
 )
 
 func (a *app) serveCmd() *cobra.Command {
@@ -38,6 +40,7 @@ func (a *app) serveCmd() *cobra.Command {
 		maxAbs          float64
 		maxUploadMiB    int
 		cpuProfile      string
+		insecure        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -67,12 +70,16 @@ and waits on. Uploads that are late, duplicate, malformed, of the wrong
 shape, non-finite or out of range (|value| > --max-abs) are refused with an
 error saying why, counted in /metrics by reason, and change nothing.
 
-Aggregation: methods whose privacy rests on secure aggregation (the
-distributed-noise ones) have their uploads summed by this process before
-the method reads them ("aggregation": "sum"): the operator's process still
-receives single uploads, so their claim holds against a server that only
-reads the sums, not yet against the operator. Real secure aggregation is
-the next step.`,
+Aggregation: the HDPMF family runs with --secagg masked by default here:
+each round's uploads are quantized integer vectors over every item,
+aggregated by the SecAgg+ protocol between the clients and the server
+(key agreement, encrypted Shamir shares, masked vectors, unmasking of the
+survivors' sum), so the server learns each round's sum and nothing else,
+with distributed Skellam noise. LDP-OP has no integer path yet: its
+uploads are summed by this process before the method reads them
+("aggregation": "sum"), so its claim holds against the method's server,
+not yet against the operator. --secagg off lets the server read single
+uploads of a method whose privacy rests on sums only with --insecure.`,
 		Example: `  privrec serve --method hdpmf --dev-tls --state run1 --listen 127.0.0.1:7070
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small`,
@@ -86,6 +93,9 @@ the next step.`,
 			}
 			if mfl.spec.Federated == nil {
 				return fmt.Errorf("--method %s has no client/server protocol; serve runs: %s", mfl.spec.Name, strings.Join(federatedNames(), ", "))
+			}
+			if err := serveAggregation(cmd, &mfl, insecure); err != nil {
+				return err
 			}
 			tc, err := deploy.ServerTLS(cert, key, devTLS, state)
 			if err != nil {
@@ -170,9 +180,35 @@ the next step.`,
 	f.Float64Var(&minParticipants, "min-participants", 1, "fraction of enrolled clients a round needs at its deadline to be released")
 	f.Float64Var(&maxAbs, "max-abs", 1e8, "refuse uploads with a value beyond ±this (a sanity bound against overflow, not robust aggregation)")
 	f.IntVar(&maxUploadMiB, "max-upload-mib", 64, "refuse requests larger than this many MiB")
+	f.BoolVar(&insecure, "insecure", false, "with --secagg off: let the server read single uploads of a method whose privacy rests on secure aggregation")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the server to this file (go tool pprof reads it)")
 	f.DurationVar(&linger, "linger", time.Minute, "after the run, keep serving the final model this long (0: until SIGTERM)")
 	return cmd
+}
+
+// serveAggregation sets the method's aggregation for a deployment: masked
+// (secure aggregation over the network) unless --secagg says otherwise,
+// where the method has the integer path; and it refuses --secagg off for a
+// method whose privacy rests on secure aggregation unless --insecure.
+func serveAggregation(cmd *cobra.Command, mfl *methodFlags, insecure bool) error {
+	fed := mfl.spec.Federated
+	def := fed.Aggregation(mfl.spec.New())
+	if !mfl.spec.Has("secagg") {
+		return nil
+	}
+	if !cmd.Flags().Changed("secagg") {
+		prev, _ := mfl.spec.Field(mfl.cfg, "secagg")
+		was := prev.Value.String()
+		if err := mfl.spec.Set(mfl.cfg, "secagg", "masked"); err == nil {
+			if _, err := mfl.spec.NewServer(mfl.cfg, 2, ratings.Scale{Min: 1, Max: 5, Step: 1}, 1); err != nil {
+				_ = mfl.spec.Set(mfl.cfg, "secagg", was) // no integer path: keep the default
+			}
+		}
+	}
+	if fed.Aggregation(mfl.cfg) == protocol.AggOff && def.Secure() && !insecure {
+		return fmt.Errorf("--secagg off: %s is private only against a server that sees sums; the server would read single uploads. Add --insecure to do it anyway", mfl.spec.Name)
+	}
+	return nil
 }
 
 // enrollToken returns the secret in DIR/enroll-token, creating it.

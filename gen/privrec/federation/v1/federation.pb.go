@@ -581,7 +581,10 @@ type GetRoundResponse struct {
 	Broadcast *Broadcast `protobuf:"bytes,2,opt,name=broadcast,proto3" json:"broadcast,omitempty"`
 	// Identifies this incarnation of the server process: it changes at
 	// every restart.
-	Boot          string `protobuf:"bytes,3,opt,name=boot,proto3" json:"boot,omitempty"`
+	Boot string `protobuf:"bytes,3,opt,name=boot,proto3" json:"boot,omitempty"`
+	// When set, the round's uploads go through secure aggregation (SecAgg)
+	// instead of Upload.
+	Secagg        *SecAggPlan `protobuf:"bytes,4,opt,name=secagg,proto3" json:"secagg,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -637,6 +640,754 @@ func (x *GetRoundResponse) GetBoot() string {
 	return ""
 }
 
+func (x *GetRoundResponse) GetSecagg() *SecAggPlan {
+	if x != nil {
+		return x.Secagg
+	}
+	return nil
+}
+
+// SecAggPlan is the public setup of one secure-aggregation round.
+type SecAggPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The clients' IDs in protocol position order: a client's position is
+	// its index here.
+	Order []uint32 `protobuf:"varint,1,rep,packed,name=order,proto3" json:"order,omitempty"`
+	// Neighbour degree K and Shamir threshold T.
+	Degree    uint32 `protobuf:"varint,2,opt,name=degree,proto3" json:"degree,omitempty"`
+	Threshold uint32 `protobuf:"varint,3,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	// Values are integers mod 2^bits; the vector has length words.
+	Bits  uint32 `protobuf:"varint,4,opt,name=bits,proto3" json:"bits,omitempty"`
+	Words uint32 `protobuf:"varint,5,opt,name=words,proto3" json:"words,omitempty"`
+	// The public seed of the round's neighbour graph.
+	Seed          []byte `protobuf:"bytes,6,opt,name=seed,proto3" json:"seed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggPlan) Reset() {
+	*x = SecAggPlan{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggPlan) ProtoMessage() {}
+
+func (x *SecAggPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggPlan.ProtoReflect.Descriptor instead.
+func (*SecAggPlan) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SecAggPlan) GetOrder() []uint32 {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *SecAggPlan) GetDegree() uint32 {
+	if x != nil {
+		return x.Degree
+	}
+	return 0
+}
+
+func (x *SecAggPlan) GetThreshold() uint32 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *SecAggPlan) GetBits() uint32 {
+	if x != nil {
+		return x.Bits
+	}
+	return 0
+}
+
+func (x *SecAggPlan) GetWords() uint32 {
+	if x != nil {
+		return x.Words
+	}
+	return 0
+}
+
+func (x *SecAggPlan) GetSeed() []byte {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+// SecAggRequest is a client's message for one step of a round.
+type SecAggRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Round int32                  `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	// Types that are valid to be assigned to Step:
+	//
+	//	*SecAggRequest_Keys
+	//	*SecAggRequest_Shares
+	//	*SecAggRequest_Masked
+	//	*SecAggRequest_Reveal
+	Step          isSecAggRequest_Step `protobuf_oneof:"step"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggRequest) Reset() {
+	*x = SecAggRequest{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggRequest) ProtoMessage() {}
+
+func (x *SecAggRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggRequest.ProtoReflect.Descriptor instead.
+func (*SecAggRequest) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SecAggRequest) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *SecAggRequest) GetStep() isSecAggRequest_Step {
+	if x != nil {
+		return x.Step
+	}
+	return nil
+}
+
+func (x *SecAggRequest) GetKeys() *SecAggKeys {
+	if x != nil {
+		if x, ok := x.Step.(*SecAggRequest_Keys); ok {
+			return x.Keys
+		}
+	}
+	return nil
+}
+
+func (x *SecAggRequest) GetShares() *SecAggShares {
+	if x != nil {
+		if x, ok := x.Step.(*SecAggRequest_Shares); ok {
+			return x.Shares
+		}
+	}
+	return nil
+}
+
+func (x *SecAggRequest) GetMasked() *MaskedUpload {
+	if x != nil {
+		if x, ok := x.Step.(*SecAggRequest_Masked); ok {
+			return x.Masked
+		}
+	}
+	return nil
+}
+
+func (x *SecAggRequest) GetReveal() *SecAggReveal {
+	if x != nil {
+		if x, ok := x.Step.(*SecAggRequest_Reveal); ok {
+			return x.Reveal
+		}
+	}
+	return nil
+}
+
+type isSecAggRequest_Step interface {
+	isSecAggRequest_Step()
+}
+
+type SecAggRequest_Keys struct {
+	Keys *SecAggKeys `protobuf:"bytes,2,opt,name=keys,proto3,oneof"`
+}
+
+type SecAggRequest_Shares struct {
+	Shares *SecAggShares `protobuf:"bytes,3,opt,name=shares,proto3,oneof"`
+}
+
+type SecAggRequest_Masked struct {
+	Masked *MaskedUpload `protobuf:"bytes,4,opt,name=masked,proto3,oneof"`
+}
+
+type SecAggRequest_Reveal struct {
+	Reveal *SecAggReveal `protobuf:"bytes,5,opt,name=reveal,proto3,oneof"`
+}
+
+func (*SecAggRequest_Keys) isSecAggRequest_Step() {}
+
+func (*SecAggRequest_Shares) isSecAggRequest_Step() {}
+
+func (*SecAggRequest_Masked) isSecAggRequest_Step() {}
+
+func (*SecAggRequest_Reveal) isSecAggRequest_Step() {}
+
+// SecAggResponse is the caller's input for the next step.
+type SecAggResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Next:
+	//
+	//	*SecAggResponse_Keys
+	//	*SecAggResponse_Shares
+	//	*SecAggResponse_Unmask
+	//	*SecAggResponse_Done
+	Next          isSecAggResponse_Next `protobuf_oneof:"next"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggResponse) Reset() {
+	*x = SecAggResponse{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggResponse) ProtoMessage() {}
+
+func (x *SecAggResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggResponse.ProtoReflect.Descriptor instead.
+func (*SecAggResponse) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SecAggResponse) GetNext() isSecAggResponse_Next {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+func (x *SecAggResponse) GetKeys() *SecAggKeyList {
+	if x != nil {
+		if x, ok := x.Next.(*SecAggResponse_Keys); ok {
+			return x.Keys
+		}
+	}
+	return nil
+}
+
+func (x *SecAggResponse) GetShares() *SecAggShares {
+	if x != nil {
+		if x, ok := x.Next.(*SecAggResponse_Shares); ok {
+			return x.Shares
+		}
+	}
+	return nil
+}
+
+func (x *SecAggResponse) GetUnmask() *SecAggUnmask {
+	if x != nil {
+		if x, ok := x.Next.(*SecAggResponse_Unmask); ok {
+			return x.Unmask
+		}
+	}
+	return nil
+}
+
+func (x *SecAggResponse) GetDone() *SecAggDone {
+	if x != nil {
+		if x, ok := x.Next.(*SecAggResponse_Done); ok {
+			return x.Done
+		}
+	}
+	return nil
+}
+
+type isSecAggResponse_Next interface {
+	isSecAggResponse_Next()
+}
+
+type SecAggResponse_Keys struct {
+	// After keys: the public keys of the caller's surviving neighbours.
+	Keys *SecAggKeyList `protobuf:"bytes,1,opt,name=keys,proto3,oneof"`
+}
+
+type SecAggResponse_Shares struct {
+	// After shares: the encrypted shares addressed to the caller.
+	Shares *SecAggShares `protobuf:"bytes,2,opt,name=shares,proto3,oneof"`
+}
+
+type SecAggResponse_Unmask struct {
+	// After the masked vector: which neighbours survived and dropped.
+	Unmask *SecAggUnmask `protobuf:"bytes,3,opt,name=unmask,proto3,oneof"`
+}
+
+type SecAggResponse_Done struct {
+	// After the revealed shares: the round is over for the caller.
+	Done *SecAggDone `protobuf:"bytes,4,opt,name=done,proto3,oneof"`
+}
+
+func (*SecAggResponse_Keys) isSecAggResponse_Next() {}
+
+func (*SecAggResponse_Shares) isSecAggResponse_Next() {}
+
+func (*SecAggResponse_Unmask) isSecAggResponse_Next() {}
+
+func (*SecAggResponse_Done) isSecAggResponse_Next() {}
+
+// SecAggKeys holds a client's two public X25519 keys for the round.
+type SecAggKeys struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Position      uint32                 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`
+	MaskKey       []byte                 `protobuf:"bytes,2,opt,name=mask_key,json=maskKey,proto3" json:"mask_key,omitempty"`
+	EncKey        []byte                 `protobuf:"bytes,3,opt,name=enc_key,json=encKey,proto3" json:"enc_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggKeys) Reset() {
+	*x = SecAggKeys{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggKeys) ProtoMessage() {}
+
+func (x *SecAggKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggKeys.ProtoReflect.Descriptor instead.
+func (*SecAggKeys) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SecAggKeys) GetPosition() uint32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *SecAggKeys) GetMaskKey() []byte {
+	if x != nil {
+		return x.MaskKey
+	}
+	return nil
+}
+
+func (x *SecAggKeys) GetEncKey() []byte {
+	if x != nil {
+		return x.EncKey
+	}
+	return nil
+}
+
+// SecAggKeyList holds neighbours' public keys.
+type SecAggKeyList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*SecAggKeys          `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggKeyList) Reset() {
+	*x = SecAggKeyList{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggKeyList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggKeyList) ProtoMessage() {}
+
+func (x *SecAggKeyList) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggKeyList.ProtoReflect.Descriptor instead.
+func (*SecAggKeyList) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SecAggKeyList) GetKeys() []*SecAggKeys {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// SecAggShare is one share, encrypted to its recipient.
+type SecAggShare struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint32                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	Ciphertext    []byte                 `protobuf:"bytes,3,opt,name=ciphertext,proto3" json:"ciphertext,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggShare) Reset() {
+	*x = SecAggShare{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggShare) ProtoMessage() {}
+
+func (x *SecAggShare) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggShare.ProtoReflect.Descriptor instead.
+func (*SecAggShare) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SecAggShare) GetFrom() uint32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *SecAggShare) GetTo() uint32 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *SecAggShare) GetCiphertext() []byte {
+	if x != nil {
+		return x.Ciphertext
+	}
+	return nil
+}
+
+// SecAggShares holds encrypted shares.
+type SecAggShares struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shares        []*SecAggShare         `protobuf:"bytes,1,rep,name=shares,proto3" json:"shares,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggShares) Reset() {
+	*x = SecAggShares{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggShares) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggShares) ProtoMessage() {}
+
+func (x *SecAggShares) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggShares.ProtoReflect.Descriptor instead.
+func (*SecAggShares) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SecAggShares) GetShares() []*SecAggShare {
+	if x != nil {
+		return x.Shares
+	}
+	return nil
+}
+
+// SecAggUnmask names the caller's neighbours that survived and dropped.
+type SecAggUnmask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Survivors     []uint32               `protobuf:"varint,1,rep,packed,name=survivors,proto3" json:"survivors,omitempty"`
+	Dropped       []uint32               `protobuf:"varint,2,rep,packed,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggUnmask) Reset() {
+	*x = SecAggUnmask{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggUnmask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggUnmask) ProtoMessage() {}
+
+func (x *SecAggUnmask) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggUnmask.ProtoReflect.Descriptor instead.
+func (*SecAggUnmask) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SecAggUnmask) GetSurvivors() []uint32 {
+	if x != nil {
+		return x.Survivors
+	}
+	return nil
+}
+
+func (x *SecAggUnmask) GetDropped() []uint32 {
+	if x != nil {
+		return x.Dropped
+	}
+	return nil
+}
+
+// SecAggRevealed is one revealed share of a neighbour's secret.
+type SecAggRevealed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Owner         uint32                 `protobuf:"varint,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Share         []byte                 `protobuf:"bytes,2,opt,name=share,proto3" json:"share,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggRevealed) Reset() {
+	*x = SecAggRevealed{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggRevealed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggRevealed) ProtoMessage() {}
+
+func (x *SecAggRevealed) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggRevealed.ProtoReflect.Descriptor instead.
+func (*SecAggRevealed) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SecAggRevealed) GetOwner() uint32 {
+	if x != nil {
+		return x.Owner
+	}
+	return 0
+}
+
+func (x *SecAggRevealed) GetShare() []byte {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+// SecAggReveal holds the shares a client reveals: of the self-mask seeds
+// of surviving neighbours and of the mask-key seeds of dropped ones.
+type SecAggReveal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SelfShares    []*SecAggRevealed      `protobuf:"bytes,1,rep,name=self_shares,json=selfShares,proto3" json:"self_shares,omitempty"`
+	MaskShares    []*SecAggRevealed      `protobuf:"bytes,2,rep,name=mask_shares,json=maskShares,proto3" json:"mask_shares,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggReveal) Reset() {
+	*x = SecAggReveal{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggReveal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggReveal) ProtoMessage() {}
+
+func (x *SecAggReveal) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggReveal.ProtoReflect.Descriptor instead.
+func (*SecAggReveal) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SecAggReveal) GetSelfShares() []*SecAggRevealed {
+	if x != nil {
+		return x.SelfShares
+	}
+	return nil
+}
+
+func (x *SecAggReveal) GetMaskShares() []*SecAggRevealed {
+	if x != nil {
+		return x.MaskShares
+	}
+	return nil
+}
+
+// SecAggDone ends a client's part in a round.
+type SecAggDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggDone) Reset() {
+	*x = SecAggDone{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggDone) ProtoMessage() {}
+
+func (x *SecAggDone) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggDone.ProtoReflect.Descriptor instead.
+func (*SecAggDone) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{19}
+}
+
 // Broadcast is what the server sends every client at the start of a round.
 type Broadcast struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -655,14 +1406,18 @@ type Broadcast struct {
 	Aux    []float32 `protobuf:"fixed32,8,rep,packed,name=aux,proto3" json:"aux,omitempty"`
 	AuxDim int32     `protobuf:"varint,9,opt,name=aux_dim,json=auxDim,proto3" json:"aux_dim,omitempty"`
 	// Public scalar hyperparameters of the round.
-	Params        map[string]float64 `protobuf:"bytes,10,rep,name=params,proto3" json:"params,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	Params map[string]float64 `protobuf:"bytes,10,rep,name=params,proto3" json:"params,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// When positive, the round asks for integer vectors of this many
+	// words mod 2^bits (secure aggregation).
+	Words         int32 `protobuf:"varint,11,opt,name=words,proto3" json:"words,omitempty"`
+	Bits          int32 `protobuf:"varint,12,opt,name=bits,proto3" json:"bits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Broadcast) Reset() {
 	*x = Broadcast{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[9]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +1429,7 @@ func (x *Broadcast) String() string {
 func (*Broadcast) ProtoMessage() {}
 
 func (x *Broadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[9]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +1442,7 @@ func (x *Broadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Broadcast.ProtoReflect.Descriptor instead.
 func (*Broadcast) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{9}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Broadcast) GetRound() int32 {
@@ -760,6 +1515,20 @@ func (x *Broadcast) GetParams() map[string]float64 {
 	return nil
 }
 
+func (x *Broadcast) GetWords() int32 {
+	if x != nil {
+		return x.Words
+	}
+	return 0
+}
+
+func (x *Broadcast) GetBits() int32 {
+	if x != nil {
+		return x.Bits
+	}
+	return 0
+}
+
 // UploadRequest is one client's answer to one round.
 type UploadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -778,7 +1547,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[10]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +1559,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[10]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +1572,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{10}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UploadRequest) GetRound() int32 {
@@ -882,7 +1651,7 @@ type SparseUpload struct {
 
 func (x *SparseUpload) Reset() {
 	*x = SparseUpload{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[11]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +1663,7 @@ func (x *SparseUpload) String() string {
 func (*SparseUpload) ProtoMessage() {}
 
 func (x *SparseUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[11]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +1676,7 @@ func (x *SparseUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseUpload.ProtoReflect.Descriptor instead.
 func (*SparseUpload) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{11}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SparseUpload) GetItems() []int32 {
@@ -952,7 +1721,7 @@ type MaskedUpload struct {
 
 func (x *MaskedUpload) Reset() {
 	*x = MaskedUpload{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1733,7 @@ func (x *MaskedUpload) String() string {
 func (*MaskedUpload) ProtoMessage() {}
 
 func (x *MaskedUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1746,7 @@ func (x *MaskedUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaskedUpload.ProtoReflect.Descriptor instead.
 func (*MaskedUpload) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{12}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MaskedUpload) GetModulusBits() uint32 {
@@ -1006,7 +1775,7 @@ type UploadMeta struct {
 
 func (x *UploadMeta) Reset() {
 	*x = UploadMeta{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1787,7 @@ func (x *UploadMeta) String() string {
 func (*UploadMeta) ProtoMessage() {}
 
 func (x *UploadMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1800,7 @@ func (x *UploadMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadMeta.ProtoReflect.Descriptor instead.
 func (*UploadMeta) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{13}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UploadMeta) GetSeeded() bool {
@@ -1050,7 +1819,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1831,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1844,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{14}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 // GetModelRequest asks for the final model.
@@ -1087,7 +1856,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1868,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1881,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{15}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 // GetModelResponse carries the final model.
@@ -1128,7 +1897,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1909,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1922,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{16}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetModelResponse) GetModel() []byte {
@@ -1201,11 +1970,61 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x05token\x18\x02 \x01(\tR\x05token\";\n" +
 	"\x0fGetRoundRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\x05R\x05after\x12\x12\n" +
-	"\x04boot\x18\x02 \x01(\tR\x04boot\"\x9d\x01\n" +
+	"\x04boot\x18\x02 \x01(\tR\x04boot\"\xd8\x01\n" +
 	"\x10GetRoundResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.privrec.federation.v1.RunStateR\x05state\x12>\n" +
 	"\tbroadcast\x18\x02 \x01(\v2 .privrec.federation.v1.BroadcastR\tbroadcast\x12\x12\n" +
-	"\x04boot\x18\x03 \x01(\tR\x04boot\"\xce\x02\n" +
+	"\x04boot\x18\x03 \x01(\tR\x04boot\x129\n" +
+	"\x06secagg\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggPlanR\x06secagg\"\x96\x01\n" +
+	"\n" +
+	"SecAggPlan\x12\x14\n" +
+	"\x05order\x18\x01 \x03(\rR\x05order\x12\x16\n" +
+	"\x06degree\x18\x02 \x01(\rR\x06degree\x12\x1c\n" +
+	"\tthreshold\x18\x03 \x01(\rR\tthreshold\x12\x12\n" +
+	"\x04bits\x18\x04 \x01(\rR\x04bits\x12\x14\n" +
+	"\x05words\x18\x05 \x01(\rR\x05words\x12\x12\n" +
+	"\x04seed\x18\x06 \x01(\fR\x04seed\"\xa3\x02\n" +
+	"\rSecAggRequest\x12\x14\n" +
+	"\x05round\x18\x01 \x01(\x05R\x05round\x127\n" +
+	"\x04keys\x18\x02 \x01(\v2!.privrec.federation.v1.SecAggKeysH\x00R\x04keys\x12=\n" +
+	"\x06shares\x18\x03 \x01(\v2#.privrec.federation.v1.SecAggSharesH\x00R\x06shares\x12=\n" +
+	"\x06masked\x18\x04 \x01(\v2#.privrec.federation.v1.MaskedUploadH\x00R\x06masked\x12=\n" +
+	"\x06reveal\x18\x05 \x01(\v2#.privrec.federation.v1.SecAggRevealH\x00R\x06revealB\x06\n" +
+	"\x04step\"\x8b\x02\n" +
+	"\x0eSecAggResponse\x12:\n" +
+	"\x04keys\x18\x01 \x01(\v2$.privrec.federation.v1.SecAggKeyListH\x00R\x04keys\x12=\n" +
+	"\x06shares\x18\x02 \x01(\v2#.privrec.federation.v1.SecAggSharesH\x00R\x06shares\x12=\n" +
+	"\x06unmask\x18\x03 \x01(\v2#.privrec.federation.v1.SecAggUnmaskH\x00R\x06unmask\x127\n" +
+	"\x04done\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggDoneH\x00R\x04doneB\x06\n" +
+	"\x04next\"\\\n" +
+	"\n" +
+	"SecAggKeys\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\rR\bposition\x12\x19\n" +
+	"\bmask_key\x18\x02 \x01(\fR\amaskKey\x12\x17\n" +
+	"\aenc_key\x18\x03 \x01(\fR\x06encKey\"F\n" +
+	"\rSecAggKeyList\x125\n" +
+	"\x04keys\x18\x01 \x03(\v2!.privrec.federation.v1.SecAggKeysR\x04keys\"Q\n" +
+	"\vSecAggShare\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\rR\x02to\x12\x1e\n" +
+	"\n" +
+	"ciphertext\x18\x03 \x01(\fR\n" +
+	"ciphertext\"J\n" +
+	"\fSecAggShares\x12:\n" +
+	"\x06shares\x18\x01 \x03(\v2\".privrec.federation.v1.SecAggShareR\x06shares\"F\n" +
+	"\fSecAggUnmask\x12\x1c\n" +
+	"\tsurvivors\x18\x01 \x03(\rR\tsurvivors\x12\x18\n" +
+	"\adropped\x18\x02 \x03(\rR\adropped\"<\n" +
+	"\x0eSecAggRevealed\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\rR\x05owner\x12\x14\n" +
+	"\x05share\x18\x02 \x01(\fR\x05share\"\x9e\x01\n" +
+	"\fSecAggReveal\x12F\n" +
+	"\vself_shares\x18\x01 \x03(\v2%.privrec.federation.v1.SecAggRevealedR\n" +
+	"selfShares\x12F\n" +
+	"\vmask_shares\x18\x02 \x03(\v2%.privrec.federation.v1.SecAggRevealedR\n" +
+	"maskShares\"\f\n" +
+	"\n" +
+	"SecAggDone\"\xf8\x02\n" +
 	"\tBroadcast\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x10\n" +
@@ -1217,7 +2036,9 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x03aux\x18\b \x03(\x02R\x03aux\x12\x17\n" +
 	"\aaux_dim\x18\t \x01(\x05R\x06auxDim\x12D\n" +
 	"\x06params\x18\n" +
-	" \x03(\v2,.privrec.federation.v1.Broadcast.ParamsEntryR\x06params\x1a9\n" +
+	" \x03(\v2,.privrec.federation.v1.Broadcast.ParamsEntryR\x06params\x12\x14\n" +
+	"\x05words\x18\v \x01(\x05R\x05words\x12\x12\n" +
+	"\x04bits\x18\f \x01(\x05R\x04bits\x1a9\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xe5\x01\n" +
@@ -1246,13 +2067,14 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13RUN_STATE_ENROLLING\x10\x01\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x02\x12\x12\n" +
-	"\x0eRUN_STATE_DONE\x10\x032\xde\x03\n" +
+	"\x0eRUN_STATE_DONE\x10\x032\xb5\x04\n" +
 	"\x11FederationService\x12W\n" +
 	"\x05Hello\x12#.privrec.federation.v1.HelloRequest\x1a$.privrec.federation.v1.HelloResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\x06Enroll\x12$.privrec.federation.v1.EnrollRequest\x1a%.privrec.federation.v1.EnrollResponse\x12`\n" +
 	"\bGetRound\x12&.privrec.federation.v1.GetRoundRequest\x1a'.privrec.federation.v1.GetRoundResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\x06Upload\x12$.privrec.federation.v1.UploadRequest\x1a%.privrec.federation.v1.UploadResponse\x12`\n" +
-	"\bGetModel\x12&.privrec.federation.v1.GetModelRequest\x1a'.privrec.federation.v1.GetModelResponse\"\x03\x90\x02\x01B\xe5\x01\n" +
+	"\bGetModel\x12&.privrec.federation.v1.GetModelRequest\x1a'.privrec.federation.v1.GetModelResponse\"\x03\x90\x02\x01\x12U\n" +
+	"\x06SecAgg\x12$.privrec.federation.v1.SecAggRequest\x1a%.privrec.federation.v1.SecAggResponseB\xe5\x01\n" +
 	"\x19com.privrec.federation.v1B\x0fFederationProtoP\x01ZAgithub.com/privrec/privrec/gen/privrec/federation/v1;federationv1\xa2\x02\x03PFX\xaa\x02\x15Privrec.Federation.V1\xca\x02\x15Privrec\\Federation\\V1\xe2\x02!Privrec\\Federation\\V1\\GPBMetadata\xea\x02\x17Privrec::Federation::V1b\x06proto3"
 
 var (
@@ -1268,7 +2090,7 @@ func file_privrec_federation_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_privrec_federation_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_privrec_federation_v1_federation_proto_goTypes = []any{
 	(RunState)(0),            // 0: privrec.federation.v1.RunState
 	(*HelloRequest)(nil),     // 1: privrec.federation.v1.HelloRequest
@@ -1280,44 +2102,70 @@ var file_privrec_federation_v1_federation_proto_goTypes = []any{
 	(*Credential)(nil),       // 7: privrec.federation.v1.Credential
 	(*GetRoundRequest)(nil),  // 8: privrec.federation.v1.GetRoundRequest
 	(*GetRoundResponse)(nil), // 9: privrec.federation.v1.GetRoundResponse
-	(*Broadcast)(nil),        // 10: privrec.federation.v1.Broadcast
-	(*UploadRequest)(nil),    // 11: privrec.federation.v1.UploadRequest
-	(*SparseUpload)(nil),     // 12: privrec.federation.v1.SparseUpload
-	(*MaskedUpload)(nil),     // 13: privrec.federation.v1.MaskedUpload
-	(*UploadMeta)(nil),       // 14: privrec.federation.v1.UploadMeta
-	(*UploadResponse)(nil),   // 15: privrec.federation.v1.UploadResponse
-	(*GetModelRequest)(nil),  // 16: privrec.federation.v1.GetModelRequest
-	(*GetModelResponse)(nil), // 17: privrec.federation.v1.GetModelResponse
-	nil,                      // 18: privrec.federation.v1.HelloResponse.ConfigEntry
-	nil,                      // 19: privrec.federation.v1.Broadcast.ParamsEntry
+	(*SecAggPlan)(nil),       // 10: privrec.federation.v1.SecAggPlan
+	(*SecAggRequest)(nil),    // 11: privrec.federation.v1.SecAggRequest
+	(*SecAggResponse)(nil),   // 12: privrec.federation.v1.SecAggResponse
+	(*SecAggKeys)(nil),       // 13: privrec.federation.v1.SecAggKeys
+	(*SecAggKeyList)(nil),    // 14: privrec.federation.v1.SecAggKeyList
+	(*SecAggShare)(nil),      // 15: privrec.federation.v1.SecAggShare
+	(*SecAggShares)(nil),     // 16: privrec.federation.v1.SecAggShares
+	(*SecAggUnmask)(nil),     // 17: privrec.federation.v1.SecAggUnmask
+	(*SecAggRevealed)(nil),   // 18: privrec.federation.v1.SecAggRevealed
+	(*SecAggReveal)(nil),     // 19: privrec.federation.v1.SecAggReveal
+	(*SecAggDone)(nil),       // 20: privrec.federation.v1.SecAggDone
+	(*Broadcast)(nil),        // 21: privrec.federation.v1.Broadcast
+	(*UploadRequest)(nil),    // 22: privrec.federation.v1.UploadRequest
+	(*SparseUpload)(nil),     // 23: privrec.federation.v1.SparseUpload
+	(*MaskedUpload)(nil),     // 24: privrec.federation.v1.MaskedUpload
+	(*UploadMeta)(nil),       // 25: privrec.federation.v1.UploadMeta
+	(*UploadResponse)(nil),   // 26: privrec.federation.v1.UploadResponse
+	(*GetModelRequest)(nil),  // 27: privrec.federation.v1.GetModelRequest
+	(*GetModelResponse)(nil), // 28: privrec.federation.v1.GetModelResponse
+	nil,                      // 29: privrec.federation.v1.HelloResponse.ConfigEntry
+	nil,                      // 30: privrec.federation.v1.Broadcast.ParamsEntry
 }
 var file_privrec_federation_v1_federation_proto_depIdxs = []int32{
-	18, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
+	29, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
 	3,  // 1: privrec.federation.v1.HelloResponse.catalog:type_name -> privrec.federation.v1.Catalog
 	4,  // 2: privrec.federation.v1.HelloResponse.scale:type_name -> privrec.federation.v1.Scale
 	0,  // 3: privrec.federation.v1.HelloResponse.state:type_name -> privrec.federation.v1.RunState
 	7,  // 4: privrec.federation.v1.EnrollResponse.credentials:type_name -> privrec.federation.v1.Credential
 	0,  // 5: privrec.federation.v1.GetRoundResponse.state:type_name -> privrec.federation.v1.RunState
-	10, // 6: privrec.federation.v1.GetRoundResponse.broadcast:type_name -> privrec.federation.v1.Broadcast
-	19, // 7: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
-	12, // 8: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
-	13, // 9: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
-	14, // 10: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
-	1,  // 11: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
-	5,  // 12: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
-	8,  // 13: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
-	11, // 14: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
-	16, // 15: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
-	2,  // 16: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
-	6,  // 17: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
-	9,  // 18: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
-	15, // 19: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
-	17, // 20: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	21, // 6: privrec.federation.v1.GetRoundResponse.broadcast:type_name -> privrec.federation.v1.Broadcast
+	10, // 7: privrec.federation.v1.GetRoundResponse.secagg:type_name -> privrec.federation.v1.SecAggPlan
+	13, // 8: privrec.federation.v1.SecAggRequest.keys:type_name -> privrec.federation.v1.SecAggKeys
+	16, // 9: privrec.federation.v1.SecAggRequest.shares:type_name -> privrec.federation.v1.SecAggShares
+	24, // 10: privrec.federation.v1.SecAggRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
+	19, // 11: privrec.federation.v1.SecAggRequest.reveal:type_name -> privrec.federation.v1.SecAggReveal
+	14, // 12: privrec.federation.v1.SecAggResponse.keys:type_name -> privrec.federation.v1.SecAggKeyList
+	16, // 13: privrec.federation.v1.SecAggResponse.shares:type_name -> privrec.federation.v1.SecAggShares
+	17, // 14: privrec.federation.v1.SecAggResponse.unmask:type_name -> privrec.federation.v1.SecAggUnmask
+	20, // 15: privrec.federation.v1.SecAggResponse.done:type_name -> privrec.federation.v1.SecAggDone
+	13, // 16: privrec.federation.v1.SecAggKeyList.keys:type_name -> privrec.federation.v1.SecAggKeys
+	15, // 17: privrec.federation.v1.SecAggShares.shares:type_name -> privrec.federation.v1.SecAggShare
+	18, // 18: privrec.federation.v1.SecAggReveal.self_shares:type_name -> privrec.federation.v1.SecAggRevealed
+	18, // 19: privrec.federation.v1.SecAggReveal.mask_shares:type_name -> privrec.federation.v1.SecAggRevealed
+	30, // 20: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
+	23, // 21: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
+	24, // 22: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
+	25, // 23: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
+	1,  // 24: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
+	5,  // 25: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
+	8,  // 26: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
+	22, // 27: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
+	27, // 28: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
+	11, // 29: privrec.federation.v1.FederationService.SecAgg:input_type -> privrec.federation.v1.SecAggRequest
+	2,  // 30: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
+	6,  // 31: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
+	9,  // 32: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
+	26, // 33: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
+	28, // 34: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
+	12, // 35: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
+	30, // [30:36] is the sub-list for method output_type
+	24, // [24:30] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_privrec_federation_v1_federation_proto_init() }
@@ -1326,6 +2174,18 @@ func file_privrec_federation_v1_federation_proto_init() {
 		return
 	}
 	file_privrec_federation_v1_federation_proto_msgTypes[10].OneofWrappers = []any{
+		(*SecAggRequest_Keys)(nil),
+		(*SecAggRequest_Shares)(nil),
+		(*SecAggRequest_Masked)(nil),
+		(*SecAggRequest_Reveal)(nil),
+	}
+	file_privrec_federation_v1_federation_proto_msgTypes[11].OneofWrappers = []any{
+		(*SecAggResponse_Keys)(nil),
+		(*SecAggResponse_Shares)(nil),
+		(*SecAggResponse_Unmask)(nil),
+		(*SecAggResponse_Done)(nil),
+	}
+	file_privrec_federation_v1_federation_proto_msgTypes[21].OneofWrappers = []any{
 		(*UploadRequest_Sparse)(nil),
 		(*UploadRequest_Masked)(nil),
 	}
@@ -1335,7 +2195,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_privrec_federation_v1_federation_proto_rawDesc), len(file_privrec_federation_v1_federation_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -53,6 +53,9 @@ const (
 	// FederationServiceGetModelProcedure is the fully-qualified name of the FederationService's
 	// GetModel RPC.
 	FederationServiceGetModelProcedure = "/privrec.federation.v1.FederationService/GetModel"
+	// FederationServiceSecAggProcedure is the fully-qualified name of the FederationService's SecAgg
+	// RPC.
+	FederationServiceSecAggProcedure = "/privrec.federation.v1.FederationService/SecAgg"
 )
 
 // FederationServiceClient is a client for the privrec.federation.v1.FederationService service.
@@ -76,6 +79,14 @@ type FederationServiceClient interface {
 	Upload(context.Context, *connect.Request[v1.UploadRequest]) (*connect.Response[v1.UploadResponse], error)
 	// GetModel returns the final model once the run is done.
 	GetModel(context.Context, *connect.Request[v1.GetModelRequest]) (*connect.Response[v1.GetModelResponse], error)
+	// SecAgg is one step of secure aggregation (SecAgg+) in a round whose
+	// broadcast carries a SecAggPlan: the caller sends its message for the
+	// step (keys, encrypted shares, masked vector, revealed shares) and the
+	// call returns, once the server has closed the step, the caller's input
+	// for the next one. A step closes when every client expected in it has
+	// sent, or at the round deadline; a late message is refused with
+	// FAILED_PRECONDITION (the client has dropped out of the round).
+	SecAgg(context.Context, *connect.Request[v1.SecAggRequest]) (*connect.Response[v1.SecAggResponse], error)
 }
 
 // NewFederationServiceClient constructs a client for the privrec.federation.v1.FederationService
@@ -122,6 +133,12 @@ func NewFederationServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		secAgg: connect.NewClient[v1.SecAggRequest, v1.SecAggResponse](
+			httpClient,
+			baseURL+FederationServiceSecAggProcedure,
+			connect.WithSchema(federationServiceMethods.ByName("SecAgg")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -132,6 +149,7 @@ type federationServiceClient struct {
 	getRound *connect.Client[v1.GetRoundRequest, v1.GetRoundResponse]
 	upload   *connect.Client[v1.UploadRequest, v1.UploadResponse]
 	getModel *connect.Client[v1.GetModelRequest, v1.GetModelResponse]
+	secAgg   *connect.Client[v1.SecAggRequest, v1.SecAggResponse]
 }
 
 // Hello calls privrec.federation.v1.FederationService.Hello.
@@ -159,6 +177,11 @@ func (c *federationServiceClient) GetModel(ctx context.Context, req *connect.Req
 	return c.getModel.CallUnary(ctx, req)
 }
 
+// SecAgg calls privrec.federation.v1.FederationService.SecAgg.
+func (c *federationServiceClient) SecAgg(ctx context.Context, req *connect.Request[v1.SecAggRequest]) (*connect.Response[v1.SecAggResponse], error) {
+	return c.secAgg.CallUnary(ctx, req)
+}
+
 // FederationServiceHandler is an implementation of the privrec.federation.v1.FederationService
 // service.
 type FederationServiceHandler interface {
@@ -181,6 +204,14 @@ type FederationServiceHandler interface {
 	Upload(context.Context, *connect.Request[v1.UploadRequest]) (*connect.Response[v1.UploadResponse], error)
 	// GetModel returns the final model once the run is done.
 	GetModel(context.Context, *connect.Request[v1.GetModelRequest]) (*connect.Response[v1.GetModelResponse], error)
+	// SecAgg is one step of secure aggregation (SecAgg+) in a round whose
+	// broadcast carries a SecAggPlan: the caller sends its message for the
+	// step (keys, encrypted shares, masked vector, revealed shares) and the
+	// call returns, once the server has closed the step, the caller's input
+	// for the next one. A step closes when every client expected in it has
+	// sent, or at the round deadline; a late message is refused with
+	// FAILED_PRECONDITION (the client has dropped out of the round).
+	SecAgg(context.Context, *connect.Request[v1.SecAggRequest]) (*connect.Response[v1.SecAggResponse], error)
 }
 
 // NewFederationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -223,6 +254,12 @@ func NewFederationServiceHandler(svc FederationServiceHandler, opts ...connect.H
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	federationServiceSecAggHandler := connect.NewUnaryHandler(
+		FederationServiceSecAggProcedure,
+		svc.SecAgg,
+		connect.WithSchema(federationServiceMethods.ByName("SecAgg")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/privrec.federation.v1.FederationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case FederationServiceHelloProcedure:
@@ -235,6 +272,8 @@ func NewFederationServiceHandler(svc FederationServiceHandler, opts ...connect.H
 			federationServiceUploadHandler.ServeHTTP(w, r)
 		case FederationServiceGetModelProcedure:
 			federationServiceGetModelHandler.ServeHTTP(w, r)
+		case FederationServiceSecAggProcedure:
+			federationServiceSecAggHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -262,4 +301,8 @@ func (UnimplementedFederationServiceHandler) Upload(context.Context, *connect.Re
 
 func (UnimplementedFederationServiceHandler) GetModel(context.Context, *connect.Request[v1.GetModelRequest]) (*connect.Response[v1.GetModelResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("privrec.federation.v1.FederationService.GetModel is not implemented"))
+}
+
+func (UnimplementedFederationServiceHandler) SecAgg(context.Context, *connect.Request[v1.SecAggRequest]) (*connect.Response[v1.SecAggResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("privrec.federation.v1.FederationService.SecAgg is not implemented"))
 }
