@@ -400,6 +400,9 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 			e.Uploads++
 		}
 	}
+	if s.sa != nil { // a masked round: the masked vectors taken
+		e.Uploads = len(s.sa.inputs)
+	}
 	var shares []int32
 	if s.plan.Aggregation == "sum" {
 		switch info.Phase {

@@ -4,7 +4,8 @@
 # and restarted on the same state each time. The client's test RMSE must
 # equal the uninterrupted in-process run's to the last digit, and the
 # ledger must hold every round exactly once. Needs ml-100k under
-# $PRIVREC_DATA.
+# $PRIVREC_DATA. SECAGG=masked runs the rounds under SecAgg+ (default:
+# ideal, the in-process sum). SECAGG=masked runs the rounds under SecAgg+ (default: ideal).
 #
 #   PRIVREC_DATA=/path/to/datasets scripts/crashtest.sh [KILLS]
 set -euo pipefail
@@ -16,7 +17,7 @@ out=${OUT:-/tmp/privrec-crashtest}
 rm -rf "$out" && mkdir -p "$out"
 bin=$out/privrec
 go build -o "$bin" ./cmd/privrec
-run=(--method hdpmf --epochs "$epochs")
+run=(--method hdpmf --epochs "$epochs" --secagg "${SECAGG:-ideal}")
 want=$("$bin" evaluate "${run[@]}" --data ml-100k --split random:0.9 --seed 7 --json | grep -m1 '"rmse"')
 state=$out/state
 serve() {

@@ -17,7 +17,7 @@ go build -o "$bin" ./cmd/privrec
 for cores in 0 0,1; do
   tag=cores-${cores/,/+}
   state=$out/$tag
-  taskset -c "$cores" "$bin" serve --method hdpmf --epochs "$rounds" --items ml-1m --dev-tls \
+  taskset -c "$cores" "$bin" serve --method hdpmf --epochs "$rounds" --secagg ideal --items ml-1m --dev-tls \
     --state "$state" --listen 127.0.0.1:$port --min-clients 12080 --enroll-quiet 1s --linger 2s \
     --cpuprofile "$out/$tag.prof" 2> "$out/$tag.serve.log" &
   server=$!
