@@ -107,6 +107,10 @@ func ldpopConfig(cfg *ldpop.Config, seed uint64) (ldpop.Config, error) {
 func ldpopResult(v ldpop.Variant, claim model.Privacy, c ldpop.Config, rep *ldpop.Report) *Result {
 	priv := claim
 	priv.EpsRound, priv.EpsTotal = rep.EpsRound, rep.EpsTotal
+	priv.Aggregation, priv.Noise = c.Aggregation.String(), c.Noise.String()+"-shares"
+	if v == ldpop.RSMF {
+		priv.Noise = "none"
+	}
 	stats := map[string]float64{
 		"train_rmse": rep.TrainRMSE, "passes": float64(rep.Passes),
 		"updated_fraction": float64(rep.Updated) / float64(max(1, rep.Positions)),
@@ -123,7 +127,7 @@ func ldpopResult(v ldpop.Variant, claim model.Privacy, c ldpop.Config, rep *ldpo
 		priv.Note += "; noise=mixture: a server that knows H sees Gaussian noise, only (ε, δ) with δ ≈ 0.19 at ε = 1 (dp.MixtureServerDelta)"
 	}
 	if !c.Aggregation.Secure() && v != ldpop.RSMF {
-		priv.Note += "; this run had secagg=false: the ε above does not hold against this server"
+		priv.Note += "; this run had secagg=off: the ε above does not hold against this server"
 	}
 	return &Result{Privacy: priv, Stats: stats}
 }
