@@ -67,6 +67,12 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 	}
 	w := toWireBroadcast(b)
 	w.V, w.Aux = clone(w.V), clone(w.Aux)
+	// Provision the noise for dropouts: each client draws its share as if
+	// only this fraction of an item's raters took part, so that any such
+	// fraction of shares still sums to the calibrated noise.
+	if s.cfg.MinParticipants < 1 {
+		w.Params[protocol.ParamMinShare] = s.cfg.MinParticipants
+	}
 	s.mu.Lock()
 	s.round, s.bc, s.wire, s.open, s.sa = b.Round, b, w, true, sa
 	s.ups = make([]*protocol.Upload, n)

@@ -99,6 +99,10 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 	}
 	q := c.sh.mask.q
 	q.Bits = b.Bits
+	rho := b.Param(protocol.ParamMinShare, 1)
+	if !(rho > 0 && rho <= 1) {
+		rho = 1
+	}
 	u := c.u
 	for n, j := range c.items {
 		v := b.V[int(j)*k : int(j)*k+k]
@@ -108,7 +112,7 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 		}
 		q.Quantize(r, c.row, c.ints)
 		if c.sh.variant != Plain {
-			n := max(1, int(b.Counts[j]))
+			n := max(1, int(math.Floor(rho*float64(b.Counts[j]))))
 			if t := c.sh.mask.tables.Get(c.sh.mask.mu / float64(n)); t != nil {
 				t.AddTo(r, c.ints)
 			} else {

@@ -60,3 +60,11 @@ func SecureIf(secure bool) Aggregation {
 	}
 	return AggOff
 }
+
+// ParamMinShare is the Broadcast.Params key a deployment sets, in a masked
+// round, to the smallest fraction ρ of an item's raters whose noise shares
+// must arrive for the round to be released: a client then draws its share
+// of distributed noise among ⌊ρ·n⌋ rather than n raters, so that any ρ·n
+// arriving shares carry the calibrated noise (more arriving only add
+// noise). Absent, ρ is 1.
+const ParamMinShare = "secagg-min-share"
