@@ -104,6 +104,10 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 		rho = 1
 	}
 	u := c.u
+	var tabs []*dp.SkellamTable
+	if c.sh.variant != Plain {
+		tabs = c.tables(b, rho)
+	}
 	for n, j := range c.items {
 		v := b.V[int(j)*k : int(j)*k+k]
 		e := 2 * (vec.Dot(u, v) - c.y[n])
@@ -112,11 +116,11 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 		}
 		q.Quantize(r, c.row, c.ints)
 		if c.sh.variant != Plain {
-			n := max(1, int(math.Floor(rho*float64(b.Counts[j]))))
-			if t := c.sh.mask.tables.Get(c.sh.mask.mu / float64(n)); t != nil {
+			if t := tabs[n]; t != nil {
 				t.AddTo(r, c.ints)
 			} else {
-				dp.FillSkellamShare(r, c.sh.mask.mu, n, c.noise)
+				shares := max(1, int(math.Floor(rho*float64(b.Counts[j]))))
+				dp.FillSkellamShare(r, c.sh.mask.mu, shares, c.noise)
 				for d := range c.ints {
 					c.ints[d] += c.noise[d]
 				}
@@ -130,6 +134,22 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 	// vector (zero elsewhere), so the server cannot tell which were given.
 	c.up = protocol.Upload{Client: c.id, Round: b.Round, Items: c.items, Words: c.words}
 	return &c.up
+}
+
+// tables returns the Skellam(μ/n_j) samplers of the client's items (nil
+// where μ/n_j is beyond a table): the counts and ρ are fixed after setup,
+// so a client looks the shared cache up once per item, not once per
+// rating and round (its lock was a tenth of a masked round's time).
+func (c *client) tables(b *protocol.Broadcast, rho float64) []*dp.SkellamTable {
+	if c.tabs != nil {
+		return c.tabs
+	}
+	c.tabs = make([]*dp.SkellamTable, len(c.items))
+	for n, j := range c.items {
+		shares := max(1, int(math.Floor(rho*float64(b.Counts[j]))))
+		c.tabs[n] = c.sh.mask.tables.Get(c.sh.mask.mu / float64(shares))
+	}
+	return c.tabs
 }
 
 // maskedSetup announces the rated items as a 0/1 vector over every item

@@ -340,6 +340,7 @@ type client struct {
 	words       []uint32
 	row         []float32
 	ints, noise []int64
+	tabs        []*dp.SkellamTable // per item: its Skellam share sampler
 }
 
 func (c *client) ID() int { return c.id }
