@@ -35,7 +35,7 @@ func sizeShares(s []EncryptedShare) int {
 // server must then reconstruct their mask keys), K and T from
 // ChooseParams(n, 0.1, 0.1). Run with -benchtime=1x.
 func BenchmarkRound(b *testing.B) {
-	for _, n := range []int{1000, 6040} {
+	for _, n := range []int{1000, 6040, 10000} {
 		k, th, err := ChooseParams(n, 0.1, 0.1)
 		if err != nil {
 			b.Fatal(err)

@@ -111,15 +111,15 @@
 // (ML-1M: 3706 items × 10 factors), 10% of clients dropping before the
 // masked input, K and T from ChooseParams(n, 0.1, 0.1):
 //
-//	                           n = 1000 (K=46 T=26)   n = 6040 (K=52 T=30)
-//	client AdvertiseKeys       0.09 ms                0.09 ms
-//	client ShareKeys           2.4 ms                 2.8 ms
-//	client MaskedInput         4.2 ms                 4.5 ms
-//	client Unmask              0.007 ms               0.007 ms
-//	server, whole round        1.2 s                  8.3 s
-//	up per client: vector      148 244 B              148 244 B
-//	up per client: the rest    6 851 B                7 734 B
-//	down per client            8 784 B                9 928 B
+//	                           n = 1000 (K=46 T=26)   n = 6040 (K=52 T=30)   n = 10000 (K=54 T=31)
+//	client AdvertiseKeys       0.09 ms                0.09 ms                0.09 ms
+//	client ShareKeys           2.4 ms                 2.8 ms                 2.7 ms
+//	client MaskedInput         4.2 ms                 4.5 ms                 4.8 ms
+//	client Unmask              0.007 ms               0.007 ms               0.006 ms
+//	server, whole round        1.2 s                  8.3 s                  14.5 s
+//	up per client: vector      148 244 B              148 244 B              148 244 B
+//	up per client: the rest    6 851 B                7 734 B                8 028 B
+//	down per client            8 784 B                9 928 B                10 309 B
 //
 // A client's cost is O(K·L) words of PRG and 2K X25519 agreements,
 // independent of n; the vector itself (4·L bytes, or b·L/8 packed)
