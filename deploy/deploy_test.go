@@ -507,6 +507,18 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 			if k := firstDiff(got.V, want.V); k >= 0 {
 				t.Fatalf("V[%d] = %v over the network, %v in process", k, got.V[k], want.V[k])
 			}
+			led, err := h.srv.Ledger()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range led {
+				if e.Phase == "train" && e.Coverage != 1 {
+					t.Errorf("round %d: noise coverage %v with every client answering", e.Round, e.Coverage)
+				}
+				if name == "hdpmf" && e.Phase == "train" && math.Abs(e.Eps-res.Privacy.EpsRound) > 1e-9*res.Privacy.EpsRound {
+					t.Errorf("round %d: ledger ε %v, the run's per-round ε %v", e.Round, e.Eps, res.Privacy.EpsRound)
+				}
+			}
 		})
 	}
 	t.Run("dropouts", func(t *testing.T) {
@@ -524,9 +536,17 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range led {
-			if e.Phase == "train" && (e.Participants == e.Enrolled || e.Participants == 0) {
+			if e.Phase != "train" {
+				continue
+			}
+			if e.Participants == e.Enrolled || e.Participants == 0 {
 				t.Errorf("round %d: %d of %d took part with 20%% dropping out", e.Round, e.Participants, e.Enrolled)
 			}
+			// The ledger reads the noise that arrived off the sum.
+			if !(e.Coverage > 0) || e.Eps == 0 {
+				t.Errorf("round %d: noise coverage %v, ε %v", e.Round, e.Coverage, e.Eps)
+			}
+			t.Logf("round %d: %d of %d clients, noise coverage %.3f, ε of the round alone %.3g", e.Round, e.Participants, e.Enrolled, e.Coverage, e.Eps)
 		}
 	})
 }

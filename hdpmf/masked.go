@@ -204,3 +204,20 @@ func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
 	}
 	return nil
 }
+
+// MaskedNoise is the public calibration of the integer path for HDPMF and
+// HDPMF-R, whose per-round ε of a weight-1 rating is the configured one
+// (DPMF's floor and PDPMF's threshold are computed by the clients): the
+// Poisson mean μ of each item coordinate's summed Skellam noise, the L1
+// and L2 sensitivities in integer units and δ, for ratings of range sens.
+// A deployment uses it to account rounds in which fewer shares arrived.
+func MaskedNoise(cfg Config, sens float64) (mu, l1, l2, delta float64, err error) {
+	if cfg.Variant != HDPMF && cfg.Variant != HDPMFR {
+		return 0, 0, 0, 0, fmt.Errorf("%w: %s calibrates its noise on the clients' data", ErrConfig, cfg.Variant)
+	}
+	m, err := newMasking(cfg, cfg.Eps, sens)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	return m.mu, m.l1, m.l2, m.delta, nil
+}
