@@ -145,16 +145,7 @@ func (s Spec) NewClients(cfg any, train *ratings.Dataset, seed uint64) (*Clients
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", s.Name, err)
 		}
-		if in != train {
-			m.Affine(a, b)
-			m.Scale = train.Scale.Declared()
-			if r, ok := res.Stats["train_rmse"]; ok {
-				res.Stats["train_rmse"] = r * float64(a)
-			}
-		}
-		m.Method = s.Name
-		m.Config = JSON(s.Fields(cfg))
-		m.Privacy = res.Privacy
+		s.finish(m, res, cfg, train, in != train, a, b)
 		return m, res, nil
 	}}, nil
 }

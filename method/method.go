@@ -213,7 +213,15 @@ func (s Spec) Fit(ctx context.Context, train *ratings.Dataset, cfg any, seed uin
 		}
 		return nil, nil, fmt.Errorf("%s: %w", s.Name, err)
 	}
-	if in != train {
+	s.finish(m, res, cfg, train, in != train, a, b)
+	return m, res, nil
+}
+
+// finish maps a model trained on the Internal scale back to train's
+// declared scale (when mapped is set, by a·p + b) and stamps it with the
+// method, its config and the privacy the run spent.
+func (s Spec) finish(m *model.Model, res *Result, cfg any, train *ratings.Dataset, mapped bool, a, b float32) {
+	if mapped {
 		m.Affine(a, b)
 		m.Scale = train.Scale.Declared()
 		if r, ok := res.Stats["train_rmse"]; ok {
@@ -223,7 +231,6 @@ func (s Spec) Fit(ctx context.Context, train *ratings.Dataset, cfg any, seed uin
 	m.Method = s.Name
 	m.Config = JSON(s.Fields(cfg))
 	m.Privacy = res.Privacy
-	return m, res, nil
 }
 
 // ErrUndeclaredScale is wrapped by the error of a private method asked to
