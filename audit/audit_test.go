@@ -81,20 +81,23 @@ func TestEveryControlBrokenEveryProtectedWithin(t *testing.T) {
 func TestControlsAreClearlyBroken(t *testing.T) {
 	rep := quickAudit(t)
 	want := []struct {
-		attack, method string
-		check          func(v float64) bool
-		what           string
+		attack, method, cas string
+		check               func(v float64) bool
+		what                string
 	}{
-		{"inversion", "fedmf", func(v float64) bool { return v < 0.01 }, "near-exact recovery (ratio < 0.01)"},
-		{"difference", "ldp-op-basic", func(v float64) bool { return v > 0.95 }, "accuracy > 0.95"},
-		{"shape", "fedmf", func(v float64) bool { return v > 0.95 }, "accuracy > 0.95"},
-		{"server-h", "mixture", func(v float64) bool { return v > 0.1 }, "δ̂ > 0.1 (exact ≈ 0.19)"},
-		{"grid", "sgld-mf", func(v float64) bool { return v > 0.95 }, "accuracy > 0.95"},
+		{"inversion", "fedmf", "", func(v float64) bool { return v < 0.01 }, "near-exact recovery (ratio < 0.01)"},
+		// Quantized to 1/64 of a rating unit, the integer path's unmasked
+		// uploads still give most ratings away.
+		{"inversion", "fedmf", "integer, unmasked", func(v float64) bool { return v < 0.8 }, "recovery (ratio < 0.8)"},
+		{"difference", "ldp-op-basic", "", func(v float64) bool { return v > 0.95 }, "accuracy > 0.95"},
+		{"shape", "fedmf", "", func(v float64) bool { return v > 0.95 }, "accuracy > 0.95"},
+		{"server-h", "mixture", "", func(v float64) bool { return v > 0.1 }, "δ̂ > 0.1 (exact ≈ 0.19)"},
+		{"grid", "sgld-mf", "", func(v float64) bool { return v > 0.95 }, "accuracy > 0.95"},
 	}
 	for _, w := range want {
 		found := false
 		for _, r := range rep.Results {
-			if r.Attack == w.attack && r.Method == w.method && r.Role == Control {
+			if r.Attack == w.attack && r.Method == w.method && r.Case == w.cas && r.Role == Control {
 				found = true
 				if !w.check(r.Value) {
 					t.Errorf("%s on %s: %s %.4g, want %s", w.attack, w.method, r.Metric, r.Value, w.what)

@@ -31,7 +31,9 @@ func init() {
 			"offset), so there one round fixes the length and the sign: u = a/a[0]. Ratings without an estimate get the global mean. " +
 			"Metric: RMSE of the best affine map of the estimates onto the truth, over the RMSE of the global mean (sqrt(1 − ρ²); " +
 			"calibrating with the truth only helps the attacker), with a bootstrap interval over users. Controls: plain federated MF " +
-			"(near-exact recovery) and sdcf's SGLD MF without Langevin noise or randomized response (checks the SGLD equations). Protected: " +
+			"(near-exact recovery) and sdcf's SGLD MF without Langevin noise or randomized response (checks the SGLD equations). The integer path of secure aggregation (secagg=masked) " +
+			"is audited without noise, the attacker told which items each client rated: on the unmasked integer vectors (a control) and " +
+			"on the masked vectors the server receives under SecAgg+ (protected: at chance). Protected: " +
 			"DPMF and HDPMF as shipped (secure aggregation: the server holds only per-item sums, nothing to attribute to a user); each " +
 			"must stay at ratio ≥ 1 − margin. Findings: DPMF and HDPMF with secure aggregation off, where the server reads each " +
 			"user's upload and its 1/n_j share of the noise, and SDMF, whose claim covers rating existence, not values (sdcf.Train " +
@@ -40,6 +42,8 @@ func init() {
 			return []testCase{
 				{method: "fedmf", role: Control, run: fedInversion(hdpmf.Plain, false)},
 				{method: "sgld-mf", role: Control, run: sdcfInversion(false)},
+				{method: "fedmf", role: Control, run: maskedInversion(false)},
+				{method: "fedmf", role: Protected, run: maskedInversion(true)},
 				{method: "dpmf", role: Protected, run: fedInversion(hdpmf.DPMF, true)},
 				{method: "hdpmf", role: Protected, run: fedInversion(hdpmf.HDPMF, true)},
 				{method: "dpmf", role: Finding, run: fedInversion(hdpmf.DPMF, false)},
