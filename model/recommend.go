@@ -67,7 +67,7 @@ func (m *Model) RecommendUser(user string, n int, exclude []string) ([]Recommend
 		return nil, errors.New("model: the model has no item IDs")
 	}
 	if m.NumUsers == 0 && m.Dim > 0 && m.BI == nil {
-		return nil, errors.New("model: the model holds item factors only (a server's published model); a user's recommendations need the user's vector, which stays on the user's device: privrec client --ratings computes them there")
+		return nil, errors.New("model: the model holds item factors only (a server's published model); a user's recommendations need the user's vector, which stays on the user's device: privrec recommend --ratings FILE folds the user in on the device")
 	}
 	u := int32(-1)
 	if m.NumUsers > 0 {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -20,5 +23,40 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if _, _, err := run(t, "bench", "--method", "mf", "--dim", "x"); err == nil {
 		t.Fatal("a bad --dim was accepted")
+	}
+}
+
+// TestRecommendFoldIn: a user's own ratings file, folded in against a
+// saved model's item factors, gets recommendations that leave the rated
+// items out; an item the model does not know is an error naming it.
+func TestRecommendFoldIn(t *testing.T) {
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "m.prm")
+	if _, errOut, err := run(t, "train", "--data", "ml-latest-small", "--method", "mf", "--epochs", "2", "--out", mp); err != nil {
+		t.Fatalf("%v: %s", err, errOut)
+	}
+	mine := filepath.Join(dir, "me.csv")
+	if err := os.WriteFile(mine, []byte("userId,movieId,rating\nme,1,5\nme,260,4.5\nme,318,4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := run(t, "recommend", "--model", mp, "--ratings", mine, "-n", "5", "--json")
+	if err != nil {
+		t.Fatalf("%v: %s", err, errOut)
+	}
+	var recs []struct{ Item string }
+	if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 5 {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, r := range recs {
+		if r.Item == "1" || r.Item == "260" || r.Item == "318" {
+			t.Fatalf("a rated item was recommended: %v", recs)
+		}
+	}
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("userId,movieId,rating\nme,999999999,5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, "recommend", "--model", mp, "--ratings", bad); err == nil || !strings.Contains(err.Error(), "999999999") {
+		t.Fatalf("unknown item: %v", err)
 	}
 }

@@ -89,6 +89,8 @@ written whole or not at all.`,
 func (a *app) recommendCmd() *cobra.Command {
 	var (
 		modelPath, user, data string
+		mine                  string
+		reg                   float64
 		n                     int
 		asJSON                bool
 	)
@@ -97,19 +99,35 @@ func (a *app) recommendCmd() *cobra.Command {
 		Short: "Recommend items to a user from a saved model",
 		Long: `recommend prints the top-n items for a user (by the original user ID of
 the data the model was trained on), with scores on the rating scale. With
---data, the items the user has already rated there are excluded.`,
-		Example: `  privrec recommend --model model.prm --data ml-latest-small --user 1 -n 10`,
-		Args:    cobra.NoArgs,
+--data, the items the user has already rated there are excluded.
+
+--ratings FILE recommends instead for the one user whose ratings the file
+holds (user,item,rating CSV, items by the model's IDs, ratings on its
+scale), folding the user in: the user's vector is fitted to those ratings
+against the model's item factors (ridge regression, --reg), here, and the
+rated items are excluded. This is how a server's published model (item
+factors only, privrec serve --out) recommends: the ratings stay with the
+user.`,
+		Example: `  privrec recommend --model model.prm --data ml-latest-small --user 1 -n 10
+  privrec recommend --model served.prm --ratings my-ratings.csv -n 10`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 1 {
 				return fmt.Errorf("-n %d: must be ≥ 1", n)
+			}
+			if (user == "") == (mine == "") {
+				return fmt.Errorf("give one of --user ID and --ratings FILE")
 			}
 			m, err := model.Load(modelPath)
 			if err != nil {
 				return err
 			}
 			var rated []string
-			if data != "" {
+			if mine != "" {
+				if m, user, rated, err = a.foldIn(m, mine, reg); err != nil {
+					return err
+				}
+			} else if data != "" {
 				d, _, err := datasets.Open(data, ratings.LoadOptions{})
 				if err != nil {
 					return err
@@ -135,12 +153,43 @@ the data the model was trained on), with scores on the rating scale. With
 	}
 	cmd.Flags().StringVar(&modelPath, "model", "", "model file written by privrec train")
 	cmd.Flags().StringVar(&user, "user", "", "original ID of the user")
+	cmd.Flags().StringVar(&mine, "ratings", "", "recommend for the one user whose ratings this file holds (user,item,rating CSV), folded in against the model's item factors")
+	cmd.Flags().Float64Var(&reg, "reg", 1, "with --ratings: the ridge of the fold-in")
 	cmd.Flags().StringVar(&data, "data", "", "the ratings to exclude already-rated items from (usually the training data)")
 	cmd.Flags().IntVarP(&n, "n", "n", 10, "number of items")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.MarkFlagRequired("model")
-	cmd.MarkFlagRequired("user")
 	return cmd
+}
+
+// foldIn reads one user's ratings from path and returns m with that user
+// folded in, the user's ID and the IDs of the items rated.
+func (a *app) foldIn(m *model.Model, path string, reg float64) (*model.Model, string, []string, error) {
+	sc := m.Scale.Declared()
+	df := dataFlags{data: path, format: "delimited", delimiter: ",", columns: "user,item,rating", header: "auto",
+		scale: fmt.Sprintf("%g,%g,%g", sc.Min, sc.Max, sc.Step)}
+	d, err := a.load(&df)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("--ratings: %w", err)
+	}
+	if d.NumUsers() != 1 {
+		return nil, "", nil, fmt.Errorf("--ratings %s: ratings of %d users; the file holds one user's", path, d.NumUsers())
+	}
+	var items []int32
+	var rated []string
+	for _, i := range d.Items {
+		id := d.ItemIDs[i]
+		j, ok := m.ItemIndex(id)
+		if !ok {
+			return nil, "", nil, fmt.Errorf("--ratings %s: item %q is not in the model's %d items", path, id, m.NumItems)
+		}
+		items, rated = append(items, j), append(rated, id)
+	}
+	f, err := m.FoldIn(d.UserIDs[0], items, d.Values, reg)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("--ratings %s: %w", path, err)
+	}
+	return f, d.UserIDs[0], rated, nil
 }
 
 // ratedItems returns the original IDs of the items user rated in d.

@@ -1,0 +1,77 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/privrec/privrec/ratings"
+)
+
+// TestFoldIn: ratings c + w·v_i that a vector w explains exactly, on items
+// whose factors average to zero (so the offset, the mean rating, is c),
+// give w back up to the ridge, and predictions on unrated items follow;
+// bad input is an error.
+func TestFoldIn(t *testing.T) {
+	const k, items, rated, c = 4, 60, 40, 3.0
+	r := rand.New(rand.NewPCG(1, 2))
+	m := &Model{Dim: k, NumItems: items, V: make([]float32, items*k), Default: 3,
+		Scale: ratings.Scale{Min: -100, Max: 100}, ItemIDs: make([]string, items)}
+	for i := range m.V {
+		m.V[i] = float32(r.NormFloat64())
+	}
+	for d := range k { // centre the rated items' factors
+		var s float32
+		for i := range rated {
+			s += m.V[i*k+d]
+		}
+		for i := range rated {
+			m.V[i*k+d] -= s / rated
+		}
+	}
+	w := []float32{0.5, -1, 0.25, 2}
+	dot := func(i int32) float32 {
+		var p float32
+		for d := range k {
+			p += w[d] * m.V[int(i)*k+d]
+		}
+		return p
+	}
+	var idx []int32
+	var vals []float32
+	for i := range int32(rated) {
+		idx, vals = append(idx, i), append(vals, c+dot(i))
+	}
+	f, err := m.FoldIn("me", idx, vals, 1e-6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for d := range k {
+		if math.Abs(float64(f.U[d]-w[d])) > 1e-3 {
+			t.Fatalf("u = %v, want %v", f.U, w)
+		}
+	}
+	for i := int32(rated); i < items; i++ {
+		if got, want := f.PredictRaw(0, i), c+dot(i); math.Abs(float64(got-want)) > 1e-3 {
+			t.Fatalf("item %d: prediction %v, want %v", i, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		items []int32
+		vals  []float32
+		reg   float64
+	}{
+		{"no ratings", nil, nil, 1},
+		{"lengths", []int32{1, 2}, []float32{1}, 1},
+		{"item out of range", []int32{items}, []float32{1}, 1},
+		{"reg", []int32{1}, []float32{1}, 0},
+	} {
+		if _, err := m.FoldIn("x", tc.items, tc.vals, tc.reg); err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+}
