@@ -1,8 +1,6 @@
 package ldpop
 
 import (
-	"bytes"
-	"encoding/gob"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -734,21 +732,15 @@ func (s *server) MarshalBinary() ([]byte, error) {
 		x.Cnt, x.RowSq, x.RowDone, x.Updated = l.cnt, l.rowSq, l.rowDone, l.updated
 		x.MaxRow, x.SumRows, x.RoundFactor = l.maxRow, l.sumRows, l.roundFactor
 	}
-	var buf bytes.Buffer
-	buf.WriteByte(snapshotVersion)
-	err := gob.NewEncoder(&buf).Encode(x)
-	return buf.Bytes(), err
+	return protocol.EncodeSnapshot(snapshotVersion, x)
 }
 
 // UnmarshalBinary restores a state from MarshalBinary into s, a server
 // built with the same configuration; it fails, leaving s unchanged, on
 // corrupt data or another shape.
 func (s *server) UnmarshalBinary(data []byte) error {
-	if len(data) == 0 || data[0] != snapshotVersion {
-		return fmt.Errorf("ldpop: server snapshot: not a version %d snapshot", snapshotVersion)
-	}
 	var x snapshot
-	if err := gob.NewDecoder(bytes.NewReader(data[1:])).Decode(&x); err != nil {
+	if err := protocol.DecodeSnapshot(data, snapshotVersion, &x); err != nil {
 		return fmt.Errorf("ldpop: server snapshot: %w", err)
 	}
 	bad := func(format string, a ...any) error {

@@ -1,8 +1,6 @@
 package sdcf
 
 import (
-	"bytes"
-	"encoding/gob"
 	"fmt"
 	"math"
 
@@ -112,21 +110,15 @@ type snapshot struct {
 // MarshalBinary returns the server's state: a version byte, then the gob
 // encoding of a snapshot.
 func (s *server) MarshalBinary() ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteByte(snapshotVersion)
-	err := gob.NewEncoder(&buf).Encode(snapshot{Dim: s.dim, NumItems: s.nItems, Round: s.round, V: s.v})
-	return buf.Bytes(), err
+	return protocol.EncodeSnapshot(snapshotVersion, snapshot{Dim: s.dim, NumItems: s.nItems, Round: s.round, V: s.v})
 }
 
 // UnmarshalBinary restores a state from MarshalBinary into s, a server
 // built with the same configuration; it fails, leaving s unchanged, on
 // corrupt data or another shape.
 func (s *server) UnmarshalBinary(data []byte) error {
-	if len(data) == 0 || data[0] != snapshotVersion {
-		return fmt.Errorf("sdcf: server snapshot: not a version %d snapshot", snapshotVersion)
-	}
 	var x snapshot
-	if err := gob.NewDecoder(bytes.NewReader(data[1:])).Decode(&x); err != nil {
+	if err := protocol.DecodeSnapshot(data, snapshotVersion, &x); err != nil {
 		return fmt.Errorf("sdcf: server snapshot: %w", err)
 	}
 	switch {
