@@ -106,13 +106,9 @@ func (s *maskSpy) record(b *protocol.Broadcast, ups []*protocol.Upload) error {
 	bc.V = slices.Clone(b.V)
 	plain := &protocol.Record{Round: b.Round, Broadcast: &bc}
 	masked := &protocol.Record{Round: b.Round, Broadcast: &bc}
-	stride := b.Words / b.NumItems
 	for _, d := range sd {
 		u := given[d.To]
-		dense := make([]uint32, b.Words)
-		for r, j := range u.Items {
-			copy(dense[int(j)*stride:(int(j)+1)*stride], u.Words[r*stride:(r+1)*stride])
-		}
+		dense := u.DenseWords(b)
 		mi, err := cs[d.To].MaskedInput(d, dense)
 		if err != nil {
 			return err

@@ -284,38 +284,51 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 
 // answer runs every client's Round on b and keeps the wire uploads.
 func (s *Session) answer(ctx context.Context, b *protocol.Broadcast, clients []protocol.Client, cache []*fedv1.UploadRequest) error {
-	var mu sync.Mutex
-	var first error
-	parallel(len(clients), s.cfg.Workers, func(lo, hi int) {
-		src := rand.NewChaCha8([32]byte{})
-		r := rand.New(src)
-		for k := lo; k < hi; k++ {
-			c := clients[k]
-			if b.Phase != protocol.PhaseSetup && s.dropped(c.ID(), b.Round) {
-				cache[k] = nil
-				continue
-			}
-			if s.cfg.Seeded {
-				src.Seed(rng.Seed(s.cfg.Seed, uint64(c.ID()), uint64(b.Round)))
-			} else {
-				var seed [32]byte
-				crand.Read(seed[:]) // never fails (crypto/rand)
-				src.Seed(seed)
-			}
-			up, err := c.Round(b, r)
-			if err != nil {
-				mu.Lock()
-				first = cmpErr(first, fmt.Errorf("deploy: client %d round %d: %w", c.ID(), b.Round, err))
-				mu.Unlock()
-				return
-			}
+	err := s.roundAll(b, clients, func(k int, up *protocol.Upload, online bool) error {
+		cache[k] = nil
+		if online {
 			cache[k] = toWireUpload(b.Round, up, s.cfg.Seeded)
 		}
+		return nil
 	})
-	if first != nil {
-		return first
+	if err != nil {
+		return err
 	}
 	return ctx.Err()
+}
+
+// roundAll runs every client's Round on b, on the session's workers, each
+// client on its own stream (seeded in test mode, from crypto/rand
+// otherwise), and hands keep each client's answer; online is false for a
+// client sitting the round out (ClientConfig.Dropout). It returns the
+// first error of a client or of keep.
+func (s *Session) roundAll(b *protocol.Broadcast, clients []protocol.Client, keep func(k int, up *protocol.Upload, online bool) error) error {
+	var mu sync.Mutex
+	var first error
+	parallel(len(clients), s.cfg.Workers, func(k int) {
+		c := clients[k]
+		var err error
+		if b.Phase != protocol.PhaseSetup && s.dropped(c.ID(), b.Round) {
+			err = keep(k, nil, false)
+		} else {
+			var seed [32]byte
+			if s.cfg.Seeded {
+				seed = rng.Seed(s.cfg.Seed, uint64(c.ID()), uint64(b.Round))
+			} else {
+				crand.Read(seed[:]) // never fails (crypto/rand)
+			}
+			var up *protocol.Upload
+			if up, err = c.Round(b, rand.New(rand.NewChaCha8(seed))); err == nil {
+				err = keep(k, up, true)
+			}
+		}
+		if err != nil {
+			mu.Lock()
+			first = cmpErr(first, fmt.Errorf("deploy: client %d round %d: %w", c.ID(), b.Round, err))
+			mu.Unlock()
+		}
+	})
+	return first
 }
 
 // answerMasked runs every client's Round on b, a round of secure
@@ -324,48 +337,21 @@ func (s *Session) answer(ctx context.Context, b *protocol.Broadcast, clients []p
 // cannot tell who has data), nil for one sitting the round out.
 func (s *Session) answerMasked(b *protocol.Broadcast, clients []protocol.Client) ([][]uint32, error) {
 	out := make([][]uint32, len(clients))
-	var mu sync.Mutex
-	var first error
-	parallel(len(clients), s.cfg.Workers, func(lo, hi int) {
-		src := rand.NewChaCha8([32]byte{})
-		r := rand.New(src)
-		for k := lo; k < hi; k++ {
-			c := clients[k]
-			if b.Phase != protocol.PhaseSetup && s.dropped(c.ID(), b.Round) {
-				continue
-			}
-			if s.cfg.Seeded {
-				src.Seed(rng.Seed(s.cfg.Seed, uint64(c.ID()), uint64(b.Round)))
-			} else {
-				var seed [32]byte
-				crand.Read(seed[:])
-				src.Seed(seed)
-			}
-			up, err := c.Round(b, r)
-			if err == nil && up != nil {
-				err = up.Validate(b)
-			}
-			if err != nil {
-				mu.Lock()
-				first = cmpErr(first, fmt.Errorf("deploy: client %d round %d: %w", c.ID(), b.Round, err))
-				mu.Unlock()
-				return
-			}
-			v := make([]uint32, b.Words)
-			if up != nil && up.Words != nil {
-				if up.Items == nil {
-					copy(v, up.Words)
-				} else {
-					stride := b.Words / b.NumItems
-					for n, j := range up.Items {
-						copy(v[int(j)*stride:(int(j)+1)*stride], up.Words[n*stride:(n+1)*stride])
-					}
-				}
-			}
-			out[k] = v
+	err := s.roundAll(b, clients, func(k int, up *protocol.Upload, online bool) error {
+		switch {
+		case !online:
+			return nil
+		case up == nil:
+			out[k] = make([]uint32, b.Words)
+			return nil
 		}
+		if err := up.Validate(b); err != nil {
+			return err
+		}
+		out[k] = up.DenseWords(b)
+		return nil
 	})
-	return out, first
+	return out, err
 }
 
 // secureAggregate runs the four steps of SecAgg+ for every client with a
@@ -490,30 +476,27 @@ func (s *Session) send(ctx context.Context, r int, cache []*fedv1.UploadRequest,
 	var mu sync.Mutex
 	var first error
 	var late int
-	parallel(len(cache), s.cfg.Workers, func(lo, hi int) {
-		for k := lo; k < hi; k++ {
-			if cache[k] == nil { // offline this round
-				continue
-			}
-			err := s.retry(ctx, "upload", func(ctx context.Context) error {
-				_, err := s.api.Upload(ctx, withCred(cache[k], creds[k]))
-				return err
-			})
-			switch connect.CodeOf(err) {
-			case connect.CodeAlreadyExists:
-				err = nil
-			case connect.CodeFailedPrecondition:
-				mu.Lock()
-				late++
-				mu.Unlock()
-				err = nil
-			}
-			if err != nil {
-				mu.Lock()
-				first = cmpErr(first, fmt.Errorf("deploy: upload of client %d round %d: %w", k, r, err))
-				mu.Unlock()
-				return
-			}
+	parallel(len(cache), s.cfg.Workers, func(k int) {
+		if cache[k] == nil { // offline this round
+			return
+		}
+		err := s.retry(ctx, "upload", func(ctx context.Context) error {
+			_, err := s.api.Upload(ctx, withCred(cache[k], creds[k]))
+			return err
+		})
+		switch connect.CodeOf(err) {
+		case connect.CodeAlreadyExists:
+			err = nil
+		case connect.CodeFailedPrecondition:
+			mu.Lock()
+			late++
+			mu.Unlock()
+			err = nil
+		}
+		if err != nil {
+			mu.Lock()
+			first = cmpErr(first, fmt.Errorf("deploy: upload of client %d round %d: %w", k, r, err))
+			mu.Unlock()
 		}
 	})
 	if late > 0 {
@@ -542,9 +525,9 @@ func (s *Session) model(ctx context.Context, cred string) (*model.Model, error) 
 	return m, nil
 }
 
-// parallel calls f on chunks of [0, n) from up to workers goroutines,
-// one chunk per client so that a slow upload holds up one worker only.
-func parallel(n, workers int, f func(lo, hi int)) {
+// parallel calls f on every k in [0, n) from up to workers goroutines,
+// one k at a time so that a slow upload holds up one worker only.
+func parallel(n, workers int, f func(k int)) {
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range min(workers, n) {
@@ -552,7 +535,7 @@ func parallel(n, workers int, f func(lo, hi int)) {
 		go func() {
 			defer wg.Done()
 			for k := range next {
-				f(k, k+1)
+				f(k)
 			}
 		}()
 	}

@@ -23,7 +23,7 @@ import (
 // cost, which is what experiments use.
 type MaskedSum struct {
 	inner Transport
-	ideal *SecureSum
+	ideal *SecureSum // sums the rounds without words; its inner is unused
 	seed  uint64
 	// Protocol runs the real protocol in process.
 	Protocol bool
@@ -39,7 +39,7 @@ type MaskedSum struct {
 // NewMaskedSum returns inner wrapped so that Exchange returns only sums;
 // seed labels the public round seeds of the neighbour graphs.
 func NewMaskedSum(inner Transport, seed uint64) *MaskedSum {
-	return &MaskedSum{inner: inner, ideal: NewSecureSum(passThrough{}), seed: seed}
+	return &MaskedSum{inner: inner, ideal: &SecureSum{}, seed: seed}
 }
 
 // NumClients returns the number of clients of the inner transport.
@@ -82,7 +82,7 @@ func (m *MaskedSum) Exchange(ctx context.Context, b *Broadcast) ([]*Upload, erro
 	if m.Protocol && len(given) >= 2 {
 		inputs := make([][]uint32, len(given))
 		for k, u := range given {
-			inputs[k] = dense(b, u)
+			inputs[k] = u.DenseWords(b)
 		}
 		if total, err = m.protocol(b, inputs); err != nil {
 			return nil, fmt.Errorf("protocol: secure aggregation of round %d: %w", b.Round, err)
@@ -93,19 +93,6 @@ func (m *MaskedSum) Exchange(ctx context.Context, b *Broadcast) ([]*Upload, erro
 	m.sum = Upload{Client: -1, Round: b.Round, Words: total}
 	m.out[0] = &m.sum
 	return m.out[:], nil
-}
-
-// dense returns u's words as the dense vector of the round.
-func dense(b *Broadcast, u *Upload) []uint32 {
-	if u.Items == nil {
-		return u.Words
-	}
-	out := make([]uint32, b.Words)
-	stride := b.Words / b.NumItems
-	for k, j := range u.Items {
-		copy(out[int(j)*stride:(int(j)+1)*stride], u.Words[k*stride:(k+1)*stride])
-	}
-	return out
 }
 
 // sumWords adds the uploads' (dense) vectors mod 2^Bits: the bytes the
@@ -155,10 +142,3 @@ func (m *MaskedSum) protocol(b *Broadcast, inputs [][]uint32) ([]uint32, error) 
 
 // streamMaskGraph labels the public seeds of the rounds' neighbour graphs.
 const streamMaskGraph = 0x4d41534b // "MASK"
-
-// passThrough is a transport SecureSum.add never calls.
-type passThrough struct{}
-
-func (passThrough) Exchange(context.Context, *Broadcast) ([]*Upload, error) { return nil, nil }
-func (passThrough) NumClients() int                                         { return 0 }
-func (passThrough) Close() error                                            { return nil }

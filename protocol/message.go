@@ -164,5 +164,21 @@ func (u *Upload) Validate(b *Broadcast) error {
 	return nil
 }
 
+// DenseWords returns a new copy of u's words as the dense vector of the
+// round b (Upload.Words: rows given for Items are placed at their items'
+// offsets, the rest is zero).
+func (u *Upload) DenseWords(b *Broadcast) []uint32 {
+	out := make([]uint32, b.Words)
+	if u.Items == nil {
+		copy(out, u.Words)
+		return out
+	}
+	stride := b.Words / b.NumItems
+	for k, j := range u.Items {
+		copy(out[int(j)*stride:(int(j)+1)*stride], u.Words[k*stride:(k+1)*stride])
+	}
+	return out
+}
+
 // Row returns the values of the k-th item of u for dimension dim.
 func (u *Upload) Row(k, dim int) []float32 { return u.Values[k*dim : (k+1)*dim] }
