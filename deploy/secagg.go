@@ -215,20 +215,12 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	default:
 		return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "no step")
 	}
-	s.mu.Lock()
-	sa, open, round, closed := s.sa, s.open, s.round, s.closed
-	pos, member := s.slots[id]
-	s.mu.Unlock()
-	r := int(msg.GetRound())
-	switch {
-	case r <= closed:
-		return nil, s.rejectErr(connect.CodeFailedPrecondition, "late", "round %d is closed", r)
-	case r > round || !open || sa == nil:
-		return nil, s.rejectErr(connect.CodeUnavailable, "early", "round %d is not open yet", r)
-	case !member:
-		return nil, s.rejectErr(connect.CodePermissionDenied, "not-member", "client %d is not part of this run", id)
+	at, err := s.admit(id, int(msg.GetRound()), true)
+	if err != nil {
+		return nil, err
 	}
-	me := uint32(pos)
+	sa := at.sa
+	me := uint32(at.pos)
 	if err := s.addStep(sa, step, me, msg); err != nil {
 		return nil, err
 	}

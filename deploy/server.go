@@ -783,6 +783,37 @@ func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRou
 	}
 }
 
+// admitted is the open round as a client's message for it found it.
+type admitted struct {
+	pos   int // the client's position in the upload order
+	round int
+	b     *protocol.Broadcast
+	sa    *saRound // the round's secure aggregation (masked rounds)
+}
+
+// admit checks, under one lock, that round r is the open one (and, with
+// masked, that it runs secure aggregation) and that client id takes part:
+// a closed round is late, one not open yet is early (not an error of the
+// client's: the round opens later, or again after a restart once the
+// server has reloaded its clients; retry), and a stranger is refused.
+func (s *Server) admit(id uint32, r int, masked bool) (admitted, error) {
+	s.mu.Lock()
+	at := admitted{round: s.round, b: s.bc, sa: s.sa}
+	open, closed := s.open, s.closed
+	pos, member := s.slots[id]
+	s.mu.Unlock()
+	at.pos = pos
+	switch {
+	case r <= closed:
+		return at, s.rejectErr(connect.CodeFailedPrecondition, "late", "round %d is closed", r)
+	case r > at.round || !open || (masked && at.sa == nil):
+		return at, s.rejectErr(connect.CodeUnavailable, "early", "round %d is not open yet", r)
+	case !member:
+		return at, s.rejectErr(connect.CodePermissionDenied, "not-member", "client %d is not part of this run", id)
+	}
+	return at, nil
+}
+
 // rejectErr counts a refused upload by reason and returns its error.
 func (s *Server) rejectErr(code connect.Code, reason, format string, a ...any) error {
 	s.met.reject(reason)
@@ -809,20 +840,11 @@ func (s *Server) Upload(ctx context.Context, req *connect.Request[fedv1.UploadRe
 	if msg.GetMasked() != nil {
 		return nil, s.rejectErr(connect.CodeUnimplemented, "masked", "this server does not run secure aggregation")
 	}
-	s.mu.Lock()
-	open, round, closed, b := s.open, s.round, s.closed, s.bc
-	k, member := s.slots[id]
-	s.mu.Unlock()
-	switch r := int(msg.GetRound()); {
-	case r <= closed:
-		return nil, s.rejectErr(connect.CodeFailedPrecondition, "late", "round %d is closed", r)
-	case r > round || !open:
-		// Not an error of the client's: the round opens later (or again,
-		// after a restart, once the server has reloaded its clients). Retry.
-		return nil, s.rejectErr(connect.CodeUnavailable, "early", "round %d is not open yet", r)
-	case !member:
-		return nil, s.rejectErr(connect.CodePermissionDenied, "not-member", "client %d is not part of this run", id)
+	at, err := s.admit(id, int(msg.GetRound()), false)
+	if err != nil {
+		return nil, err
 	}
+	k, round, b := at.pos, at.round, at.b
 	u := fromWireUpload(int(id), msg)
 	if reason, err := s.check(b, u); err != nil {
 		return nil, s.rejectErr(connect.CodeInvalidArgument, reason, "%v", err)
