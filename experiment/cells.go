@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -326,10 +327,25 @@ func (p *Plan) NumCells() int {
 
 // resultNeutral are method parameters that by contract do not change a
 // fitted model, only how it is computed or what the server sees: the
-// worker count, and secure aggregation (the server adds the same uploads
-// either way; hdpmf's TestSecureAggregation checks the models agree,
-// and on ml-latest-small they are bit-identical).
+// worker count, and secure aggregation between off and ideal (the server
+// adds the same float uploads either way; hdpmf's TestSecureAggregation
+// checks the models agree, and on ml-latest-small they are
+// bit-identical). secagg=masked is not neutral: it runs the integer path
+// with Skellam noise, another model (see neutral).
 var resultNeutral = []string{"workers", "secagg"}
+
+// neutral reports whether parameter name set to value leaves the fitted
+// model as it is (resultNeutral).
+func neutral(name, value string) bool {
+	if !slices.Contains(resultNeutral, name) {
+		return false
+	}
+	if name == "secagg" {
+		a, err := protocol.ParseAggregation(value)
+		return err == nil && a != protocol.AggMasked
+	}
+	return true
+}
 
 // key hashes everything that can change a cell's result: the code
 // version, the data and its preprocessing, the split, seed and fold, the
@@ -339,9 +355,7 @@ var resultNeutral = []string{"workers", "secagg"}
 func (p *Plan) key(c *Cell) string {
 	s := p.Spec
 	params := maps.Clone(c.Params)
-	for _, name := range resultNeutral {
-		delete(params, name)
-	}
+	maps.DeleteFunc(params, neutral)
 	k := map[string]any{
 		"v": codeVersion, "kind": c.Kind, "dataset": c.Dataset, "pre": s.Preprocess,
 		"split": s.Split, "seed": c.Seed, "fold": c.Fold, "method": c.Method,

@@ -408,3 +408,19 @@ func TestSpecErrorsNameFileAndLine(t *testing.T) {
 		})
 	}
 }
+
+// TestSecaggNeutral: the worker count and secagg off/ideal leave a cell's
+// key alone; secagg=masked, another noise path, does not.
+func TestSecaggNeutral(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		want        bool
+	}{
+		{"workers", "4", true}, {"secagg", "ideal", true}, {"secagg", "off", true},
+		{"secagg", "true", true}, {"secagg", "masked", false}, {"eps", "1", false},
+	} {
+		if got := neutral(tc.name, tc.value); got != tc.want {
+			t.Errorf("neutral(%s=%s) = %v, want %v", tc.name, tc.value, got, tc.want)
+		}
+	}
+}
