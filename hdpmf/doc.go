@@ -63,12 +63,12 @@
 //
 // The guarantee holds for what an observer of the per-item sums sees, and
 // by default that is all the server sees: Train runs the protocol under
-// secure aggregation (Config.SecureAggregation, protocol.SecureSum, the
+// secure aggregation (Config.Aggregation ideal, protocol.SecureSum, the
 // ideal functionality of Bonawitz et al.; a network deployment must
-// realize it with masked sums). The server then learns, each round, only
+// realize it with masked sums: Aggregation masked, the integer path). The server then learns, each round, only
 // the noisy sum of each item's gradients, and from the setup round only the
 // per-item counts n_j, not which user rated what. With
-// SecureAggregation off, the server reads single uploads: one client's
+// Aggregation off, the server reads single uploads: one client's
 // share carries only 1/n_j of the noise, so against such a server ratings
 // have no finite ε guarantee, and the setup round reveals which items each
 // user rated. The mixture shares of the paper (Thm 3) leak even through

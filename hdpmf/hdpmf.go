@@ -24,7 +24,7 @@ type Variant int
 // The methods. The first four protect rating values against an untrusted
 // server (trusting nobody with raw ratings, secure aggregation assumed:
 // the ε below holds for the per-item sums, which is all the server sees
-// under Config.SecureAggregation, the default), with per-rating budgets
+// under Config.Aggregation, ideal by default), with per-rating budgets
 // ε_ij = W_ij·ε drawn from Config.Spec (HDPMF's Table 2 by default).
 // Plain protects nothing.
 const (
@@ -109,7 +109,7 @@ type Config struct {
 	// dp.MixtureShares (the paper's, with the server's h_j ~ Exp(1) sent in
 	// Broadcast.Aux).
 	Noise dp.ShareScheme
-	// SecureAggregation runs the protocol under protocol.SecureSum: the
+	// Aggregation ideal runs the protocol under protocol.SecureSum: the
 	// server receives, each round, only the per-item sums of the uploads,
 	// which is what the privacy claim covers (DefaultConfig sets it). Off,
 	// the server reads every client's upload, whose noise share is only
@@ -240,20 +240,11 @@ type Report struct {
 // Train runs the method on train over the in-process transport and
 // returns the gathered model.
 func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Model, *Report, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, err
-	}
-	if train == nil || train.Len() == 0 {
-		return nil, nil, fmt.Errorf("%w: no training ratings", ErrConfig)
-	}
-	if err := train.Validate(); err != nil {
-		return nil, nil, err
-	}
-	srv, err := NewServer(cfg, train.NumItems(), train.Scale)
+	cl, err := NewClients(train, cfg) // checks cfg and train
 	if err != nil {
 		return nil, nil, err
 	}
-	cl, err := NewClients(train, cfg)
+	srv, err := NewServer(cfg, train.NumItems(), train.Scale)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -307,7 +298,7 @@ type Clients struct {
 // NewClients builds the clients of cfg from train, drawing their initial
 // user vectors from cfg.Seed. Run them with a server from NewServer for
 // train's number of items and scale, over protocol.Run or any transport,
-// with secure aggregation when cfg.SecureAggregation is set.
+// under the aggregation cfg.Aggregation names.
 func NewClients(train *ratings.Dataset, cfg Config) (*Clients, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

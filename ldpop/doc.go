@@ -123,7 +123,7 @@
 // (what the paper's proof bounds). The paper's server reads every upload;
 // one upload carries only a share of the noise (variance 2b²/n), so
 // against such a server there is no useful guarantee, whatever the paper
-// says. Config.SecureAggregation (the default for LDP-OP, not for the
+// says. Config.Aggregation ideal (the default for LDP-OP, not for the
 // basic scheme) runs the rounds under protocol.SecureSum, where the server
 // sees only sums.
 //

@@ -78,7 +78,7 @@ type Config struct {
 	// (default, hides the noise from the server) or dp.MixtureShares (the
 	// paper's, with the server's H ~ Exp(1)).
 	Noise dp.ShareScheme
-	// SecureAggregation runs the rounds under protocol.SecureSum: the
+	// Aggregation ideal runs the rounds under protocol.SecureSum: the
 	// server sees only the per-item sums, against which the ε of the
 	// claims holds. On by default for LDPOP; off for Basic (the attack
 	// target, as in the paper, whose server receives every user's upload)
@@ -239,7 +239,7 @@ type Clients struct {
 
 // NewClients builds the clients of cfg from train. Run them with a server
 // from NewServer for train's number of items and scale, with secure
-// aggregation when cfg.SecureAggregation is set. The noise is split among
+// aggregation as cfg.Aggregation names. The noise is split among
 // train's users.
 func NewClients(train *ratings.Dataset, cfg Config) (*Clients, error) {
 	if err := cfg.Validate(); err != nil {

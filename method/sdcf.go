@@ -209,9 +209,9 @@ func sdcfServer(cfg sdcf.Config, numItems int) (protocol.Stateful, error) {
 	return sdcf.NewServer(cfg, numItems)
 }
 
-// noSecureSum is SecureSum of the SDCF family: the server reads single
+// noAggregation is SecureSum of the SDCF family: the server reads single
 // uploads (the existence protection is the clients' randomized response).
-func noSecureSum[C any](*C) protocol.Aggregation { return protocol.AggOff }
+func noAggregation[C any](*C) protocol.Aggregation { return protocol.AggOff }
 
 func init() {
 	for _, v := range []sdcfVariant{
@@ -235,7 +235,7 @@ func init() {
 					return nil, err
 				}
 				return sdcfClients(train, c, v.claim, nil)
-			}, noSecureSum[sdcf.Config])
+			}, noAggregation[sdcf.Config])
 		define(Spec{Name: v.name, Summary: v.summary, Claim: v.claim, Ranks: v.loss == sdcf.BPR, Federated: fed},
 			v.defaults, sdcfFields(v.private, v.epsG),
 			func(ctx context.Context, train *ratings.Dataset, cfg *sdcf.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
@@ -270,7 +270,7 @@ func init() {
 			return sdcfClients(noisy, c, isgldClaim, func(res *Result) {
 				res.Privacy.EpsRound, res.Privacy.EpsTotal = eps, eps
 			})
-		}, noSecureSum[sdcf.ISGLDConfig])
+		}, noAggregation[sdcf.ISGLDConfig])
 	define(Spec{
 		Name:      "isgld",
 		Summary:   "ISGLD (SDCF §4.1): Laplace noise on each rating on the device, then SGLD MF",
