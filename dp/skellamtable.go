@@ -235,29 +235,37 @@ func (s *SkellamTable) Mean() float64 { return s.m }
 
 // Sample returns one Skellam(m) draw.
 func (s *SkellamTable) Sample(r *rand.Rand) int64 {
-	u := r.Uint64()
+	if x := s.alias(r.Uint64()); x != tailMark {
+		return int64(x)
+	}
+	return s.sampleTail(r)
+}
+
+// alias maps a uniform 64-bit u to an outcome by the alias columns
+// (tailMark for the tail).
+func (s *SkellamTable) alias(u uint64) int32 {
 	c := s.cols[u>>s.shift]
-	x := c.hi
 	if u&s.mask < c.thresh {
-		x = c.lo
+		return c.lo
 	}
-	if x == tailMark {
-		return s.sampleTail(r)
+	return c.hi
+}
+
+// walk maps u to an outcome by the cumulative weights from the mode
+// (tables with seqVal).
+func (s *SkellamTable) walk(u uint64) int32 {
+	j := 0
+	for j < len(s.seqCum) && u >= s.seqCum[j] {
+		j++
 	}
-	return int64(x)
+	return s.seqVal[j]
 }
 
 // Fill overwrites every element of dst with an independent Skellam(m)
 // draw. It allocates nothing.
 func (s *SkellamTable) Fill(r *rand.Rand, dst []int64) {
-	cols, shift, mask := s.cols, s.shift, s.mask
 	for i := range dst {
-		u := r.Uint64()
-		c := cols[u>>shift]
-		x := c.hi
-		if u&mask < c.thresh {
-			x = c.lo
-		}
+		x := s.alias(r.Uint64())
 		if x == tailMark {
 			dst[i] = s.sampleTail(r)
 			continue
@@ -270,30 +278,13 @@ func (s *SkellamTable) Fill(r *rand.Rand, dst []int64) {
 // client's share of distributed Skellam noise on a quantized row, with
 // m = μ/n (see FillSkellamShare). It allocates nothing.
 func (s *SkellamTable) AddTo(r *rand.Rand, dst []int64) {
-	if s.seqVal != nil {
-		cum, vals := s.seqCum, s.seqVal
-		for i := range dst {
-			u := r.Uint64()
-			j := 0
-			for j < len(cum) && u >= cum[j] {
-				j++
-			}
-			x := vals[j]
-			if x == tailMark {
-				dst[i] += s.sampleTail(r)
-				continue
-			}
-			dst[i] += int64(x)
-		}
-		return
-	}
-	cols, shift, mask := s.cols, s.shift, s.mask
 	for i := range dst {
-		u := r.Uint64()
-		c := cols[u>>shift]
-		x := c.hi
-		if u&mask < c.thresh {
-			x = c.lo
+		// Two direct calls, not a function value: both inline.
+		var x int32
+		if u := r.Uint64(); s.seqVal != nil {
+			x = s.walk(u)
+		} else {
+			x = s.alias(u)
 		}
 		if x == tailMark {
 			dst[i] += s.sampleTail(r)
