@@ -437,7 +437,9 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 	return nil
 }
 
-// maskedCoverage reads, for the HDPMF family's integer path, what the
+// maskedCoverage asks a method server that counts its noise shares
+// (protocol.NoiseCoverage: LDP-OP) for the round's coverage and ε.
+// Otherwise it reads, for the HDPMF family's integer path, what the
 // round's unmasked sum says about its noise: the setup sum holds the
 // raters n_j of every item (returned, to be committed), a training sum one
 // arrival count per item. Each rater drew its Skellam share for ⌊ρ·n_j⌋
@@ -447,6 +449,19 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 // the noise that arrived (Skellam(coverage·μ), Rényi DP), -1 when none.
 // s.mu is held.
 func (s *Server) maskedCoverage(phase string) (shares []int32, cov, eps float64) {
+	if nc, ok := s.srv.(protocol.NoiseCoverage); ok {
+		if phase != protocol.PhaseTrain {
+			return nil, 0, 0
+		}
+		cov, eps, ok := nc.NoiseCoverage(min(1, s.cfg.MinParticipants))
+		if !ok {
+			return nil, 0, 0
+		}
+		if math.IsInf(eps, 1) || math.IsNaN(eps) {
+			eps = -1
+		}
+		return nil, cov, eps
+	}
 	c, ok := s.cfg.Config.(*hdpmf.Config)
 	if !ok || s.lastSum == nil {
 		return nil, 0, 0

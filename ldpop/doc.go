@@ -138,6 +138,26 @@
 // moves u_i and every upload of that user: the user-level bound, 2ε·‖c_j‖₂
 // summed over every row, is Report.EpsTotalUser; the paper ignores it.
 //
+// # The integer path
+//
+// Config.Aggregation masked (the deployment's default) runs the rounds
+// under secure aggregation for real: every client uploads, for the named
+// positions, its quantized gradient element (64 units per float unit) plus
+// a share of distributed Skellam noise, dense over the round's positions,
+// and one arrival word; the server receives only the sum mod 2^32. The
+// noise of a position is Skellam(μ), μ calibrated so that the run's passes
+// over V, each a release of every row, compose in Rényi DP to ε·√d per
+// pass at δ (Config.Delta): the total the Laplace path reports for a full
+// pass, so the two compare at equal total ε. The accounting (Report) is
+// Rényi DP per row over the releases the broadcasts named, converted to
+// (ε, δ): the L2 geometry of the Skellam mechanism bounds a whole row's
+// release by 2ΔB·64 + 2√d in integer units, where the Laplace path pays
+// per coordinate. Measured on ML-100K (random 80/20, seed 1, V learned:
+// every position each round, 20 rounds, γ 1, no decay, refit 5), test
+// RMSE Laplace vs Skellam: 0.9437 vs 0.9422 at total ε 63.2, 1.0282 vs
+// 0.9475 at total ε 6.32 (δ = 1e-6 for Skellam): composition in Rényi DP
+// over 20 passes is what buys the difference.
+//
 // The basic scheme releases the whole gradient with the same noise every
 // round. The rating values enter each round's sum only through the fixed
 // term −2Σ_i y_ij u_i r_ij, so against the sums all rounds together reveal

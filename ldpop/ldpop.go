@@ -82,8 +82,13 @@ type Config struct {
 	// server sees only the per-item sums, against which the ε of the
 	// claims holds. On by default for LDPOP; off for Basic (the attack
 	// target, as in the paper, whose server receives every user's upload)
-	// and RSMF (nothing to protect).
+	// and RSMF (nothing to protect). Masked (LDPOP and RSMF) is the
+	// integer path of secure aggregation for real: quantized uploads and
+	// distributed Skellam noise instead of Laplace shares, (ε, δ)-DP by
+	// Rényi accounting (see masked.go's notes in the package doc).
 	Aggregation protocol.Aggregation
+	// Delta is δ of the integer path's (ε, δ) guarantee (0: DefaultDelta).
+	Delta float64
 	// Seed labels every random stream; Workers is the number of client
 	// goroutines (<= 0: all cores), on which results do not depend.
 	Seed    uint64
@@ -131,8 +136,14 @@ func (c Config) Validate() error {
 	switch {
 	case c.Variant < LDPOP || c.Variant > RSMF:
 		return bad("Variant", int(c.Variant), "LDPOP, Basic or RSMF")
-	case c.Aggregation == protocol.AggMasked:
-		return bad("Aggregation", c.Aggregation, "ideal or off (masked secure aggregation is not implemented for LDP-OP yet)")
+	case c.Aggregation < protocol.AggOff || c.Aggregation > protocol.AggMasked:
+		return bad("Aggregation", c.Aggregation, "off, ideal or masked")
+	case c.Aggregation == protocol.AggMasked && c.Variant == Basic:
+		return bad("Aggregation", c.Aggregation, "off or ideal for the basic scheme (its fixed noise is broken by differences whatever the aggregation)")
+	case c.Aggregation == protocol.AggMasked && c.Noise != dp.GammaShares:
+		return bad("Noise", c.Noise, "gamma with masked aggregation (the integer path draws Skellam shares)")
+	case !(c.Delta >= 0 && c.Delta < 1):
+		return bad("Delta", c.Delta, "a number in [0, 1) (0: DefaultDelta)")
 	case c.Dim < 1 || c.Dim > 4096:
 		return bad("Dim", c.Dim, "1..4096")
 	case c.Rounds < 1:
@@ -187,6 +198,13 @@ type Report struct {
 	ClippedUsers int
 	// TrainRMSE is the final model's error on the training ratings.
 	TrainRMSE float64
+	// Aggregation is what ran ("off", "ideal", "masked"); Noise the noise
+	// ("gamma-shares", "mixture-shares", "skellam", "none").
+	Aggregation, Noise string
+	// SkellamMu is μ of a position's summed Skellam(μ) noise on the
+	// integer path, in units of 1/64, and Delta the δ at which the ε above
+	// hold there (0: pure ε-DP).
+	SkellamMu, Delta float64
 }
 
 // Train runs the method on train over the in-process transport and
@@ -259,7 +277,10 @@ func NewClients(train *ratings.Dataset, cfg Config) (*Clients, error) {
 		return nil, fmt.Errorf("%w: the basic scheme holds %d users × %d items × d = %d dense noise values, above 2^30",
 			ErrConfig, n, m, cfg.Dim)
 	}
-	r := newRun(train, cfg)
+	r, err := newRun(train, cfg)
+	if err != nil {
+		return nil, err
+	}
 	return &Clients{List: r.clients, run: r}, nil
 }
 

@@ -29,6 +29,9 @@ const (
 	paramFit    = "fit"    // 1: clients (re)fit u_i against the full V and upload nothing
 	paramLambda = "lambda" // λ
 	paramScale  = "scale"  // R/k, the unbiasing scale of C2 line 5 (md − t for k = 1)
+	// paramClients is the number of clients announced in setup, among
+	// which a masked round's Skellam noise is split.
+	paramClients = "clients"
 )
 
 // run is the client half of a training run: the clients and what they
@@ -45,8 +48,9 @@ type run struct {
 // newRun builds one client per user index of train (users without
 // ratings too: they add noise shares and count in the server's average).
 // The noise is split among train's users: a vendor holding every user
-// (or the simulation) knows their number.
-func newRun(train *ratings.Dataset, cfg Config) *run {
+// (or the simulation) knows their number; on the integer path, among the
+// clients the server counted in setup.
+func newRun(train *ratings.Dataset, cfg Config) (*run, error) {
 	n, m, k := train.NumUsers(), train.NumItems(), cfg.Dim
 	sh := &shared{
 		variant: cfg.Variant, k: k, m: m, n: n,
@@ -64,8 +68,19 @@ func newRun(train *ratings.Dataset, cfg Config) *run {
 		for j := range sh.all {
 			sh.all[j] = int32(j)
 		}
-	} else {
-		sh.obs.led = newLedger(m, k)
+	}
+	if cfg.Aggregation == protocol.AggMasked {
+		mk, err := newMasking(cfg, m, sh.delta)
+		if err != nil {
+			return nil, err
+		}
+		if err := mk.checkBits(n); err != nil {
+			return nil, err
+		}
+		sh.mask = mk
+	}
+	if cfg.Variant != Basic {
+		sh.obs.led = newLedger(m, k, sh.mask)
 	}
 	r := &run{cfg: cfg, train: train, sh: sh}
 	byUser := train.ByUser()
@@ -76,7 +91,7 @@ func newRun(train *ratings.Dataset, cfg Config) *run {
 		c := &client{id: u, sh: sh, items: slices.Clone(items), y: slices.Clone(vals), u: make([]float32, k)}
 		r.cls[u], r.clients[u] = c, c
 	}
-	return r
+	return r, nil
 }
 
 // model gathers the clients' user vectors and the server's V (v): a
@@ -105,12 +120,23 @@ func (r *run) report(mod *model.Model) *Report {
 		}
 	}
 	eps := r.cfg.Eps
-	switch r.cfg.Variant {
-	case LDPOP:
+	rep.Aggregation, rep.Noise = r.cfg.Aggregation.String(), r.cfg.Noise.String()+"-shares"
+	switch {
+	case r.cfg.Variant == RSMF:
+		rep.Noise = "none"
+	case r.sh.mask != nil:
+		rep.Noise, rep.NoiseScale, rep.SkellamMu, rep.Delta = "skellam", 0, r.sh.mask.mu, r.sh.mask.delta
+	}
+	switch {
+	case r.cfg.Variant == LDPOP && r.sh.mask != nil:
+		l := o.led
+		rep.EpsRound, rep.EpsTotal = l.skRound, l.skMax
+		rep.EpsTotalUser = r.sh.mask.rowEps(l.sumTotals(), 2*r.sh.mask.a)
+	case r.cfg.Variant == LDPOP:
 		rep.EpsRound = eps * o.led.roundFactor
 		rep.EpsTotal = eps * o.led.maxRow
 		rep.EpsTotalUser = 2 * eps * o.led.sumRows
-	case Basic:
+	case r.cfg.Variant == Basic:
 		rep.EpsRound = eps * math.Sqrt(float64(r.cfg.Dim))
 		rep.EpsTotal = rep.EpsRound
 		rep.EpsTotalUser = math.Inf(1) // existence: the difference attack
@@ -184,8 +210,9 @@ type shared struct {
 	lambda  float32 // λ of the item gradient
 	b       float64 // Laplace scale of a position's summed noise (0: none)
 	scheme  dp.ShareScheme
-	clip    bool    // clip residuals to [−Δ, Δ]
-	all     []int32 // 0..m−1, the items of a basic upload
+	mask    *masking // the integer path, nil on the float paths
+	clip    bool     // clip residuals to [−Δ, Δ]
+	all     []int32  // 0..m−1, the items of a basic upload
 	obs     *observer
 }
 
@@ -204,6 +231,9 @@ type client struct {
 	vals    []float32
 	noise   []float32 // scratch: this round's noise shares
 	h       []float32 // scratch: the server's H of this round's positions
+	ints    []int64   // scratch of the integer path
+	noise64 []int64
+	words   []uint32
 	fw      fitWork
 }
 
@@ -225,6 +255,9 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 		if b.Phase != protocol.PhaseSetup {
 			return nil, nil
 		}
+		if b.Words > 0 {
+			return c.maskedSetup(b)
+		}
 		if c.sh.variant == Basic {
 			if err := c.drawFixedNoise(b, r); err != nil {
 				return nil, err
@@ -240,6 +273,12 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	}
 	if c.sh.variant == Basic {
 		return c.basic(b)
+	}
+	if b.Words > 0 {
+		if c.sh.mask == nil {
+			return nil, fmt.Errorf("%w: a masked round, and the clients were not built for secagg=masked", protocol.ErrMessage)
+		}
+		return c.maskedSampled(b, r)
 	}
 	return c.sampled(b, r)
 }
@@ -392,7 +431,10 @@ type server struct {
 	b      protocol.Broadcast
 	params map[string]float64
 
-	led *ledger // the releases (nil for Basic)
+	led *ledger  // the releases (nil for Basic)
+	mk  *masking // the integer path, nil on the float paths
+	// arrived counts the clients whose words the last masked round summed.
+	arrived int
 
 	last      RoundStats
 	lastRound int
@@ -400,7 +442,9 @@ type server struct {
 
 // ledger is the accounting of releases, in units of ε: per position the
 // releases in the current refit segment, per row Σ cnt² and the closed
-// segments' Σ ‖c_j‖₂.
+// segments' Σ ‖c_j‖₂. On the integer path (mk not nil) it also keeps per
+// row the current segment's max_l c_l and Σ_l c_l and the closed
+// segments' rowTotals, and the Rényi-DP ε of the worst row and round.
 type ledger struct {
 	k           int
 	cnt         []int32
@@ -410,10 +454,44 @@ type ledger struct {
 	sumRows     float64 // Σ_j (rowDone_j + sqrt(rowSq_j))
 	roundFactor float64 // max over rounds of sqrt(positions of one row)
 	updated     []bool
+
+	mk      *masking
+	rowMax  []int32
+	rowSum  []int64
+	done    []rowTotals
+	skMax   float64 // max_j ε of row j's releases so far, at δ
+	skRound float64 // max over rounds of one round's ε, at δ
 }
 
-func newLedger(m, k int) *ledger {
-	return &ledger{k: k, cnt: make([]int32, m*k), rowSq: make([]int64, m), rowDone: make([]float64, m), updated: make([]bool, m*k)}
+func newLedger(m, k int, mk *masking) *ledger {
+	l := &ledger{k: k, cnt: make([]int32, m*k), rowSq: make([]int64, m), rowDone: make([]float64, m), updated: make([]bool, m*k)}
+	if mk != nil {
+		l.mk, l.rowMax, l.rowSum, l.done = mk, make([]int32, m), make([]int64, m), make([]rowTotals, m)
+	}
+	return l
+}
+
+// current returns row j's totals in the current segment.
+func (l *ledger) current(j int) rowTotals {
+	mx, sum := float64(l.rowMax[j]), float64(l.rowSum[j])
+	return rowTotals{a: mx, x: math.Sqrt(mx * sum), c: sum, n: math.Sqrt(float64(l.rowSq[j]))}
+}
+
+// totals returns row j's totals over the run.
+func (l *ledger) totals(j int) rowTotals {
+	t := l.done[j]
+	t.add(l.current(j))
+	return t
+}
+
+// sumTotals returns the totals summed over every row: a user's data
+// enter every row she rated.
+func (l *ledger) sumTotals() rowTotals {
+	var t rowTotals
+	for j := range l.done {
+		t.add(l.totals(j))
+	}
+	return t
 }
 
 // NewServer returns the server of cfg for a catalog of numItems items on
@@ -431,16 +509,23 @@ func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful
 	if !(scale.Max > scale.Min) {
 		return nil, fmt.Errorf("%w: rating scale %v has no range", ErrConfig, scale)
 	}
-	return newServer(cfg, numItems, float64(scale.Max)), nil
+	var mk *masking
+	if cfg.Aggregation == protocol.AggMasked {
+		var err error
+		if mk, err = newMasking(cfg, numItems, float64(scale.Max-scale.Min)); err != nil {
+			return nil, err
+		}
+	}
+	return newServer(cfg, numItems, float64(scale.Max), mk), nil
 }
 
-func newServer(cfg Config, m int, rmax float64) *server {
+func newServer(cfg Config, m int, rmax float64, mk *masking) *server {
 	k := cfg.Dim
 	s := &server{
 		cfg: cfg, k: k, m: m, md: m * k,
 		v:         make([]float32, m*k),
 		params:    map[string]float64{},
-		lastRound: -1,
+		lastRound: -1, mk: mk,
 	}
 	r := rng.New(cfg.Seed, streamInit)
 	for p := range s.v {
@@ -460,7 +545,7 @@ func newServer(cfg Config, m int, rmax float64) *server {
 	for j := range s.rowOf {
 		s.rowOf[j] = -1
 	}
-	s.led = newLedger(m, k)
+	s.led = newLedger(m, k, mk)
 	return s
 }
 
@@ -478,6 +563,9 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 		s.kind = kindSetup
 		s.b.Phase = protocol.PhaseSetup
 		s.b.V = s.v
+		if s.mk != nil {
+			s.b.Words, s.b.Bits = 1, maskBits
+		}
 		if s.cfg.Variant == Basic && s.cfg.Noise == dp.MixtureShares {
 			// The paper's H, drawn once: Basic's noise is fixed.
 			s.h = make([]float32, s.md)
@@ -504,6 +592,10 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 		s.b.Items, s.b.V, s.b.Aux = s.rows, s.bv, s.aux
 		s.b.AuxDim = len(s.aux) / len(s.rows)
 		s.params[paramScale] = s.scale
+		if s.mk != nil {
+			s.b.Words, s.b.Bits = len(s.sel)+1, maskBits
+			s.params[paramClients] = float64(s.n)
+		}
 	}
 	return &s.b, nil
 }
@@ -574,7 +666,11 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 	defer func() { s.round++ }()
 	if s.kind == kindSetup {
 		for _, u := range ups {
-			if u != nil && len(u.Scalars) > 0 {
+			switch {
+			case u == nil:
+			case s.mk != nil && len(u.Words) == 1:
+				s.n += int(u.Words[0])
+			case len(u.Scalars) > 0:
 				s.n += int(u.Scalars[0])
 			}
 		}
@@ -606,6 +702,14 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 		for p, g := range s.sumAll {
 			s.v[p] -= float32(lr * g * inv)
 		}
+	} else if s.mk != nil {
+		if err := s.aggregateMasked(round, ups); err != nil {
+			return err
+		}
+		for x, p := range s.sel {
+			s.v[p] -= float32(lr * s.acc[x] * s.scale * inv)
+		}
+		s.led.account(s.sel)
 	} else {
 		s.acc = slices.Grow(s.acc[:0], len(s.rows)*k)[:len(s.rows)*k]
 		clear(s.acc)
@@ -634,10 +738,12 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 	}
 	s.t++
 	s.last = RoundStats{Round: s.t, Rounds: s.cfg.Rounds, Pass: s.pass - 1, LearnRate: lr}
-	switch s.cfg.Variant {
-	case LDPOP:
+	switch {
+	case s.cfg.Variant == LDPOP && s.mk != nil:
+		s.last.EpsSpent = s.led.skMax
+	case s.cfg.Variant == LDPOP:
 		s.last.EpsSpent = s.cfg.Eps * s.led.maxRow
-	case Basic:
+	case s.cfg.Variant == Basic:
 		s.last.EpsSpent = s.cfg.Eps * math.Sqrt(float64(k))
 	}
 	s.lastRound = round
@@ -666,6 +772,15 @@ func (l *ledger) account(sel []int32) {
 			run = 1
 		}
 		l.roundFactor = max(l.roundFactor, math.Sqrt(float64(run)))
+		if l.mk == nil {
+			continue
+		}
+		l.rowMax[j] = max(l.rowMax[j], int32(c+1))
+		l.rowSum[j]++
+		if n+1 == len(sel) || sel[n+1]/k != j { // the row's last position this round
+			l.skMax = max(l.skMax, l.mk.rowEps(l.totals(int(j)), l.mk.a))
+			l.skRound = max(l.skRound, l.mk.rowEps(runTotals(run), l.mk.a))
+		}
 	}
 }
 
@@ -673,6 +788,10 @@ func (l *ledger) account(sel []int32) {
 // next releases compose on top of the finished segment's.
 func (l *ledger) closeSegment() {
 	for j, q := range l.rowSq {
+		if q > 0 && l.mk != nil {
+			l.done[j].add(l.current(j))
+			l.rowMax[j], l.rowSum[j] = 0, 0
+		}
 		if q > 0 {
 			l.rowDone[j] += math.Sqrt(float64(q))
 			l.rowSq[j] = 0
@@ -714,6 +833,13 @@ type snapshot struct {
 	RowDone                          []float64
 	MaxRow, SumRows, RoundFactor     float64
 	Updated                          []bool
+	// The integer path's accounting (absent on the float paths): per
+	// row max_l c_l and Σ_l c_l, the closed segments' totals (four per
+	// row), the worst row's and round's ε.
+	RowMax         []int32
+	RowSum         []int64
+	Done           []float64
+	SkMax, SkRound float64
 }
 
 // MarshalBinary returns the server's state: a version byte, then the gob
@@ -731,6 +857,13 @@ func (s *server) MarshalBinary() ([]byte, error) {
 	if l := s.led; l != nil {
 		x.Cnt, x.RowSq, x.RowDone, x.Updated = l.cnt, l.rowSq, l.rowDone, l.updated
 		x.MaxRow, x.SumRows, x.RoundFactor = l.maxRow, l.sumRows, l.roundFactor
+		if l.mk != nil {
+			x.RowMax, x.RowSum, x.SkMax, x.SkRound = l.rowMax, l.rowSum, l.skMax, l.skRound
+			x.Done = make([]float64, 0, 4*len(l.done))
+			for _, t := range l.done {
+				x.Done = append(x.Done, t.a, t.x, t.c, t.n)
+			}
+		}
 	}
 	return protocol.EncodeSnapshot(snapshotVersion, x)
 }
@@ -769,6 +902,9 @@ func (s *server) UnmarshalBinary(data []byte) error {
 	if s.led != nil && (len(x.Cnt) != md || len(x.Updated) != md || len(x.RowSq) != m || len(x.RowDone) != m) {
 		return bad("accounting of %d positions and %d rows, want %d and %d", len(x.Cnt), len(x.RowSq), md, m)
 	}
+	if s.led != nil && s.led.mk != nil && (len(x.RowMax) != m || len(x.RowSum) != m || len(x.Done) != 4*m) {
+		return bad("integer-path accounting of %d, %d and %d values, want %d, %d and %d", len(x.RowMax), len(x.RowSum), len(x.Done), m, m, 4*m)
+	}
 	if s.posSrc != nil {
 		var src rand.ChaCha8
 		if err := src.UnmarshalBinary(x.PosRng); err != nil {
@@ -785,6 +921,14 @@ func (s *server) UnmarshalBinary(data []byte) error {
 		copy(l.rowDone, x.RowDone)
 		copy(l.updated, x.Updated)
 		l.maxRow, l.sumRows, l.roundFactor = x.MaxRow, x.SumRows, x.RoundFactor
+		if l.mk != nil {
+			copy(l.rowMax, x.RowMax)
+			copy(l.rowSum, x.RowSum)
+			for j := range l.done {
+				l.done[j] = rowTotals{a: x.Done[4*j], x: x.Done[4*j+1], c: x.Done[4*j+2], n: x.Done[4*j+3]}
+			}
+			l.skMax, l.skRound = x.SkMax, x.SkRound
+		}
 	}
 	s.lastRound = -1
 	return nil

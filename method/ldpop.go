@@ -24,9 +24,11 @@ import (
 //     of position (j, l)), with u_i held fixed as the paper's Thm 1
 //     assumes; since u_i is fitted to the user's own ratings, the honest
 //     user-level bound is 2ε·Σ_j ‖c_j‖₂ (stat eps_total_user). The ε holds
-//     for the per-position sums: under secure aggregation (secagg=true, the
-//     default); the paper's server reads single uploads, which carry 1/n of
-//     the noise.
+//     for the per-position sums: under secure aggregation (secagg=ideal,
+//     the default in process; secagg=masked, the integer path with
+//     distributed Skellam noise, (ε, δ)-DP by Rényi accounting, the
+//     deployment's default); the paper's server reads single uploads,
+//     which carry 1/n of the noise.
 //   - "ldp-op-basic": Alg. 1, the same objective noise in every round.
 //     Protects rating values only, at ε·√d in total against the sums (the
 //     values enter every round through one fixed term); existence is not
@@ -89,8 +91,14 @@ func ldpopFields(v ldpop.Variant) func(c *ldpop.Config) []Field {
 		if v != ldpop.RSMF {
 			fs = append(fs, schemeF("noise", &c.Noise, "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's H ~ Exp(1), C ~ N(0, 1/n))"))
 		}
+		if v == ldpop.Basic {
+			fs = append(fs, aggF("secagg", &c.Aggregation, "aggregation: ideal (the server sees only per-position sums) or off (it reads every user's upload)"))
+		} else {
+			fs = append(fs,
+				aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation for real: quantized uploads, distributed Skellam noise), ideal (the server sees only per-position float sums) or off (it reads every user's upload)"),
+				floatF("delta", &c.Delta, "δ of the integer path's (ε, δ) guarantee with secagg=masked (0: 1e-6)"))
+		}
 		return append(fs,
-			aggF("secagg", &c.Aggregation, "aggregation: ideal (the server sees only per-position sums) or off (it reads every user's upload); masked is not implemented for LDP-OP yet"),
 			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
 		)
 	}
@@ -106,17 +114,21 @@ func ldpopConfig(cfg *ldpop.Config, seed uint64) (ldpop.Config, error) {
 // ldpopResult is the Result of a run of variant v with config c.
 func ldpopResult(v ldpop.Variant, claim model.Privacy, c ldpop.Config, rep *ldpop.Report) *Result {
 	priv := claim
-	priv.EpsRound, priv.EpsTotal = rep.EpsRound, rep.EpsTotal
-	priv.Aggregation, priv.Noise = c.Aggregation.String(), c.Noise.String()+"-shares"
-	if v == ldpop.RSMF {
-		priv.Noise = "none"
+	priv.EpsRound, priv.EpsTotal, priv.Delta = rep.EpsRound, rep.EpsTotal, rep.Delta
+	priv.Aggregation, priv.Noise = rep.Aggregation, rep.Noise
+	if rep.Noise == "skellam" {
+		priv.Note += fmt.Sprintf("; this run: integer path (secagg=masked), distributed Skellam(μ = %.4g, in 1/64 units) on every position, "+
+			"(ε, δ = %g) by Rényi accounting, calibrated to ε·√d per pass over V", rep.SkellamMu, rep.Delta)
 	}
 	stats := map[string]float64{
 		"train_rmse": rep.TrainRMSE, "passes": float64(rep.Passes),
 		"updated_fraction": float64(rep.Updated) / float64(max(1, rep.Positions)),
 		"clipped_users":    float64(rep.ClippedUsers),
 	}
-	if v != ldpop.RSMF {
+	switch {
+	case rep.Noise == "skellam":
+		stats["skellam_mu"] = rep.SkellamMu
+	case v != ldpop.RSMF:
 		stats["noise_scale"] = rep.NoiseScale
 	}
 	if v == ldpop.LDPOP {

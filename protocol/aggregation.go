@@ -68,3 +68,15 @@ func SecureIf(secure bool) Aggregation {
 // arriving shares carry the calibrated noise (more arriving only add
 // noise). Absent, ρ is 1.
 const ParamMinShare = "secagg-min-share"
+
+// NoiseCoverage is implemented by a method server whose masked rounds
+// tell it how many clients' noise shares arrived (an arrival count in the
+// summed words). After Aggregate, NoiseCoverage returns, for the last
+// round, the fraction of its calibrated noise that arrived when every
+// client drew its share for a fraction rho of the clients
+// (ParamMinShare; 1 when absent), capped at 1, and the ε at the method's
+// δ of that round alone with the noise that arrived. ok is false when the
+// round carried no noise.
+type NoiseCoverage interface {
+	NoiseCoverage(rho float64) (coverage, eps float64, ok bool)
+}

@@ -1,0 +1,268 @@
+package ldpop
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/protocol"
+)
+
+// The integer path (Config.Aggregation = protocol.AggMasked): secure
+// aggregation for real sums integers mod 2^32, so a round's upload is a
+// dense integer vector over the round's named positions (every user
+// uploads every position, rated or not, as on the float path), and the
+// noise is the distributed Skellam mechanism (Agarwal, Kairouz and Liu,
+// NeurIPS 2021) instead of Laplace shares: each of the n clients adds
+// Skellam(μ/n) to every position, so the sum carries Skellam(μ) exactly.
+//
+// What a client quantizes is the data-dependent part of its gradient
+// element, g = −2·y_ij·e_ij·u_il with e clipped to [−Δ, Δ]: |g| ≤ 2ΔB.
+// The public term λ·v_jl that C2 has every user add is added by the
+// server, n times (the announced clients), which leaves the sum as it
+// was. g is clipped to [−2ΔB, 2ΔB] (a guard: it already lies there),
+// scaled by maskScale units per float unit and rounded stochastically
+// (unbiased); the server divides the unmasked sum by maskScale and then
+// applies C2's unbiasing scale R/k to gradient and noise together, as
+// the float path does.
+//
+// Sensitivity, in integer units, with a = 2ΔB·maskScale: a rating (i, j)
+// changes user i's value at position (j, l) by at most 2Δ|u_il|·maskScale
+// plus 2 for the rounding. Over the releases of row j — c_l times
+// position (j, l) within a refit segment, u_i fixed — the L2 sensitivity
+// is at most a·√(max_l c_l) + 2·√(Σ_l c_l) (Minkowski, ‖u_i‖ ≤ B) and the
+// L1 sensitivity a·‖c‖₂ + 2·Σ_l c_l (Cauchy–Schwarz); segments add their
+// squared L2 and their L1. One position: a + 2 in both; a whole pass over
+// the row: L2 = a + 2√d, L1 = a√d + 2d. Rényi DP composes the releases of
+// a row additively in the squared L2 term and subadditively in the L1
+// term, so the row's total is bounded by one Skellam release with the
+// summed sensitivities (rdp.SkellamEpsilon), and the run's ε is the
+// largest over rows: the L2 geometry makes a whole pass over a row cost
+// what the Laplace path's per-coordinate noise spends on √d positions.
+//
+// Calibration: μ is the least Poisson mean for which the run's passes
+// over V — each a full-row release of every row — compose to ε·√d per
+// pass at δ (Config.Delta): the total the Laplace path reports for a
+// full pass, so the two compare at equal total ε. It is public: every
+// party computes it from the configuration and the rating range.
+const (
+	maskScale = 64 // integer units per float unit
+	maskBits  = 32 // the modulus exponent of the sums
+)
+
+// masking is the integer path's public setup.
+type masking struct {
+	clip  float64 // 2ΔB, the bound of a value, float units
+	a     float64 // 2ΔB·maskScale: the user vector's part of a row's sensitivity
+	mu    float64 // Poisson mean of a position's summed Skellam noise (0: RSMF)
+	delta float64
+	// tables holds the Skellam(μ/n) samplers of the share counts in use.
+	tables dp.SkellamTables
+}
+
+// DefaultDelta is δ of the integer path's (ε, δ) guarantee when
+// Config.Delta is 0.
+const DefaultDelta = 1e-6
+
+// newMasking calibrates the integer path of cfg for a catalog of m items
+// and ratings of range rng (Δ).
+func newMasking(cfg Config, m int, rng float64) (*masking, error) {
+	delta := cfg.Delta
+	if delta == 0 {
+		delta = DefaultDelta
+	}
+	clip := 2 * rng * cfg.Bound
+	mk := &masking{clip: clip, a: clip * maskScale, delta: delta}
+	if cfg.Variant == RSMF {
+		return mk, nil
+	}
+	k := float64(cfg.Dim)
+	l2 := mk.a + 2*math.Sqrt(k)
+	l1 := math.Min(mk.a*math.Sqrt(k)+2*k, l2*l2)
+	passes := cfg.passes(m)
+	mu, err := rdp.SkellamMuFor(cfg.Eps*math.Sqrt(k)*float64(passes), delta, passes, l1, l2)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Skellam calibration: %w", ErrConfig, err)
+	}
+	mk.mu = mu
+	return mk, nil
+}
+
+// passes returns the passes over the m·d positions of V that c's rounds
+// begin (at least one: a run too short to finish a pass is calibrated as
+// if it did).
+func (c Config) passes(m int) int {
+	md := m * c.Dim
+	perPass := (md + c.PerRound - 1) / c.PerRound // rounds; the last takes what is left
+	return (c.Rounds + perPass - 1) / perPass
+}
+
+// checkBits fails unless sums over n clients fit the modulus.
+func (m *masking) checkBits(n int) error {
+	if n < 1 {
+		return nil
+	}
+	b, err := dp.ModulusBits(n, m.clip, maskScale, m.mu, 1e-12)
+	if err != nil {
+		return fmt.Errorf("%w: %d clients: %w", ErrConfig, n, err)
+	}
+	if b > maskBits {
+		return fmt.Errorf("%w: sums over %d clients need %d bits, above %d", ErrConfig, n, b, maskBits)
+	}
+	return nil
+}
+
+// rowEps returns the ε at δ of the releases of one row whose accounting
+// totals are t, for a user-vector part a of the sensitivity.
+func (m *masking) rowEps(t rowTotals, a float64) float64 { return m.rowEpsAt(m.mu, t, a) }
+
+// rowEpsAt is rowEps with Skellam(mu) noise.
+func (m *masking) rowEpsAt(mu float64, t rowTotals, a float64) float64 {
+	l2sq := t.l2sq(a)
+	if l2sq == 0 || mu == 0 {
+		return 0
+	}
+	return rdp.SkellamEpsilon(mu, 1, math.Min(t.l1(a), l2sq), math.Sqrt(l2sq), m.delta)
+}
+
+// run returns the totals of r positions of one row released once.
+func runTotals(r int) rowTotals {
+	x := float64(r)
+	return rowTotals{a: 1, x: math.Sqrt(x), c: x, n: math.Sqrt(x)}
+}
+
+// rowTotals sums a row's releases over the refit segments: Σ max_l c_l,
+// Σ √(max_l c_l · Σ_l c_l), Σ Σ_l c_l and Σ ‖c‖₂.
+type rowTotals struct{ a, x, c, n float64 }
+
+func (t rowTotals) l2sq(a float64) float64 { return a*a*t.a + 4*a*t.x + 4*t.c }
+func (t rowTotals) l1(a float64) float64   { return a*t.n + 2*t.c }
+
+func (t *rowTotals) add(o rowTotals) { t.a += o.a; t.x += o.x; t.c += o.c; t.n += o.n }
+
+// maskedSetup announces the client: one word, 1.
+func (c *client) maskedSetup(b *protocol.Broadcast) (*protocol.Upload, error) {
+	if b.Words != 1 {
+		return nil, fmt.Errorf("%w: masked setup round asks for %d words, want 1", protocol.ErrMessage, b.Words)
+	}
+	c.words = append(c.words[:0], 1)
+	c.up = protocol.Upload{Client: c.id, Round: b.Round, Words: c.words}
+	return &c.up, nil
+}
+
+// maskedSampled builds the client's words for the named positions, in
+// position order: its quantized gradient element plus a Skellam share;
+// then one arrival word, 1, so that the sum counts the clients whose
+// noise shares arrived.
+func (c *client) maskedSampled(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
+	sh := c.sh
+	k := sh.k
+	rows := b.Items
+	if rows == nil || b.AuxDim != k || len(b.Aux) != len(rows)*k {
+		return nil, fmt.Errorf("%w: masked round without positions (AuxDim %d, want %d)", protocol.ErrMessage, b.AuxDim, k)
+	}
+	c.ints = c.ints[:0]
+	for q, j := range rows {
+		var e float32
+		if n, ok := slices.BinarySearch(c.items, j); ok {
+			e = 2 * c.residual(c.y[n], b.Row(q))
+		}
+		for l, on := range b.Aux[q*k : (q+1)*k] {
+			if on == 0 {
+				continue
+			}
+			g := math.Max(-sh.mask.clip, math.Min(sh.mask.clip, -float64(e)*float64(c.u[l])))
+			c.ints = append(c.ints, dp.StochasticRound(r, g*maskScale))
+		}
+	}
+	if len(c.ints)+1 != b.Words {
+		return nil, fmt.Errorf("%w: masked round names %d positions, asks for %d words", protocol.ErrMessage, len(c.ints), b.Words)
+	}
+	if sh.mask.mu > 0 {
+		n := int(b.Param(paramClients, float64(sh.n)))
+		rho := b.Param(protocol.ParamMinShare, 1)
+		if !(rho > 0 && rho <= 1) {
+			rho = 1
+		}
+		shares := max(1, int(math.Floor(rho*float64(n))))
+		if t := sh.mask.tables.Get(sh.mask.mu / float64(shares)); t != nil {
+			t.AddTo(r, c.ints)
+		} else {
+			c.noise64 = append(c.noise64[:0], c.ints...)
+			dp.FillSkellamShare(r, sh.mask.mu, shares, c.noise64)
+			for x, v := range c.noise64 {
+				c.ints[x] += v
+			}
+		}
+	}
+	c.ints = append(c.ints, 1)
+	if cap(c.words) < len(c.ints) {
+		c.words = make([]uint32, len(c.ints))
+	}
+	c.words = c.words[:len(c.ints)]
+	dp.Quantizer{Clip: sh.mask.clip, Scale: maskScale, Bits: maskBits}.Wrap(c.ints, c.words)
+	c.up = protocol.Upload{Client: c.id, Round: b.Round, Words: c.words}
+	return &c.up, nil
+}
+
+// aggregateMasked decodes the unmasked sum of a training round into the
+// float sums of the named positions (in position order), adding the
+// public term n·λ·v_p the clients left out, and counts the arrivals.
+func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
+	s.acc = append(s.acc[:0], make([]float64, len(s.sel))...)
+	s.arrived = 0
+	q := dp.Quantizer{Clip: 1, Scale: maskScale, Bits: maskBits}
+	ints := make([]int64, len(s.sel)+1)
+	for _, u := range ups {
+		if u == nil {
+			continue
+		}
+		if len(u.Words) != len(s.sel)+1 || u.Items != nil {
+			return fmt.Errorf("%w: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(u.Words), len(s.sel)+1)
+		}
+		q.Unwrap(u.Words, ints)
+		for x, v := range ints[:len(s.sel)] {
+			s.acc[x] += float64(v) / maskScale
+		}
+		s.arrived += int(u.Words[len(s.sel)])
+	}
+	lam := s.cfg.Reg * float64(s.n)
+	for x, p := range s.sel {
+		s.acc[x] += lam * float64(s.v[p])
+	}
+	return nil
+}
+
+// NoiseCoverage implements protocol.NoiseCoverage: every client drew its
+// Skellam share for ⌊rho·n⌋ of the n announced clients, so the last
+// round's noise is Skellam(coverage·μ) with coverage = arrived/⌊rho·n⌋,
+// capped at 1; ε is that of the round's worst row alone.
+func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
+	if s.mk == nil || s.mk.mu == 0 || s.kind != kindTrain || s.lastRound != s.round-1 {
+		return 0, 0, false
+	}
+	if !(rho > 0 && rho <= 1) {
+		rho = 1
+	}
+	need := max(1, math.Floor(rho*float64(s.n)))
+	coverage = math.Min(1, float64(s.arrived)/need)
+	return coverage, s.mk.rowEpsAt(coverage*s.mk.mu, runTotals(s.maxRun()), s.mk.a), true
+}
+
+// maxRun returns the most positions of one row named this round.
+func (s *server) maxRun() int {
+	best, run := 0, 0
+	k := int32(s.k)
+	for n, p := range s.sel {
+		if n > 0 && s.sel[n-1]/k == p/k {
+			run++
+		} else {
+			run = 1
+		}
+		best = max(best, run)
+	}
+	return best
+}
