@@ -103,7 +103,7 @@ func StochasticRound(r *rand.Rand, x float64) int64 {
 // continues with p'.
 func bernoulliExact(r *rand.Rand, p float64) bool {
 	for p > 0 {
-		y := math.Ldexp(p, 64)
+		y := p * 0x1p64 // exact: a power of two, and p·2^64 < 2^64 does not overflow
 		h := math.Floor(y)
 		u, hu := r.Uint64(), uint64(h)
 		if u != hu {
@@ -128,7 +128,14 @@ func (q Quantizer) Quantize(r *rand.Rand, x []float32, dst []int64) {
 	bound := math.Ceil(q.Clip * q.Scale)
 	for i, v := range x {
 		// Clamp against rounding in f: the bound must hold exactly.
-		y := math.Max(-bound, math.Min(bound, float64(v)*f))
+		// (Comparisons, not math.Max and Min, which order NaN and ±0 at
+		// a fifth of a quantization's cost; a NaN stays NaN either way.)
+		y := float64(v) * f
+		if y > bound {
+			y = bound
+		} else if y < -bound {
+			y = -bound
+		}
 		dst[i] = StochasticRound(r, y)
 	}
 }

@@ -230,3 +230,19 @@ func TestModulusBitsNoWrap(t *testing.T) {
 		t.Errorf("one client, |v| ≤ 1, no noise: b = %d, %v; want 2", b, err)
 	}
 }
+
+// BenchmarkQuantize quantizes K = 10 rows as a masked HDPMF client does
+// for each rated item: a clip, a scale and ten stochastic roundings.
+func BenchmarkQuantize(b *testing.B) {
+	r := rand.New(rand.NewChaCha8([32]byte{1}))
+	x := make([]float32, 10)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	dst := make([]int64, len(x))
+	q := Quantizer{Clip: 16, Scale: 64, Bits: 32}
+	b.SetBytes(int64(len(x)))
+	for b.Loop() {
+		q.Quantize(r, x, dst)
+	}
+}
