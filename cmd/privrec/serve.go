@@ -70,16 +70,16 @@ and waits on. Uploads that are late, duplicate, malformed, of the wrong
 shape, non-finite or out of range (|value| > --max-abs) are refused with an
 error saying why, counted in /metrics by reason, and change nothing.
 
-Aggregation: the HDPMF family runs with --secagg masked by default here:
-each round's uploads are quantized integer vectors over every item,
+Aggregation: the HDPMF family, LDP-OP and RSMF run with --secagg masked by
+default here: each round's uploads are quantized integer vectors over
+every coordinate of the round (every item; LDP-OP: every named position),
 aggregated by the SecAgg+ protocol between the clients and the server
 (key agreement, encrypted Shamir shares, masked vectors, unmasking of the
 survivors' sum), so the server learns each round's sum and nothing else,
-with distributed Skellam noise. LDP-OP has no integer path yet: its
-uploads are summed by this process before the method reads them
-("aggregation": "sum"), so its claim holds against the method's server,
-not yet against the operator. --secagg off lets the server read single
-uploads of a method whose privacy rests on sums only with --insecure.`,
+with distributed Skellam noise. Methods without an integer path (the
+SDCF family's uploads are randomized locally) keep their default. --secagg
+off lets the server read single uploads of a method whose privacy rests on
+sums only with --insecure.`,
 		Example: `  privrec serve --method hdpmf --dev-tls --state run1 --listen 127.0.0.1:7070
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small`,
