@@ -231,9 +231,7 @@ type client struct {
 	vals    []float32
 	noise   []float32 // scratch: this round's noise shares
 	h       []float32 // scratch: the server's H of this round's positions
-	ints    []int64   // scratch of the integer path
-	noise64 []int64
-	words   []uint32
+	words   []uint32  // the integer path's upload
 	fw      fitWork
 }
 
