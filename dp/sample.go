@@ -16,7 +16,10 @@ func KeepProb(eps, t float64) float64 {
 	if eps <= 0 {
 		return 0
 	}
-	return math.Expm1(eps) / math.Expm1(t)
+	// e^(eps−t)·(1 − e^−eps)/(1 − e^−t): the same ratio without e^t,
+	// which overflows above t ≈ 709 (Expm1(t) = +Inf made every rating
+	// below the threshold a 0 there, where e^(eps−t) may be large).
+	return math.Exp(eps-t) * (math.Expm1(-eps) / math.Expm1(-t))
 }
 
 // SampleKeep draws the personalized sample: it appends to dst the index k
@@ -24,9 +27,8 @@ func KeepProb(eps, t float64) float64 {
 // extended slice (pass it to ratings.Dataset.Subset). Choose t with
 // Threshold (min, mean, max or a given value).
 func SampleKeep(r *rand.Rand, eps []float64, t float64, dst []int) []int {
-	et := math.Expm1(t)
 	for k, e := range eps {
-		if e >= t || r.Float64()*et < math.Expm1(e) {
+		if e >= t || r.Float64() < KeepProb(e, t) {
 			dst = append(dst, k)
 		}
 	}

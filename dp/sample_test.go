@@ -10,9 +10,13 @@ import (
 func TestKeepProb(t *testing.T) {
 	tests := []struct{ eps, t, want float64 }{
 		{1, 1, 1}, {2, 1, 1}, {0.5, 1, math.Expm1(0.5) / math.Expm1(1)}, {0, 1, 0},
+		{1e-9, 2, 1e-9 / math.Expm1(2)},
+		// Beyond e^709 the ratio is e^(eps−t) to double precision; the
+		// quotient of Expm1s was +Inf/+Inf there.
+		{1000, 1000.5, math.Exp(-0.5)}, {5000, 10000, 0}, {20000, 20000.5, math.Exp(-0.5)},
 	}
 	for _, tc := range tests {
-		if got := KeepProb(tc.eps, tc.t); math.Abs(got-tc.want) > 1e-15 {
+		if got := KeepProb(tc.eps, tc.t); math.Abs(got-tc.want) > 1e-15*max(1, tc.want) || math.IsNaN(got) {
 			t.Errorf("KeepProb(%v, %v) = %v, want %v", tc.eps, tc.t, got, tc.want)
 		}
 	}

@@ -396,11 +396,10 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 // setup samples (PDPMF) and announces the rated items.
 func (c *client) setup(b *protocol.Broadcast, r *rand.Rand) *protocol.Upload {
 	if c.sh.variant == PDPMF {
-		et := math.Expm1(c.sh.thresh)
 		n := 0
 		for k, j := range c.items {
 			e := c.beta * c.sh.item[j] * c.sh.eps
-			if e >= c.sh.thresh || r.Float64()*et < math.Expm1(e) {
+			if e >= c.sh.thresh || r.Float64() < dp.KeepProb(e, c.sh.thresh) {
 				c.items[n], c.y[n] = j, c.y[k]
 				n++
 			}
