@@ -536,7 +536,7 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 func maskedDropouts(t *testing.T, name string, d *ratings.Dataset, spl ratings.Split) {
 	_, cfg := configure(t, name, map[string]string{"epochs": "3", "secagg": "masked"})
 	h := startServer(t, ServerConfig{Method: name, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
-		StateDir: t.TempDir(), RoundTimeout: 300 * time.Millisecond, MinParticipants: 0.7}, "127.0.0.1:0")
+		StateDir: t.TempDir(), RoundTimeout: time.Second, MinParticipants: 0.7}, "127.0.0.1:0")
 	sess := h.dial(t, true, 4)
 	sess.cfg.Dropout = 0.2
 	m, _ := runClients(t, sess, spl.Train, 4)
