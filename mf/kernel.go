@@ -3,31 +3,14 @@ package mf
 import "github.com/privrec/privrec/internal/vec"
 
 // The SGD inner loops. They work on flat float32 slices, allocate nothing
-// and make no interface or closure calls; the dot product and the paired
-// update are unrolled by four.
+// and make no interface or closure calls; each rating is one call of
+// vec.Step, which fuses the dot product and the paired update (SIMD where
+// the CPU has it, see package vec).
 
 // entry is one training rating with its user and item indices.
 type entry struct {
 	u, i int32
 	r    float32
-}
-
-// update applies p ← c·p + g·q and q ← c·q + g·p_old elementwise, which is
-// the SGD step p += η(e·q − λp), q += η(e·p − λq) with c = 1 − ηλ, g = ηe.
-func update(p, q []float32, c, g float32) {
-	q = q[:len(p)]
-	k := 0
-	for ; k+4 <= len(p); k += 4 {
-		p0, p1, p2, p3 := p[k], p[k+1], p[k+2], p[k+3]
-		q0, q1, q2, q3 := q[k], q[k+1], q[k+2], q[k+3]
-		p[k], p[k+1], p[k+2], p[k+3] = c*p0+g*q0, c*p1+g*q1, c*p2+g*q2, c*p3+g*q3
-		q[k], q[k+1], q[k+2], q[k+3] = c*q0+g*p0, c*q1+g*p1, c*q2+g*p2, c*q3+g*p3
-	}
-	for ; k < len(p); k++ {
-		p0, q0 := p[k], q[k]
-		p[k] = c*p0 + g*q0
-		q[k] = c*q0 + g*p0
-	}
 }
 
 // step holds the constants of one block pass.
@@ -55,9 +38,8 @@ func (s *step) sgd(es []entry) float64 {
 		uo, io := int(e.u)*k, int(e.i)*k
 		p := U[uo : uo+k : uo+k]
 		q := V[io : io+k : io+k]
-		err := e.r - vec.Dot(p, q)
+		err := vec.Step(p, q, e.r, c, lr)
 		sse += float64(err * err)
-		update(p, q, c, lr*err)
 	}
 	return sse
 }
@@ -72,12 +54,11 @@ func (s *step) sgdBiased(es []entry) float64 {
 		p := U[uo : uo+k : uo+k]
 		q := V[io : io+k : io+k]
 		bu, bi := &BU[e.u], &BI[e.i]
-		err := e.r - (mean + *bu + *bi + vec.Dot(p, q))
+		err := vec.Step(p, q, e.r-(mean+*bu+*bi), c, lr)
 		sse += float64(err * err)
 		g := lr * err
 		*bu = cb**bu + g
 		*bi = cb**bi + g
-		update(p, q, c, g)
 	}
 	return sse
 }
