@@ -2,16 +2,14 @@ package mf
 
 import "github.com/privrec/privrec/internal/vec"
 
-// The SGD inner loops. They work on flat float32 slices, allocate nothing
-// and make no interface or closure calls; each rating is one call of
-// vec.Step, which fuses the dot product and the paired update (SIMD where
-// the CPU has it, see package vec).
+// The SGD inner loop is vec.SGD (vec.SGDBiased): one pass over a block's
+// ratings, in SIMD assembly where the CPU has it (see package vec), which
+// fuses each rating's dot product and paired update and prefetches the
+// rows of the ratings ahead.
 
-// entry is one training rating with its user and item indices.
-type entry struct {
-	u, i int32
-	r    float32
-}
+// entry is one training rating with its user and item indices (positions
+// in the grid's row order).
+type entry = vec.Rating
 
 // step holds the constants of one block pass.
 type step struct {
@@ -25,40 +23,11 @@ type step struct {
 }
 
 // sgd runs one SGD pass over es in order and returns the sum of the squared
-// errors seen before each update.
+// errors seen before each update. Every index in es is in range: arrange
+// builds es from data checkIndices accepted.
 func (s *step) sgd(es []entry) float64 {
 	if s.biased {
-		return s.sgdBiased(es)
+		return vec.SGDBiased(es, s.u, s.v, s.bu, s.bi, s.dim, s.dim, s.mean, s.c, s.lr, s.cb)
 	}
-	k := s.dim
-	U, V := s.u, s.v
-	c, lr := s.c, s.lr
-	var sse float64
-	for _, e := range es {
-		uo, io := int(e.u)*k, int(e.i)*k
-		p := U[uo : uo+k : uo+k]
-		q := V[io : io+k : io+k]
-		err := vec.Step(p, q, e.r, c, lr)
-		sse += float64(err * err)
-	}
-	return sse
-}
-
-func (s *step) sgdBiased(es []entry) float64 {
-	k := s.dim
-	U, V, BU, BI := s.u, s.v, s.bu, s.bi
-	c, lr, cb, mean := s.c, s.lr, s.cb, s.mean
-	var sse float64
-	for _, e := range es {
-		uo, io := int(e.u)*k, int(e.i)*k
-		p := U[uo : uo+k : uo+k]
-		q := V[io : io+k : io+k]
-		bu, bi := &BU[e.u], &BI[e.i]
-		err := vec.Step(p, q, e.r-(mean+*bu+*bi), c, lr)
-		sse += float64(err * err)
-		g := lr * err
-		*bu = cb**bu + g
-		*bi = cb**bi + g
-	}
-	return sse
+	return vec.SGD(es, s.u, s.v, s.dim, s.dim, s.c, s.lr)
 }

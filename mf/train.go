@@ -178,7 +178,7 @@ func arrange(d *ratings.Dataset, seed uint64) *grid {
 	for _, k := range rng.New(seed, streamOrder).Perm(d.Len()) {
 		u, i := d.Users[k], d.Items[k]
 		j := int(ub[u])*NumBlocks + int(ib[i])
-		g.es[next[j]] = entry{u: upos[u], i: ipos[i], r: d.Values[k]}
+		g.es[next[j]] = entry{U: upos[u], I: ipos[i], R: d.Values[k]}
 		next[j]++
 	}
 	return g

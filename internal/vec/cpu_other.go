@@ -17,3 +17,19 @@ func updateAVX512(p, q []float32, c, g float32)           { UpdateGo(p, q, c, g)
 func updateAVX2(p, q []float32, c, g float32)             { UpdateGo(p, q, c, g) }
 func axpyAVX512(y, x []float32, a float32)                { AxpyGo(y, x, a) }
 func axpyAVX2(y, x []float32, a float32)                  { AxpyGo(y, x, a) }
+
+func sgdAVX512(es []Rating, u, v []float32, stride, n, ahead int, c, lr float32) float64 {
+	return SGDGo(es, u, v, stride, n, c, lr)
+}
+
+func sgdAVX2(es []Rating, u, v []float32, stride, n, ahead int, c, lr float32) float64 {
+	return SGDGo(es, u, v, stride, n, c, lr)
+}
+
+func sgdBiasedAVX512(es []Rating, u, v, bu, bi []float32, stride, n, ahead int, mean, c, lr, cb float32) float64 {
+	return SGDBiasedGo(es, u, v, bu, bi, stride, n, mean, c, lr, cb)
+}
+
+func sgdBiasedAVX2(es []Rating, u, v, bu, bi []float32, stride, n, ahead int, mean, c, lr, cb float32) float64 {
+	return SGDBiasedGo(es, u, v, bu, bi, stride, n, mean, c, lr, cb)
+}

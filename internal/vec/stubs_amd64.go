@@ -18,6 +18,12 @@ func updateAVX512(p []float32, q []float32, c float32, s float32)
 // axpyAVX512 adds a·x to y over len(y) elements; len(x) >= len(y).
 func axpyAVX512(y []float32, x []float32, a float32)
 
+// sgdAVX512 is SGD (SGDBiased) with the AVX512 kernels: see there.
+func sgdAVX512(es []Rating, u []float32, v []float32, stride int, n int, ahead int, c float32, lr float32) float64
+
+// sgdBiasedAVX512 is SGD (SGDBiased) with the AVX512 kernels: see there.
+func sgdBiasedAVX512(es []Rating, u []float32, v []float32, bu []float32, bi []float32, stride int, n int, ahead int, mean float32, c float32, lr float32, cb float32) float64
+
 // dotAVX2 returns a·b over len(a) elements; len(b) >= len(a).
 func dotAVX2(a []float32, b []float32) float32
 
@@ -31,3 +37,9 @@ func updateAVX2(p []float32, q []float32, c float32, s float32)
 
 // axpyAVX2 adds a·x to y over len(y) elements; len(x) >= len(y).
 func axpyAVX2(y []float32, x []float32, a float32)
+
+// sgdAVX2 is SGD (SGDBiased) with the AVX2 kernels: see there.
+func sgdAVX2(es []Rating, u []float32, v []float32, stride int, n int, ahead int, c float32, lr float32) float64
+
+// sgdBiasedAVX2 is SGD (SGDBiased) with the AVX2 kernels: see there.
+func sgdBiasedAVX2(es []Rating, u []float32, v []float32, bu []float32, bi []float32, stride int, n int, ahead int, mean float32, c float32, lr float32, cb float32) float64

@@ -142,6 +142,83 @@ func Axpy(y, x []float32, a float32) {
 	}
 }
 
+// Rating is one training rating: the row indices of its user and item
+// factor vectors and its value.
+type Rating struct {
+	U, I int32
+	R    float32
+}
+
+// prefetchAhead is how many ratings ahead SGD prefetches the factor rows.
+var prefetchAhead = 2
+
+// SetPrefetch makes SGD prefetch the rows of the rating ahead places on
+// (0: none) and returns the previous setting. It is meant for benchmarks
+// and must not be called while kernels run.
+func SetPrefetch(ahead int) int {
+	prev := prefetchAhead
+	prefetchAhead = max(ahead, 0)
+	return prev
+}
+
+// SGD runs one pass of SGD over es in order: for each rating, Step on the
+// user row u[U·stride:][:n] and the item row v[I·stride:][:n] toward R.
+// It returns the sum of the squared errors (each squared in float32,
+// summed in float64).
+//
+// The SIMD versions do not check the indices: the caller guarantees that
+// every U·stride+n ≤ len(u) and I·stride+n ≤ len(v) (the pure Go version
+// panics otherwise). n ≤ stride.
+func SGD(es []Rating, u, v []float32, stride, n int, c, lr float32) float64 {
+	switch level {
+	case AVX512:
+		return sgdAVX512(es, u, v, stride, n, prefetchAhead, c, lr)
+	case AVX2:
+		return sgdAVX2(es, u, v, stride, n, prefetchAhead, c, lr)
+	}
+	return SGDGo(es, u, v, stride, n, c, lr)
+}
+
+// SGDBiased is SGD for the model μ + b_u + b_i + p·q: the target of Step
+// is R − (μ + b_u + b_i), and then both biases b ← cb·b + lr·e. The
+// caller guarantees the indices as for SGD, and also U < len(bu) and
+// I < len(bi).
+func SGDBiased(es []Rating, u, v, bu, bi []float32, stride, n int, mean, c, lr, cb float32) float64 {
+	switch level {
+	case AVX512:
+		return sgdBiasedAVX512(es, u, v, bu, bi, stride, n, prefetchAhead, mean, c, lr, cb)
+	case AVX2:
+		return sgdBiasedAVX2(es, u, v, bu, bi, stride, n, prefetchAhead, mean, c, lr, cb)
+	}
+	return SGDBiasedGo(es, u, v, bu, bi, stride, n, mean, c, lr, cb)
+}
+
+// SGDGo is the pure Go SGD.
+func SGDGo(es []Rating, u, v []float32, stride, n int, c, lr float32) float64 {
+	var sse float64
+	for _, e := range es {
+		uo, io := int(e.U)*stride, int(e.I)*stride
+		err := StepGo(u[uo:uo+n:uo+n], v[io:io+n:io+n], e.R, c, lr)
+		sse += float64(err * err)
+	}
+	return sse
+}
+
+// SGDBiasedGo is the pure Go SGDBiased.
+func SGDBiasedGo(es []Rating, u, v, bu, bi []float32, stride, n int, mean, c, lr, cb float32) float64 {
+	var sse float64
+	for _, e := range es {
+		uo, io := int(e.U)*stride, int(e.I)*stride
+		b, d := &bu[e.U], &bi[e.I]
+		err := StepGo(u[uo:uo+n:uo+n], v[io:io+n:io+n], e.R-(mean+*b+*d), c, lr)
+		sse += float64(err * err)
+		g := lr * err
+		*b = cb**b + g
+		*d = cb**d + g
+	}
+	return sse
+}
+
 // DotGo is the pure Go Dot.
 func DotGo(a, b []float32) float32 {
 	b = b[:len(a)]

@@ -442,6 +442,481 @@ axpyAVX512_done:
 	VZEROUPPER
 	RET
 
+// func sgdAVX512(es []Rating, u []float32, v []float32, stride int, n int, ahead int, c float32, lr float32) float64
+// Requires: AVX, AVX512DQ, AVX512F, FMA3, MMX+, SSE2
+TEXT ·sgdAVX512(SB), NOSPLIT, $0-112
+	MOVQ         es_base+0(FP), AX
+	MOVQ         es_len+8(FP), CX
+	MOVQ         stride+72(FP), DX
+	SHLQ         $0x02, DX
+	VXORPD       X0, X0, X0
+	VBROADCASTSS c+96(FP), Z1
+
+sgdAVX512_loop:
+	TESTQ   CX, CX
+	JZ      sgdAVX512_end
+	MOVQ    ahead+88(FP), BX
+	TESTQ   BX, BX
+	JZ      sgdAVX512_fetched
+	CMPQ    CX, BX
+	JLE     sgdAVX512_fetched
+	IMUL3Q  $0x0000000c, BX, BX
+	MOVLQSX (AX)(BX*1), SI
+	MOVLQSX 4(AX)(BX*1), BX
+	IMULQ   DX, SI
+	IMULQ   DX, BX
+	ADDQ    u_base+24(FP), SI
+	ADDQ    v_base+48(FP), BX
+	MOVQ    n+80(FP), DI
+	SHLQ    $0x02, DI
+
+sgdAVX512_prefetch:
+	PREFETCHT0 (SI)
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, SI
+	ADDQ       $0x00000040, BX
+	SUBQ       $0x00000040, DI
+	JG         sgdAVX512_prefetch
+
+sgdAVX512_fetched:
+	MOVLQSX (AX), BX
+	MOVLQSX 4(AX), SI
+	IMULQ   DX, BX
+	IMULQ   DX, SI
+	ADDQ    u_base+24(FP), BX
+	ADDQ    v_base+48(FP), SI
+	VMOVSS  8(AX), X2
+	MOVQ    n+80(FP), R9
+	MOVQ    BX, DI
+	MOVQ    SI, R8
+	VXORPS  Z3, Z3, Z3
+	VXORPS  Z4, Z4, Z4
+	VXORPS  Z5, Z5, Z5
+	VXORPS  Z6, Z6, Z6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  X8, X8, X8
+	VXORPS  X9, X9, X9
+
+sgdAVX512_dot_block:
+	CMPQ        R9, $0x00000040
+	JL          sgdAVX512_dot_single
+	VMOVUPS     (DI), Z10
+	VFMADD231PS (R8), Z10, Z3
+	VMOVUPS     64(DI), Z10
+	VFMADD231PS 64(R8), Z10, Z4
+	VMOVUPS     128(DI), Z10
+	VFMADD231PS 128(R8), Z10, Z5
+	VMOVUPS     192(DI), Z10
+	VFMADD231PS 192(R8), Z10, Z6
+	ADDQ        $0x00000100, DI
+	ADDQ        $0x00000100, R8
+	SUBQ        $0x00000040, R9
+	JMP         sgdAVX512_dot_block
+
+sgdAVX512_dot_single:
+	CMPQ        R9, $0x00000010
+	JL          sgdAVX512_dot_w8
+	VMOVUPS     (DI), Z10
+	VFMADD231PS (R8), Z10, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000040, R8
+	SUBQ        $0x00000010, R9
+	JMP         sgdAVX512_dot_single
+
+sgdAVX512_dot_w8:
+	CMPQ        R9, $0x00000008
+	JL          sgdAVX512_dot_w4
+	VMOVUPS     (DI), Y10
+	VFMADD231PS (R8), Y10, Y7
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x00000020, R8
+	SUBQ        $0x00000008, R9
+
+sgdAVX512_dot_w4:
+	CMPQ        R9, $0x00000004
+	JL          sgdAVX512_dot_scalar
+	VMOVUPS     (DI), X10
+	VFMADD231PS (R8), X10, X8
+	ADDQ        $0x00000010, DI
+	ADDQ        $0x00000010, R8
+	SUBQ        $0x00000004, R9
+
+sgdAVX512_dot_scalar:
+	TESTQ       R9, R9
+	JZ          sgdAVX512_dot_done
+	VMOVSS      (DI), X10
+	VFMADD231SS (R8), X10, X9
+	ADDQ        $0x00000004, DI
+	ADDQ        $0x00000004, R8
+	SUBQ        $0x00000001, R9
+	JMP         sgdAVX512_dot_scalar
+
+sgdAVX512_dot_done:
+	VADDPS        Z4, Z3, Z3
+	VADDPS        Z6, Z5, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y3
+	VADDPS        Y7, Y3, Y3
+	VEXTRACTF128  $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VADDPS        X8, X3, X3
+	VMOVHLPS      X3, X4, X4
+	VADDPS        X4, X3, X3
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X3, X3
+	VADDSS        X9, X3, X3
+	VSUBSS        X3, X2, X2
+	VMULSS        X2, X2, X3
+	VCVTSS2SD     X3, X3, X3
+	VADDSD        X3, X0, X0
+	VMOVSS        lr+100(FP), X3
+	VMULSS        X2, X3, X3
+	VBROADCASTSS  X3, Z2
+	MOVQ          n+80(FP), DI
+
+sgdAVX512_upd_block:
+	CMPQ        DI, $0x00000020
+	JL          sgdAVX512_upd_single
+	VMOVUPS     (BX), Z3
+	VMOVUPS     (SI), Z4
+	VMULPS      Z1, Z3, Z5
+	VFMADD231PS Z2, Z4, Z5
+	VMULPS      Z1, Z4, Z4
+	VFMADD231PS Z2, Z3, Z4
+	VMOVUPS     Z5, (BX)
+	VMOVUPS     Z4, (SI)
+	VMOVUPS     64(BX), Z3
+	VMOVUPS     64(SI), Z4
+	VMULPS      Z1, Z3, Z5
+	VFMADD231PS Z2, Z4, Z5
+	VMULPS      Z1, Z4, Z4
+	VFMADD231PS Z2, Z3, Z4
+	VMOVUPS     Z5, 64(BX)
+	VMOVUPS     Z4, 64(SI)
+	ADDQ        $0x00000080, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x00000020, DI
+	JMP         sgdAVX512_upd_block
+
+sgdAVX512_upd_single:
+	CMPQ        DI, $0x00000010
+	JL          sgdAVX512_upd_w8
+	VMOVUPS     (BX), Z3
+	VMOVUPS     (SI), Z4
+	VMULPS      Z1, Z3, Z5
+	VFMADD231PS Z2, Z4, Z5
+	VMULPS      Z1, Z4, Z4
+	VFMADD231PS Z2, Z3, Z4
+	VMOVUPS     Z5, (BX)
+	VMOVUPS     Z4, (SI)
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000010, DI
+	JMP         sgdAVX512_upd_single
+
+sgdAVX512_upd_w8:
+	CMPQ        DI, $0x00000008
+	JL          sgdAVX512_upd_w4
+	VMOVUPS     (BX), Y3
+	VMOVUPS     (SI), Y4
+	VMULPS      Y1, Y3, Y5
+	VFMADD231PS Y2, Y4, Y5
+	VMULPS      Y1, Y4, Y4
+	VFMADD231PS Y2, Y3, Y4
+	VMOVUPS     Y5, (BX)
+	VMOVUPS     Y4, (SI)
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000020, SI
+	SUBQ        $0x00000008, DI
+
+sgdAVX512_upd_w4:
+	CMPQ        DI, $0x00000004
+	JL          sgdAVX512_upd_scalar
+	VMOVUPS     (BX), X3
+	VMOVUPS     (SI), X4
+	VMULPS      X1, X3, X5
+	VFMADD231PS X2, X4, X5
+	VMULPS      X1, X4, X4
+	VFMADD231PS X2, X3, X4
+	VMOVUPS     X5, (BX)
+	VMOVUPS     X4, (SI)
+	ADDQ        $0x00000010, BX
+	ADDQ        $0x00000010, SI
+	SUBQ        $0x00000004, DI
+
+sgdAVX512_upd_scalar:
+	TESTQ       DI, DI
+	JZ          sgdAVX512_upd_done
+	VMOVSS      (BX), X3
+	VMOVSS      (SI), X4
+	VMULSS      X1, X3, X5
+	VFMADD231SS X2, X4, X5
+	VMULSS      X1, X4, X4
+	VFMADD231SS X2, X3, X4
+	VMOVSS      X5, (BX)
+	VMOVSS      X4, (SI)
+	ADDQ        $0x00000004, BX
+	ADDQ        $0x00000004, SI
+	SUBQ        $0x00000001, DI
+	JMP         sgdAVX512_upd_scalar
+
+sgdAVX512_upd_done:
+	ADDQ $0x0000000c, AX
+	DECQ CX
+	JMP  sgdAVX512_loop
+
+sgdAVX512_end:
+	VZEROUPPER
+	MOVSD X0, ret+104(FP)
+	RET
+
+// func sgdBiasedAVX512(es []Rating, u []float32, v []float32, bu []float32, bi []float32, stride int, n int, ahead int, mean float32, c float32, lr float32, cb float32) float64
+// Requires: AVX, AVX512DQ, AVX512F, FMA3, MMX+, SSE2
+TEXT ·sgdBiasedAVX512(SB), NOSPLIT, $0-168
+	MOVQ         es_base+0(FP), AX
+	MOVQ         es_len+8(FP), CX
+	MOVQ         stride+120(FP), DX
+	SHLQ         $0x02, DX
+	VXORPD       X0, X0, X0
+	VBROADCASTSS c+148(FP), Z1
+
+sgdBiasedAVX512_loop:
+	TESTQ   CX, CX
+	JZ      sgdBiasedAVX512_end
+	MOVQ    ahead+136(FP), BX
+	TESTQ   BX, BX
+	JZ      sgdBiasedAVX512_fetched
+	CMPQ    CX, BX
+	JLE     sgdBiasedAVX512_fetched
+	IMUL3Q  $0x0000000c, BX, BX
+	MOVLQSX (AX)(BX*1), SI
+	MOVLQSX 4(AX)(BX*1), BX
+	IMULQ   DX, SI
+	IMULQ   DX, BX
+	ADDQ    u_base+24(FP), SI
+	ADDQ    v_base+48(FP), BX
+	MOVQ    n+128(FP), DI
+	SHLQ    $0x02, DI
+
+sgdBiasedAVX512_prefetch:
+	PREFETCHT0 (SI)
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, SI
+	ADDQ       $0x00000040, BX
+	SUBQ       $0x00000040, DI
+	JG         sgdBiasedAVX512_prefetch
+
+sgdBiasedAVX512_fetched:
+	MOVLQSX (AX), BX
+	MOVLQSX 4(AX), SI
+	MOVQ    BX, DI
+	MOVQ    SI, R8
+	SHLQ    $0x02, DI
+	SHLQ    $0x02, R8
+	ADDQ    bu_base+72(FP), DI
+	ADDQ    bi_base+96(FP), R8
+	IMULQ   DX, BX
+	IMULQ   DX, SI
+	ADDQ    u_base+24(FP), BX
+	ADDQ    v_base+48(FP), SI
+	VMOVSS  8(AX), X2
+	VMOVSS  mean+144(FP), X3
+	VADDSS  (DI), X3, X3
+	VADDSS  (R8), X3, X3
+	VSUBSS  X3, X2, X2
+	MOVQ    n+128(FP), R11
+	MOVQ    BX, R9
+	MOVQ    SI, R10
+	VXORPS  Z3, Z3, Z3
+	VXORPS  Z4, Z4, Z4
+	VXORPS  Z5, Z5, Z5
+	VXORPS  Z6, Z6, Z6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  X8, X8, X8
+	VXORPS  X9, X9, X9
+
+sgdBiasedAVX512_dot_block:
+	CMPQ        R11, $0x00000040
+	JL          sgdBiasedAVX512_dot_single
+	VMOVUPS     (R9), Z10
+	VFMADD231PS (R10), Z10, Z3
+	VMOVUPS     64(R9), Z10
+	VFMADD231PS 64(R10), Z10, Z4
+	VMOVUPS     128(R9), Z10
+	VFMADD231PS 128(R10), Z10, Z5
+	VMOVUPS     192(R9), Z10
+	VFMADD231PS 192(R10), Z10, Z6
+	ADDQ        $0x00000100, R9
+	ADDQ        $0x00000100, R10
+	SUBQ        $0x00000040, R11
+	JMP         sgdBiasedAVX512_dot_block
+
+sgdBiasedAVX512_dot_single:
+	CMPQ        R11, $0x00000010
+	JL          sgdBiasedAVX512_dot_w8
+	VMOVUPS     (R9), Z10
+	VFMADD231PS (R10), Z10, Z3
+	ADDQ        $0x00000040, R9
+	ADDQ        $0x00000040, R10
+	SUBQ        $0x00000010, R11
+	JMP         sgdBiasedAVX512_dot_single
+
+sgdBiasedAVX512_dot_w8:
+	CMPQ        R11, $0x00000008
+	JL          sgdBiasedAVX512_dot_w4
+	VMOVUPS     (R9), Y10
+	VFMADD231PS (R10), Y10, Y7
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000020, R10
+	SUBQ        $0x00000008, R11
+
+sgdBiasedAVX512_dot_w4:
+	CMPQ        R11, $0x00000004
+	JL          sgdBiasedAVX512_dot_scalar
+	VMOVUPS     (R9), X10
+	VFMADD231PS (R10), X10, X8
+	ADDQ        $0x00000010, R9
+	ADDQ        $0x00000010, R10
+	SUBQ        $0x00000004, R11
+
+sgdBiasedAVX512_dot_scalar:
+	TESTQ       R11, R11
+	JZ          sgdBiasedAVX512_dot_done
+	VMOVSS      (R9), X10
+	VFMADD231SS (R10), X10, X9
+	ADDQ        $0x00000004, R9
+	ADDQ        $0x00000004, R10
+	SUBQ        $0x00000001, R11
+	JMP         sgdBiasedAVX512_dot_scalar
+
+sgdBiasedAVX512_dot_done:
+	VADDPS        Z4, Z3, Z3
+	VADDPS        Z6, Z5, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y3
+	VADDPS        Y7, Y3, Y3
+	VEXTRACTF128  $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VADDPS        X8, X3, X3
+	VMOVHLPS      X3, X4, X4
+	VADDPS        X4, X3, X3
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X3, X3
+	VADDSS        X9, X3, X3
+	VSUBSS        X3, X2, X2
+	VMULSS        X2, X2, X3
+	VCVTSS2SD     X3, X3, X3
+	VADDSD        X3, X0, X0
+	VMOVSS        lr+152(FP), X3
+	VMULSS        X2, X3, X3
+	VBROADCASTSS  X3, Z2
+	MOVQ          n+128(FP), R9
+
+sgdBiasedAVX512_upd_block:
+	CMPQ        R9, $0x00000020
+	JL          sgdBiasedAVX512_upd_single
+	VMOVUPS     (BX), Z4
+	VMOVUPS     (SI), Z5
+	VMULPS      Z1, Z4, Z6
+	VFMADD231PS Z2, Z5, Z6
+	VMULPS      Z1, Z5, Z5
+	VFMADD231PS Z2, Z4, Z5
+	VMOVUPS     Z6, (BX)
+	VMOVUPS     Z5, (SI)
+	VMOVUPS     64(BX), Z4
+	VMOVUPS     64(SI), Z5
+	VMULPS      Z1, Z4, Z6
+	VFMADD231PS Z2, Z5, Z6
+	VMULPS      Z1, Z5, Z5
+	VFMADD231PS Z2, Z4, Z5
+	VMOVUPS     Z6, 64(BX)
+	VMOVUPS     Z5, 64(SI)
+	ADDQ        $0x00000080, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x00000020, R9
+	JMP         sgdBiasedAVX512_upd_block
+
+sgdBiasedAVX512_upd_single:
+	CMPQ        R9, $0x00000010
+	JL          sgdBiasedAVX512_upd_w8
+	VMOVUPS     (BX), Z4
+	VMOVUPS     (SI), Z5
+	VMULPS      Z1, Z4, Z6
+	VFMADD231PS Z2, Z5, Z6
+	VMULPS      Z1, Z5, Z5
+	VFMADD231PS Z2, Z4, Z5
+	VMOVUPS     Z6, (BX)
+	VMOVUPS     Z5, (SI)
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000010, R9
+	JMP         sgdBiasedAVX512_upd_single
+
+sgdBiasedAVX512_upd_w8:
+	CMPQ        R9, $0x00000008
+	JL          sgdBiasedAVX512_upd_w4
+	VMOVUPS     (BX), Y4
+	VMOVUPS     (SI), Y5
+	VMULPS      Y1, Y4, Y6
+	VFMADD231PS Y2, Y5, Y6
+	VMULPS      Y1, Y5, Y5
+	VFMADD231PS Y2, Y4, Y5
+	VMOVUPS     Y6, (BX)
+	VMOVUPS     Y5, (SI)
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000020, SI
+	SUBQ        $0x00000008, R9
+
+sgdBiasedAVX512_upd_w4:
+	CMPQ        R9, $0x00000004
+	JL          sgdBiasedAVX512_upd_scalar
+	VMOVUPS     (BX), X4
+	VMOVUPS     (SI), X5
+	VMULPS      X1, X4, X6
+	VFMADD231PS X2, X5, X6
+	VMULPS      X1, X5, X5
+	VFMADD231PS X2, X4, X5
+	VMOVUPS     X6, (BX)
+	VMOVUPS     X5, (SI)
+	ADDQ        $0x00000010, BX
+	ADDQ        $0x00000010, SI
+	SUBQ        $0x00000004, R9
+
+sgdBiasedAVX512_upd_scalar:
+	TESTQ       R9, R9
+	JZ          sgdBiasedAVX512_upd_done
+	VMOVSS      (BX), X4
+	VMOVSS      (SI), X5
+	VMULSS      X1, X4, X6
+	VFMADD231SS X2, X5, X6
+	VMULSS      X1, X5, X5
+	VFMADD231SS X2, X4, X5
+	VMOVSS      X6, (BX)
+	VMOVSS      X5, (SI)
+	ADDQ        $0x00000004, BX
+	ADDQ        $0x00000004, SI
+	SUBQ        $0x00000001, R9
+	JMP         sgdBiasedAVX512_upd_scalar
+
+sgdBiasedAVX512_upd_done:
+	VMOVSS cb+156(FP), X2
+	VMULSS (DI), X2, X4
+	VADDSS X3, X4, X4
+	VMOVSS X4, (DI)
+	VMULSS (R8), X2, X2
+	VADDSS X3, X2, X2
+	VMOVSS X2, (R8)
+	ADDQ   $0x0000000c, AX
+	DECQ   CX
+	JMP    sgdBiasedAVX512_loop
+
+sgdBiasedAVX512_end:
+	VZEROUPPER
+	MOVSD X0, ret+160(FP)
+	RET
+
 // func dotAVX2(a []float32, b []float32) float32
 // Requires: AVX, FMA3, SSE
 TEXT ·dotAVX2(SB), NOSPLIT, $0-52
@@ -812,4 +1287,423 @@ axpyAVX2_scalar:
 
 axpyAVX2_done:
 	VZEROUPPER
+	RET
+
+// func sgdAVX2(es []Rating, u []float32, v []float32, stride int, n int, ahead int, c float32, lr float32) float64
+// Requires: AVX, AVX2, FMA3, MMX+, SSE2
+TEXT ·sgdAVX2(SB), NOSPLIT, $0-112
+	MOVQ         es_base+0(FP), AX
+	MOVQ         es_len+8(FP), CX
+	MOVQ         stride+72(FP), DX
+	SHLQ         $0x02, DX
+	VXORPD       X0, X0, X0
+	VBROADCASTSS c+96(FP), Y1
+
+sgdAVX2_loop:
+	TESTQ   CX, CX
+	JZ      sgdAVX2_end
+	MOVQ    ahead+88(FP), BX
+	TESTQ   BX, BX
+	JZ      sgdAVX2_fetched
+	CMPQ    CX, BX
+	JLE     sgdAVX2_fetched
+	IMUL3Q  $0x0000000c, BX, BX
+	MOVLQSX (AX)(BX*1), SI
+	MOVLQSX 4(AX)(BX*1), BX
+	IMULQ   DX, SI
+	IMULQ   DX, BX
+	ADDQ    u_base+24(FP), SI
+	ADDQ    v_base+48(FP), BX
+	MOVQ    n+80(FP), DI
+	SHLQ    $0x02, DI
+
+sgdAVX2_prefetch:
+	PREFETCHT0 (SI)
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, SI
+	ADDQ       $0x00000040, BX
+	SUBQ       $0x00000040, DI
+	JG         sgdAVX2_prefetch
+
+sgdAVX2_fetched:
+	MOVLQSX (AX), BX
+	MOVLQSX 4(AX), SI
+	IMULQ   DX, BX
+	IMULQ   DX, SI
+	ADDQ    u_base+24(FP), BX
+	ADDQ    v_base+48(FP), SI
+	VMOVSS  8(AX), X2
+	MOVQ    n+80(FP), R9
+	MOVQ    BX, DI
+	MOVQ    SI, R8
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  X7, X7, X7
+	VXORPS  X8, X8, X8
+
+sgdAVX2_dot_block:
+	CMPQ        R9, $0x00000020
+	JL          sgdAVX2_dot_single
+	VMOVUPS     (DI), Y9
+	VFMADD231PS (R8), Y9, Y3
+	VMOVUPS     32(DI), Y9
+	VFMADD231PS 32(R8), Y9, Y4
+	VMOVUPS     64(DI), Y9
+	VFMADD231PS 64(R8), Y9, Y5
+	VMOVUPS     96(DI), Y9
+	VFMADD231PS 96(R8), Y9, Y6
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x00000020, R9
+	JMP         sgdAVX2_dot_block
+
+sgdAVX2_dot_single:
+	CMPQ        R9, $0x00000008
+	JL          sgdAVX2_dot_w4
+	VMOVUPS     (DI), Y9
+	VFMADD231PS (R8), Y9, Y3
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x00000020, R8
+	SUBQ        $0x00000008, R9
+	JMP         sgdAVX2_dot_single
+
+sgdAVX2_dot_w4:
+	CMPQ        R9, $0x00000004
+	JL          sgdAVX2_dot_scalar
+	VMOVUPS     (DI), X9
+	VFMADD231PS (R8), X9, X7
+	ADDQ        $0x00000010, DI
+	ADDQ        $0x00000010, R8
+	SUBQ        $0x00000004, R9
+
+sgdAVX2_dot_scalar:
+	TESTQ       R9, R9
+	JZ          sgdAVX2_dot_done
+	VMOVSS      (DI), X9
+	VFMADD231SS (R8), X9, X8
+	ADDQ        $0x00000004, DI
+	ADDQ        $0x00000004, R8
+	SUBQ        $0x00000001, R9
+	JMP         sgdAVX2_dot_scalar
+
+sgdAVX2_dot_done:
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VADDPS       X7, X3, X3
+	VMOVHLPS     X3, X4, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VADDSS       X8, X3, X3
+	VSUBSS       X3, X2, X2
+	VMULSS       X2, X2, X3
+	VCVTSS2SD    X3, X3, X3
+	VADDSD       X3, X0, X0
+	VMOVSS       lr+100(FP), X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y2
+	MOVQ         n+80(FP), DI
+
+sgdAVX2_upd_block:
+	CMPQ        DI, $0x00000010
+	JL          sgdAVX2_upd_single
+	VMOVUPS     (BX), Y3
+	VMOVUPS     (SI), Y4
+	VMULPS      Y1, Y3, Y5
+	VFMADD231PS Y2, Y4, Y5
+	VMULPS      Y1, Y4, Y4
+	VFMADD231PS Y2, Y3, Y4
+	VMOVUPS     Y5, (BX)
+	VMOVUPS     Y4, (SI)
+	VMOVUPS     32(BX), Y3
+	VMOVUPS     32(SI), Y4
+	VMULPS      Y1, Y3, Y5
+	VFMADD231PS Y2, Y4, Y5
+	VMULPS      Y1, Y4, Y4
+	VFMADD231PS Y2, Y3, Y4
+	VMOVUPS     Y5, 32(BX)
+	VMOVUPS     Y4, 32(SI)
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000010, DI
+	JMP         sgdAVX2_upd_block
+
+sgdAVX2_upd_single:
+	CMPQ        DI, $0x00000008
+	JL          sgdAVX2_upd_w4
+	VMOVUPS     (BX), Y3
+	VMOVUPS     (SI), Y4
+	VMULPS      Y1, Y3, Y5
+	VFMADD231PS Y2, Y4, Y5
+	VMULPS      Y1, Y4, Y4
+	VFMADD231PS Y2, Y3, Y4
+	VMOVUPS     Y5, (BX)
+	VMOVUPS     Y4, (SI)
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000020, SI
+	SUBQ        $0x00000008, DI
+	JMP         sgdAVX2_upd_single
+
+sgdAVX2_upd_w4:
+	CMPQ        DI, $0x00000004
+	JL          sgdAVX2_upd_scalar
+	VMOVUPS     (BX), X3
+	VMOVUPS     (SI), X4
+	VMULPS      X1, X3, X5
+	VFMADD231PS X2, X4, X5
+	VMULPS      X1, X4, X4
+	VFMADD231PS X2, X3, X4
+	VMOVUPS     X5, (BX)
+	VMOVUPS     X4, (SI)
+	ADDQ        $0x00000010, BX
+	ADDQ        $0x00000010, SI
+	SUBQ        $0x00000004, DI
+
+sgdAVX2_upd_scalar:
+	TESTQ       DI, DI
+	JZ          sgdAVX2_upd_done
+	VMOVSS      (BX), X3
+	VMOVSS      (SI), X4
+	VMULSS      X1, X3, X5
+	VFMADD231SS X2, X4, X5
+	VMULSS      X1, X4, X4
+	VFMADD231SS X2, X3, X4
+	VMOVSS      X5, (BX)
+	VMOVSS      X4, (SI)
+	ADDQ        $0x00000004, BX
+	ADDQ        $0x00000004, SI
+	SUBQ        $0x00000001, DI
+	JMP         sgdAVX2_upd_scalar
+
+sgdAVX2_upd_done:
+	ADDQ $0x0000000c, AX
+	DECQ CX
+	JMP  sgdAVX2_loop
+
+sgdAVX2_end:
+	VZEROUPPER
+	MOVSD X0, ret+104(FP)
+	RET
+
+// func sgdBiasedAVX2(es []Rating, u []float32, v []float32, bu []float32, bi []float32, stride int, n int, ahead int, mean float32, c float32, lr float32, cb float32) float64
+// Requires: AVX, AVX2, FMA3, MMX+, SSE2
+TEXT ·sgdBiasedAVX2(SB), NOSPLIT, $0-168
+	MOVQ         es_base+0(FP), AX
+	MOVQ         es_len+8(FP), CX
+	MOVQ         stride+120(FP), DX
+	SHLQ         $0x02, DX
+	VXORPD       X0, X0, X0
+	VBROADCASTSS c+148(FP), Y1
+
+sgdBiasedAVX2_loop:
+	TESTQ   CX, CX
+	JZ      sgdBiasedAVX2_end
+	MOVQ    ahead+136(FP), BX
+	TESTQ   BX, BX
+	JZ      sgdBiasedAVX2_fetched
+	CMPQ    CX, BX
+	JLE     sgdBiasedAVX2_fetched
+	IMUL3Q  $0x0000000c, BX, BX
+	MOVLQSX (AX)(BX*1), SI
+	MOVLQSX 4(AX)(BX*1), BX
+	IMULQ   DX, SI
+	IMULQ   DX, BX
+	ADDQ    u_base+24(FP), SI
+	ADDQ    v_base+48(FP), BX
+	MOVQ    n+128(FP), DI
+	SHLQ    $0x02, DI
+
+sgdBiasedAVX2_prefetch:
+	PREFETCHT0 (SI)
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, SI
+	ADDQ       $0x00000040, BX
+	SUBQ       $0x00000040, DI
+	JG         sgdBiasedAVX2_prefetch
+
+sgdBiasedAVX2_fetched:
+	MOVLQSX (AX), BX
+	MOVLQSX 4(AX), SI
+	MOVQ    BX, DI
+	MOVQ    SI, R8
+	SHLQ    $0x02, DI
+	SHLQ    $0x02, R8
+	ADDQ    bu_base+72(FP), DI
+	ADDQ    bi_base+96(FP), R8
+	IMULQ   DX, BX
+	IMULQ   DX, SI
+	ADDQ    u_base+24(FP), BX
+	ADDQ    v_base+48(FP), SI
+	VMOVSS  8(AX), X2
+	VMOVSS  mean+144(FP), X3
+	VADDSS  (DI), X3, X3
+	VADDSS  (R8), X3, X3
+	VSUBSS  X3, X2, X2
+	MOVQ    n+128(FP), R11
+	MOVQ    BX, R9
+	MOVQ    SI, R10
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  X7, X7, X7
+	VXORPS  X8, X8, X8
+
+sgdBiasedAVX2_dot_block:
+	CMPQ        R11, $0x00000020
+	JL          sgdBiasedAVX2_dot_single
+	VMOVUPS     (R9), Y9
+	VFMADD231PS (R10), Y9, Y3
+	VMOVUPS     32(R9), Y9
+	VFMADD231PS 32(R10), Y9, Y4
+	VMOVUPS     64(R9), Y9
+	VFMADD231PS 64(R10), Y9, Y5
+	VMOVUPS     96(R9), Y9
+	VFMADD231PS 96(R10), Y9, Y6
+	ADDQ        $0x00000080, R9
+	ADDQ        $0x00000080, R10
+	SUBQ        $0x00000020, R11
+	JMP         sgdBiasedAVX2_dot_block
+
+sgdBiasedAVX2_dot_single:
+	CMPQ        R11, $0x00000008
+	JL          sgdBiasedAVX2_dot_w4
+	VMOVUPS     (R9), Y9
+	VFMADD231PS (R10), Y9, Y3
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000020, R10
+	SUBQ        $0x00000008, R11
+	JMP         sgdBiasedAVX2_dot_single
+
+sgdBiasedAVX2_dot_w4:
+	CMPQ        R11, $0x00000004
+	JL          sgdBiasedAVX2_dot_scalar
+	VMOVUPS     (R9), X9
+	VFMADD231PS (R10), X9, X7
+	ADDQ        $0x00000010, R9
+	ADDQ        $0x00000010, R10
+	SUBQ        $0x00000004, R11
+
+sgdBiasedAVX2_dot_scalar:
+	TESTQ       R11, R11
+	JZ          sgdBiasedAVX2_dot_done
+	VMOVSS      (R9), X9
+	VFMADD231SS (R10), X9, X8
+	ADDQ        $0x00000004, R9
+	ADDQ        $0x00000004, R10
+	SUBQ        $0x00000001, R11
+	JMP         sgdBiasedAVX2_dot_scalar
+
+sgdBiasedAVX2_dot_done:
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VADDPS       X7, X3, X3
+	VMOVHLPS     X3, X4, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VADDSS       X8, X3, X3
+	VSUBSS       X3, X2, X2
+	VMULSS       X2, X2, X3
+	VCVTSS2SD    X3, X3, X3
+	VADDSD       X3, X0, X0
+	VMOVSS       lr+152(FP), X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y2
+	MOVQ         n+128(FP), R9
+
+sgdBiasedAVX2_upd_block:
+	CMPQ        R9, $0x00000010
+	JL          sgdBiasedAVX2_upd_single
+	VMOVUPS     (BX), Y4
+	VMOVUPS     (SI), Y5
+	VMULPS      Y1, Y4, Y6
+	VFMADD231PS Y2, Y5, Y6
+	VMULPS      Y1, Y5, Y5
+	VFMADD231PS Y2, Y4, Y5
+	VMOVUPS     Y6, (BX)
+	VMOVUPS     Y5, (SI)
+	VMOVUPS     32(BX), Y4
+	VMOVUPS     32(SI), Y5
+	VMULPS      Y1, Y4, Y6
+	VFMADD231PS Y2, Y5, Y6
+	VMULPS      Y1, Y5, Y5
+	VFMADD231PS Y2, Y4, Y5
+	VMOVUPS     Y6, 32(BX)
+	VMOVUPS     Y5, 32(SI)
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000010, R9
+	JMP         sgdBiasedAVX2_upd_block
+
+sgdBiasedAVX2_upd_single:
+	CMPQ        R9, $0x00000008
+	JL          sgdBiasedAVX2_upd_w4
+	VMOVUPS     (BX), Y4
+	VMOVUPS     (SI), Y5
+	VMULPS      Y1, Y4, Y6
+	VFMADD231PS Y2, Y5, Y6
+	VMULPS      Y1, Y5, Y5
+	VFMADD231PS Y2, Y4, Y5
+	VMOVUPS     Y6, (BX)
+	VMOVUPS     Y5, (SI)
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000020, SI
+	SUBQ        $0x00000008, R9
+	JMP         sgdBiasedAVX2_upd_single
+
+sgdBiasedAVX2_upd_w4:
+	CMPQ        R9, $0x00000004
+	JL          sgdBiasedAVX2_upd_scalar
+	VMOVUPS     (BX), X4
+	VMOVUPS     (SI), X5
+	VMULPS      X1, X4, X6
+	VFMADD231PS X2, X5, X6
+	VMULPS      X1, X5, X5
+	VFMADD231PS X2, X4, X5
+	VMOVUPS     X6, (BX)
+	VMOVUPS     X5, (SI)
+	ADDQ        $0x00000010, BX
+	ADDQ        $0x00000010, SI
+	SUBQ        $0x00000004, R9
+
+sgdBiasedAVX2_upd_scalar:
+	TESTQ       R9, R9
+	JZ          sgdBiasedAVX2_upd_done
+	VMOVSS      (BX), X4
+	VMOVSS      (SI), X5
+	VMULSS      X1, X4, X6
+	VFMADD231SS X2, X5, X6
+	VMULSS      X1, X5, X5
+	VFMADD231SS X2, X4, X5
+	VMOVSS      X6, (BX)
+	VMOVSS      X5, (SI)
+	ADDQ        $0x00000004, BX
+	ADDQ        $0x00000004, SI
+	SUBQ        $0x00000001, R9
+	JMP         sgdBiasedAVX2_upd_scalar
+
+sgdBiasedAVX2_upd_done:
+	VMOVSS cb+156(FP), X2
+	VMULSS (DI), X2, X4
+	VADDSS X3, X4, X4
+	VMOVSS X4, (DI)
+	VMULSS (R8), X2, X2
+	VADDSS X3, X2, X2
+	VMOVSS X2, (R8)
+	ADDQ   $0x0000000c, AX
+	DECQ   CX
+	JMP    sgdBiasedAVX2_loop
+
+sgdBiasedAVX2_end:
+	VZEROUPPER
+	MOVSD X0, ret+160(FP)
 	RET

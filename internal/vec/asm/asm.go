@@ -7,6 +7,11 @@
 //
 // which writes vec_amd64.s and stubs_amd64.go.
 //
+// The SGD kernels run a whole block of ratings: for each, the fused step
+// of Step on its user and item rows, the biases if any, and a prefetch of
+// the rows of the rating a few places ahead (random rows of a block that
+// sits in L2 would otherwise be waited for one by one).
+//
 // Every kernel has the same shape: an unrolled loop over full vectors (16
 // lanes for AVX-512, 8 for AVX2), a loop over single vectors, then at most
 // one step of each narrower width down to 4 lanes (YMM, XMM) and a scalar
@@ -40,6 +45,8 @@ func main() {
 		step(s)
 		update(s)
 		axpy(s)
+		sgd(s, false)
+		sgd(s, true)
 	}
 	Generate()
 }
@@ -69,6 +76,16 @@ func narrow(r VecVirtual, lanes int) Op {
 // addr returns the stack address of the named argument.
 func addr(name string) Mem {
 	b, err := Param(name).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return b.Addr
+}
+
+// baseAddr returns the stack address of the named slice argument's base
+// pointer.
+func baseAddr(name string) Mem {
+	b, err := Param(name).Base().Resolve()
 	if err != nil {
 		panic(err)
 	}
@@ -300,5 +317,119 @@ func axpy(s isa) {
 		VMOVUPS(v, ym)
 	})
 	VZEROUPPER()
+	RET()
+}
+
+func sgd(s isa, biased bool) {
+	fn := "sgd" + s.name
+	sig := "func(es []Rating, u, v []float32, stride, n, ahead int, c, lr float32) float64"
+	if biased {
+		fn = "sgdBiased" + s.name
+		sig = "func(es []Rating, u, v, bu, bi []float32, stride, n, ahead int, mean, c, lr, cb float32) float64"
+	}
+	TEXT(fn, NOSPLIT, sig)
+	Doc(fmt.Sprintf("%s is SGD (SGDBiased) with the %s kernels: see there.", fn, s.name))
+	e := Load(Param("es").Base(), GP64())
+	cnt := Load(Param("es").Len(), GP64())
+	s4 := Load(Param("stride"), GP64())
+	SHLQ(U8(2), s4)
+	ubase, vbase := baseAddr("u"), baseAddr("v")
+	sse := XMM()
+	VXORPD(sse, sse, sse)
+	c := vreg(s.lanes)
+	VBROADCASTSS(addr("c"), c)
+
+	Label(fn + "_loop")
+	TESTQ(cnt, cnt)
+	JZ(LabelRef(fn + "_end"))
+
+	// Prefetch the rows of the rating ahead places on, if there is one.
+	{
+		a := Load(Param("ahead"), GP64())
+		TESTQ(a, a)
+		JZ(LabelRef(fn + "_fetched"))
+		CMPQ(cnt, a)
+		JLE(LabelRef(fn + "_fetched"))
+		IMUL3Q(U32(12), a, a)
+		pn, qn := GP64(), GP64()
+		MOVLQSX(Mem{Base: e, Index: a, Scale: 1}, pn)
+		MOVLQSX(Mem{Base: e, Index: a, Scale: 1, Disp: 4}, qn)
+		IMULQ(s4, pn)
+		IMULQ(s4, qn)
+		ADDQ(ubase, pn)
+		ADDQ(vbase, qn)
+		rb := Load(Param("n"), GP64())
+		SHLQ(U8(2), rb)
+		Label(fn + "_prefetch")
+		PREFETCHT0(Mem{Base: pn})
+		PREFETCHT0(Mem{Base: qn})
+		ADDQ(U32(64), pn)
+		ADDQ(U32(64), qn)
+		SUBQ(U32(64), rb)
+		JG(LabelRef(fn + "_prefetch"))
+		Label(fn + "_fetched")
+	}
+
+	p, q := GP64(), GP64()
+	MOVLQSX(Mem{Base: e}, p)
+	MOVLQSX(Mem{Base: e, Disp: 4}, q)
+	var bup, bip GPVirtual
+	if biased {
+		bup, bip = GP64(), GP64()
+		MOVQ(p, bup)
+		MOVQ(q, bip)
+		SHLQ(U8(2), bup)
+		SHLQ(U8(2), bip)
+		ADDQ(baseAddr("bu"), bup)
+		ADDQ(baseAddr("bi"), bip)
+	}
+	IMULQ(s4, p)
+	IMULQ(s4, q)
+	ADDQ(ubase, p)
+	ADDQ(vbase, q)
+	t := XMM()
+	VMOVSS(Mem{Base: e, Disp: 8}, t)
+	if biased { // t = r − ((mean + bu) + bi)
+		b := XMM()
+		VMOVSS(addr("mean"), b)
+		VADDSS(Mem{Base: bup}, b, b)
+		VADDSS(Mem{Base: bip}, b, b)
+		VSUBSS(b, t, t)
+	}
+	a, b := Mem{Base: GP64()}, Mem{Base: GP64()}
+	m := Load(Param("n"), GP64())
+	MOVQ(p, a.Base)
+	MOVQ(q, b.Base)
+	d := dotInto(s, fn, a, b, m.(GPVirtual))
+	err := XMM()
+	VSUBSS(d, t, err) // err = t − p·q
+	sq := XMM()
+	VMULSS(err, err, sq)
+	VCVTSS2SD(sq, sq, sq)
+	VADDSD(sq, sse, sse)
+	gs := XMM()
+	VMOVSS(addr("lr"), gs)
+	VMULSS(err, gs, gs)
+	g := vreg(s.lanes)
+	VBROADCASTSS(gs, g)
+	n := Load(Param("n"), GP64())
+	pairUpdate(s, fn, Mem{Base: p}, Mem{Base: q}, n.(GPVirtual), c, g)
+	if biased { // b ← cb·b + g
+		cb := XMM()
+		VMOVSS(addr("cb"), cb)
+		for _, ptr := range []GPVirtual{bup, bip} {
+			x := XMM()
+			VMULSS(Mem{Base: ptr}, cb, x)
+			VADDSS(gs, x, x)
+			VMOVSS(x, Mem{Base: ptr})
+		}
+	}
+	ADDQ(U32(12), e)
+	DECQ(cnt)
+	JMP(LabelRef(fn + "_loop"))
+
+	Label(fn + "_end")
+	VZEROUPPER()
+	Store(sse, ReturnIndex(0))
 	RET()
 }
