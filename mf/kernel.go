@@ -13,7 +13,8 @@ type entry = vec.Rating
 
 // step holds the constants of one block pass.
 type step struct {
-	dim    int
+	stride int // of a factor row
+	n      int // the elements of a row the kernels work on
 	mean   float32
 	c, lr  float32 // c = 1 − lr·reg
 	cb     float32 // cb = 1 − lr·regBias
@@ -27,7 +28,7 @@ type step struct {
 // builds es from data checkIndices accepted.
 func (s *step) sgd(es []entry) float64 {
 	if s.biased {
-		return vec.SGDBiased(es, s.u, s.v, s.bu, s.bi, s.dim, s.dim, s.mean, s.c, s.lr, s.cb)
+		return vec.SGDBiased(es, s.u, s.v, s.bu, s.bi, s.stride, s.n, s.mean, s.c, s.lr, s.cb)
 	}
-	return vec.SGD(es, s.u, s.v, s.dim, s.dim, s.c, s.lr)
+	return vec.SGD(es, s.u, s.v, s.stride, s.n, s.c, s.lr)
 }

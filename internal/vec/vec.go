@@ -37,6 +37,7 @@ package vec
 import (
 	"os"
 	"strings"
+	"unsafe"
 )
 
 //go:generate go run ./asm -out vec_amd64.s -stubs stubs_amd64.go
@@ -217,6 +218,21 @@ func SGDBiasedGo(es []Rating, u, v, bu, bi []float32, stride, n int, mean, c, lr
 		*d = cb**d + g
 	}
 	return sse
+}
+
+// MakeAligned returns a zeroed slice of n float32 whose first element is
+// aligned to 64 bytes, a cache line.
+func MakeAligned(n int) []float32 {
+	const line = 16 // float32 per 64 bytes
+	s := make([]float32, n+line-1)
+	if len(s) == 0 {
+		return s
+	}
+	off := int(uintptr(unsafe.Pointer(&s[0]))%64) / 4
+	if off != 0 {
+		off = line - off
+	}
+	return s[off : off+n : off+n]
 }
 
 // DotGo is the pure Go Dot.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 const eps32 = 1.0 / (1 << 23)
@@ -205,5 +206,25 @@ func TestSetLevelClamps(t *testing.T) {
 	SetLevel(Generic)
 	if Current() != Generic {
 		t.Errorf("SetLevel(Generic) gave %v", Current())
+	}
+}
+
+func TestMakeAligned(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 16, 17, 100, 1000, 100000} {
+		for range 5 {
+			s := MakeAligned(n)
+			if len(s) != n || cap(s) != n {
+				t.Fatalf("MakeAligned(%d): len %d cap %d", n, len(s), cap(s))
+			}
+			if n > 0 && uintptr(unsafe.Pointer(&s[0]))%64 != 0 {
+				t.Fatalf("MakeAligned(%d) at %p, not 64-byte aligned", n, &s[0])
+			}
+			for _, x := range s {
+				if x != 0 {
+					t.Fatalf("MakeAligned(%d) not zeroed", n)
+				}
+			}
+			_ = make([]byte, 24) // shift the next allocation
+		}
 	}
 }
