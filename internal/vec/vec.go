@@ -1,16 +1,24 @@
 // Package vec holds the float32 vector kernels the training loops share:
-// the dot product, the fused SGD step, the paired update and axpy.
+// the dot product, the fused SGD step, the paired update, axpy, and a
+// whole block's SGD pass.
 //
-// Each kernel has a pure Go version (DotGo, StepGo, UpdateGo, AxpyGo),
-// unrolled by four so that the compiler keeps independent sums in
-// registers, and on amd64 an AVX-512 and an AVX2+FMA version. The
-// exported entry points (Dot, Step, Update, Axpy) pick one by the Level
-// chosen once at start-up from the CPU (golang.org/x/sys/cpu): AVX-512
-// (F and DQ) if present, else AVX2 with FMA, else pure Go. The
-// environment variable PRIVREC_SIMD=off forces the pure Go kernels, and
-// SetLevel switches in tests and benchmarks. The pure Go loops are the
-// reference: the tests hold the SIMD kernels to them within float32
-// rounding at every length 0..300.
+// Each kernel has a pure Go version (DotGo, StepGo, UpdateGo, AxpyGo,
+// SGDGo, SGDBiasedGo), unrolled by four so that the compiler keeps
+// independent sums in registers, and on amd64 an AVX-512 and an AVX2+FMA
+// version. The exported entry points (Dot, Step, Update, Axpy, SGD,
+// SGDBiased) pick one by the Level chosen once at start-up from the CPU
+// (golang.org/x/sys/cpu): AVX-512 (F and DQ) if present, else AVX2 with
+// FMA, else pure Go. The environment variable PRIVREC_SIMD=off forces the
+// pure Go kernels, and SetLevel switches in tests and benchmarks. The pure
+// Go loops are the reference: the tests hold the SIMD kernels to them
+// within float32 rounding at every length 0..300.
+//
+// SGD runs a block of ratings in one call: per rating the error, the
+// paired update of the two factor rows and (SGDBiased) the biases, and a
+// prefetch of the rows of the rating two places ahead. A caller that pads
+// its rows to whole cache lines (MakeAligned, a stride that is a multiple
+// of 16) and runs the kernels over the padding avoids every tail loop;
+// package mf does.
 //
 // The kernels do not give the same bits as the pure Go loops: they sum the
 // dot product in another order and fuse multiply and add. Training with
@@ -24,14 +32,15 @@
 // a plain go build, go run or go test (what the README and CI use) would
 // not see it and would silently fall back to the pure Go loops, so the
 // fast path would be off by default. The amd64 kernels are therefore Go
-// assembly (vec_amd64.s), generated with avo (github.com/mmcloughlin/avo,
-// pinned in go.mod) by the program in ./asm, which is committed:
+// assembly (vec_amd64.s), generated with avo (github.com/mmcloughlin/avo
+// v0.5.0, from the Go module proxy, pinned in go.mod) by the program in
+// ./asm, which is committed:
 //
 //	go generate ./internal/vec
 //
 // Assembly functions are not inlined, so a call costs a few nanoseconds;
-// Step fuses the dot product and the update of one SGD step into one call
-// to pay that once per rating. The build tag purego drops the assembly.
+// Step pays that once per rating, SGD once per block. The build tag
+// purego drops the assembly.
 package vec
 
 import (
