@@ -44,12 +44,22 @@ func BenchmarkDot(b *testing.B) {
 	})
 }
 
+// BenchmarkStep steps through pairs of 256 user and 256 item rows in a
+// scrambled order, as SGD does; stepping one pair over and over would time
+// the store-to-load latency of the same rows instead.
 func BenchmarkStep(b *testing.B) {
 	benchLevels(b, func(b *testing.B, k int) {
-		p, q := benchVecs(k)
+		const rows = 256
+		us, vs := make([]float32, rows*k), make([]float32, rows*k)
+		for j := range us {
+			us[j], vs[j] = 0.1*float32(j%7), 0.05*float32(j%5)
+		}
 		var s float32
+		j := 0
 		for b.Loop() {
-			s += Step(p, q, 1, 0.999, 1e-3)
+			u, v := (j*37)%rows, (j*101+j/rows)%rows
+			j++
+			s += Step(us[u*k:u*k+k], vs[v*k:v*k+k], 1, 0.999, 1e-3)
 		}
 		sink = s
 	})
