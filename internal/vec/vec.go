@@ -72,7 +72,7 @@ func (l Level) String() string {
 	return "generic"
 }
 
-// level is the kernel Dot, Step, Update and Axpy use.
+// level is the kernel the exported entry points use.
 var level = detect()
 
 // Best returns the fastest level this CPU supports, ignoring
