@@ -384,9 +384,7 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 		default:
 			dp.FillGammaShares32(r, c.sh.noise, int(b.Counts[j]), row)
 		}
-		for d := range row {
-			row[d] += e * u[d]
-		}
+		vec.Axpy(row, u, e)
 	}
 	c.up.Client, c.up.Round, c.up.Items, c.up.Values = c.id, b.Round, c.items, vals
 	c.up.Counts = c.sh.ones[:len(c.items)]
@@ -433,9 +431,7 @@ func (c *client) updateUser(b *protocol.Broadcast) {
 	for n, j := range c.items {
 		v := b.V[int(j)*k : int(j)*k+k]
 		e := 2 * (vec.Dot(u, v) - c.y[n])
-		for d := range g {
-			g[d] += e * v[d]
-		}
+		vec.Axpy(g, v, e)
 	}
 	lr := float32(b.Param("lr-user", 0) / (float64(len(c.items)) + c.sh.pseudo))
 	reg2 := 2 * c.sh.reg

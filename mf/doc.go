@@ -10,6 +10,13 @@
 // within a block is drawn from Config.Seed alone. The result is therefore
 // the same bit for bit at any worker count.
 //
+// The inner loop over a block is vec.SGD: AVX-512 or AVX2 assembly where
+// the CPU has it, over factor rows padded to 64-byte cache lines, else
+// pure Go (PRIVREC_SIMD=off forces the pure Go kernels). The kernels sum
+// in different orders, so models trained on CPUs with different kernels
+// differ in the last bits; their test RMSE agrees to about 1e-9 on ML-1M
+// (TestSIMDMatchesPureGoML1M).
+//
 // Train returns a model.Model, the one model type of privrec. Through the
 // method registry this is the method "mf"; its defaults (DefaultConfig)
 // were chosen on validation splits of MovieLens training data.

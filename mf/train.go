@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/privrec/privrec/internal/vec"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -178,7 +179,7 @@ func arrange(d *ratings.Dataset, seed uint64) *grid {
 	for _, k := range rng.New(seed, streamOrder).Perm(d.Len()) {
 		u, i := d.Users[k], d.Items[k]
 		j := int(ub[u])*NumBlocks + int(ib[i])
-		g.es[next[j]] = entry{u: upos[u], i: ipos[i], r: d.Values[k]}
+		g.es[next[j]] = entry{U: upos[u], I: ipos[i], R: d.Values[k]}
 		next[j]++
 	}
 	return g
@@ -203,20 +204,39 @@ func blockOrder(blk []uint8) (order, pos []int32) {
 	return order, pos
 }
 
-// gather returns the rows of x (each dim wide) in the order rows.
-func gather(x []float32, rows []int32, dim int) []float32 {
-	y := make([]float32, len(x))
+// gather returns the rows of x (each dim wide) in the order rows, each
+// row stride ≥ dim wide, the rest zero, in memory aligned to 64 bytes.
+func gather(x []float32, rows []int32, dim, stride int) []float32 {
+	y := vec.MakeAligned(len(rows) * stride)
 	for p, row := range rows {
-		copy(y[p*dim:(p+1)*dim], x[int(row)*dim:(int(row)+1)*dim])
+		copy(y[p*stride:p*stride+dim], x[int(row)*dim:(int(row)+1)*dim])
 	}
 	return y
 }
 
-// scatter writes the rows of y (in the order rows) back to x.
-func scatter(x, y []float32, rows []int32, dim int) {
+// scatter writes the rows of y (in the order rows, each stride wide) back
+// to x.
+func scatter(x, y []float32, rows []int32, dim, stride int) {
 	for p, row := range rows {
-		copy(x[int(row)*dim:(int(row)+1)*dim], y[p*dim:(p+1)*dim])
+		copy(x[int(row)*dim:(int(row)+1)*dim], y[p*stride:p*stride+dim])
 	}
+}
+
+// rowLayout returns the stride of a factor row in training and the number
+// of its elements the kernels work on. With SIMD kernels (see package
+// vec) a row is padded with zeros to whole cache lines of 16 float32,
+// and the kernels run over the padding too: every load is then a whole
+// aligned vector and no row needs a tail loop, which on ML-1M made an
+// epoch a third faster at K = 10 and 50 (and changed nothing at K = 128)
+// although it adds arithmetic. The padding stays zero: c·0 + g·0 = 0.
+// The pure Go kernels gain nothing from it and get rows dim wide.
+func rowLayout(dim int) (stride, n int) {
+	if vec.Current() == vec.Generic {
+		return dim, dim
+	}
+	const line = 16 // float32 in a 64-byte cache line
+	p := (dim + line - 1) / line * line
+	return p, p
 }
 
 // balance assigns rows to NumBlocks blocks so that the blocks hold nearly
@@ -266,17 +286,20 @@ type trainer struct {
 	u, v   []float32
 	bu, bi []float32
 	sse    []float64 // per block, of the current epoch
+	stride int       // of a row of u and v
+	n      int       // the elements of a row the kernels work on
 }
 
 func newTrainer(d *ratings.Dataset, cfg Config) *trainer {
 	m := newModel(d, cfg)
 	g := arrange(d, cfg.Seed)
 	t := &trainer{g: g, m: m, cfg: cfg, sse: make([]float64, NumBlocks*NumBlocks)}
-	t.u = gather(m.U, g.users, m.Dim)
-	t.v = gather(m.V, g.items, m.Dim)
+	t.stride, t.n = rowLayout(m.Dim)
+	t.u = gather(m.U, g.users, m.Dim, t.stride)
+	t.v = gather(m.V, g.items, m.Dim, t.stride)
 	if cfg.Biased {
-		t.bu = gather(m.BU, g.users, 1)
-		t.bi = gather(m.BI, g.items, 1)
+		t.bu = gather(m.BU, g.users, 1, 1)
+		t.bi = gather(m.BI, g.items, 1, 1)
 	}
 	return t
 }
@@ -284,11 +307,11 @@ func newTrainer(d *ratings.Dataset, cfg Config) *trainer {
 // finish copies the trained parameters back into the model's row order.
 func (t *trainer) finish() *model.Model {
 	m := t.m
-	scatter(m.U, t.u, t.g.users, m.Dim)
-	scatter(m.V, t.v, t.g.items, m.Dim)
+	scatter(m.U, t.u, t.g.users, m.Dim, t.stride)
+	scatter(m.V, t.v, t.g.items, m.Dim, t.stride)
 	if t.cfg.Biased {
-		scatter(m.BU, t.bu, t.g.users, 1)
-		scatter(m.BI, t.bi, t.g.items, 1)
+		scatter(m.BU, t.bu, t.g.users, 1, 1)
+		scatter(m.BI, t.bi, t.g.items, 1, 1)
 	}
 	return m
 }
@@ -304,7 +327,8 @@ func (t *trainer) epoch(ctx context.Context, e int, lr float64) error {
 	sigma := r.Perm(B)
 	subs := r.Perm(B)
 	st := step{
-		dim:    t.m.Dim,
+		stride: t.stride,
+		n:      t.n,
 		mean:   t.m.Default, // the training mean
 		c:      float32(1 - lr*t.cfg.Reg),
 		lr:     float32(lr),

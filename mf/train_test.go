@@ -257,9 +257,9 @@ func TestArrange(t *testing.T) {
 	for a := range NumBlocks {
 		for b := range NumBlocks {
 			for _, e := range g.block(a, b) {
-				u, i := g.users[e.u], g.items[e.i]
-				if v, ok := want[key{u, i}]; !ok || v != e.r {
-					t.Fatalf("block (%d,%d) holds unknown rating (%d,%d,%g)", a, b, u, i, e.r)
+				u, i := g.users[e.U], g.items[e.I]
+				if v, ok := want[key{u, i}]; !ok || v != e.R {
+					t.Fatalf("block (%d,%d) holds unknown rating (%d,%d,%g)", a, b, u, i, e.R)
 				}
 				delete(want, key{u, i})
 				if x, ok := ublk[u]; ok && x != a {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/privrec/privrec/internal/vec"
 	"github.com/privrec/privrec/method"
 )
 
@@ -25,6 +26,9 @@ type benchReport struct {
 	UpdatesPerSecond float64 `json:"updates_per_second"`
 	// TrainSeconds is the whole training, loading excluded.
 	TrainSeconds float64 `json:"train_seconds"`
+	// Kernels names the vector kernels in use: avx512, avx2 or generic
+	// (pure Go; PRIVREC_SIMD=off forces it).
+	Kernels string `json:"kernels"`
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -42,7 +46,8 @@ func (a *app) benchCmd() *cobra.Command {
 for the federated methods: every client's work, the noise, the server's
 aggregation) and the training ratings processed per second, loading
 excluded. The first epoch, which carries the setup, is left out of the
-median when there are several.`,
+median when there are several. It also names the vector kernels in use
+(avx512, avx2, or generic: pure Go, which PRIVREC_SIMD=off forces).`,
 		Example: `  privrec bench --data ml-1m --method mf --dim 50 --epochs 10 --json
   privrec bench --data ml-1m --method hdpmf --secagg masked --epochs 5`,
 		Args: cobra.NoArgs,
@@ -81,7 +86,8 @@ median when there are several.`,
 				med = (epochs[len(epochs)/2-1] + epochs[len(epochs)/2]) / 2
 			}
 			rep := benchReport{Dataset: df.data, Ratings: d.Len(), Method: mfl.spec.Name, Config: mfl.config(),
-				Epochs: max(len(marks), 1), SecondsPerEpoch: med, TrainSeconds: total.Seconds()}
+				Epochs: max(len(marks), 1), SecondsPerEpoch: med, TrainSeconds: total.Seconds(),
+				Kernels: vec.Current().String()}
 			if med > 0 {
 				rep.UpdatesPerSecond = float64(d.Len()) / med
 			}
@@ -90,8 +96,8 @@ median when there are several.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(rep)
 			}
-			fmt.Fprintf(a.stdout, "%s on %s (%d ratings): %.4g s per epoch (median of %d), %.3g rating updates/s; %.2f s in all\n",
-				mfl.String(), df.data, d.Len(), med, len(epochs), rep.UpdatesPerSecond, total.Seconds())
+			fmt.Fprintf(a.stdout, "%s on %s (%d ratings): %.4g s per epoch (median of %d), %.3g rating updates/s; %.2f s in all; %s kernels\n",
+				mfl.String(), df.data, d.Len(), med, len(epochs), rep.UpdatesPerSecond, total.Seconds(), rep.Kernels)
 			return nil
 		},
 	}
