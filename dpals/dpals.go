@@ -1,0 +1,466 @@
+package dpals
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/internal/linalg"
+	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/rng"
+)
+
+// Stream labels for rng.New.
+const (
+	streamNoise  uint64 = 0x6470_616c_736e // "dpalsn": the aggregate noise
+	streamSample uint64 = 0x6470_616c_7373 // "dpalss": a user's sample of c ratings
+	streamInit   uint64 = 0x6470_616c_7369 // "dpalsi": the public initial item factors
+)
+
+// Report is what a run released and spent.
+type Report struct {
+	// Ledger holds every release of the run.
+	Ledger rdp.Ledger
+	// Rho is the zCDP budget the target (Eps, Delta) allows; the ledger's
+	// total equals it up to rounding.
+	Rho float64
+	// Eps is the ledger's total ε at Delta.
+	Eps float64
+	// Mean is the released global mean.
+	Mean float64
+	// Stats holds figures for reports: "train_rmse", the noise σ of each
+	// kind of release, "failed_solves".
+	Stats map[string]float64
+}
+
+// Claim is the privacy claim of Train.
+var Claim = model.Privacy{
+	Unit: "user", Trusted: "nobody",
+	Note: "user-level joint DP over the whole run: each user's vector and bias are solved on the device and never leave it; the " +
+		"server receives only Gaussian-noised sums over users of per-item statistics (weighted counts and residual sums, Gramians " +
+		"and right-hand sides) and a noised global mean, every release composed in zCDP and converted to (ε, δ); each user's " +
+		"contribution is bounded (at most c ratings, clipped residuals, norm-bounded vectors, weights whose squares sum to 1); " +
+		"holds against a server that sees only the sums (aggregation ideal: the ideal functionality of secure aggregation, the " +
+		"noise drawn once as the sum of the clients' Gaussian shares); hyperparameter tuning is not counted",
+	Aggregation: "ideal", Noise: "gaussian",
+}
+
+// Train fits the model on train (ratings on 1..5) with cfg and seed. See
+// the package documentation for the protocol and its privacy.
+func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64) (*model.Model, *Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	rho, err := rdp.ZCDPRhoFor(cfg.Eps, cfg.Delta)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dpals: %w", err)
+	}
+	t := &trainer{cfg: cfg, seed: seed, d: train, byUser: train.ByUser(),
+		nu: train.NumUsers(), ni: train.NumItems(), k: cfg.Dim,
+		rep: &Report{Rho: rho, Stats: map[string]float64{}}}
+	factors := cfg.Dim > 0 && cfg.Rounds > 0
+	if !factors {
+		t.k = 0
+	}
+	rhoMean := cfg.FracMean * rho
+	rhoBias := (1 - cfg.FracMean) * rho
+	if factors {
+		rhoBias = cfg.FracBias * rho
+	}
+	t.releaseMean(rhoMean)
+	t.bi = make([]float64, t.ni)
+	t.bu = make([]float64, t.nu)
+	t.weight = make([]float64, t.ni)
+	for j := range t.weight {
+		t.weight[j] = 1
+	}
+	for r := range cfg.BiasRounds {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		t.biasRound(r, rhoBias/float64(cfg.BiasRounds))
+	}
+	if factors {
+		t.initV()
+		rf := (rho - rhoMean - rhoBias) / float64(cfg.Rounds)
+		for r := range cfg.Rounds {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, err
+			}
+			t.factorRound(cfg.BiasRounds+r, rf)
+		}
+	}
+	m := t.finalModel()
+	t.rep.Eps = t.rep.Ledger.Epsilon(cfg.Delta)
+	return m, t.rep, nil
+}
+
+// trainer holds one run's state: the public broadcast (mean, item biases,
+// item factors) and, standing for the devices, the users' own biases and
+// vectors.
+type trainer struct {
+	cfg    Config
+	seed   uint64
+	d      *ratings.Dataset
+	byUser *ratings.CSR
+	nu, ni int
+	k      int
+	rep    *Report
+
+	mu     float64   // released global mean
+	bi     []float64 // item biases (public)
+	bBias  []float64 // item biases of the last bias round: the prior of the factor rounds
+	v      []float64 // item factors, ni×k (public)
+	bu     []float64 // user biases (on the devices)
+	u      []float64 // user vectors, nu×k (on the devices)
+	weight []float64 // per-item popularity weight p_j from the last released counts
+}
+
+// noise returns the stream of the aggregate noise of release r.
+func (t *trainer) noise(r uint64) *rand.Rand { return rng.New(t.seed, streamNoise, r) }
+
+// releaseMean releases the global mean at zCDP cost rho: each user
+// contributes (m_u − 3, 1), m_u the mean of the user's ratings, clipped to
+// [1, 5]: L2 sensitivity √5. μ = 3 + S̃/max(Ñ, 1), clamped to [1, 5].
+func (t *trainer) releaseMean(rho float64) {
+	l2 := math.Sqrt(5)
+	sigma := rdp.GaussianSigmaFor(rho, l2)
+	t.rep.Ledger.Gaussian("global mean: sum of user means and user count", 1, l2, sigma)
+	var s, n float64
+	for u := range t.nu {
+		_, val := t.byUser.Row(u)
+		if len(val) == 0 {
+			continue
+		}
+		var m float64
+		for _, x := range val {
+			m += float64(x)
+		}
+		m = min(max(m/float64(len(val)), 1), 5)
+		s += m - 3
+		n++
+	}
+	r := t.noise(0)
+	s += sigma * r.NormFloat64()
+	n += sigma * r.NormFloat64()
+	t.mu = min(max(3+s/max(n, 1), 1), 5)
+	t.rep.Mean = t.mu
+	t.rep.Stats["sigma_mean"] = sigma
+}
+
+// sample returns the positions (within the user's row) of the user's
+// ratings that enter round r's statistics: all of them, or a uniform
+// sample of MaxRatings drawn on the device.
+func (t *trainer) sample(u, r int, n int, buf []int) []int {
+	buf = buf[:0]
+	for p := range n {
+		buf = append(buf, p)
+	}
+	c := t.cfg.MaxRatings
+	if c == 0 || n <= c {
+		return buf
+	}
+	g := rng.New(t.seed, streamSample, uint64(r), uint64(u))
+	for p := range c {
+		q := p + g.IntN(n-p)
+		buf[p], buf[q] = buf[q], buf[p]
+	}
+	buf = buf[:c]
+	slices.Sort(buf)
+	return buf
+}
+
+// weights writes the user's weights for the sampled ratings: p_j
+// normalized so that their squares sum to 1.
+func (t *trainer) weights(items []int32, pos []int, w []float64) []float64 {
+	w = w[:0]
+	var s float64
+	for _, p := range pos {
+		x := t.weight[items[p]]
+		w = append(w, x)
+		s += x * x
+	}
+	s = 1 / math.Sqrt(s)
+	for k := range w {
+		w[k] *= s
+	}
+	return w
+}
+
+// setWeights sets the popularity weights p_j = (c̃_j + 1)^(−Beta) from
+// released weighted counts (post-processing).
+func (t *trainer) setWeights(count []float64) {
+	for j, c := range count {
+		t.weight[j] = math.Pow(max(c, 0)+1, -t.cfg.Beta)
+	}
+}
+
+// clip returns x clipped to [−c, c].
+func clip(x, c float64) float64 { return min(max(x, -c), c) }
+
+// biasRound runs bias round r at zCDP cost rho. Each device solves its
+// bias b_u against the broadcast μ and b_j; the server receives the
+// noised per-item sums g_j = Σ_u w_uj (weighted count, sensitivity 1)
+// and h_j = Σ_u w_uj·clip(r − μ − b_u) (sensitivity Clip), and sets
+// b_j = h̃_j / (max(g̃_j, 0) + λ), λ = RegItem + RegNoise·σ_g.
+func (t *trainer) biasRound(r int, rho float64) {
+	rg, rh := t.cfg.FracGram*rho, (1-t.cfg.FracGram)*rho
+	sg, sh := rdp.GaussianSigmaFor(rg, 1), rdp.GaussianSigmaFor(rh, t.cfg.Clip)
+	t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item weighted counts", r+1), 1, 1, sg)
+	t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item residual sums", r+1), 1, t.cfg.Clip, sh)
+	t.rep.Stats["sigma_bias_count"], t.rep.Stats["sigma_bias_sum"] = sg, sh
+	g := make([]float64, t.ni)
+	h := make([]float64, t.ni)
+	var pos []int
+	var w []float64
+	for u := range t.nu {
+		items, val := t.byUser.Row(u)
+		if len(items) == 0 {
+			continue
+		}
+		var s float64
+		for k, j := range items {
+			s += float64(val[k]) - t.mu - t.bi[j]
+		}
+		bu := s / (float64(len(items)) + t.cfg.RegUserBias)
+		t.bu[u] = bu
+		pos = t.sample(u, r, len(items), pos)
+		w = t.weights(items, pos, w)
+		for k, p := range pos {
+			j := items[p]
+			g[j] += w[k]
+			h[j] += w[k] * clip(float64(val[p])-t.mu-bu, t.cfg.Clip)
+		}
+	}
+	nz := t.noise(uint64(1 + r))
+	lam := t.cfg.RegItem + t.cfg.RegNoise*sg
+	for j := range t.ni {
+		g[j] += sg * nz.NormFloat64()
+		h[j] += sh * nz.NormFloat64()
+		t.bi[j] = h[j] / (max(g[j], 0) + lam)
+	}
+	t.setWeights(g)
+	t.bBias = slices.Clone(t.bi)
+}
+
+// initV draws the initial item factors from public randomness.
+func (t *trainer) initV() {
+	g := rng.New(t.seed, streamInit)
+	t.v = make([]float64, t.ni*t.k)
+	for k := range t.v {
+		t.v[k] = t.cfg.InitScale * g.NormFloat64()
+	}
+	t.u = make([]float64, t.nu*t.k)
+}
+
+// solveUser solves user u's bias and vector on the device from all the
+// user's ratings against the broadcast μ, b_j and V (ridge RegUserBias on
+// the bias, RegUser on the vector), storing them in t.bu and t.u. It
+// reports false when the solve failed (the user keeps the old values).
+func (t *trainer) solveUser(u int, a, b []float64) bool {
+	k1 := t.k + 1
+	items, val := t.byUser.Row(u)
+	clear(a)
+	clear(b)
+	for q, j := range items {
+		y := float64(val[q]) - t.mu - t.bi[j]
+		vj := t.v[int(j)*t.k : int(j)*t.k+t.k]
+		// x = (1, v_j)
+		a[0]++
+		b[0] += y
+		for p := range t.k {
+			a[(p+1)*k1] += vj[p]
+			b[p+1] += y * vj[p]
+			row := a[(p+1)*k1 : (p+1)*k1+p+2]
+			for s := 0; s <= p; s++ {
+				row[s+1] += vj[p] * vj[s]
+			}
+		}
+	}
+	a[0] += t.cfg.RegUserBias + 1e-9
+	for p := range t.k {
+		a[(p+1)*k1+p+1] += t.cfg.RegUser
+	}
+	if !linalg.CholeskySolve(a, b, k1) {
+		return false
+	}
+	t.bu[u] = b[0]
+	copy(t.u[u*t.k:u*t.k+t.k], b[1:])
+	return true
+}
+
+// factorRound runs factor round r at zCDP cost rho. Each device solves
+// (b_u, u) against the broadcast, scales u to norm at most NormU, and adds
+// for each sampled rating w·x xᵀ to item j's Gramian and w·y·x to its
+// right-hand side, x = (1, u), y = clip(r − μ − b_u): sensitivities
+// 1 + NormU² and Clip·√(1 + NormU²). The server solves
+// (G̃_j + λI) (b_j, v_j) = h̃_j + λ(b̄_j, 0), b̄_j the bias rounds' item
+// bias, λ = RegItem + RegNoise·σ_G.
+func (t *trainer) factorRound(r int, rho float64) {
+	k, k1 := t.k, t.k+1
+	nt := k1 * (k1 + 1) / 2 // upper triangle with the diagonal
+	lg := 1 + t.cfg.NormU*t.cfg.NormU
+	lh := t.cfg.Clip * math.Sqrt(lg)
+	sg := rdp.GaussianSigmaFor(t.cfg.FracGram*rho, lg)
+	sh := rdp.GaussianSigmaFor((1-t.cfg.FracGram)*rho, lh)
+	t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item Gramians (upper triangles)", r+1), 1, lg, sg)
+	t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item right-hand sides", r+1), 1, lh, sh)
+	t.rep.Stats["sigma_gram"], t.rep.Stats["sigma_rhs"] = sg, sh
+	gram := make([]float64, t.ni*nt)
+	rhs := make([]float64, t.ni*k1)
+	a := make([]float64, k1*k1)
+	b := make([]float64, k1)
+	x := make([]float64, k1)
+	var pos []int
+	var w []float64
+	for u := range t.nu {
+		items, val := t.byUser.Row(u)
+		if len(items) == 0 {
+			continue
+		}
+		if !t.solveUser(u, a, b) {
+			t.rep.Stats["failed_solves"]++
+		}
+		x[0] = 1
+		uu := t.u[u*k : u*k+k]
+		var n2 float64
+		for _, z := range uu {
+			n2 += z * z
+		}
+		s := 1.0
+		if n := math.Sqrt(n2); n > t.cfg.NormU {
+			s = t.cfg.NormU / n
+		}
+		for p, z := range uu {
+			x[p+1] = s * z
+		}
+		pos = t.sample(u, r, len(items), pos)
+		w = t.weights(items, pos, w)
+		for q, p := range pos {
+			j := int(items[p])
+			y := w[q] * clip(float64(val[p])-t.mu-t.bu[u], t.cfg.Clip)
+			gj := gram[j*nt : j*nt+nt]
+			hj := rhs[j*k1 : j*k1+k1]
+			e := 0
+			for p1 := range k1 {
+				wx := w[q] * x[p1]
+				hj[p1] += y * x[p1]
+				for p2 := p1; p2 < k1; p2++ {
+					gj[e] += wx * x[p2]
+					e++
+				}
+			}
+		}
+	}
+	nz := t.noise(uint64(1 + r))
+	lam := t.cfg.RegItem + t.cfg.RegNoise*sg
+	count := make([]float64, t.ni)
+	for j := range t.ni {
+		gj := gram[j*nt : j*nt+nt]
+		hj := rhs[j*k1 : j*k1+k1]
+		for e := range gj {
+			gj[e] += sg * nz.NormFloat64()
+		}
+		for e := range hj {
+			hj[e] += sh * nz.NormFloat64()
+		}
+		count[j] = gj[0]
+		t.solveItem(j, gj, hj, lam, a, b)
+	}
+	t.setWeights(count)
+}
+
+// solveItem solves item j's (b_j, v_j) from its noisy upper-triangle
+// Gramian gj and right-hand side hj with ridge lam, shrinking b_j towards
+// the bias rounds' estimate. A Gramian the noise made indefinite gets its
+// ridge doubled until the solve succeeds.
+func (t *trainer) solveItem(j int, gj, hj []float64, lam float64, a, b []float64) {
+	k1 := t.k + 1
+	for try := 0; try < 60; try++ {
+		e := 0
+		for p1 := range k1 {
+			for p2 := p1; p2 < k1; p2++ {
+				a[p2*k1+p1] = gj[e] // lower triangle, row p2
+				e++
+			}
+			a[p1*k1+p1] += lam
+		}
+		copy(b, hj)
+		b[0] += lam * t.bBias[j]
+		if linalg.CholeskySolve(a, b, k1) {
+			t.bi[j] = b[0]
+			copy(t.v[j*t.k:j*t.k+t.k], b[1:])
+			return
+		}
+		lam *= 2
+	}
+	t.rep.Stats["failed_solves"]++
+}
+
+// finalModel has every device solve its bias and vector against the last
+// broadcast one more time (free: it reads only the user's own ratings)
+// and returns the model of all users' on-device predictions.
+func (t *trainer) finalModel() *model.Model {
+	d := t.d
+	m := &model.Model{
+		Dim: t.k, NumUsers: t.nu, NumItems: t.ni,
+		Mean: float32(t.mu), Default: float32(t.mu), Scale: d.Scale,
+		BU: make([]float32, t.nu), BI: make([]float32, t.ni),
+		U: make([]float32, t.nu*t.k), V: make([]float32, t.ni*t.k),
+		Rated:   make([]bool, t.nu),
+		UserIDs: slices.Clone(d.UserIDs), ItemIDs: slices.Clone(d.ItemIDs), ItemTitles: slices.Clone(d.ItemTitles),
+	}
+	k1 := t.k + 1
+	a := make([]float64, k1*k1)
+	b := make([]float64, k1)
+	if t.u == nil {
+		t.u = make([]float64, 0)
+	}
+	var se float64
+	for u := range t.nu {
+		items, val := t.byUser.Row(u)
+		if len(items) == 0 {
+			continue
+		}
+		m.Rated[u] = true
+		if t.k > 0 {
+			if !t.solveUser(u, a, b) {
+				t.rep.Stats["failed_solves"]++
+			}
+		} else {
+			var s float64
+			for q, j := range items {
+				s += float64(val[q]) - t.mu - t.bi[j]
+			}
+			t.bu[u] = s / (float64(len(items)) + t.cfg.RegUserBias)
+		}
+		for q, j := range items {
+			p := t.mu + t.bu[u] + t.bi[j]
+			for c := range t.k {
+				p += t.u[u*t.k+c] * t.v[int(j)*t.k+c]
+			}
+			e := float64(val[q]) - float64(d.Scale.Clamp(float32(p)))
+			se += e * e
+		}
+	}
+	for u, x := range t.bu {
+		m.BU[u] = float32(x)
+	}
+	for j, x := range t.bi {
+		m.BI[j] = float32(x)
+	}
+	for c, x := range t.u {
+		m.U[c] = float32(x)
+	}
+	for c, x := range t.v {
+		m.V[c] = float32(x)
+	}
+	if d.Len() > 0 {
+		t.rep.Stats["train_rmse"] = math.Sqrt(se / float64(d.Len()))
+	}
+	return m
+}
