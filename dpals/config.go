@@ -60,6 +60,28 @@ type Config struct {
 	// items with few raters shrink: the factors to 0 and the item bias
 	// towards the bias rounds' estimate (the DP item average). ≥ 0.
 	RegItem, RegNoise float64
+	// TopItems, when > 0, restricts the factor rounds to the TopItems
+	// items with the largest noisy counts of the last bias round (a
+	// post-processing): users spend their weight on those items only, and
+	// the others keep v_j = 0 and the bias rounds' b_j. 0: all items.
+	TopItems int
+	// SharedGram replaces each item's released Gramian by its released
+	// weighted count times one global Gramian of the user vectors (one
+	// small release summed over all users): per item only K + 2 noisy
+	// numbers instead of (K+1)(K+2)/2 + K + 1.
+	SharedGram bool
+	// InitItems, when > 0, warm-starts the item factors of the InitItems
+	// items with the largest noisy counts by the top Dim eigenvectors of
+	// a noisy item-item second-moment matrix of the users' residuals (one
+	// release); 0 starts from public random factors.
+	InitItems int
+	// FracInit is the share of the factor budget (after the mean and the
+	// bias rounds) spent on the warm start when Rounds > 0, in (0, 1).
+	FracInit float64
+	// InitFloor keeps only the warm start's components whose eigenvalue
+	// exceeds InitFloor times the noise matrix's spectral norm (2σ√m),
+	// ≥ 0.
+	InitFloor float64
 	// InitScale is the standard deviation of the initial item factors
 	// (public random numbers), > 0.
 	InitScale float64
@@ -75,7 +97,7 @@ func DefaultConfig() Config {
 		FracMean: 0.02, FracBias: 0.3, FracGram: 0.5,
 		RegUser: 5, RegUserBias: 2,
 		RegItem: 5, RegNoise: 2,
-		InitScale: 0.5,
+		FracInit: 0.5, InitFloor: 1, InitScale: 0.5,
 	}
 }
 
@@ -112,7 +134,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dpals: Beta = %g must be ≥ 0 and finite", c.Beta)
 	case !in01(c.FracMean) || !in01(c.FracBias) || !in01(c.FracGram):
 		return fmt.Errorf("dpals: FracMean = %g, FracBias = %g, FracGram = %g must each be in (0, 1)", c.FracMean, c.FracBias, c.FracGram)
-	case c.FracMean+c.FracBias >= 1 && c.Dim > 0 && c.Rounds > 0:
+	case c.FracMean+c.FracBias >= 1 && c.Dim > 0 && (c.Rounds > 0 || c.InitItems > 0):
 		return fmt.Errorf("dpals: FracMean + FracBias = %g leaves nothing for the factor rounds", c.FracMean+c.FracBias)
 	case !(c.RegUser > 0) || !fin(c.RegUser) || !(c.RegUserBias >= 0) || !fin(c.RegUserBias):
 		return fmt.Errorf("dpals: RegUser = %g must be > 0, RegUserBias = %g ≥ 0", c.RegUser, c.RegUserBias)
@@ -120,6 +142,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dpals: RegItem = %g and RegNoise = %g must be ≥ 0 and finite", c.RegItem, c.RegNoise)
 	case c.RegItem == 0 && c.RegNoise == 0:
 		return fmt.Errorf("dpals: RegItem and RegNoise are both 0: the item solve needs a ridge")
+	case c.InitItems < 0 || c.InitItems > 5000:
+		return fmt.Errorf("dpals: InitItems = %d must be in 0..5000", c.InitItems)
+	case c.InitItems > 0 && c.Rounds > 0 && !in01(c.FracInit):
+		return fmt.Errorf("dpals: FracInit = %g must be in (0, 1)", c.FracInit)
+	case !(c.InitFloor >= 0) || !fin(c.InitFloor):
+		return fmt.Errorf("dpals: InitFloor = %g must be ≥ 0 and finite", c.InitFloor)
+	case c.TopItems < 0:
+		return fmt.Errorf("dpals: TopItems = %d must be ≥ 0", c.TopItems)
 	case !(c.InitScale > 0) || !fin(c.InitScale):
 		return fmt.Errorf("dpals: InitScale = %g must be > 0 and finite", c.InitScale)
 	}

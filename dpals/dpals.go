@@ -12,6 +12,7 @@ import (
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
+	"gonum.org/v1/gonum/mat"
 )
 
 // Stream labels for rng.New.
@@ -19,6 +20,7 @@ const (
 	streamNoise  uint64 = 0x6470_616c_736e // "dpalsn": the aggregate noise
 	streamSample uint64 = 0x6470_616c_7373 // "dpalss": a user's sample of c ratings
 	streamInit   uint64 = 0x6470_616c_7369 // "dpalsi": the public initial item factors
+	releaseInit  uint64 = 1 << 20          // the noise stream of the spectral initialization
 )
 
 // Report is what a run released and spent.
@@ -62,7 +64,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64)
 	t := &trainer{cfg: cfg, seed: seed, d: train, byUser: train.ByUser(),
 		nu: train.NumUsers(), ni: train.NumItems(), k: cfg.Dim,
 		rep: &Report{Rho: rho, Stats: map[string]float64{}}}
-	factors := cfg.Dim > 0 && cfg.Rounds > 0
+	factors := cfg.Dim > 0 && (cfg.Rounds > 0 || cfg.InitItems > 0)
 	if !factors {
 		t.k = 0
 	}
@@ -86,8 +88,17 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64)
 	}
 	if factors {
 		t.initV()
-		rf := (rho - rhoMean - rhoBias) / float64(cfg.Rounds)
+		rest := rho - rhoMean - rhoBias
+		if cfg.InitItems > 0 {
+			ri := rest
+			if cfg.Rounds > 0 {
+				ri = cfg.FracInit * rest
+			}
+			t.spectralInit(ri)
+			rest -= ri
+		}
 		for r := range cfg.Rounds {
+			rf := rest / float64(cfg.Rounds)
 			if err := ctx.Err(); err != nil {
 				return nil, nil, err
 			}
@@ -118,6 +129,8 @@ type trainer struct {
 	bu     []float64 // user biases (on the devices)
 	u      []float64 // user vectors, nu×k (on the devices)
 	weight []float64 // per-item popularity weight p_j from the last released counts
+	count  []float64 // the last released (noisy) weighted counts
+	active []bool    // items that get factors: the TopItems largest counts
 }
 
 // noise returns the stream of the aggregate noise of release r.
@@ -153,14 +166,17 @@ func (t *trainer) releaseMean(rho float64) {
 }
 
 // sample returns the positions (within the user's row) of the user's
-// ratings that enter round r's statistics: all of them, or a uniform
-// sample of MaxRatings drawn on the device.
-func (t *trainer) sample(u, r int, n int, buf []int) []int {
+// ratings that enter round r's statistics: all of them (in a factor
+// round, all on active items), or a uniform sample of MaxRatings of them
+// drawn on the device.
+func (t *trainer) sample(u, r int, items []int32, buf []int) []int {
 	buf = buf[:0]
-	for p := range n {
-		buf = append(buf, p)
+	for p, j := range items {
+		if t.active == nil || t.active[j] {
+			buf = append(buf, p)
+		}
 	}
-	c := t.cfg.MaxRatings
+	c, n := t.cfg.MaxRatings, len(buf)
 	if c == 0 || n <= c {
 		return buf
 	}
@@ -178,6 +194,9 @@ func (t *trainer) sample(u, r int, n int, buf []int) []int {
 // normalized so that their squares sum to 1.
 func (t *trainer) weights(items []int32, pos []int, w []float64) []float64 {
 	w = w[:0]
+	if len(pos) == 0 {
+		return w
+	}
 	var s float64
 	for _, p := range pos {
 		x := t.weight[items[p]]
@@ -194,6 +213,7 @@ func (t *trainer) weights(items []int32, pos []int, w []float64) []float64 {
 // setWeights sets the popularity weights p_j = (c̃_j + 1)^(−Beta) from
 // released weighted counts (post-processing).
 func (t *trainer) setWeights(count []float64) {
+	t.count = slices.Clone(count)
 	for j, c := range count {
 		t.weight[j] = math.Pow(max(c, 0)+1, -t.cfg.Beta)
 	}
@@ -228,7 +248,7 @@ func (t *trainer) biasRound(r int, rho float64) {
 		}
 		bu := s / (float64(len(items)) + t.cfg.RegUserBias)
 		t.bu[u] = bu
-		pos = t.sample(u, r, len(items), pos)
+		pos = t.sample(u, r, items, pos)
 		w = t.weights(items, pos, w)
 		for k, p := range pos {
 			j := items[p]
@@ -247,7 +267,9 @@ func (t *trainer) biasRound(r int, rho float64) {
 	t.bBias = slices.Clone(t.bi)
 }
 
-// initV draws the initial item factors from public randomness.
+// initV draws the initial item factors from public randomness and marks
+// the active items: the TopItems with the largest released counts of the
+// last bias round (post-processing), or all.
 func (t *trainer) initV() {
 	g := rng.New(t.seed, streamInit)
 	t.v = make([]float64, t.ni*t.k)
@@ -255,6 +277,22 @@ func (t *trainer) initV() {
 		t.v[k] = t.cfg.InitScale * g.NormFloat64()
 	}
 	t.u = make([]float64, t.nu*t.k)
+	t.active = make([]bool, t.ni)
+	m := t.cfg.TopItems
+	if m == 0 || m >= t.ni {
+		for j := range t.active {
+			t.active[j] = true
+		}
+		return
+	}
+	for _, j := range t.topItems(m) {
+		t.active[j] = true
+	}
+	for j, on := range t.active {
+		if !on {
+			clear(t.v[j*t.k : j*t.k+t.k])
+		}
+	}
 }
 
 // solveUser solves user u's bias and vector on the device from all the
@@ -294,29 +332,63 @@ func (t *trainer) solveUser(u int, a, b []float64) bool {
 }
 
 // factorRound runs factor round r at zCDP cost rho. Each device solves
-// (b_u, u) against the broadcast, scales u to norm at most NormU, and adds
-// for each sampled rating w·x xᵀ to item j's Gramian and w·y·x to its
-// right-hand side, x = (1, u), y = clip(r − μ − b_u): sensitivities
-// 1 + NormU² and Clip·√(1 + NormU²). The server solves
+// (b_u, u) against the broadcast and scales u to norm at most NormU; with
+// x = (1, u) and y = clip(r − μ − b_u), it adds for each sampled rating on
+// an active item w·y·x to the item's right-hand side (sensitivity
+// Clip·√(1 + NormU²)) and either w·x xᵀ to the item's Gramian (its upper
+// triangle, sensitivity 1 + NormU²) or, with SharedGram, w to the item's
+// count (sensitivity 1) and, once per user, x xᵀ to one global Gramian
+// (sensitivity 1 + NormU²), the item's Gramian then being its count times
+// the global mean of x xᵀ. The server solves
 // (G̃_j + λI) (b_j, v_j) = h̃_j + λ(b̄_j, 0), b̄_j the bias rounds' item
-// bias, λ = RegItem + RegNoise·σ_G.
+// bias, λ = RegItem + RegNoise·σ of the count or Gramian entries.
 func (t *trainer) factorRound(r int, rho float64) {
 	k, k1 := t.k, t.k+1
 	nt := k1 * (k1 + 1) / 2 // upper triangle with the diagonal
+	shared := t.cfg.SharedGram
 	lg := 1 + t.cfg.NormU*t.cfg.NormU
 	lh := t.cfg.Clip * math.Sqrt(lg)
-	sg := rdp.GaussianSigmaFor(t.cfg.FracGram*rho, lg)
-	sh := rdp.GaussianSigmaFor((1-t.cfg.FracGram)*rho, lh)
-	t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item Gramians (upper triangles)", r+1), 1, lg, sg)
+	rg, rh := t.cfg.FracGram*rho, (1-t.cfg.FracGram)*rho
+	sh := rdp.GaussianSigmaFor(rh, lh)
+	var sg, sc float64 // σ of the Gramians (per item or global), of the counts
+	if shared {
+		// The global Gramian sums over every user: a tenth of the
+		// Gramian share is plenty.
+		sg = rdp.GaussianSigmaFor(0.1*rg, lg)
+		sc = rdp.GaussianSigmaFor(0.9*rg, 1)
+		t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: global Gramian of the user vectors", r+1), 1, lg, sg)
+		t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item weighted counts", r+1), 1, 1, sc)
+		t.rep.Stats["sigma_count"] = sc
+	} else {
+		sg = rdp.GaussianSigmaFor(rg, lg)
+		sc = sg
+		t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item Gramians (upper triangles)", r+1), 1, lg, sg)
+	}
 	t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item right-hand sides", r+1), 1, lh, sh)
 	t.rep.Stats["sigma_gram"], t.rep.Stats["sigma_rhs"] = sg, sh
-	gram := make([]float64, t.ni*nt)
+	var gram []float64
+	if shared {
+		gram = make([]float64, nt) // the global one
+	} else {
+		gram = make([]float64, t.ni*nt)
+	}
+	cnt := make([]float64, t.ni)
 	rhs := make([]float64, t.ni*k1)
 	a := make([]float64, k1*k1)
 	b := make([]float64, k1)
 	x := make([]float64, k1)
 	var pos []int
 	var w []float64
+	addOuter := func(g []float64, wt float64) {
+		e := 0
+		for p1 := range k1 {
+			wx := wt * x[p1]
+			for p2 := p1; p2 < k1; p2++ {
+				g[e] += wx * x[p2]
+				e++
+			}
+		}
+	}
 	for u := range t.nu {
 		items, val := t.byUser.Row(u)
 		if len(items) == 0 {
@@ -338,40 +410,62 @@ func (t *trainer) factorRound(r int, rho float64) {
 		for p, z := range uu {
 			x[p+1] = s * z
 		}
-		pos = t.sample(u, r, len(items), pos)
+		if shared {
+			addOuter(gram, 1)
+		}
+		pos = t.sample(u, r, items, pos)
 		w = t.weights(items, pos, w)
 		for q, p := range pos {
 			j := int(items[p])
 			y := w[q] * clip(float64(val[p])-t.mu-t.bu[u], t.cfg.Clip)
-			gj := gram[j*nt : j*nt+nt]
 			hj := rhs[j*k1 : j*k1+k1]
-			e := 0
 			for p1 := range k1 {
-				wx := w[q] * x[p1]
 				hj[p1] += y * x[p1]
-				for p2 := p1; p2 < k1; p2++ {
-					gj[e] += wx * x[p2]
-					e++
-				}
+			}
+			if shared {
+				cnt[j] += w[q]
+			} else {
+				addOuter(gram[j*nt:j*nt+nt], w[q])
 			}
 		}
 	}
 	nz := t.noise(uint64(1 + r))
-	lam := t.cfg.RegItem + t.cfg.RegNoise*sg
-	count := make([]float64, t.ni)
-	for j := range t.ni {
-		gj := gram[j*nt : j*nt+nt]
-		hj := rhs[j*k1 : j*k1+k1]
-		for e := range gj {
-			gj[e] += sg * nz.NormFloat64()
+	var global []float64
+	if shared {
+		for e := range gram {
+			gram[e] += sg * nz.NormFloat64()
 		}
+		global = make([]float64, nt)
+		for e := range gram {
+			global[e] = gram[e] / max(gram[0], 1)
+		}
+	}
+	lam := t.cfg.RegItem + t.cfg.RegNoise*sc
+	gj := make([]float64, nt)
+	for j := range t.ni {
+		// Every item's statistics are released (the vector's shape is
+		// public); inactive items are not solved.
+		hj := rhs[j*k1 : j*k1+k1]
 		for e := range hj {
 			hj[e] += sh * nz.NormFloat64()
 		}
-		count[j] = gj[0]
-		t.solveItem(j, gj, hj, lam, a, b)
+		if shared {
+			cnt[j] += sc * nz.NormFloat64()
+			c := max(cnt[j], 0)
+			for e := range gj {
+				gj[e] = c * global[e]
+			}
+		} else {
+			copy(gj, gram[j*nt:j*nt+nt])
+			for e := range gj {
+				gj[e] += sg * nz.NormFloat64()
+			}
+			cnt[j] = gj[0]
+		}
+		if t.active[j] {
+			t.solveItem(j, gj, hj, lam, a, b)
+		}
 	}
-	t.setWeights(count)
 }
 
 // solveItem solves item j's (b_j, v_j) from its noisy upper-triangle
@@ -463,4 +557,138 @@ func (t *trainer) finalModel() *model.Model {
 		t.rep.Stats["train_rmse"] = math.Sqrt(se / float64(d.Len()))
 	}
 	return m
+}
+
+// spectralInit replaces the initial item factors of the InitItems items
+// with the largest released counts by the top Dim eigenvectors of a noisy
+// item-item second-moment matrix, at zCDP cost rho (a private warm start in
+// the manner of Dwork et al.'s Analyze Gauss, STOC 2014). Each device
+// solves its bias against the broadcast, forms z_u with z_uj =
+// w_uj·clip(r_uj − μ − b_u − b_j) on its rated items among them (weights
+// whose squares sum to 1) and adds z_u z_uᵀ: L2 sensitivity Clip². The
+// server adds symmetric Gaussian noise and keeps the top eigenvectors,
+// scaled by √(λ/n̂) with n̂ the number of users (its own noisy (0,0)-free
+// estimate: the global mean's count is not reused, so the scale is
+// λ/InitItems, a public function of the release).
+func (t *trainer) spectralInit(rho float64) {
+	m := min(t.cfg.InitItems, t.ni)
+	c2 := t.cfg.Clip * t.cfg.Clip
+	sigma := rdp.GaussianSigmaFor(rho, c2)
+	t.rep.Ledger.Gaussian("warm start: item-item second moments of the top items", 1, c2, sigma)
+	t.rep.Stats["sigma_init"] = sigma
+	top := t.topItems(m)
+	slot := make([]int, t.ni)
+	for j := range slot {
+		slot[j] = -1
+	}
+	for s, j := range top {
+		slot[j] = s
+	}
+	a := make([]float64, m*m)
+	var zi []int
+	var zv []float64
+	for u := range t.nu {
+		items, val := t.byUser.Row(u)
+		if len(items) == 0 {
+			continue
+		}
+		var s float64
+		for q, j := range items {
+			s += float64(val[q]) - t.mu - t.bi[j]
+		}
+		bu := s / (float64(len(items)) + t.cfg.RegUserBias)
+		zi, zv = zi[:0], zv[:0]
+		var n2 float64
+		for q, j := range items {
+			if slot[j] < 0 {
+				continue
+			}
+			p := t.weight[j]
+			zi = append(zi, slot[j])
+			zv = append(zv, p*clip(float64(val[q])-t.mu-bu-t.bi[j], t.cfg.Clip))
+			n2 += p * p
+		}
+		if len(zi) == 0 {
+			continue
+		}
+		if c := t.cfg.MaxRatings; c > 0 && len(zi) > c {
+			g := rng.New(t.seed, streamSample, releaseInit, uint64(u))
+			for p := range c {
+				q := p + g.IntN(len(zi)-p)
+				zi[p], zi[q] = zi[q], zi[p]
+				zv[p], zv[q] = zv[q], zv[p]
+			}
+			zi, zv = zi[:c], zv[:c]
+			n2 = 0
+			for _, j := range zi {
+				p := t.weight[top[j]]
+				n2 += p * p
+			}
+		}
+		sc := 1 / math.Sqrt(n2)
+		for x, i := range zi {
+			for y, k := range zi {
+				if k >= i {
+					a[i*m+k] += zv[x] * zv[y] * sc * sc
+				}
+			}
+		}
+	}
+	nz := t.noise(releaseInit)
+	for i := range m {
+		for k := i; k < m; k++ {
+			a[i*m+k] += sigma * nz.NormFloat64()
+			a[k*m+i] = a[i*m+k]
+		}
+	}
+	var eig mat.EigenSym
+	if !eig.Factorize(mat.NewSymDense(m, a), true) {
+		t.rep.Stats["failed_solves"]++
+		return
+	}
+	vals := eig.Values(nil) // ascending
+	var vecs mat.Dense
+	eig.VectorsTo(&vecs)
+	for j := range t.v {
+		t.v[j] = 0
+	}
+	// A Gaussian symmetric m×m matrix of entry σ has spectral norm about
+	// 2σ√m: components below InitFloor times that are noise and are left
+	// at 0 (the user vectors then leave those dimensions unused).
+	floor := t.cfg.InitFloor * 2 * sigma * math.Sqrt(float64(m))
+	kept := 0
+	for c := range min(t.k, m) {
+		col := m - 1 - c
+		l := max(vals[col], 0)
+		if l <= floor {
+			break
+		}
+		kept++
+		sc := t.cfg.InitScale * math.Sqrt(float64(m)) * math.Sqrt(l/vals[m-1])
+		for s, j := range top {
+			t.v[j*t.k+c] = sc * vecs.At(s, col)
+		}
+	}
+	t.rep.Stats["init_dims"] = float64(kept)
+	t.rep.Stats["init_top_eigenvalue"] = vals[m-1]
+	t.rep.Stats["init_noise_floor"] = floor
+}
+
+// topItems returns the m items with the largest released counts, largest
+// first (ties by index).
+func (t *trainer) topItems(m int) []int {
+	order := make([]int, t.ni)
+	for j := range order {
+		order[j] = j
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case t.count[a] > t.count[b]:
+			return -1
+		case t.count[a] < t.count[b]:
+			return 1
+		}
+		return 0
+	})
+	return order[:m]
 }

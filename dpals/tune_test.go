@@ -21,9 +21,14 @@ func setField(c *Config, name, val string) error {
 		"eps": &c.Eps, "delta": &c.Delta, "clip": &c.Clip, "normu": &c.NormU, "beta": &c.Beta,
 		"fracmean": &c.FracMean, "fracbias": &c.FracBias, "fracgram": &c.FracGram,
 		"reguser": &c.RegUser, "reguserbias": &c.RegUserBias, "regitem": &c.RegItem, "regnoise": &c.RegNoise,
-		"initscale": &c.InitScale,
+		"initscale": &c.InitScale, "fracinit": &c.FracInit, "initfloor": &c.InitFloor,
 	}
-	i := map[string]*int{"dim": &c.Dim, "biasrounds": &c.BiasRounds, "rounds": &c.Rounds, "maxratings": &c.MaxRatings}
+	i := map[string]*int{"dim": &c.Dim, "biasrounds": &c.BiasRounds, "rounds": &c.Rounds, "maxratings": &c.MaxRatings, "topitems": &c.TopItems, "inititems": &c.InitItems}
+	if strings.ToLower(name) == "sharedgram" {
+		x, err := strconv.ParseBool(val)
+		c.SharedGram = x
+		return err
+	}
 	if p, ok := f[strings.ToLower(name)]; ok {
 		x, err := strconv.ParseFloat(val, 64)
 		*p = x
@@ -91,6 +96,7 @@ func TestTune(t *testing.T) {
 			}
 			sum += math.Sqrt(se / float64(inner.Test.Len()))
 		}
-		t.Logf("%-60s val RMSE %.4f  ε %.3f  train %.4f  %.1fs", line, sum/float64(seeds), rep.Eps, rep.Stats["train_rmse"], time.Since(start).Seconds())
+		t.Logf("%-60s val RMSE %.4f  ε %.3f  train %.4f  %.1fs dims %g λ1 %.0f floor %.0f", line, sum/float64(seeds), rep.Eps, rep.Stats["train_rmse"], time.Since(start).Seconds(),
+			rep.Stats["init_dims"], rep.Stats["init_top_eigenvalue"], rep.Stats["init_noise_floor"])
 	}
 }
