@@ -219,6 +219,30 @@ func (t *trainer) setWeights(count []float64) {
 	}
 }
 
+// resBound is the L2 bound of a user's weighted residual vector (w_uj·y_uj
+// over the user's contributed ratings): Clip, since the weights' squares
+// sum to 1, or ClipNorm when it is set and smaller.
+func (t *trainer) resBound() float64 {
+	if c := t.cfg.ClipNorm; c > 0 && c < t.cfg.Clip {
+		return c
+	}
+	return t.cfg.Clip
+}
+
+// clipNorm scales the weighted residual vector ys down to norm resBound.
+func (t *trainer) clipNorm(ys []float64) {
+	b := t.resBound()
+	var n2 float64
+	for _, y := range ys {
+		n2 += y * y
+	}
+	if n := math.Sqrt(n2); n > b {
+		for k := range ys {
+			ys[k] *= b / n
+		}
+	}
+}
+
 // clip returns x clipped to [−c, c].
 func clip(x, c float64) float64 { return min(max(x, -c), c) }
 
@@ -229,14 +253,14 @@ func clip(x, c float64) float64 { return min(max(x, -c), c) }
 // b_j = h̃_j / (max(g̃_j, 0) + λ), λ = RegItem + RegNoise·σ_g.
 func (t *trainer) biasRound(r int, rho float64) {
 	rg, rh := t.cfg.FracGram*rho, (1-t.cfg.FracGram)*rho
-	sg, sh := rdp.GaussianSigmaFor(rg, 1), rdp.GaussianSigmaFor(rh, t.cfg.Clip)
+	sg, sh := rdp.GaussianSigmaFor(rg, 1), rdp.GaussianSigmaFor(rh, t.resBound())
 	t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item weighted counts", r+1), 1, 1, sg)
-	t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item residual sums", r+1), 1, t.cfg.Clip, sh)
+	t.rep.Ledger.Gaussian(fmt.Sprintf("round %d: item residual sums", r+1), 1, t.resBound(), sh)
 	t.rep.Stats["sigma_bias_count"], t.rep.Stats["sigma_bias_sum"] = sg, sh
 	g := make([]float64, t.ni)
 	h := make([]float64, t.ni)
 	var pos []int
-	var w []float64
+	var w, ys []float64
 	for u := range t.nu {
 		items, val := t.byUser.Row(u)
 		if len(items) == 0 {
@@ -250,10 +274,15 @@ func (t *trainer) biasRound(r int, rho float64) {
 		t.bu[u] = bu
 		pos = t.sample(u, r, items, pos)
 		w = t.weights(items, pos, w)
+		ys = ys[:0]
+		for k, p := range pos {
+			ys = append(ys, w[k]*clip(float64(val[p])-t.mu-bu, t.cfg.Clip))
+		}
+		t.clipNorm(ys)
 		for k, p := range pos {
 			j := items[p]
 			g[j] += w[k]
-			h[j] += w[k] * clip(float64(val[p])-t.mu-bu, t.cfg.Clip)
+			h[j] += ys[k]
 		}
 	}
 	nz := t.noise(uint64(1 + r))
@@ -261,6 +290,8 @@ func (t *trainer) biasRound(r int, rho float64) {
 	for j := range t.ni {
 		g[j] += sg * nz.NormFloat64()
 		h[j] += sh * nz.NormFloat64()
+	}
+	for j := range t.ni {
 		t.bi[j] = h[j] / (max(g[j], 0) + lam)
 	}
 	t.setWeights(g)
@@ -347,7 +378,7 @@ func (t *trainer) factorRound(r int, rho float64) {
 	nt := k1 * (k1 + 1) / 2 // upper triangle with the diagonal
 	shared := t.cfg.SharedGram
 	lg := 1 + t.cfg.NormU*t.cfg.NormU
-	lh := t.cfg.Clip * math.Sqrt(lg)
+	lh := t.resBound() * math.Sqrt(lg)
 	rg, rh := t.cfg.FracGram*rho, (1-t.cfg.FracGram)*rho
 	sh := rdp.GaussianSigmaFor(rh, lh)
 	var sg, sc float64 // σ of the Gramians (per item or global), of the counts
@@ -378,7 +409,7 @@ func (t *trainer) factorRound(r int, rho float64) {
 	b := make([]float64, k1)
 	x := make([]float64, k1)
 	var pos []int
-	var w []float64
+	var w, ys []float64
 	addOuter := func(g []float64, wt float64) {
 		e := 0
 		for p1 := range k1 {
@@ -415,9 +446,14 @@ func (t *trainer) factorRound(r int, rho float64) {
 		}
 		pos = t.sample(u, r, items, pos)
 		w = t.weights(items, pos, w)
+		ys = ys[:0]
+		for q, p := range pos {
+			ys = append(ys, w[q]*clip(float64(val[p])-t.mu-t.bu[u], t.cfg.Clip))
+		}
+		t.clipNorm(ys)
 		for q, p := range pos {
 			j := int(items[p])
-			y := w[q] * clip(float64(val[p])-t.mu-t.bu[u], t.cfg.Clip)
+			y := ys[q]
 			hj := rhs[j*k1 : j*k1+k1]
 			for p1 := range k1 {
 				hj[p1] += y * x[p1]
@@ -572,7 +608,7 @@ func (t *trainer) finalModel() *model.Model {
 // λ/InitItems, a public function of the release).
 func (t *trainer) spectralInit(rho float64) {
 	m := min(t.cfg.InitItems, t.ni)
-	c2 := t.cfg.Clip * t.cfg.Clip
+	c2 := t.resBound() * t.resBound()
 	sigma := rdp.GaussianSigmaFor(rho, c2)
 	t.rep.Ledger.Gaussian("warm start: item-item second moments of the top items", 1, c2, sigma)
 	t.rep.Stats["sigma_init"] = sigma
@@ -626,10 +662,14 @@ func (t *trainer) spectralInit(rho float64) {
 			}
 		}
 		sc := 1 / math.Sqrt(n2)
+		for x := range zv {
+			zv[x] *= sc
+		}
+		t.clipNorm(zv)
 		for x, i := range zi {
 			for y, k := range zi {
 				if k >= i {
-					a[i*m+k] += zv[x] * zv[y] * sc * sc
+					a[i*m+k] += zv[x] * zv[y]
 				}
 			}
 		}

@@ -43,20 +43,24 @@ func rmse(t *testing.T, s ratings.Split, cfg Config, seed uint64) (float64, *Rep
 func TestEveryReleaseIsAccounted(t *testing.T) {
 	s := synthetic(t)
 	for _, c := range []struct {
-		name               string
-		dim, bias, rounds  int
-		eps, delta         float64
-		wantReleases       int
-		wantFactorReleases int
+		name                    string
+		dim, bias, rounds, init int
+		eps, delta              float64
+		shared                  bool
+		wantReleases            int
+		wantFactorReleases      int
 	}{
-		{"biases", 0, 1, 3, 1, 1e-6, 1 + 2, 0},
-		{"biases, 2 rounds", 0, 2, 0, 10, 1e-5, 1 + 4, 0},
-		{"factors", 4, 1, 3, 1, 1e-6, 1 + 2 + 6, 6},
-		{"factors, eps 5", 2, 2, 2, 5, 1e-6, 1 + 4 + 4, 4},
+		{"biases", 0, 1, 3, 0, 1, 1e-6, false, 1 + 2, 0},
+		{"biases, 2 rounds", 0, 2, 0, 0, 10, 1e-5, false, 1 + 4, 0},
+		{"factors", 4, 1, 3, 0, 1, 1e-6, false, 1 + 2 + 6, 6},
+		{"factors, eps 5", 2, 2, 2, 0, 5, 1e-6, false, 1 + 4 + 4, 4},
+		{"warm start only", 2, 1, 0, 50, 1, 1e-6, false, 1 + 2 + 1, 0},
+		{"warm start, shared Gramian", 3, 2, 2, 50, 2, 1e-6, true, 1 + 4 + 1 + 6, 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Dim, cfg.BiasRounds, cfg.Rounds, cfg.Eps, cfg.Delta = c.dim, c.bias, c.rounds, c.eps, c.delta
+			cfg.InitItems, cfg.SharedGram, cfg.TopItems = c.init, c.shared, 0
 			_, rep := rmse(t, s, cfg, 1)
 			rs := rep.Ledger.Releases()
 			if len(rs) != c.wantReleases {
@@ -93,12 +97,11 @@ func TestLearnsAtLargeEpsAndDegradesAtSmall(t *testing.T) {
 	}
 	base = math.Sqrt(base / float64(s.Test.Len()))
 	cfg := DefaultConfig()
-	cfg.Dim, cfg.Rounds = 3, 4
+	cfg.Dim, cfg.Rounds, cfg.InitItems, cfg.TopItems = 3, 4, 0, 0
 	cfg.Eps = 1e4
 	big, _ := rmse(t, s, cfg, 1)
 	cfg.Dim, cfg.Rounds = 0, 0
 	biases, _ := rmse(t, s, cfg, 1) // the planted model has no biases
-	cfg = DefaultConfig()
 	cfg.Dim, cfg.Rounds, cfg.Eps = 3, 4, 0.01
 	small, _ := rmse(t, s, cfg, 1)
 	t.Logf("global mean %.4f, biases %.4f, factors ε=1e4 %.4f, ε=0.01 %.4f", base, biases, big, small)

@@ -18,7 +18,7 @@ import (
 // accepted) from text; it is the tuning aid's way to read a grid.
 func setField(c *Config, name, val string) error {
 	f := map[string]*float64{
-		"eps": &c.Eps, "delta": &c.Delta, "clip": &c.Clip, "normu": &c.NormU, "beta": &c.Beta,
+		"eps": &c.Eps, "delta": &c.Delta, "clip": &c.Clip, "clipnorm": &c.ClipNorm, "normu": &c.NormU, "beta": &c.Beta,
 		"fracmean": &c.FracMean, "fracbias": &c.FracBias, "fracgram": &c.FracGram,
 		"reguser": &c.RegUser, "reguserbias": &c.RegUserBias, "regitem": &c.RegItem, "regnoise": &c.RegNoise,
 		"initscale": &c.InitScale, "fracinit": &c.FracInit, "initfloor": &c.InitFloor,

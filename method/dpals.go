@@ -19,6 +19,7 @@ func dpalsFields(c *dpals.Config) []Field {
 		intF("rounds", &c.Rounds, "factor rounds (noisy Gramians and right-hand sides)"),
 		intF("max-ratings", &c.MaxRatings, "c: most ratings of a user in the released statistics, sampled on the device (0: all)"),
 		floatF("clip", &c.Clip, "bound on a contributed residual (rating units)"),
+		floatF("clip-norm", &c.ClipNorm, "bound on the L2 norm of a user's whole weighted residual vector (0: clip bounds it)"),
 		floatF("norm-u", &c.NormU, "bound on the norm of a contributed user vector"),
 		floatF("beta", &c.Beta, "adaptive weights ∝ (noisy item count)^(−beta), normalized per user (0: uniform)"),
 		floatF("frac-mean", &c.FracMean, "share of the zCDP budget spent on the global mean"),
@@ -28,6 +29,11 @@ func dpalsFields(c *dpals.Config) []Field {
 		floatF("reg-user-bias", &c.RegUserBias, "ridge of the user bias in the device's solve"),
 		floatF("reg-item", &c.RegItem, "ridge of the item solve (weighted ratings)"),
 		floatF("reg-noise", &c.RegNoise, "ridge added per unit of the released statistics' noise σ"),
+		intF("top-items", &c.TopItems, "factor rounds only for the items with the largest noisy counts (0: all)"),
+		boolF("shared-gram", &c.SharedGram, "an item's Gramian is its noisy count times one global Gramian"),
+		intF("init-items", &c.InitItems, "spectral warm start on the items with the largest noisy counts (0: random start)"),
+		floatF("frac-init", &c.FracInit, "share of the factor budget spent on the warm start when rounds > 0"),
+		floatF("init-floor", &c.InitFloor, "warm-start components kept above this multiple of the noise's spectral norm"),
 		floatF("init", &c.InitScale, "standard deviation of the public initial item factors"),
 	}
 }
