@@ -130,7 +130,17 @@ type trainer struct {
 	u      []float64 // user vectors, nu×k (on the devices)
 	weight []float64 // per-item popularity weight p_j from the last released counts
 	count  []float64 // the last released (noisy) weighted counts
+	// rec, when not nil, is given every release's sums before the noise
+	// is added (tests use it to check sensitivities).
+	rec func(name string, sums []float64)
 	active []bool    // items that get factors: the TopItems largest counts
+}
+
+// record passes a release's noise-free sums to rec.
+func (t *trainer) record(name string, sums []float64) {
+	if t.rec != nil {
+		t.rec(name, slices.Clone(sums))
+	}
 }
 
 // noise returns the stream of the aggregate noise of release r.
@@ -157,6 +167,7 @@ func (t *trainer) releaseMean(rho float64) {
 		s += m - 3
 		n++
 	}
+	t.record("mean", []float64{s, n})
 	r := t.noise(0)
 	s += sigma * r.NormFloat64()
 	n += sigma * r.NormFloat64()
@@ -285,6 +296,8 @@ func (t *trainer) biasRound(r int, rho float64) {
 			h[j] += ys[k]
 		}
 	}
+	t.record("counts", g)
+	t.record("sums", h)
 	nz := t.noise(uint64(1 + r))
 	lam := t.cfg.RegItem + t.cfg.RegNoise*sg
 	for j := range t.ni {
@@ -465,6 +478,13 @@ func (t *trainer) factorRound(r int, rho float64) {
 			}
 		}
 	}
+	if shared {
+		t.record("global gram", gram)
+		t.record("counts", cnt)
+	} else {
+		t.record("gram", gram)
+	}
+	t.record("rhs", rhs)
 	nz := t.noise(uint64(1 + r))
 	var global []float64
 	if shared {
@@ -674,6 +694,11 @@ func (t *trainer) spectralInit(rho float64) {
 			}
 		}
 	}
+	upper := make([]float64, 0, m*(m+1)/2)
+	for i := range m {
+		upper = append(upper, a[i*m+i:i*m+m]...)
+	}
+	t.record("init", upper)
 	nz := t.noise(releaseInit)
 	for i := range m {
 		for k := i; k < m; k++ {
