@@ -132,8 +132,8 @@ type trainer struct {
 	count  []float64 // the last released (noisy) weighted counts
 	// rec, when not nil, is given every release's sums before the noise
 	// is added (tests use it to check sensitivities).
-	rec func(name string, sums []float64)
-	active []bool    // items that get factors: the TopItems largest counts
+	rec    func(name string, sums []float64)
+	active []bool // items that get factors: the TopItems largest counts
 }
 
 // record passes a release's noise-free sums to rec.
