@@ -20,18 +20,31 @@
 //  2. bias rounds: per item the weighted count Σ_u w_uj and the weighted
 //     sum of clipped residuals Σ_u w_uj·clip(r_uj − μ − b_u) (sensitivities
 //     1 and Clip); b_j = sum / (count + λ);
-//  3. factor rounds (Chien et al., ICML 2021): with x_u = (1, u), u scaled to
+//  3. an optional warm start (InitItems): for the InitItems items with the
+//     largest released counts, the second-moment matrix Σ_u z_u z_uᵀ of the
+//     users' weighted residual vectors z_uj = w_uj·clip(r_uj − μ − b_u − b_j)
+//     (L2 sensitivity ClipNorm², or Clip²), released once with symmetric
+//     Gaussian noise; the item factors start from its top eigenvectors
+//     above the noise's spectral norm (Dwork et al.'s Analyze Gauss, STOC
+//     2014, used as a private warm start);
+//  4. factor rounds (Chien et al., ICML 2021): with x_u = (1, u), u scaled to
 //     norm ≤ NormU, per item the Gramian Σ_u w_uj x_u x_uᵀ (its upper
 //     triangle, sensitivity 1 + NormU²) and the right-hand side
-//     Σ_u w_uj·clip(r_uj − μ − b_u)·x_u (sensitivity Clip·√(1 + NormU²));
-//     (b_j, v_j) solves the noisy ridge system, the bias shrunk towards the
-//     bias rounds' estimate (the DP item average, as a prior) and the
-//     factors towards 0.
+//     Σ_u w_uj·clip(r_uj − μ − b_u)·x_u (sensitivity ClipNorm·√(1 + NormU²));
+//     with SharedGram the per-item Gramian is replaced by the item's noisy
+//     weighted count times one global Gramian Σ_u x_u x_uᵀ (one small
+//     release), so an item costs K + 2 noisy numbers instead of
+//     (K+1)(K+2)/2 + K + 1; with TopItems only the most rated items get
+//     factors. (b_j, v_j) solves the noisy ridge system, the bias shrunk
+//     towards the bias rounds' estimate (the DP item average, as a prior)
+//     and the factors towards 0.
 //
 // # Bounding a user's contribution
 //
 // A user contributes at most c = MaxRatings ratings (a uniform sample drawn
-// on the device), with weights w_uj whose squares sum to 1 over them:
+// on the device), with weights w_uj whose squares sum to 1 over them, and
+// the whole weighted residual vector is clipped to L2 norm ClipNorm (as
+// DP-SGD clips a gradient; each residual is also clipped to Clip). Weights:
 // uniform (1/√n), or adaptive (Krichene et al., ICML 2023, "alternating
 // minimization under distribution skew"): ∝ (c̃_j + 1)^(−Beta), c̃_j the
 // item's noisy weighted count from the previous release, so a user's budget
@@ -51,6 +64,20 @@
 // own ratings, as joint DP allows. The ridge of the item solve grows with
 // the noise σ (RegNoise), so items with few raters shrink to the prior.
 //
+// TestOneUserMovesEveryReleaseByAtMostItsSensitivity checks every kind of
+// release against canary users: one user moves the noise-free sums by at
+// most the sensitivity the ledger charges.
+//
 // What is not counted: hyperparameter tuning (done on a held-out part of
 // the training data; see TestTune) and the public rating scale.
+//
+// # Results
+//
+// ML-1M, random 80/20, seed 1, δ = 1e-6 (docs/results/frontier): dp-als
+// test RMSE 0.9637 at ε = 1 with its defaults, 0.912 at ε = 10 with the
+// setting tuned for it; the biases-only dp-biases 0.9655 at ε = 1. The
+// issue's targets (0.95 and 0.90) are not reached: with 6,040 users the
+// noise, fixed by ε, is close to the low-rank signal, which grows with
+// the number of users (at ε = 1 the warm start's top eigenvalue is about
+// 220 against a noise spectral norm of about 160).
 package dpals
