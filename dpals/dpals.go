@@ -632,6 +632,9 @@ func (t *trainer) spectralInit(rho float64) {
 	sigma := rdp.GaussianSigmaFor(rho, c2)
 	t.rep.Ledger.Gaussian("warm start: item-item second moments of the top items", 1, c2, sigma)
 	t.rep.Stats["sigma_init"] = sigma
+	if m == 0 {
+		return // no items: an empty matrix, nothing to release
+	}
 	top := t.topItems(m)
 	slot := make([]int, t.ni)
 	for j := range slot {

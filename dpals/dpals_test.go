@@ -165,3 +165,33 @@ func TestValidateRejects(t *testing.T) {
 		t.Errorf("biases defaults: %v", err)
 	}
 }
+
+func TestTinyAndEmptyData(t *testing.T) {
+	one := &ratings.Dataset{Scale: ratings.Scale{Min: 1, Max: 5, Step: 1}, Users: []int32{0}, Items: []int32{0}, Values: []float32{4},
+		UserIDs: []string{"u"}, ItemIDs: []string{"i"}}
+	empty := &ratings.Dataset{Scale: one.Scale}
+	noItems := &ratings.Dataset{Scale: one.Scale, UserIDs: []string{"u"}}
+	for name, d := range map[string]*ratings.Dataset{"one rating": one, "empty": empty, "no items": noItems} {
+		for _, cfg := range []Config{DefaultConfig(), BiasesConfig(), func() Config {
+			c := DefaultConfig()
+			c.Rounds, c.SharedGram, c.Dim = 2, false, 4
+			return c
+		}()} {
+			m, rep, err := Train(context.Background(), d, cfg, 1)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if err := m.Check(); err != nil {
+				t.Errorf("%s: model: %v", name, err)
+			}
+			if math.Abs(rep.Eps-cfg.Eps) > 1e-6 {
+				t.Errorf("%s: ε %g, want %g", name, rep.Eps, cfg.Eps)
+			}
+			if d.Len() > 0 {
+				if p := m.Predict(0, 0); !(p >= 1 && p <= 5) {
+					t.Errorf("%s: prediction %g", name, p)
+				}
+			}
+		}
+	}
+}
