@@ -130,6 +130,10 @@ type trainer struct {
 	u      []float64 // user vectors, nu×k (on the devices)
 	weight []float64 // per-item popularity weight p_j from the last released counts
 	count  []float64 // the last released (noisy) weighted counts
+	// poolG and poolH sum the bias rounds' noisy counts and sums, and
+	// poolVar their count noise variance (PoolBias).
+	poolG, poolH []float64
+	poolVar      float64
 	// rec, when not nil, is given every release's sums before the noise
 	// is added (tests use it to check sensitivities).
 	rec    func(name string, sums []float64)
@@ -304,8 +308,21 @@ func (t *trainer) biasRound(r int, rho float64) {
 		g[j] += sg * nz.NormFloat64()
 		h[j] += sh * nz.NormFloat64()
 	}
-	for j := range t.ni {
-		t.bi[j] = h[j] / (max(g[j], 0) + lam)
+	if t.cfg.PoolBias {
+		if t.poolG == nil {
+			t.poolG, t.poolH = make([]float64, t.ni), make([]float64, t.ni)
+		}
+		t.poolVar += sg * sg
+		lam = t.cfg.RegItem + t.cfg.RegNoise*math.Sqrt(t.poolVar)
+		for j := range t.ni {
+			t.poolG[j] += g[j]
+			t.poolH[j] += h[j]
+			t.bi[j] = t.poolH[j] / (max(t.poolG[j], 0) + lam)
+		}
+	} else {
+		for j := range t.ni {
+			t.bi[j] = h[j] / (max(g[j], 0) + lam)
+		}
 	}
 	t.setWeights(g)
 	t.bBias = slices.Clone(t.bi)

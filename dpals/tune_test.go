@@ -24,6 +24,11 @@ func setField(c *Config, name, val string) error {
 		"initscale": &c.InitScale, "fracinit": &c.FracInit, "initfloor": &c.InitFloor,
 	}
 	i := map[string]*int{"dim": &c.Dim, "biasrounds": &c.BiasRounds, "rounds": &c.Rounds, "maxratings": &c.MaxRatings, "topitems": &c.TopItems, "inititems": &c.InitItems}
+	if strings.ToLower(name) == "poolbias" {
+		x, err := strconv.ParseBool(val)
+		c.PoolBias = x
+		return err
+	}
 	if strings.ToLower(name) == "sharedgram" {
 		x, err := strconv.ParseBool(val)
 		c.SharedGram = x

@@ -16,6 +16,7 @@ func dpalsFields(c *dpals.Config) []Field {
 		floatF("delta", &c.Delta, "user-level δ of the whole run"),
 		intF("dim", &c.Dim, "latent dimension K (0: biases only)"),
 		intF("bias-rounds", &c.BiasRounds, "rounds releasing item-bias statistics"),
+		boolF("pool-bias", &c.PoolBias, "estimate item biases from every bias round's sums and counts so far"),
 		intF("rounds", &c.Rounds, "factor rounds (noisy Gramians and right-hand sides)"),
 		intF("max-ratings", &c.MaxRatings, "c: most ratings of a user in the released statistics, sampled on the device (0: all)"),
 		floatF("clip", &c.Clip, "bound on a contributed residual (rating units)"),

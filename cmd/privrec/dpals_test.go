@@ -19,8 +19,8 @@ func TestEvaluateDPALSPrivacy(t *testing.T) {
 		eps, delta string
 		releases   int
 	}{
-		{"dp-als", "1", "1e-6", 1 + 2 + 1}, // mean, one bias round, the warm start
-		{"dp-biases", "10", "1e-5", 1 + 2}, // mean, one bias round
+		{"dp-als", "1", "1e-6", 1 + 8*2 + 1}, // mean, eight bias rounds, the warm start
+		{"dp-biases", "10", "1e-5", 1 + 8*2}, // mean, eight bias rounds
 	} {
 		t.Run(tc.method, func(t *testing.T) {
 			out, _, err := run(t, "evaluate", "--data", data, "--scale", "1,5,1", "--split", "random:0.8",
