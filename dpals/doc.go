@@ -19,7 +19,10 @@
 //     user's mean rating (L2 sensitivity √5);
 //  2. bias rounds: per item the weighted count Σ_u w_uj and the weighted
 //     sum of clipped residuals Σ_u w_uj·clip(r_uj − μ − b_u) (sensitivities
-//     1 and Clip); b_j = sum / (count + λ);
+//     1 and ClipNorm or Clip); b_j = sum / (count + λ), or with PoolBias
+//     the pooled sums and counts of every bias round so far over the
+//     pooled count plus λ (post-processing: R rounds at ρ/R carry one
+//     round's noise at ρ, while user and item biases alternate R times);
 //  3. an optional warm start (InitItems): for the InitItems items with the
 //     largest released counts, the second-moment matrix Σ_u z_u z_uᵀ of the
 //     users' weighted residual vectors z_uj = w_uj·clip(r_uj − μ − b_u − b_j)
@@ -73,11 +76,11 @@
 //
 // # Results
 //
-// ML-1M, random 80/20, seed 1, δ = 1e-6 (docs/results/frontier): dp-als
-// test RMSE 0.9637 at ε = 1 with its defaults, 0.912 at ε = 10 with the
-// setting tuned for it; the biases-only dp-biases 0.9655 at ε = 1. The
-// issue's targets (0.95 and 0.90) are not reached: with 6,040 users the
-// noise, fixed by ε, is close to the low-rank signal, which grows with
-// the number of users (at ε = 1 the warm start's top eigenvalue is about
-// 220 against a noise spectral norm of about 160).
+// ML-1M, random 80/20, δ = 1e-6, three seeds (docs/results/frontier):
+// dp-als test RMSE 0.9603 at ε = 1 with its defaults and 0.9060 at ε = 10
+// with the setting tuned for it; the biases-only dp-biases 0.9592 and
+// 0.9175. The targets (0.95 and 0.90) are not reached: with 6,040
+// users the noise, fixed by ε, is close to the low-rank signal, which
+// grows with the number of users (at ε = 1 the warm start's top
+// eigenvalue is about 220 against a noise spectral norm of about 160).
 package dpals
