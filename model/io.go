@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/internal/atomicfile"
 )
 
@@ -101,6 +102,8 @@ type privacyJSON struct {
 	EpsTotal jsonFloat `json:"eps_total"`
 	Delta    jsonFloat `json:"delta"`
 	Note     string    `json:"note,omitempty"`
+	// Releases is Privacy.Releases (finite numbers only).
+	Releases []rdp.Release `json:"releases,omitempty"`
 }
 
 // jsonFloat is a float64 whose non-finite values are the JSON strings
@@ -146,7 +149,7 @@ func (m *Model) encodeMeta() ([]byte, error) {
 	enc.SetEscapeHTML(false)
 	err := enc.Encode(metadata{Method: m.Method, Config: m.Config, Privacy: privacyJSON{
 		Unit: p.Unit, Trusted: p.Trusted, EpsRound: jsonFloat(p.EpsRound),
-		EpsTotal: jsonFloat(p.EpsTotal), Delta: jsonFloat(p.Delta), Note: p.Note,
+		EpsTotal: jsonFloat(p.EpsTotal), Delta: jsonFloat(p.Delta), Note: p.Note, Releases: p.Releases,
 	}})
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), err
 }
@@ -520,7 +523,7 @@ func (m *Model) decodeMeta(b []byte) error {
 	p := md.Privacy
 	m.Method, m.Config = md.Method, md.Config
 	m.Privacy = Privacy{Unit: p.Unit, Trusted: p.Trusted, EpsRound: float64(p.EpsRound),
-		EpsTotal: float64(p.EpsTotal), Delta: float64(p.Delta), Note: p.Note}
+		EpsTotal: float64(p.EpsTotal), Delta: float64(p.Delta), Note: p.Note, Releases: p.Releases}
 	if m.Config != nil {
 		m.Config = bytes.Clone(m.Config)
 	}

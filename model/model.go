@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/internal/vec"
 	"github.com/privrec/privrec/ratings"
 )
@@ -104,6 +105,10 @@ type Privacy struct {
 	// Noise names the noise that ran: "skellam" (integer, distributed),
 	// "gamma-shares", "mixture-shares", or "none".
 	Noise string `json:"noise,omitempty"`
+	// Releases lists, for a method accounted by a zCDP ledger, every
+	// Gaussian release of the run that read the private data, with its
+	// sensitivity, σ and ρ; EpsTotal is their composition at Delta.
+	Releases []rdp.Release `json:"releases,omitempty"`
 }
 
 // Check reports whether m's fields are mutually consistent: dimensions in

@@ -24,6 +24,7 @@ const (
 	streamPartitionUsers
 	streamPartitionItems
 	streamSynthetic
+	streamValidation
 )
 
 // Split is a train/test pair in one index space: user u and item i mean

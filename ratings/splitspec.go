@@ -17,10 +17,14 @@ const (
 // SplitSpec is a parsed split description such as "random:0.9" (Holdout,
 // 90% train), "leave:10" (LeaveKOut, k = 10), "loo" (LeaveOneOut) or
 // "kfold:5" (KFold, 5 folds). Frac is used by "random" only, K by "leave"
-// and "kfold".
+// and "kfold". "random:F:V" (the DPALS protocol is "random:0.8:0.1")
+// also sets Val: a fraction V of the ratings is a validation part, held
+// out of both the training and the test set, and the test set is the
+// remaining 1 − F − V.
 type SplitSpec struct {
 	Kind string
 	Frac float64
+	Val  float64
 	K    int
 }
 
@@ -39,11 +43,19 @@ func ParseSplit(s string) (SplitSpec, error) {
 		if !hasArg {
 			return SplitSpec{}, bad(`missing train fraction, want "random:F" with F in (0,1)`)
 		}
-		f, err := strconv.ParseFloat(arg, 64)
+		fs, vs, hasVal := strings.Cut(arg, ":")
+		f, err := strconv.ParseFloat(strings.TrimSpace(fs), 64)
 		if err != nil {
-			return SplitSpec{}, bad("train fraction %q is not a number", arg)
+			return SplitSpec{}, bad("train fraction %q is not a number", fs)
 		}
 		spec := SplitSpec{Kind: kind, Frac: f}
+		if hasVal {
+			v, err := strconv.ParseFloat(strings.TrimSpace(vs), 64)
+			if err != nil || !(v > 0) {
+				return SplitSpec{}, bad("validation fraction %q is not a positive number", vs)
+			}
+			spec.Val = v
+		}
 		if err := spec.check(); err != nil {
 			return SplitSpec{}, bad("%v", err)
 		}
@@ -80,6 +92,9 @@ func (s SplitSpec) check() error {
 		if !(s.Frac > 0 && s.Frac < 1) {
 			return fmt.Errorf("train fraction %g not in (0,1)", s.Frac)
 		}
+		if !(s.Val >= 0 && s.Frac+s.Val < 1) {
+			return fmt.Errorf("train fraction %g and validation fraction %g leave no test set", s.Frac, s.Val)
+		}
 	case SplitLeave:
 		if s.K < 1 {
 			return fmt.Errorf("k = %d, want k >= 1", s.K)
@@ -99,6 +114,9 @@ func (s SplitSpec) check() error {
 func (s SplitSpec) String() string {
 	switch s.Kind {
 	case SplitRandom:
+		if s.Val > 0 {
+			return s.Kind + ":" + strconv.FormatFloat(s.Frac, 'g', -1, 64) + ":" + strconv.FormatFloat(s.Val, 'g', -1, 64)
+		}
 		return s.Kind + ":" + strconv.FormatFloat(s.Frac, 'g', -1, 64)
 	case SplitLeave, SplitKFold:
 		return s.Kind + ":" + strconv.Itoa(s.K)
@@ -117,6 +135,9 @@ func (s SplitSpec) Apply(d *Dataset, seed uint64) ([]Split, error) {
 	)
 	switch s.Kind {
 	case SplitRandom:
+		if s.Val > 0 {
+			return holdoutVal(d, s.Frac, s.Val, seed)
+		}
 		sp, err = Holdout(d, s.Frac, seed)
 	case SplitLeave:
 		sp, err = LeaveKOut(d, s.K, seed)
@@ -129,4 +150,19 @@ func (s SplitSpec) Apply(d *Dataset, seed uint64) ([]Split, error) {
 		return nil, err
 	}
 	return []Split{sp}, nil
+}
+
+// holdoutVal is the "random:F:V" split: a random test set of the
+// fraction 1 − F − V of the ratings, then a random validation part of V
+// out of the rest, which is dropped; the training set is the remaining F.
+func holdoutVal(d *Dataset, frac, val float64, seed uint64) ([]Split, error) {
+	outer, err := Holdout(d, frac+val, seed)
+	if err != nil {
+		return nil, err
+	}
+	inner, err := Holdout(outer.Train, frac/(frac+val), seed^streamValidation)
+	if err != nil {
+		return nil, err
+	}
+	return []Split{{Train: inner.Train, Test: outer.Test}}, nil
 }

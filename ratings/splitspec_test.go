@@ -14,6 +14,7 @@ func TestParseSplit(t *testing.T) {
 	}{
 		{"random:0.9", SplitSpec{Kind: SplitRandom, Frac: 0.9}, "random:0.9"},
 		{" Random : .8 ", SplitSpec{Kind: SplitRandom, Frac: 0.8}, "random:0.8"},
+		{"random:0.8:0.1", SplitSpec{Kind: SplitRandom, Frac: 0.8, Val: 0.1}, "random:0.8:0.1"},
 		{"leave:10", SplitSpec{Kind: SplitLeave, K: 10}, "leave:10"},
 		{"loo", SplitSpec{Kind: SplitLOO}, "loo"},
 		{"LOO", SplitSpec{Kind: SplitLOO}, "loo"},
@@ -52,6 +53,9 @@ func TestParseSplitErrors(t *testing.T) {
 		{"random:0", "train fraction 0"},
 		{"random:-0.2", "-0.2"},
 		{"random:NaN", "NaN"},
+		{"random:0.8:0.2", "no test set"},
+		{"random:0.8:x", `validation fraction "x"`},
+		{"random:0.8:0", `validation fraction "0"`},
 		{"leave", "missing count"},
 		{"leave:x", `"x"`},
 		{"leave:0", "k = 0"},

@@ -35,6 +35,16 @@
 // Skellam(ρμ) (SkellamPartial). SkellamMuFor inverts the accounting: the
 // least μ reaching a target (ε, δ) after T rounds.
 //
+// # zCDP ledgers
+//
+// A run made of Gaussian releases (the Gaussian mechanism's curve is αρ
+// with ρ = Δ²/(2σ²): zero-concentrated DP, Bun and Steinke 2016) keeps a
+// Ledger: every named release with its sensitivity, σ and ρ, composed by
+// adding ρ and converted to (ε, δ) by ZCDPToDP, the conversion of ToDP
+// minimized over every real order rather than the grid. ZCDPRhoFor is the
+// inverse a method calibrates from: the ρ a target (ε, δ) allows, divided
+// among the releases before any data is read.
+//
 // Sensitivities are in the query's integer units (for quantized vectors,
 // dp.Quantizer.Sensitivity). This package knows nothing of users or
 // budgets; package accountant keeps per-user ledgers.

@@ -1,0 +1,86 @@
+// Package dpals is user-level differentially private alternating least
+// squares under joint DP: the method "dp-als" (and its biases-only model
+// "dp-biases") of issue 23.
+//
+// # Protocol
+//
+// The server holds only public things: the global mean μ, item biases b_j
+// and item factors v_j, all released through noise. A user's bias b_u and
+// vector u are solved on the user's device, exactly (a ridge solve over all
+// of the user's ratings against the broadcast), and never leave it. Each
+// round the devices send per-item statistics, the server receives only
+// their sum over users with Gaussian noise added (the ideal functionality
+// of secure aggregation: in a deployment each client adds a Gaussian share
+// of variance σ²/n and the server sees only the masked sum; here the sum
+// of the shares is drawn once, which has the same law), and solves each
+// item from its noisy sums:
+//
+//  1. the global mean: Σ_u (m_u − 3) and the number of users, m_u the
+//     user's mean rating (L2 sensitivity √5);
+//  2. bias rounds: per item the weighted count Σ_u w_uj and the weighted
+//     sum of clipped residuals Σ_u w_uj·clip(r_uj − μ − b_u) (sensitivities
+//     1 and ClipNorm or Clip); b_j = sum / (count + λ), or with PoolBias
+//     the pooled sums and counts of every bias round so far over the
+//     pooled count plus λ (post-processing: R rounds at ρ/R carry one
+//     round's noise at ρ, while user and item biases alternate R times);
+//  3. an optional warm start (InitItems): for the InitItems items with the
+//     largest released counts, the second-moment matrix Σ_u z_u z_uᵀ of the
+//     users' weighted residual vectors z_uj = w_uj·clip(r_uj − μ − b_u − b_j)
+//     (L2 sensitivity ClipNorm², or Clip²), released once with symmetric
+//     Gaussian noise; the item factors start from its top eigenvectors
+//     above the noise's spectral norm (Dwork et al.'s Analyze Gauss, STOC
+//     2014, used as a private warm start);
+//  4. factor rounds (Chien et al., ICML 2021): with x_u = (1, u), u scaled to
+//     norm ≤ NormU, per item the Gramian Σ_u w_uj x_u x_uᵀ (its upper
+//     triangle, sensitivity 1 + NormU²) and the right-hand side
+//     Σ_u w_uj·clip(r_uj − μ − b_u)·x_u (sensitivity ClipNorm·√(1 + NormU²));
+//     with SharedGram the per-item Gramian is replaced by the item's noisy
+//     weighted count times one global Gramian Σ_u x_u x_uᵀ (one small
+//     release), so an item costs K + 2 noisy numbers instead of
+//     (K+1)(K+2)/2 + K + 1; with TopItems only the most rated items get
+//     factors. (b_j, v_j) solves the noisy ridge system, the bias shrunk
+//     towards the bias rounds' estimate (the DP item average, as a prior)
+//     and the factors towards 0.
+//
+// # Bounding a user's contribution
+//
+// A user contributes at most c = MaxRatings ratings (a uniform sample drawn
+// on the device), with weights w_uj whose squares sum to 1 over them, and
+// the whole weighted residual vector is clipped to L2 norm ClipNorm (as
+// DP-SGD clips a gradient; each residual is also clipped to Clip). Weights:
+// uniform (1/√n), or adaptive (Krichene et al., ICML 2023, "alternating
+// minimization under distribution skew"): ∝ (c̃_j + 1)^(−Beta), c̃_j the
+// item's noisy weighted count from the previous release, so a user's budget
+// goes more to rare items. With residuals clipped and vectors norm-bounded,
+// each per-round release has the L2 sensitivity stated above whatever the
+// user's data, so the Gaussian mechanism's ρ = Δ²/(2σ²) holds per release.
+//
+// # Accounting
+//
+// Every release (the mean, every count, sum, Gramian and right-hand side of
+// every round) is recorded in an rdp.Ledger, composed in zCDP and converted
+// to (ε, δ) by rdp.ZCDPToDP. The noise is calibrated before any data is
+// read: ρ = rdp.ZCDPRhoFor(Eps, Delta) is split among the releases by the
+// config's fractions alone. The claim is user-level joint DP: the server's
+// view (everything released) and every other user's model are (ε, δ)-DP
+// in one user's entire rating history; a user's own predictions use their
+// own ratings, as joint DP allows. The ridge of the item solve grows with
+// the noise σ (RegNoise), so items with few raters shrink to the prior.
+//
+// TestOneUserMovesEveryReleaseByAtMostItsSensitivity checks every kind of
+// release against canary users: one user moves the noise-free sums by at
+// most the sensitivity the ledger charges.
+//
+// What is not counted: hyperparameter tuning (done on a held-out part of
+// the training data; see TestTune) and the public rating scale.
+//
+// # Results
+//
+// ML-1M, random 80/20, δ = 1e-6, three seeds (docs/results/frontier):
+// dp-als test RMSE 0.9603 at ε = 1 with its defaults and 0.9060 at ε = 10
+// with the setting tuned for it; the biases-only dp-biases 0.9592 and
+// 0.9175. The issue's targets (0.95 and 0.90) are not reached: with 6,040
+// users the noise, fixed by ε, is close to the low-rank signal, which
+// grows with the number of users (at ε = 1 the warm start's top
+// eigenvalue is about 220 against a noise spectral norm of about 160).
+package dpals
