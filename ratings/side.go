@@ -160,6 +160,14 @@ func (s *SideSource) load() (*Side, error) {
 	return out, nil
 }
 
+// StaticSide returns a side source that yields s, for datasets built in
+// memory.
+func StaticSide(s *Side) *SideSource {
+	src := &SideSource{side: s}
+	src.once.Do(func() {})
+	return src
+}
+
 // ItemSideSource returns a side source of item attributes read from a
 // movies.csv (movieId,title,genres) by read; name names it in errors. It
 // is for datasets read from a stream, such as the embedded
