@@ -64,7 +64,9 @@ type Encoding struct {
 }
 
 // NumFeatures returns the size of the feature space.
-func (e *Encoding) NumFeatures() int { return e.NumUsers + e.NumItems + e.NumItemAttrs + e.NumUserAttrs }
+func (e *Encoding) NumFeatures() int {
+	return e.NumUsers + e.NumItems + e.NumItemAttrs + e.NumUserAttrs
+}
 
 // itemAttrBase and userAttrBase are the offsets of the attribute blocks.
 func (e *Encoding) itemAttrBase() int32 { return int32(e.NumUsers + e.NumItems) }
