@@ -52,8 +52,9 @@
 // parameters — for an item-side feature f of i with value x_f,
 // ∂ℓ/∂v_f = x_f·(g_q + g_b·(q_i − x_f v_f)) and ∂ℓ/∂w_f = x_f·g_b, where
 // (g_b, g_q) is the row's gradient — updates them and broadcasts the
-// re-collapsed rows. An attribute's step is the mean over the items that
-// carry it and received gradients, weighted by x_f. The uploads have
+// re-collapsed rows. An attribute's step is the sum of those gradients
+// over the items that carry it and received uploads, divided by the sum
+// of its values x_f there (SDConfig.AttrStep). The uploads have
 // exactly SDMF's form, so SDMF's privacy analysis and the audit's attacks
 // apply unchanged.
 //

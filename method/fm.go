@@ -2,10 +2,12 @@ package method
 
 import (
 	"context"
+	"math"
 
 	"github.com/privrec/privrec/fm"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/sdcf"
 )
 
 // fmFields names the fields of an fm.Config.
@@ -46,5 +48,59 @@ func init() {
 			"train_rmse": rep.TrainRMSE, "features": float64(rep.NumFeatures), "item_attrs": float64(rep.ItemAttrs),
 			"user_attrs": float64(rep.UserAttrs), "missing_items": float64(rep.MissingItems), "missing_users": float64(rep.MissingUsers),
 		}}, nil
+	})
+}
+
+// sdfmNote is SD-FM's note: SDMF's, and what stays on the device.
+const sdfmNote = sdmfNote + "; SD-FM: the user's bias, factor and attributes stay on the device (no user-attribute " +
+	"features: their gradients would reveal them); the item and item-attribute parameters are public, and the public " +
+	"side features describe the catalog, not the users"
+
+var sdfmClaim = model.Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdfmNote}
+
+// sdfmFields names the fields of an fm.SDConfig: SDMF's and the features.
+func sdfmFields(c *fm.SDConfig) []Field {
+	return append(sdcfFields(true, true)(&c.Config),
+		textF("features", &c.Features, "features of a rating: ids (SDMF) or items (+ genres, release-year bucket); user attributes stay on the device",
+			string(fm.IDs), string(fm.Items)),
+		intF("year-bucket", &c.YearBucket, "width in years of a release-year feature"),
+		floatF("attr-step", &c.AttrStep, "scale of the item-attribute parameters' step (the mean gradient over the items carrying them)"))
+}
+
+// sdfmConfig returns cfg with the seed, validated.
+func sdfmConfig(cfg *fm.SDConfig, seed uint64) (fm.SDConfig, error) {
+	c := *cfg
+	c.Loss, c.Private, c.Seed = sdcf.Squared, true, seed
+	if !(c.EpsG > 0) {
+		return c, paramErr("eps-g = %g must be positive", c.EpsG)
+	}
+	return c, invalid(c.Validate())
+}
+
+func init() {
+	define(Spec{
+		Name:    fm.MethodName,
+		Summary: "SD-FM (SDCF §5): SDMF's randomized response and fake gradients over a factorization machine with item features",
+		Claim:   sdfmClaim,
+	}, fm.DefaultSDConfig, sdfmFields, func(ctx context.Context, train *ratings.Dataset, cfg *fm.SDConfig, seed uint64, hook Hook) (*model.Model, *Result, error) {
+		c, err := sdfmConfig(cfg, seed)
+		if err != nil {
+			return nil, nil, err
+		}
+		var h func(sdcf.RoundStats)
+		if hook != nil {
+			h = func(s sdcf.RoundStats) {
+				t := float64(s.Round)
+				hook(Progress{Epoch: s.Round, Epochs: s.Rounds, TrainRMSE: s.TrainRMSE,
+					EpsSpent: math.Min(c.EffectiveEpsP(), t*c.EpsI) + t*c.EpsG})
+			}
+		}
+		m, rep, err := fm.TrainSD(ctx, train, c, h)
+		if err != nil {
+			return nil, nil, err
+		}
+		res := sdcfResult(c.Config, sdfmClaim, &rep.Report)
+		res.Stats["item_attrs"], res.Stats["missing_items"] = float64(rep.ItemAttrs), float64(rep.MissingItems)
+		return m, res, nil
 	})
 }
