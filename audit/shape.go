@@ -33,6 +33,7 @@ func init() {
 				{method: "fedmf", role: Control, run: shapeRun("fedmf", true)},
 				{method: "sdmf", role: Protected, run: shapeRun("sdmf", false)},
 				{method: "sdmf", role: Protected, run: shapeRun("sdmf", true)},
+				{method: sdfmTarget, role: Protected, run: shapeRun(sdfmTarget, false)},
 				{method: "ldp-op", role: Protected, run: shapeRun("ldp-op", false)},
 				{method: "ldp-op", role: Protected, run: shapeRun("ldp-op", true)},
 				{method: "dpmf", role: Finding, run: shapeRun("dpmf", false)},
@@ -101,9 +102,9 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 			}
 			return 1 - f/2
 		}
-	case "sdmf":
+	case "sdmf", sdfmTarget:
 		cfg := sdmfShapeConfig(e, e.shapeRounds)
-		produce = sdcfRun(ctx, d, cfg)
+		produce = sdcfProducer(ctx, target, d, cfg)
 		o.onHeader = func(h protocol.TranscriptHeader) error {
 			var err error
 			o.x, err = sdmfExistence(d, h, e.cfg.Seed, 0)
