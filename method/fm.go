@@ -2,10 +2,12 @@ package method
 
 import (
 	"context"
+	"fmt"
 	"math"
 
 	"github.com/privrec/privrec/fm"
 	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/sdcf"
 )
@@ -77,11 +79,61 @@ func sdfmConfig(cfg *fm.SDConfig, seed uint64) (fm.SDConfig, error) {
 	return c, invalid(c.Validate())
 }
 
+// sdfmStats adds SD-FM's encoding to a Result's stats.
+func sdfmStats(res *Result, enc *fm.Encoding) {
+	res.Stats["item_attrs"], res.Stats["missing_items"] = float64(enc.NumItemAttrs), float64(enc.MissingItems)
+}
+
+// sdfmFederated is SD-FM's client/server protocol: sdcf's clients and
+// the FM server, which needs the catalog's item attributes (ServerFor);
+// Server alone serves features ids only.
+func sdfmFederated() *Federated {
+	fed := federated(
+		func(cfg *fm.SDConfig, numItems int, _ ratings.Scale, seed uint64) (protocol.Stateful, error) {
+			c, err := sdfmConfig(cfg, seed)
+			if err != nil {
+				return nil, err
+			}
+			if c.Features != fm.IDs {
+				return nil, paramErr("features %s: the server needs the catalog's item attributes (Spec.NewServerFor, `privrec serve --items` with its side files)", c.Features)
+			}
+			return fm.NewSDServer(c, &fm.Encoding{Features: fm.IDs, NumItems: numItems})
+		},
+		func(cfg *fm.SDConfig, train *ratings.Dataset, seed uint64) (*Clients, error) {
+			c, err := sdfmConfig(cfg, seed)
+			if err != nil {
+				return nil, err
+			}
+			enc, err := fm.Encode(train, c.Features, c.YearBucket)
+			if err != nil {
+				return nil, err
+			}
+			return sdcfClients(train, c.Config, sdfmClaim, func(res *Result) { sdfmStats(res, enc) })
+		}, noAggregation[fm.SDConfig])
+	fed.ServerFor = func(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
+		c, ok := cfg.(*fm.SDConfig)
+		if !ok || c == nil {
+			return nil, fmt.Errorf("%w: the config is a %T, want a non-nil %T", ErrParam, cfg, c)
+		}
+		sc, err := sdfmConfig(c, seed)
+		if err != nil {
+			return nil, err
+		}
+		enc, err := fm.Encode(items, sc.Features, sc.YearBucket)
+		if err != nil {
+			return nil, err
+		}
+		return fm.NewSDServer(sc, enc)
+	}
+	return fed
+}
+
 func init() {
 	define(Spec{
-		Name:    fm.MethodName,
-		Summary: "SD-FM (SDCF §5): SDMF's randomized response and fake gradients over a factorization machine with item features",
-		Claim:   sdfmClaim,
+		Name:      fm.MethodName,
+		Summary:   "SD-FM (SDCF §5): SDMF's randomized response and fake gradients over a factorization machine with item features",
+		Claim:     sdfmClaim,
+		Federated: sdfmFederated(),
 	}, fm.DefaultSDConfig, sdfmFields, func(ctx context.Context, train *ratings.Dataset, cfg *fm.SDConfig, seed uint64, hook Hook) (*model.Model, *Result, error) {
 		c, err := sdfmConfig(cfg, seed)
 		if err != nil {
