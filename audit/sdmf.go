@@ -48,7 +48,8 @@ func sdcfProducer(ctx context.Context, target string, d *ratings.Dataset, cfg sd
 		return sdcfRun(ctx, d, cfg)
 	}
 	return func(w io.Writer) error {
-		c := fm.SDConfig{Config: cfg, Features: fm.Items, YearBucket: 10, AttrStep: 1}
+		def := fm.DefaultSDConfig()
+		c := fm.SDConfig{Config: cfg, Features: fm.Items, YearBucket: def.YearBucket, AttrStep: def.AttrStep}
 		c.Transcript = w
 		_, _, err := fm.TrainSD(ctx, withItemSide(d), c, nil)
 		return err

@@ -48,15 +48,18 @@
 // Σ_item x v) as SDMF's v_i with the item-offset coordinate, and uploads
 // the SGLD gradient for that row for the items its randomized response
 // picks, real for rated ones and fake for the others. The server (here)
-// maps the mean gradient received for row i back to the FM's public
-// parameters — for an item-side feature f of i with value x_f,
-// ∂ℓ/∂v_f = x_f·(g_q + g_b·(q_i − x_f v_f)) and ∂ℓ/∂w_f = x_f·g_b, where
-// (g_b, g_q) is the row's gradient — updates them and broadcasts the
-// re-collapsed rows. An attribute's step is the sum of those gradients
-// over the items that carry it and received uploads, divided by the sum
-// of its values x_f there (SDConfig.AttrStep). The uploads have
-// exactly SDMF's form, so SDMF's privacy analysis and the audit's attacks
-// apply unchanged.
+// computes each row's move exactly as SDMF's server does (the mean data
+// gradient G_i received for it, scaled by κ, the public prior taken out)
+// and splits it between the FM's public parameters: each item attribute
+// takes SDConfig.AttrStep times the least-squares fit Σ_i x_i G_i / Σ_i
+// x_i² of the moves of the items that carry it, each item indicator the
+// rest (its bias also absorbing the change of the row's own
+// interactions). Every row that received uploads thus moves as under SDMF
+// (as stable), while the prior Λ, applied to the FM's parameters, shrinks
+// an item towards its attributes' part rather than towards 0, and a row
+// with no uploads moves with its attributes. With IDs the run is SDMF's
+// bit for bit. The uploads have exactly SDMF's form, so SDMF's privacy
+// analysis and the audit's attacks apply unchanged.
 //
 // Privacy of SD-FM (as SDMF's): the unit is the existence of a rating;
 // nobody is trusted (the server is honest-but-curious); per round ε_I + ε_g,

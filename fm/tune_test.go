@@ -67,7 +67,7 @@ func TestTuneSteps(t *testing.T) {
 	}
 	if want("sdfm") {
 		for _, f := range []Features{IDs, Items} {
-			for _, as := range []float64{0.5, 1, 2, 4} {
+			for _, as := range []float64{0.25, 0.5, 1} {
 				if f == IDs && as != 1 {
 					continue
 				}
