@@ -65,8 +65,12 @@
 // nobody is trusted (the server is honest-but-curious); per round ε_I + ε_g,
 // over T rounds min(ε_P, T·ε_I) + T·ε_g. Rating values and the user's
 // parameters are hidden only by Langevin noise and never leaving the
-// device; no ε is claimed for them. The public side features reveal
-// nothing about users by themselves (they describe the catalog), but the
-// server learns the attribute parameters — genre and decade effects —
-// from the users' gradients, which is the model, not a user's data.
+// device; no ε is claimed for them, and SDMF's grid finding (the audit's
+// grid attack recovers which uploads are real from their values) applies
+// unchanged. The public side features describe the catalog, not the
+// users: they are known to everyone before training, and the attribute
+// parameters the server learns (genre and decade effects) are
+// post-processing of the same uploads SDMF's server receives, so they
+// cost no further ε. User attributes are not features at all.
+//
 package fm
