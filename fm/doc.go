@@ -72,5 +72,4 @@
 // parameters the server learns (genre and decade effects) are
 // post-processing of the same uploads SDMF's server receives, so they
 // cost no further ε. User attributes are not features at all.
-//
 package fm
