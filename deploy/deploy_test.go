@@ -179,7 +179,7 @@ var federatedCases = []struct {
 	{"bpr-sgld", map[string]string{"epochs": "2"}},
 	{"sd-bprmf", map[string]string{"epochs": "2"}},
 	{"isgld", map[string]string{"epochs": "2"}},
-	{"sd-fm", map[string]string{"epochs": "2"}},
+	{"sd-fm", map[string]string{"epochs": "2", "features": "items"}},
 }
 
 // TestLoopbackEqualsInProcess: for a fixed seed in test mode, the final V

@@ -43,7 +43,8 @@ type SDConfig struct {
 }
 
 // DefaultSDConfig returns SDMF's defaults (sdcf.DefaultConfig(Squared,
-// true)) with item features, decade buckets and AttrStep 1. On a
+// true)) with features IDs (so that it trains on any rating file; Items
+// needs the dataset's item side file), decade buckets and AttrStep 1. On a
 // validation split of ML-100K training data (TestTuneSteps) AttrStep
 // hardly matters: validation RMSE 0.9661 (0.25), 0.9660 (0.5), 0.9657
 // (1), against SDMF's 0.9771. (An earlier server that added the
@@ -53,7 +54,7 @@ type SDConfig struct {
 // near SDMF's stability limit. Splitting each row's SDMF move between the
 // item and its attributes keeps SDMF's stability.)
 func DefaultSDConfig() SDConfig {
-	return SDConfig{Config: sdcf.DefaultConfig(sdcf.Squared, true), Features: Items, YearBucket: 10, AttrStep: 1}
+	return SDConfig{Config: sdcf.DefaultConfig(sdcf.Squared, true), Features: IDs, YearBucket: 10, AttrStep: 1}
 }
 
 // Validate checks the fields of c.
