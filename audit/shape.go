@@ -110,8 +110,8 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 			o.x, err = sdmfExistence(d, h, e.cfg.Seed, 0)
 			return err
 		}
-		o.setting = fmt.Sprintf("sdcf.Train SDMF send sets, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|, K = %d (the send sets do not depend on K), %d rounds",
-			cfg.EpsI, cfg.EffectiveEpsP(), cfg.EpsG, cfg.Dim, cfg.Rounds)
+		o.setting = fmt.Sprintf("%s %s send sets, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|, K = %d (the send sets do not depend on K), %d rounds",
+			runName(target), target, cfg.EpsI, cfg.EffectiveEpsP(), cfg.EpsG, cfg.Dim, cfg.Rounds)
 		o.boundText = "item-weighted mean of e^ε∞/(1+e^ε∞), ε∞ the PRR bound"
 	case "ldp-op":
 		cfg := ldpopConfig(ldpop.LDPOP)
