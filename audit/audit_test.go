@@ -296,7 +296,7 @@ func TestInversionTwoRoundPath(t *testing.T) {
 	}
 	cfg := sdcf.DefaultConfig(sdcf.Squared, false)
 	cfg.Dim, cfg.ItemBias, cfg.Temp, cfg.Rounds, cfg.Seed = 10, false, 0, 5, 1
-	r, err := invertSDCF(context.Background(), e, cfg)
+	r, err := invertSDCF(context.Background(), e, "sdmf", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,7 @@ func init() {
 				{method: "prr-redrawn", role: Control, run: averageRun("prr-redrawn", false)},
 				{method: "sdmf", role: Protected, run: averageRun("sdmf", false)},
 				{method: "sdmf", role: Protected, run: averageRun("sdmf", true)},
+				{method: sdfmTarget, role: Protected, run: averageRun(sdfmTarget, false)},
 			}
 		},
 	})
@@ -87,12 +88,12 @@ func averageObserve(ctx context.Context, e *env, target string) (*avgObs, error)
 			o.setting = fmt.Sprintf("PRR redrawn at each restart (every %d rounds); ε_I = %g, ε_P = %g, %d rounds", e.restartEvery, avgEpsI, avgEpsP, e.avgRounds)
 		}
 		o.setting += "; audit simulation of the send sets (a naive variant, not sdcf)"
-	case "sdmf":
+	case "sdmf", sdfmTarget:
 		cfg := sdmfShapeConfig(e, e.avgRounds)
 		cfg.EpsI, cfg.EpsP = avgEpsI, avgEpsP
-		produce = sdcfRun(ctx, e.data, cfg)
-		o.setting = fmt.Sprintf("sdcf.Train SDMF, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|, K = %d (the send sets do not depend on K), %d rounds",
-			cfg.EpsI, cfg.EpsP, cfg.EpsG, cfg.Dim, cfg.Rounds)
+		produce = sdcfProducer(ctx, target, e.data, cfg)
+		o.setting = fmt.Sprintf("%s %s, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|, K = %d (the send sets do not depend on K), %d rounds",
+			runName(target), target, cfg.EpsI, cfg.EpsP, cfg.EpsG, cfg.Dim, cfg.Rounds)
 	default:
 		return nil, fmt.Errorf("%w: average attack has no target %q", ErrUsage, target)
 	}

@@ -33,9 +33,10 @@ func init() {
 			"does not need more).",
 		cases: func(e *env) []testCase {
 			return []testCase{
-				{method: "sgld-mf", role: Control, run: gridRun(false, true)},
-				{method: "sdmf", role: Control, run: gridRun(true, true)},
-				{method: "sdmf", role: Finding, run: gridRun(true, false)},
+				{method: "sgld-mf", role: Control, run: gridRun("sgld-mf", false, true)},
+				{method: "sdmf", role: Control, run: gridRun("sdmf", true, true)},
+				{method: "sdmf", role: Finding, run: gridRun("sdmf", true, false)},
+				{method: sdfmTarget, role: Finding, run: gridRun(sdfmTarget, true, false)},
 			}
 		},
 	})
@@ -57,7 +58,7 @@ func onGrid(sc ratings.Scale, r, tol float64) bool {
 // gridRun observes sdcf.Train (SGLD MF when !private, SDMF when private;
 // at temperature 0 when zeroTemp, at the shipped temperature otherwise)
 // and scores the grid attack.
-func gridRun(private, zeroTemp bool) func(context.Context, *env) (Result, error) {
+func gridRun(target string, private, zeroTemp bool) func(context.Context, *env) (Result, error) {
 	return func(ctx context.Context, e *env) (Result, error) {
 		d := e.data
 		if !(d.Scale.Step > 0) {
@@ -99,7 +100,7 @@ func gridRun(private, zeroTemp bool) func(context.Context, *env) (Result, error)
 			}
 			return acc
 		}
-		err = observe(ctx, sdcfRun(ctx, d, cfg), func(h protocol.TranscriptHeader, rec *protocol.Record) error {
+		err = observe(ctx, sdcfProducer(ctx, target, d, cfg), func(h protocol.TranscriptHeader, rec *protocol.Record) error {
 			if pub == nil {
 				p, err := readSDCFPublic(h)
 				if err != nil {
@@ -165,7 +166,7 @@ func gridRun(private, zeroTemp bool) func(context.Context, *env) (Result, error)
 		res := Result{
 			Metric: "balanced accuracy", Value: v, Lo: lo, Hi: hi, N: acc.n, Baseline: 0.5,
 			Bound: bound + avgMargin, HigherLeaks: true, Curve: curve, CurveX: "rounds observed",
-			Setting: fmt.Sprintf("sdcf.Train %s, K = %d, %d rounds, tolerance %g on a grid of step %g", name, cfg.Dim, cfg.Rounds, gridTol, d.Scale.Step),
+			Setting: fmt.Sprintf("%s %s, K = %d, %d rounds, tolerance %g on a grid of step %g", runName(target), name, cfg.Dim, cfg.Rounds, gridTol, d.Scale.Step),
 			Note: fmt.Sprintf("bound: item-weighted mean of 1 − f_u/2 = e^ε∞/(1+e^ε∞) at SDMF's shipped ε_P = %g, ε_I = %g = %.4f, plus margin %.2f "+
 				"(as the average attack); %d values recovered; of those for scored items, %.3f of %d real ones and %.3f of %d fake ones on the grid",
 				ship.EffectiveEpsP(), ship.EpsI, bound, avgMargin, estimates, frac(onGridReal, real), real, frac(onGridFake, fake), fake),

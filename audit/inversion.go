@@ -41,14 +41,15 @@ func init() {
 		cases: func(e *env) []testCase {
 			return []testCase{
 				{method: "fedmf", role: Control, run: fedInversion(hdpmf.Plain, false)},
-				{method: "sgld-mf", role: Control, run: sdcfInversion(false)},
+				{method: "sgld-mf", role: Control, run: sdcfInversion("sgld-mf", false)},
 				{method: "fedmf", role: Control, run: maskedInversion(false)},
 				{method: "fedmf", role: Protected, run: maskedInversion(true)},
 				{method: "dpmf", role: Protected, run: fedInversion(hdpmf.DPMF, true)},
 				{method: "hdpmf", role: Protected, run: fedInversion(hdpmf.HDPMF, true)},
 				{method: "dpmf", role: Finding, run: fedInversion(hdpmf.DPMF, false)},
 				{method: "hdpmf", role: Finding, run: fedInversion(hdpmf.HDPMF, false)},
-				{method: "sdmf", role: Finding, run: sdcfInversion(true)},
+				{method: "sdmf", role: Finding, run: sdcfInversion("sdmf", true)},
+				{method: sdfmTarget, role: Finding, run: sdcfInversion(sdfmTarget, true)},
 			}
 		},
 	})
@@ -514,19 +515,19 @@ func fedInversion(v hdpmf.Variant, secagg bool) func(context.Context, *env) (Res
 // round's rows give u itself, u = a/a[0] for their direction a, and each
 // row's error e_j; without it, the two-round solve and the sign
 // resolution below.
-func sdcfInversion(private bool) func(context.Context, *env) (Result, error) {
+func sdcfInversion(target string, private bool) func(context.Context, *env) (Result, error) {
 	return func(ctx context.Context, e *env) (Result, error) {
 		cfg := sdcfConfig(private)
 		cfg.Rounds, cfg.Seed, cfg.Workers = e.invRounds, e.cfg.Seed, e.cfg.Workers
 		if !private {
 			cfg.Temp = 0
 		}
-		return invertSDCF(ctx, e, cfg)
+		return invertSDCF(ctx, e, target, cfg)
 	}
 }
 
 // invertSDCF runs the inversion on sdcf.Train with cfg.
-func invertSDCF(ctx context.Context, e *env, cfg sdcf.Config) (Result, error) {
+func invertSDCF(ctx context.Context, e *env, target string, cfg sdcf.Config) (Result, error) {
 	d, private := e.data, cfg.Private
 	est, signs := estimates{}, signed{}
 	pop := make([]float64, d.NumItems())
@@ -548,7 +549,7 @@ func invertSDCF(ctx context.Context, e *env, cfg sdcf.Config) (Result, error) {
 			sgldInvert(b0, b1, up0, up1, pub.lamU, pub.lamV, signs)
 		}
 	}
-	err := observe(ctx, sdcfRun(ctx, d, cfg), func(h protocol.TranscriptHeader, rec *protocol.Record) error {
+	err := observe(ctx, sdcfProducer(ctx, target, d, cfg), func(h protocol.TranscriptHeader, rec *protocol.Record) error {
 		if !read {
 			var err error
 			if pub, err = readSDCFPublic(h); err != nil {
@@ -587,7 +588,7 @@ func invertSDCF(ctx context.Context, e *env, cfg sdcf.Config) (Result, error) {
 	res := Result{
 		Metric: "calibrated RMSE / user-mean RMSE", Value: val, Lo: lo, Hi: hi, N: n, Baseline: 1,
 		Bound: 1 - invMargin, HigherLeaks: false,
-		Setting: fmt.Sprintf("sdcf.Train %s, K = %d, %d rounds", name, cfg.Dim, cfg.Rounds),
+		Setting: fmt.Sprintf("%s %s, K = %d, %d rounds", runName(target), name, cfg.Dim, cfg.Rounds),
 		Note: fmt.Sprintf("%s; scored on ratings centred at the user's mean (sdcf centres on the device), "+
 			"so the baseline is the user's own mean, which the attacker is given; estimates for %d of %d ratings, raw RMSE %.4f (%.4f on those %d)",
 			how, covered, n, raw, math.Sqrt(se/float64(max(covered, 1))), covered),

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/fm"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -32,6 +33,51 @@ func sdcfRun(ctx context.Context, d *ratings.Dataset, cfg sdcf.Config) func(w io
 		_, _, err := sdcf.Train(ctx, d, c, nil)
 		return err
 	}
+}
+
+// sdfmTarget is SD-FM's row name: sdcf's clients under package fm's
+// server over an FM with item features (fm.TrainSD).
+const sdfmTarget = fm.MethodName
+
+// sdcfProducer returns the producer of target's run on d with cfg:
+// fm.TrainSD with item features for sd-fm (on d's item attributes, or
+// synthetic ones when d has none: they are public, and the existence
+// attacks do not read them), sdcf.Train otherwise.
+func sdcfProducer(ctx context.Context, target string, d *ratings.Dataset, cfg sdcf.Config) func(w io.Writer) error {
+	if target != sdfmTarget {
+		return sdcfRun(ctx, d, cfg)
+	}
+	return func(w io.Writer) error {
+		def := fm.DefaultSDConfig()
+		c := fm.SDConfig{Config: cfg, Features: fm.Items, YearBucket: def.YearBucket, AttrStep: def.AttrStep}
+		c.Transcript = w
+		_, _, err := fm.TrainSD(ctx, withItemSide(d), c, nil)
+		return err
+	}
+}
+
+// runName names target's run in a Setting.
+func runName(target string) string {
+	if target == sdfmTarget {
+		return "fm.TrainSD (SD-FM: sdcf's clients, item features)"
+	}
+	return "sdcf.Train"
+}
+
+// withItemSide returns d, or a copy of it with synthetic item attributes
+// (two of six genres and a decade per item, from the item index) when d
+// has no side files.
+func withItemSide(d *ratings.Dataset) *ratings.Dataset {
+	if d.Side != nil {
+		return d
+	}
+	s := &ratings.Side{Genres: []string{"a", "b", "c", "d", "e", "f"}, Items: map[string]ratings.ItemSide{}}
+	for j, id := range d.ItemIDs {
+		s.Items[id] = ratings.ItemSide{Genres: []int16{int16(j % 6), int16((j/6 + j%6 + 1) % 6)}, Year: 1950 + (j*7)%60}
+	}
+	c := *d
+	c.Side = ratings.StaticSide(s)
+	return &c
 }
 
 // sdmfShapeConfig returns SDMF's defaults for an attack on the send sets

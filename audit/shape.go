@@ -33,6 +33,7 @@ func init() {
 				{method: "fedmf", role: Control, run: shapeRun("fedmf", true)},
 				{method: "sdmf", role: Protected, run: shapeRun("sdmf", false)},
 				{method: "sdmf", role: Protected, run: shapeRun("sdmf", true)},
+				{method: sdfmTarget, role: Protected, run: shapeRun(sdfmTarget, false)},
 				{method: "ldp-op", role: Protected, run: shapeRun("ldp-op", false)},
 				{method: "ldp-op", role: Protected, run: shapeRun("ldp-op", true)},
 				{method: "dpmf", role: Finding, run: shapeRun("dpmf", false)},
@@ -101,16 +102,16 @@ func shapeObserve(ctx context.Context, e *env, target string) (*shapeObs, error)
 			}
 			return 1 - f/2
 		}
-	case "sdmf":
+	case "sdmf", sdfmTarget:
 		cfg := sdmfShapeConfig(e, e.shapeRounds)
-		produce = sdcfRun(ctx, d, cfg)
+		produce = sdcfProducer(ctx, target, d, cfg)
 		o.onHeader = func(h protocol.TranscriptHeader) error {
 			var err error
 			o.x, err = sdmfExistence(d, h, e.cfg.Seed, 0)
 			return err
 		}
-		o.setting = fmt.Sprintf("sdcf.Train SDMF send sets, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|, K = %d (the send sets do not depend on K), %d rounds",
-			cfg.EpsI, cfg.EffectiveEpsP(), cfg.EpsG, cfg.Dim, cfg.Rounds)
+		o.setting = fmt.Sprintf("%s %s send sets, ε_I = %g, ε_P = %g, ε_g = %g, z = |R|/|U|, K = %d (the send sets do not depend on K), %d rounds",
+			runName(target), target, cfg.EpsI, cfg.EffectiveEpsP(), cfg.EpsG, cfg.Dim, cfg.Rounds)
 		o.boundText = "item-weighted mean of e^ε∞/(1+e^ε∞), ε∞ the PRR bound"
 	case "ldp-op":
 		cfg := ldpopConfig(ldpop.LDPOP)

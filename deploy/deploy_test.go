@@ -158,7 +158,7 @@ func (h *harness) dial(t testing.TB, seeded bool, seed uint64) *Session {
 }
 
 func catalogOf(d *ratings.Dataset) Catalog {
-	return Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale}
+	return Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale, Side: d.Side}
 }
 
 // federatedCases are the methods the loopback tests run, small: every
@@ -179,6 +179,7 @@ var federatedCases = []struct {
 	{"bpr-sgld", map[string]string{"epochs": "2"}},
 	{"sd-bprmf", map[string]string{"epochs": "2"}},
 	{"isgld", map[string]string{"epochs": "2"}},
+	{"sd-fm", map[string]string{"epochs": "2", "features": "items"}},
 }
 
 // TestLoopbackEqualsInProcess: for a fixed seed in test mode, the final V

@@ -35,6 +35,9 @@ type Catalog struct {
 	ItemIDs []string
 	Titles  []string // parallel to ItemIDs, or nil
 	Scale   ratings.Scale
+	// Side locates the items' public side features, for a method whose
+	// server needs them (SD-FM's item attributes), or is nil.
+	Side *ratings.SideSource
 }
 
 // ServerConfig configures a Server.
@@ -231,7 +234,8 @@ func (s *Server) restore() error {
 		return fmt.Errorf("%w: stored config: %w", ErrState, err)
 	}
 	s.cfg.Config = cfg
-	if s.srv, err = s.spec.NewServer(cfg, len(have.ItemIDs), have.Scale, have.Seed); err != nil {
+	items := &ratings.Dataset{Name: "catalog", Scale: have.Scale, ItemIDs: have.ItemIDs, ItemTitles: have.Titles, Side: s.cfg.Catalog.Side}
+	if s.srv, err = s.spec.NewServerFor(cfg, items, have.Seed); err != nil {
 		return err
 	}
 	if s.enrolled, err = s.st.enrolled(); err != nil {

@@ -31,6 +31,12 @@ type Federated struct {
 	// Aggregation reports how cfg has the server receive uploads (the
 	// server may see only per-item sums).
 	Aggregation func(cfg any) protocol.Aggregation
+	// ServerFor, when not nil, builds the server from the public catalog
+	// itself rather than its size: items holds the item IDs, the public
+	// scale (mapped as Server's) and the items' public side features
+	// (items.Side), and no ratings. A method whose server needs the items'
+	// public attributes (SD-FM) sets it; Spec.NewServerFor uses it.
+	ServerFor func(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error)
 }
 
 // Clients is the client half of a run.
@@ -115,6 +121,30 @@ func (s Spec) NewServer(cfg any, numItems int, scale ratings.Scale, seed uint64)
 		return nil, err
 	}
 	srv, err := s.Federated.Server(cfg, numItems, internalScale(scale), seed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return srv, nil
+}
+
+// NewServerFor returns the server half of method s for the public
+// catalog items: its item IDs, declared scale and public side features
+// (the ratings, if any, are not passed on). It is NewServer for a method
+// whose server needs only the catalog's size, and Federated.ServerFor for
+// one that needs the items' attributes.
+func (s Spec) NewServerFor(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
+	if items == nil {
+		return nil, fmt.Errorf("%s: %w: no catalog", s.Name, ErrParam)
+	}
+	if s.Federated == nil || s.Federated.ServerFor == nil {
+		return s.NewServer(cfg, items.NumItems(), items.Scale, seed)
+	}
+	if err := s.federatedScale(cfg, items.Scale, "the catalog"); err != nil {
+		return nil, err
+	}
+	cat := &ratings.Dataset{Name: items.Name, Scale: internalScale(items.Scale), UserIDs: items.UserIDs,
+		ItemIDs: items.ItemIDs, ItemTitles: items.ItemTitles, Side: items.Side}
+	srv, err := s.Federated.ServerFor(cfg, cat, seed)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name, err)
 	}

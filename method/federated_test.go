@@ -23,6 +23,7 @@ var fedParams = map[string]params{
 	"ldp-op-basic": {"epochs": "5"}, "rsmf": {"epochs": "40", "per-round": "5"},
 	"sgld-mf": {"epochs": "5"}, "sdmf": {"epochs": "5"}, "sdmf-alpha-inf": {"epochs": "5"},
 	"bpr-sgld": {"epochs": "5"}, "sd-bprmf": {"epochs": "5"}, "isgld": {"epochs": "5"},
+	"sd-fm": {"epochs": "5", "features": "items"},
 }
 
 // fedData returns a small synthetic training set on scale sc.
@@ -32,13 +33,19 @@ func fedData(t *testing.T, sc ratings.Scale) *ratings.Dataset {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// public item attributes for SD-FM: a genre of three and a decade
+	side := &ratings.Side{Genres: []string{"a", "b", "c"}, Items: map[string]ratings.ItemSide{}}
+	for j, id := range d.ItemIDs {
+		side.Items[id] = ratings.ItemSide{Genres: []int16{int16(j % 3)}, Year: 1970 + 10*(j%4)}
+	}
+	d.Side = ratings.StaticSide(side)
 	return d
 }
 
 // runHalves builds the halves of s with seed and runs them in process.
 func runHalves(t *testing.T, s method.Spec, cfg any, train *ratings.Dataset, seed uint64) (*model.Model, *method.Result) {
 	t.Helper()
-	srv, err := s.NewServer(cfg, train.NumItems(), train.Scale, seed)
+	srv, err := s.NewServerFor(cfg, &ratings.Dataset{Scale: train.Scale, ItemIDs: train.ItemIDs, Side: train.Side}, seed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/privrec/privrec/fm"
 	"github.com/privrec/privrec/mf"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/pmf"
@@ -290,7 +291,7 @@ var ErrParam = errors.New("bad parameter")
 var ErrDiverged = errors.New("training diverged")
 
 // diverged are the method packages' divergence errors.
-var diverged = []error{mf.ErrDiverged, pmf.ErrDiverged, sdcf.ErrDiverged}
+var diverged = []error{mf.ErrDiverged, pmf.ErrDiverged, sdcf.ErrDiverged, fm.ErrDiverged}
 
 var registry = map[string]Spec{}
 

@@ -16,4 +16,11 @@
 // Loaders detect the file format (MovieLens 100K, 1M/10M, 20M/25M/latest,
 // the Netflix Prize format, any delimited file), read .gz transparently and
 // report malformed input as a *ParseError naming file, line and field.
+//
+// Side features: Load attaches to a dataset whose folder holds MovieLens
+// side files a SideSource (Dataset.Side) that reads them on first use —
+// the items' genres and release years (u.item, movies.dat through
+// item_map.tsv for the shared renumbered ML-1M copy, movies.csv) and the
+// users' gender, age and occupation (u.user, users.dat) — keyed by ID, so
+// every split and filter shares them.
 package ratings

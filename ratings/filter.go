@@ -62,6 +62,7 @@ func MinCounts(d *Dataset, minPerUser, minPerItem int) *Dataset {
 		UserIDs:    userIDs,
 		ItemIDs:    itemIDs,
 		ItemTitles: titles,
+		Side:       d.Side,
 	}
 	for k, ok := range keep {
 		if ok {

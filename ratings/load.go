@@ -44,6 +44,7 @@ type LoadOptions struct {
 	// (ml100k), movies.dat (ml1m), movies.csv (mlcsv), movie_titles.txt
 	// (netflix), or item_map.tsv plus movies.dat for a delimited file (the
 	// shared ML-1M ratings_uir_dense.tsv, whose item IDs are not MovieIDs).
+	// It also leaves out the side features (Dataset.Side, see SideFiles).
 	NoTitles bool
 }
 
@@ -121,6 +122,7 @@ func Load(path string, opt LoadOptions) (*Dataset, *LoadReport, error) {
 				d.ItemTitles[i] = titles[id]
 			}
 		}
+		d.Side = sideSource(files[0], l.rep.Format)
 	}
 	return d, l.rep, nil
 }

@@ -91,6 +91,9 @@ type Dataset struct {
 	UserIDs    []string
 	ItemIDs    []string
 	ItemTitles []string
+	// Side locates the side features of the users and items (keyed by ID,
+	// shared by every split), or is nil; see SideSource.
+	Side *SideSource
 }
 
 // Len returns the number of ratings.
@@ -146,6 +149,7 @@ func (d *Dataset) empty(n int) *Dataset {
 		UserIDs:    d.UserIDs,
 		ItemIDs:    d.ItemIDs,
 		ItemTitles: d.ItemTitles,
+		Side:       d.Side,
 	}
 }
 

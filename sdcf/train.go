@@ -302,6 +302,11 @@ func (c *Clients) Report() *Report {
 	return &rep
 }
 
+// TranscriptMeta returns the public parameters of the clients' run as a
+// transcript header's Meta holds them (see Config.Transcript), for a run
+// of these clients with another server (package fm's SD-FM).
+func (c *Clients) TranscriptMeta() map[string]string { return transcriptMeta(c.cfg, c.pub, c.z) }
+
 // transcriptMeta returns the public parameters of a run for the
 // transcript header (see Config.Transcript).
 func transcriptMeta(cfg Config, pub *public, z float64) map[string]string {

@@ -118,7 +118,7 @@ sums only with --insecure.`,
 			log := slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			srv, err := deploy.NewServer(deploy.ServerConfig{
 				Method: mfl.spec.Name, Config: mfl.cfg, Seed: seed, TestMode: cmd.Flags().Changed("seed"),
-				Catalog:  deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale},
+				Catalog:  deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale, Side: d.Side},
 				StateDir: state, Token: token, MinClients: minClients, EnrollQuiet: enrollQuiet,
 				RoundTimeout: roundTimeout, MinParticipants: minParticipants, MaxAbs: maxAbs,
 				MaxUploadBytes: maxUploadMiB << 20, Logger: log, Metrics: deploy.NewMetrics(reg),
