@@ -155,8 +155,12 @@ with its type, default and meaning.`,
 
 // flagError explains a flag error by the method whose flags were
 // registered: a flag of another method is unknown here, and the error says
-// in one line which parameters this method has instead.
+// in one line which parameters this method has instead. Other flag errors
+// (a bad value of a known flag) already say what is wrong.
 func (f *methodFlags) flagError(cmd *cobra.Command, err error) error {
+	if !strings.Contains(err.Error(), "unknown flag") && !strings.Contains(err.Error(), "unknown shorthand flag") {
+		return fmt.Errorf("method %s: %w", f.spec.Name, err)
+	}
 	var names []string
 	for _, fl := range f.spec.Fields(f.spec.New()) {
 		names = append(names, "--"+fl.Name)
