@@ -105,6 +105,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64)
 			t.factorRound(cfg.BiasRounds+r, rf)
 		}
 	}
+	t.addFeatures()
 	m := t.finalModel()
 	t.rep.Eps = t.rep.Ledger.Epsilon(cfg.Delta)
 	return m, t.rep, nil
@@ -137,7 +138,8 @@ type trainer struct {
 	// rec, when not nil, is given every release's sums before the noise
 	// is added (tests use it to check sensitivities).
 	rec    func(name string, sums []float64)
-	active []bool // items that get factors: the TopItems largest counts
+	active []bool    // items that get factors: the TopItems largest counts
+	ridge  []float64 // per-dimension ridge of the user solve (nil: RegUser)
 }
 
 // record passes a release's noise-free sums to rec.
@@ -382,7 +384,11 @@ func (t *trainer) solveUser(u int, a, b []float64) bool {
 	}
 	a[0] += t.cfg.RegUserBias + 1e-9
 	for p := range t.k {
-		a[(p+1)*k1+p+1] += t.cfg.RegUser
+		if t.ridge != nil {
+			a[(p+1)*k1+p+1] += t.ridge[p]
+		} else {
+			a[(p+1)*k1+p+1] += t.cfg.RegUser
+		}
 	}
 	if !linalg.CholeskySolve(a, b, k1) {
 		return false
