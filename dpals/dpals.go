@@ -47,7 +47,9 @@ var Claim = model.Privacy{
 		"and right-hand sides) and a noised global mean, every release composed in zCDP and converted to (ε, δ); each user's " +
 		"contribution is bounded (at most c ratings, clipped residuals, norm-bounded vectors, weights whose squares sum to 1); " +
 		"holds against a server that sees only the sums (aggregation ideal: the ideal functionality of secure aggregation, the " +
-		"noise drawn once as the sum of the clients' Gaussian shares); hyperparameter tuning is not counted",
+		"noise drawn once as the sum of the clients' Gaussian shares); on the device each user also fits their own coefficients on " +
+		"public item features (the released item bias and count, the release year in the public catalog's title), which releases nothing; " +
+		"hyperparameter tuning is not counted",
 	Aggregation: "ideal", Noise: "gaussian",
 }
 

@@ -1,6 +1,10 @@
 package dpals
 
-import "math"
+import (
+	"math"
+	"regexp"
+	"strconv"
+)
 
 // addFeatures appends UserFeatures public item features to the item
 // factors, so that each device fits its own coefficients on them in its
@@ -8,10 +12,12 @@ import "math"
 // quantities): the item bias b_j (the user's own slope on the item
 // average, beside the shared slope 1), then the standardized log of the
 // item's released weighted count (how the user rates popular against rare
-// items). The coefficients get the ridge RegFeature, the factors keep
+// items), then the item's standardized release year, read from its title
+// in the public catalog ("Toy Story (1995)"; 0, the mean, when the title
+// has none). The coefficients get the ridge RegFeature, the factors keep
 // RegUser.
 func (t *trainer) addFeatures() {
-	f := min(t.cfg.UserFeatures, 2)
+	f := min(t.cfg.UserFeatures, 3)
 	if f == 0 {
 		return
 	}
@@ -32,12 +38,19 @@ func (t *trainer) addFeatures() {
 			lc[j] = (lc[j] - m) / sd
 		}
 	}
+	var yr []float64
+	if f >= 3 {
+		yr = standardYears(t.d.ItemTitles, t.ni)
+	}
 	for j := range t.ni {
 		row := v[j*k : j*k+k]
 		copy(row, t.v[j*t.k:j*t.k+t.k])
 		row[t.k] = t.bi[j]
 		if f >= 2 {
 			row[t.k+1] = lc[j]
+		}
+		if f >= 3 {
+			row[t.k+2] = yr[j]
 		}
 	}
 	t.ridge = make([]float64, k)
@@ -59,4 +72,43 @@ func (t *trainer) itemCount(j int) float64 {
 		return t.poolG[j] / float64(t.cfg.BiasRounds)
 	}
 	return t.count[j]
+}
+
+// yearRE matches a year in parentheses, as MovieLens titles end.
+var yearRE = regexp.MustCompile(`\((1[89]\d\d|20\d\d)\)`)
+
+// standardYears returns, for n items, the year in each title (the last
+// "(YYYY)"), standardized over the items that have one; items without a
+// title or a year get 0.
+func standardYears(titles []string, n int) []float64 {
+	y := make([]float64, n)
+	has := make([]bool, n)
+	var s, s2, c float64
+	for j := range min(n, len(titles)) {
+		m := yearRE.FindAllStringSubmatch(titles[j], -1)
+		if len(m) == 0 {
+			continue
+		}
+		x, err := strconv.Atoi(m[len(m)-1][1])
+		if err != nil {
+			continue
+		}
+		y[j], has[j] = float64(x), true
+		s += y[j]
+		s2 += y[j] * y[j]
+		c++
+	}
+	if c == 0 {
+		return make([]float64, n)
+	}
+	m := s / c
+	sd := math.Sqrt(max(s2/c-m*m, 1e-12))
+	for j := range y {
+		if has[j] {
+			y[j] = (y[j] - m) / sd
+		} else {
+			y[j] = 0
+		}
+	}
+	return y
 }

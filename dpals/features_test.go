@@ -130,7 +130,8 @@ func TestUserFeaturesValidate(t *testing.T) {
 	}{
 		{"defaults", func(*Config) {}, true},
 		{"off", func(c *Config) { c.UserFeatures, c.RegFeature = 0, 0 }, true},
-		{"three", func(c *Config) { c.UserFeatures = 3 }, false},
+		{"three", func(c *Config) { c.UserFeatures = 3 }, true},
+		{"four", func(c *Config) { c.UserFeatures = 4 }, false},
 		{"negative", func(c *Config) { c.UserFeatures = -1 }, false},
 		{"no ridge", func(c *Config) { c.RegFeature = 0 }, false},
 		{"NaN ridge", func(c *Config) { c.RegFeature = math.NaN() }, false},
@@ -139,6 +140,30 @@ func TestUserFeaturesValidate(t *testing.T) {
 		c.mod(&cfg)
 		if err := cfg.Validate(); (err == nil) != c.ok {
 			t.Errorf("%s: Validate() = %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}
+
+func TestStandardYears(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		titles []string
+		n      int
+		want   []float64
+	}{
+		{"two years", []string{"A (1990)", "B (2000)"}, 2, []float64{-1, 1}},
+		{"last year wins", []string{"Film (1984) (1990)", "B (2000)"}, 2, []float64{-1, 1}},
+		{"no year is the mean", []string{"A (1990)", "Untitled", "C (2000)"}, 3, []float64{-1, 0, 1}},
+		{"not a year", []string{"A (999)", "B (1990)", "C (2000)"}, 3, []float64{0, -1, 1}},
+		{"no titles", nil, 2, []float64{0, 0}},
+		{"fewer titles than items", []string{"A (1990)", "B (2000)"}, 3, []float64{-1, 1, 0}},
+	} {
+		got := standardYears(c.titles, c.n)
+		for j := range c.want {
+			if math.Abs(got[j]-c.want[j]) > 1e-9 {
+				t.Errorf("%s: standardYears = %v, want %v", c.name, got, c.want)
+				break
+			}
 		}
 	}
 }
