@@ -47,7 +47,9 @@ var Claim = model.Privacy{
 		"and right-hand sides) and a noised global mean, every release composed in zCDP and converted to (ε, δ); each user's " +
 		"contribution is bounded (at most c ratings, clipped residuals, norm-bounded vectors, weights whose squares sum to 1); " +
 		"holds against a server that sees only the sums (aggregation ideal: the ideal functionality of secure aggregation, the " +
-		"noise drawn once as the sum of the clients' Gaussian shares); hyperparameter tuning is not counted",
+		"noise drawn once as the sum of the clients' Gaussian shares); on the device each user also fits their own coefficients on " +
+		"public item features (the released item bias and count, the release year in the public catalog's title), which releases nothing; " +
+		"hyperparameter tuning is not counted",
 	Aggregation: "ideal", Noise: "gaussian",
 }
 
@@ -105,6 +107,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64)
 			t.factorRound(cfg.BiasRounds+r, rf)
 		}
 	}
+	t.addFeatures()
 	m := t.finalModel()
 	t.rep.Eps = t.rep.Ledger.Epsilon(cfg.Delta)
 	return m, t.rep, nil
@@ -137,7 +140,8 @@ type trainer struct {
 	// rec, when not nil, is given every release's sums before the noise
 	// is added (tests use it to check sensitivities).
 	rec    func(name string, sums []float64)
-	active []bool // items that get factors: the TopItems largest counts
+	active []bool    // items that get factors: the TopItems largest counts
+	ridge  []float64 // per-dimension ridge of the user solve (nil: RegUser)
 }
 
 // record passes a release's noise-free sums to rec.
@@ -382,7 +386,11 @@ func (t *trainer) solveUser(u int, a, b []float64) bool {
 	}
 	a[0] += t.cfg.RegUserBias + 1e-9
 	for p := range t.k {
-		a[(p+1)*k1+p+1] += t.cfg.RegUser
+		if t.ridge != nil {
+			a[(p+1)*k1+p+1] += t.ridge[p]
+		} else {
+			a[(p+1)*k1+p+1] += t.cfg.RegUser
+		}
 	}
 	if !linalg.CholeskySolve(a, b, k1) {
 		return false

@@ -21,9 +21,9 @@ func setField(c *Config, name, val string) error {
 		"eps": &c.Eps, "delta": &c.Delta, "clip": &c.Clip, "clipnorm": &c.ClipNorm, "normu": &c.NormU, "beta": &c.Beta,
 		"fracmean": &c.FracMean, "fracbias": &c.FracBias, "fracgram": &c.FracGram,
 		"reguser": &c.RegUser, "reguserbias": &c.RegUserBias, "regitem": &c.RegItem, "regnoise": &c.RegNoise,
-		"initscale": &c.InitScale, "fracinit": &c.FracInit, "initfloor": &c.InitFloor,
+		"initscale": &c.InitScale, "regfeature": &c.RegFeature, "fracinit": &c.FracInit, "initfloor": &c.InitFloor,
 	}
-	i := map[string]*int{"dim": &c.Dim, "biasrounds": &c.BiasRounds, "rounds": &c.Rounds, "maxratings": &c.MaxRatings, "topitems": &c.TopItems, "inititems": &c.InitItems}
+	i := map[string]*int{"dim": &c.Dim, "biasrounds": &c.BiasRounds, "rounds": &c.Rounds, "maxratings": &c.MaxRatings, "topitems": &c.TopItems, "inititems": &c.InitItems, "userfeatures": &c.UserFeatures}
 	if strings.ToLower(name) == "poolbias" {
 		x, err := strconv.ParseBool(val)
 		c.PoolBias = x

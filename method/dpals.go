@@ -32,6 +32,8 @@ func dpalsFields(c *dpals.Config) []Field {
 		floatF("reg-noise", &c.RegNoise, "ridge added per unit of the released statistics' noise σ"),
 		intF("top-items", &c.TopItems, "factor rounds only for the items with the largest noisy counts (0: all)"),
 		boolF("shared-gram", &c.SharedGram, "an item's Gramian is its noisy count times one global Gramian"),
+		intF("user-features", &c.UserFeatures, "public item features (1: item bias, 2: also log noisy count, 3: also release year from the title) each device fits its own coefficients on"),
+		floatF("reg-feature", &c.RegFeature, "ridge of the user's coefficients on the public item features"),
 		intF("init-items", &c.InitItems, "spectral warm start on the items with the largest noisy counts (0: random start)"),
 		floatF("frac-init", &c.FracInit, "share of the factor budget spent on the warm start when rounds > 0"),
 		floatF("init-floor", &c.InitFloor, "warm-start components kept above this multiple of the noise's spectral norm"),
