@@ -8,8 +8,7 @@ import (
 	"testing"
 
 	"github.com/privrec/privrec/eval"
-	"github.com/privrec/privrec/internal/testdata"
-	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/internal/tuning"
 )
 
 // TestTuneSteps is the search behind the steps of the side-feature runs
@@ -20,23 +19,8 @@ import (
 // validation, and logs each candidate's validation RMSE. The test part is
 // never read.
 func TestTuneSteps(t *testing.T) {
+	want, _, val := tuning.ML100K(t, "set PRIVREC_TUNE=all (or fm,sdfm) to rerun the search behind the fm report's steps")
 	which := os.Getenv("PRIVREC_TUNE")
-	if which == "" {
-		t.Skip("set PRIVREC_TUNE=all (or fm,sdfm) to rerun the search behind the fm report's steps")
-	}
-	want := func(s string) bool { return which == "all" || strings.Contains(which, s) }
-	d, _, err := ratings.Load(testdata.Path(t, "ml-100k/u.data"), ratings.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	outer, err := ratings.Holdout(d, 0.8, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	val, err := ratings.Holdout(outer.Train, 0.8, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The first pass (lr × reg) put every feature set's best at its edge
 	// (lr 0.02, reg 0.1); the second pass looks past it.
 	pairs := [][2]float64{}

@@ -3,12 +3,10 @@ package sdcf
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/privrec/privrec/eval"
-	"github.com/privrec/privrec/internal/testdata"
+	"github.com/privrec/privrec/internal/tuning"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -20,23 +18,7 @@ import (
 // out AUC on the training part for BPR) of each candidate. The test part is
 // never read.
 func TestTuneDefaults(t *testing.T) {
-	which := os.Getenv("PRIVREC_TUNE")
-	if which == "" {
-		t.Skip("set PRIVREC_TUNE=all (or sgld,sdmf,bpr) to rerun the search behind DefaultConfig")
-	}
-	want := func(s string) bool { return which == "all" || strings.Contains(which, s) }
-	d, _, err := ratings.Load(testdata.Path(t, "ml-100k/u.data"), ratings.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	outer, err := ratings.Holdout(d, 0.8, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	val, err := ratings.Holdout(outer.Train, 0.8, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, outer, val := tuning.ML100K(t, "set PRIVREC_TUNE=all (or sgld,sdmf,bpr) to rerun the search behind DefaultConfig")
 	run := func(name string, cfg Config) {
 		cfg.Workers, cfg.Seed = 1, 1
 		m, rep, err := Train(context.Background(), val.Train, cfg, nil)
