@@ -133,22 +133,7 @@ func TestSkellamMoments(t *testing.T) {
 	for _, mu := range []float64{0.3, 4, 15, 450, 45000} {
 		r := rng.New(12, math.Float64bits(mu))
 		FillSkellam(r, mu, buf)
-		var m, v float64
-		for _, x := range buf {
-			m += float64(x)
-		}
-		m /= draws
-		for _, x := range buf {
-			v += (float64(x) - m) * (float64(x) - m)
-		}
-		v /= draws - 1
-		if se := math.Sqrt(2 * mu / draws); math.Abs(m) > 5*se {
-			t.Errorf("mu = %g: mean %.4f, |mean| > 5·SE = %.4f", mu, m, 5*se)
-		}
-		s2 := 2 * mu
-		if se := math.Sqrt((2*s2*s2 + 2*mu) / draws); math.Abs(v-s2) > 5*se {
-			t.Errorf("mu = %g: variance %.3f, want %.3f ± %.3f", mu, v, s2, 5*se)
-		}
+		checkSkellamMoments(t, mu, buf)
 	}
 }
 
@@ -172,16 +157,7 @@ func TestSkellamSharesSum(t *testing.T) {
 				sums[i] += s
 			}
 		}
-		w := int64(6*math.Sqrt(2*tc.mu)) + 2
-		want := skellamPMF(tc.mu, -w, w)
-		stat, df := chiSquare(sums, func(k int64) float64 { return want[k] }, -w, w)
-		if c := chiCrit(df, 0.001); stat > c {
-			t.Errorf("mu = %g, n = %d: chi² = %.1f > %.1f (df %d)", tc.mu, tc.n, stat, c, df)
-		}
-		wrong := skellamPMF(0.9*tc.mu, -w, w)
-		if s, df := chiSquare(sums, func(k int64) float64 { return wrong[k] }, -w, w); s <= chiCrit(df, 0.001) {
-			t.Errorf("mu = %g, n = %d: chi² = %.1f against Skellam(0.9mu): no power", tc.mu, tc.n, s)
-		}
+		checkSkellamSum(t, tc.mu, tc.n, sums)
 	}
 }
 

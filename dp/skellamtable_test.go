@@ -160,22 +160,7 @@ func TestSkellamTableMoments(t *testing.T) {
 	for _, m := range append([]float64{MaxSkellamTableMean}, tableMeans...) {
 		s, _ := NewSkellamTable(m)
 		s.Fill(rng.New(24, math.Float64bits(m)), buf)
-		var mean, v float64
-		for _, x := range buf {
-			mean += float64(x)
-		}
-		mean /= draws
-		for _, x := range buf {
-			v += (float64(x) - mean) * (float64(x) - mean)
-		}
-		v /= draws - 1
-		if se := math.Sqrt(2 * m / draws); math.Abs(mean) > 5*se {
-			t.Errorf("m = %g: mean %.5f, |mean| > 5·SE = %.5f", m, mean, 5*se)
-		}
-		s2 := 2 * m
-		if se := math.Sqrt((2*s2*s2 + 2*m) / draws); math.Abs(v-s2) > 5*se {
-			t.Errorf("m = %g: variance %.5f, want %.5f ± %.5f", m, v, s2, 5*se)
-		}
+		checkSkellamMoments(t, m, buf)
 	}
 }
 
@@ -196,16 +181,7 @@ func TestSkellamTableSharesSum(t *testing.T) {
 		for range tc.n {
 			s.AddTo(r, sums)
 		}
-		w := int64(6*math.Sqrt(2*tc.mu)) + 2
-		want := skellamPMF(tc.mu, -w, w)
-		stat, df := chiSquare(sums, func(k int64) float64 { return want[k] }, -w, w)
-		if c := chiCrit(df, 0.001); stat > c {
-			t.Errorf("mu = %g, n = %d: chi² = %.1f > %.1f (df %d)", tc.mu, tc.n, stat, c, df)
-		}
-		wrong := skellamPMF(0.9*tc.mu, -w, w)
-		if st, df := chiSquare(sums, func(k int64) float64 { return wrong[k] }, -w, w); st <= chiCrit(df, 0.001) {
-			t.Errorf("mu = %g, n = %d: chi² = %.1f against Skellam(0.9mu): no power", tc.mu, tc.n, st)
-		}
+		checkSkellamSum(t, tc.mu, tc.n, sums)
 	}
 }
 
