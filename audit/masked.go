@@ -22,7 +22,6 @@ import (
 type maskSpy struct {
 	inner         protocol.Transport
 	plain, masked []*protocol.Record
-	round         int
 	sum           *protocol.MaskedSum
 	fixed         fixedTransport
 }
