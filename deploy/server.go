@@ -19,7 +19,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/dp"
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
@@ -156,7 +155,6 @@ type Server struct {
 	// that answered setup, for a method whose setup names no items.
 	shares   []int32
 	sa       *saRound // the open round's secure aggregation, nil when none
-	lastSum  []uint32 // the last masked round's unmasked sum
 	rejected map[string]int
 	model    []byte
 }
@@ -426,7 +424,7 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 			}
 		}
 	case "masked":
-		shares, e.Coverage, e.Eps = s.maskedCoverage(info.Phase)
+		e.Coverage, e.Eps = s.maskedCoverage(info.Phase)
 	}
 	s.mu.Unlock()
 	if e.Coverage > 0 && e.Coverage < 1 {
@@ -441,75 +439,23 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 	return nil
 }
 
-// maskedCoverage asks a method server that counts its noise shares
-// (protocol.NoiseCoverage: LDP-OP) for the round's coverage and ε.
-// Otherwise it reads, for the HDPMF family's integer path, what the
-// round's unmasked sum says about its noise: the setup sum holds the
-// raters n_j of every item (returned, to be committed), a training sum one
-// arrival count per item. Each rater drew its Skellam share for ⌊ρ·n_j⌋
-// raters (ρ = MinParticipants), so coverage is the smallest arrived /
-// ⌊ρ·n_j⌋ over the items that received any upload, capped at 1; for
-// HDPMF and HDPMF-R, whose μ is public, ε is the round's alone at δ with
-// the noise that arrived (Skellam(coverage·μ), Rényi DP), -1 when none.
-// s.mu is held.
-func (s *Server) maskedCoverage(phase string) (shares []int32, cov, eps float64) {
-	if nc, ok := s.srv.(protocol.NoiseCoverage); ok {
-		if phase != protocol.PhaseTrain {
-			return nil, 0, 0
-		}
-		cov, eps, ok := nc.NoiseCoverage(min(1, s.cfg.MinParticipants))
-		if !ok {
-			return nil, 0, 0
-		}
-		if math.IsInf(eps, 1) || math.IsNaN(eps) {
-			eps = -1
-		}
-		return nil, cov, eps
+// maskedCoverage asks the method server, if it counts the noise shares
+// of its masked rounds (protocol.NoiseCoverage: HDPMF's family, LDP-OP),
+// for a training round's noise coverage and ε; each client drew its share
+// for a fraction ρ = MinParticipants of its peers. ε is -1 when none
+// arrived. s.mu is held.
+func (s *Server) maskedCoverage(phase string) (cov, eps float64) {
+	nc, ok := s.srv.(protocol.NoiseCoverage)
+	if !ok || phase != protocol.PhaseTrain {
+		return 0, 0
 	}
-	c, ok := s.cfg.Config.(*hdpmf.Config)
-	if !ok || s.lastSum == nil {
-		return nil, 0, 0
+	if cov, eps, ok = nc.NoiseCoverage(min(1, s.cfg.MinParticipants)); !ok {
+		return 0, 0
 	}
-	numItems := len(s.plan.ItemIDs)
-	switch phase {
-	case protocol.PhaseSetup:
-		if len(s.lastSum) != numItems {
-			return nil, 0, 0
-		}
-		shares = make([]int32, numItems)
-		for j, w := range s.lastSum {
-			shares[j] = int32(w)
-		}
-		s.shares = shares
-		return shares, 0, 0
-	case protocol.PhaseTrain:
-	default:
-		return nil, 0, 0
-	}
-	stride := c.Dim + 1
-	if len(s.lastSum) != numItems*stride || len(s.shares) != numItems || c.Variant == hdpmf.Plain {
-		return nil, 0, 0
-	}
-	rho := min(1, s.cfg.MinParticipants)
-	cov = 1
-	for j := range numItems {
-		got := s.lastSum[j*stride+c.Dim]
-		if got == 0 {
-			continue
-		}
-		need := max(1, math.Floor(rho*float64(s.shares[j])))
-		cov = math.Min(cov, float64(got)/need)
-	}
-	// The method trains on the internal scale (method.Fit's mapping).
-	mu, l1, l2, delta, err := hdpmf.MaskedNoise(*c, float64(method.Internal.Max-method.Internal.Min))
-	if err != nil {
-		return nil, cov, 0
-	}
-	eps = rdp.SkellamEpsilon(cov*mu, 1, l1, l2, delta)
 	if math.IsInf(eps, 1) || math.IsNaN(eps) {
 		eps = -1
 	}
-	return nil, cov, eps
+	return cov, eps
 }
 
 // announced returns the shares of each item's noise: the clients that

@@ -205,19 +205,31 @@ func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
 	return nil
 }
 
-// MaskedNoise is the public calibration of the integer path for HDPMF and
-// HDPMF-R, whose per-round ε of a weight-1 rating is the configured one
-// (DPMF's floor and PDPMF's threshold are computed by the clients): the
-// Poisson mean μ of each item coordinate's summed Skellam noise, the L1
-// and L2 sensitivities in integer units and δ, for ratings of range sens.
-// A deployment uses it to account rounds in which fewer shares arrived.
-func MaskedNoise(cfg Config, sens float64) (mu, l1, l2, delta float64, err error) {
-	if cfg.Variant != HDPMF && cfg.Variant != HDPMFR {
-		return 0, 0, 0, 0, fmt.Errorf("%w: %s calibrates its noise on the clients' data", ErrConfig, cfg.Variant)
+// NoiseCoverage implements protocol.NoiseCoverage for the integer path:
+// each rater of item j drew its Skellam share for ⌊rho·n_j⌋ of the n_j
+// raters counted at setup, so the last round's noise at item j is
+// Skellam(arrived_j/⌊rho·n_j⌋·μ). Coverage is the least such fraction
+// over the items that received uploads, capped at 1. ε is that of the
+// round alone with that noise (Rényi DP at δ) for HDPMF and HDPMF-R,
+// whose μ is public; DPMF and PDPMF calibrate μ on the clients' data, so
+// the server reports their ε as 0, unknown.
+func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
+	if !s.masked || s.plain || s.b.Phase != protocol.PhaseTrain {
+		return 0, 0, false
 	}
-	m, err := newMasking(cfg, cfg.Eps, sens)
-	if err != nil {
-		return 0, 0, 0, 0, err
+	if !(rho > 0 && rho <= 1) {
+		rho = 1
 	}
-	return m.mu, m.l1, m.l2, m.delta, nil
+	coverage = 1
+	for j, got := range s.arrived {
+		if got == 0 {
+			continue
+		}
+		need := max(1, math.Floor(rho*float64(s.counts[j])))
+		coverage = math.Min(coverage, float64(got)/need)
+	}
+	if m := s.noise; m != nil {
+		eps = rdp.SkellamEpsilon(coverage*m.mu, 1, m.l1, m.l2, m.delta)
+	}
+	return coverage, eps, true
 }

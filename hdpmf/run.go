@@ -469,6 +469,11 @@ type server struct {
 	b        protocol.Broadcast
 	params   map[string]float64
 	masked   bool // the integer path: dense words, sums mod 2^32
+	plain    bool // the Plain variant: no noise
+	// noise is the integer path's public calibration for HDPMF and
+	// HDPMF-R (nil otherwise: DPMF and PDPMF calibrate on the clients'
+	// data), for NoiseCoverage's ε.
+	noise *masking
 }
 
 // serverConfig is the public part of Config the server knows.
@@ -513,7 +518,13 @@ func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful
 	if err != nil {
 		return nil, err
 	}
-	return newServer(cfg, numItems, float64(scale.Min+scale.Max)/2, itemW), nil
+	s := newServer(cfg, numItems, float64(scale.Min+scale.Max)/2, itemW)
+	if s.masked && (cfg.Variant == HDPMF || cfg.Variant == HDPMFR) {
+		if s.noise, err = newMasking(cfg, cfg.Eps, float64(scale.Max-scale.Min)); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 func newServer(c Config, numItems int, mid float64, itemW []float64) *server {
@@ -522,7 +533,7 @@ func newServer(c Config, numItems int, mid float64, itemW []float64) *server {
 		Reg: c.Reg, Pseudo: c.Pseudo, Init: c.InitScale, Noise: c.Noise, Seed: c.Seed,
 	}
 	s := &server{
-		cfg: cfg, k: cfg.Dim, numItems: numItems, masked: c.Aggregation == protocol.AggMasked,
+		cfg: cfg, k: cfg.Dim, numItems: numItems, masked: c.Aggregation == protocol.AggMasked, plain: c.Variant == Plain,
 		v:       make([]float32, numItems*cfg.Dim),
 		counts:  make([]int32, numItems),
 		sum:     make([]float32, numItems*cfg.Dim),
