@@ -212,9 +212,17 @@ func (p *Params) row(f int32) []float32 {
 // Predict returns ŷ(x) for the active features fs in O(k·n) by Rendle's
 // identity Σ_{f<g} <v_f, v_g> x_f x_g = ½ Σ_d [(Σ_f v_fd x_f)² − Σ_f
 // v_fd² x_f²]; sum (length Dim) receives Σ_f v_f x_f.
-func (p *Params) Predict(fs []Feat, sum []float32) float32 {
-	y := p.W0
+func (p *Params) Predict(fs []Feat, sum []float32) float32 { return p.interact(p.W0, fs, sum) }
+
+// half returns Σ_f x_f v_f over fs (into sum) and the bias part of the
+// features: Σ_f w_f x_f plus their own pairwise interactions.
+func (p *Params) half(fs []Feat, sum []float32) float32 { return p.interact(0, fs, sum) }
+
+// interact returns y0 + Σ_f w_f x_f + Σ_{f<g} <v_f, v_g> x_f x_g over fs by
+// Rendle's identity, and Σ_f v_f x_f in sum.
+func (p *Params) interact(y0 float32, fs []Feat, sum []float32) float32 {
 	clear(sum)
+	y := y0
 	var sq float32
 	for _, f := range fs {
 		y += p.W[f.Index] * f.Value
@@ -229,26 +237,6 @@ func (p *Params) Predict(fs []Feat, sum []float32) float32 {
 		pair += s * s
 	}
 	return y + 0.5*(pair-sq)
-}
-
-// half returns Σ_f x_f v_f over fs (into sum) and the bias part of the
-// features: Σ_f w_f x_f plus their own pairwise interactions.
-func (p *Params) half(fs []Feat, sum []float32) float32 {
-	clear(sum)
-	var b, sq float32
-	for _, f := range fs {
-		b += p.W[f.Index] * f.Value
-		for d, v := range p.row(f.Index) {
-			xv := v * f.Value
-			sum[d] += xv
-			sq += xv * xv
-		}
-	}
-	var pair float32
-	for _, s := range sum {
-		pair += s * s
-	}
-	return b + 0.5*(pair-sq)
 }
 
 // finite reports whether every parameter is finite and below bound.
