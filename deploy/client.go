@@ -69,6 +69,9 @@ type Session struct {
 	// needMasked: the run's method is private only against a server that
 	// sees sums, so uploads go through secure aggregation or not at all.
 	needMasked bool
+	// resend, for the red-team test's control only, disables the rule
+	// that a client sends its masked vector of a round once.
+	resend bool
 }
 
 // Dial connects to the server and reads its plan, retrying while it is
@@ -436,7 +439,11 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			markSent := func() { sentMasked[k] = round } // only this goroutine touches entry k
+			markSent := func() { // only this goroutine touches entry k
+				if !s.resend {
+					sentMasked[k] = round
+				}
+			}
 			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, me, v, creds[k], markSent); err != nil {
 				s.log.Debug("dropped out of secure aggregation", "client", clients[k].ID(), "round", round, "err", err)
 				mu.Lock()

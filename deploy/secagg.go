@@ -88,6 +88,11 @@ type saRound struct {
 // durably first), the round is either released from that session or
 // skipped for good, across restarts too. s.mu is not held.
 func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*protocol.Upload, error) {
+	defer func() {
+		s.mu.Lock()
+		s.open, s.closed = false, b.Round
+		s.mu.Unlock()
+	}()
 	rec, err := s.st.masked(b.Round)
 	if err != nil {
 		return nil, err
@@ -100,7 +105,8 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 			// The session finished before the restart: release its sum.
 			s.log.Info("masked round finished before a restart; releasing its stored sum", "round", b.Round, "inputs", rec.Inputs)
 			s.mu.Lock()
-			s.nAnswer, s.maskedInputs = rec.Inputs, rec.Inputs
+			s.round, s.nAnswer, s.maskedInputs = b.Round, rec.Inputs, rec.Inputs
+			s.ups, s.answered, s.rejected = nil, nil, map[string]int{}
 			s.mu.Unlock()
 			return []*protocol.Upload{{Client: -1, Round: b.Round, Words: rec.Sum}}, nil
 		}
@@ -131,6 +137,10 @@ func (s *Server) skipMasked(b *protocol.Broadcast, why string) ([]*protocol.Uplo
 	s.mu.Lock()
 	s.skipped = why
 	s.nAnswer, s.maskedInputs = 0, 0
+	s.ups, s.answered = nil, nil
+	if s.rejected == nil {
+		s.rejected = map[string]int{}
+	}
 	s.mu.Unlock()
 	s.met.skip()
 	return []*protocol.Upload{}, nil
@@ -195,9 +205,9 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	s.notify()
 	s.mu.Unlock()
 	s.met.roundOpened(b.Round)
-	defer func() {
+	defer func() { // the round stays open to a retry: exchangeMasked closes it
 		s.mu.Lock()
-		s.open, s.closed = false, b.Round
+		s.open = false
 		s.mu.Unlock()
 	}()
 

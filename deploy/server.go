@@ -600,7 +600,9 @@ func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*pro
 			s.mu.Lock()
 			got := s.nAnswer
 			s.mu.Unlock()
-			if float64(got) < s.cfg.MinParticipants*float64(n) {
+			// The final round releases nothing (uploads are refused in
+			// it), so it needs no floor.
+			if b.Phase != protocol.PhaseFinal && float64(got) < s.cfg.MinParticipants*float64(n) {
 				s.log.Warn("round below its minimum at the deadline: not released, waiting on",
 					"round", b.Round, "answered", got, "enrolled", n, "min_fraction", s.cfg.MinParticipants)
 				timer.Reset(s.cfg.RoundTimeout)

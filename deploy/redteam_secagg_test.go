@@ -1,0 +1,506 @@
+package deploy
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"math"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/privrec/privrec/eval"
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
+	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/secagg"
+	bolt "go.etcd.io/bbolt"
+)
+
+// The red-team tests of secure aggregation over TLS loopback: each mounts
+// an attack that worked against the masked path before it was hardened
+// and asserts that it fails now, against the real server and clients.
+
+// liveServer is a server on a fixed loopback address that a test can
+// crash (cancel its context mid-round) and start again on the same state.
+type liveServer struct {
+	srv    *Server
+	cancel context.CancelFunc
+	done   chan error // Serve's result, once
+	once   sync.Once
+	err    error
+}
+
+// serveOn serves cfg on addr; hook, when not nil, becomes the server's
+// testHook before the first round.
+func serveOn(t *testing.T, cfg ServerConfig, addr string, hook func(l *liveServer, event string, round int, sum []uint32)) *liveServer {
+	t.Helper()
+	if cfg.Token == "" {
+		cfg.Token = testToken
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLog()
+	}
+	if cfg.EnrollQuiet == 0 {
+		cfg.EnrollQuiet = 100 * time.Millisecond
+	}
+	srv, err := NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := ServerTLS("", "", true, cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	for k := 0; ; k++ { // the address may still be held by the last server's sockets
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		if k == 100 {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &liveServer{srv: srv, cancel: cancel, done: make(chan error, 1)}
+	if hook != nil {
+		srv.testHook = func(event string, round int, sum []uint32) { hook(l, event, round, sum) }
+	}
+	go func() { l.done <- srv.Serve(ctx, ln, tc, nil, 0) }()
+	t.Cleanup(func() { l.stop() })
+	return l
+}
+
+// wait waits for Serve to return (or ctx to end) and returns its error.
+func (l *liveServer) wait(ctx context.Context) (error, bool) {
+	select {
+	case err := <-l.done:
+		l.once.Do(func() { l.err = err; l.srv.Close() })
+		l.done <- err
+		return l.err, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// stop ends the server (if it still runs), closes its state and returns
+// what Serve returned.
+func (l *liveServer) stop() error {
+	l.cancel()
+	err, _ := l.wait(context.Background())
+	return err
+}
+
+// userItems returns the indicator vector of the items user rated in d.
+func userItems(d *ratings.Dataset, numItems, user int) []uint32 {
+	x := make([]uint32, numItems)
+	for k, u := range d.Users {
+		if int(u) == user {
+			x[d.Items[k]] = 1
+		}
+	}
+	return x
+}
+
+// TestRedTeamRestartReaggregation: a server crashes after unmasking
+// HDPMF's setup round (which carries no noise: each client's vector marks
+// the items it rated) and before releasing it, and its operator, who kept
+// the first sum, "loses" the durable record and bans one target client,
+// so that the round reopens without the target. In the control, clients
+// that aggregate the same vectors again under fresh masks hand the server
+// a second sum whose difference with the first is exactly the items the
+// target rated. Defended, every client that sent its masked vector of the
+// round sits the new session out: no second sum exists and the run ends
+// with the setup round lost.
+func TestRedTeamRestartReaggregation(t *testing.T) {
+	d, spl := smallCatalog(t, 30, 200)
+	const target = 5
+	want := userItems(spl.Train, len(d.ItemIDs), target)
+	rated := 0
+	for _, x := range want {
+		rated += int(x)
+	}
+	for _, tc := range []struct {
+		name     string
+		defended bool
+	}{{"control: clients send again", false}, {"defended", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
+			dir, addr := t.TempDir(), freeAddr(t)
+			base := ServerConfig{Method: "hdpmf", Config: cfg, Seed: 5, TestMode: true, Catalog: catalogOf(d),
+				StateDir: dir, RoundTimeout: 300 * time.Millisecond, MinParticipants: 0.9}
+			var mu sync.Mutex
+			var first, second []uint32
+			s1 := serveOn(t, base, addr, func(l *liveServer, event string, round int, sum []uint32) {
+				if event == "sum" && round == 0 {
+					mu.Lock()
+					first = slices.Clone(sum)
+					mu.Unlock()
+					l.cancel() // crash after the unmasking, before the release
+				}
+			})
+			hc, err := HTTPClient(dir + "/tls/cert.pem")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			sess, err := Dial(ctx, ClientConfig{URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 5,
+				Logger: quietLog(), Retry: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sess.resend = !tc.defended
+			spec, mcfg, _ := sess.Method()
+			cls, err := spec.NewClients(mcfg, spl.Train, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clientDone := make(chan error, 1)
+			go func() {
+				_, err := sess.Run(ctx, cls.List)
+				clientDone <- err
+			}()
+			if _, ok := s1.wait(ctx); !ok {
+				t.Fatal("the first server never reached the setup sum")
+			}
+			mu.Lock()
+			if first == nil {
+				t.Fatal("no setup sum before the crash")
+			}
+			mu.Unlock()
+			// The operator's part: forget that the masked step opened, and
+			// ban the target so that the survivor set differs.
+			st, err := openStore(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.forgetMasked(0); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.putBan(target, "red team"); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			s2 := serveOn(t, base, addr, func(l *liveServer, event string, round int, sum []uint32) {
+				if event == "sum" && round == 0 {
+					mu.Lock()
+					second = slices.Clone(sum)
+					mu.Unlock()
+					l.cancel()
+				}
+			})
+			runErr, ok := s2.wait(ctx)
+			if !ok {
+				t.Fatal("the second server never ended")
+			}
+			cancel()
+			<-clientDone
+			mu.Lock()
+			defer mu.Unlock()
+			if !tc.defended {
+				if second == nil {
+					t.Fatal("control: no second sum; the attack did not run")
+				}
+				diff := make([]uint32, len(first))
+				for j := range diff {
+					diff[j] = first[j] - second[j]
+				}
+				if !slices.Equal(diff, want) {
+					t.Fatal("control: the difference of the two sums is not the target's items")
+				}
+				t.Logf("control: the difference of the two sums recovers exactly the %d items client %d rated", rated, target)
+				return
+			}
+			if second != nil {
+				t.Fatal("defended: a second sum of the setup round exists")
+			}
+			if !errors.Is(runErr, errSetupLost) {
+				t.Fatalf("defended: the run ended with %v, want the setup round lost", runErr)
+			}
+			t.Logf("defended: no second sum; the run ends: %v", runErr)
+		})
+	}
+}
+
+// forgetMasked deletes round's masked record, as an operator who wants a
+// second session of the round would.
+func (s *store) forgetMasked(round int) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMasked).Delete(u32key(uint32(round))) })
+}
+
+// hostileKind is how a hostile client misbehaves in secure aggregation.
+type hostileKind int
+
+const (
+	lowOrderKey hostileKind = iota // advertise the all-zero (small order) key
+	badShares                      // send share ciphertexts that fail authentication
+	hugeValues                     // run honestly with 2^28 added to every value
+)
+
+// hostileSecAgg takes part in every masked round as client id until ctx
+// ends, misbehaving as kind says, and returns the codes its messages got
+// and how many rounds it was left out of (banned).
+func hostileSecAgg(ctx context.Context, api federationv1connect.FederationServiceClient, cred string, id uint32, kind hostileKind) (codes []connect.Code, absent int) {
+	last, session := -1, ""
+	for ctx.Err() == nil {
+		r, err := api.GetRound(ctx, withCred(&fedv1.GetRoundRequest{After: int32(last), Session: session}, cred))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if r.Msg.GetState() == fedv1.RunState_RUN_STATE_DONE {
+			return
+		}
+		plan, b := r.Msg.GetSecagg(), r.Msg.GetBroadcast()
+		if plan == nil || b == nil || (int(b.GetRound()) == last && plan.GetSession() == session) {
+			continue
+		}
+		last, session = int(b.GetRound()), plan.GetSession()
+		me := slices.Index(plan.GetOrder(), id)
+		if me < 0 {
+			absent++
+			continue
+		}
+		code := hostileSession(ctx, api, cred, last, plan, uint32(me), kind)
+		codes = append(codes, code)
+	}
+	return
+}
+
+// hostileSession runs one session as position me; it returns the code of
+// the first refused message (CodeOK when none was refused).
+func hostileSession(ctx context.Context, api federationv1connect.FederationServiceClient, cred string, round int, plan *fedv1.SecAggPlan, me uint32, kind hostileKind) connect.Code {
+	p := secagg.Params{N: len(plan.GetOrder()), K: int(plan.GetDegree()), T: int(plan.GetThreshold()),
+		Bits: int(plan.GetBits()), Len: int(plan.GetWords())}
+	copy(p.Seed[:], plan.GetSeed())
+	c, err := secagg.NewClient(me, p, crand.Reader)
+	if err != nil {
+		return connect.CodeInternal
+	}
+	call := func(req *fedv1.SecAggRequest) (*fedv1.SecAggResponse, error) {
+		req.Round, req.Session = int32(round), plan.GetSession()
+		resp, err := api.SecAgg(ctx, withCred(req, cred))
+		if err != nil {
+			return nil, err
+		}
+		return resp.Msg, nil
+	}
+	ak, _ := c.AdvertiseKeys()
+	if kind == lowOrderKey {
+		ak.MaskKey = make([]byte, secagg.KeySize)
+	}
+	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey}}})
+	if err != nil {
+		return connect.CodeOf(err)
+	}
+	kb := &secagg.KeysBroadcast{To: me}
+	for _, k := range resp.GetKeys().GetKeys() {
+		kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.GetPosition(), MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey()})
+	}
+	sk, err := c.ShareKeys(kb)
+	if err != nil {
+		return connect.CodeInternal
+	}
+	if kind == badShares {
+		for j := range sk.Shares {
+			sk.Shares[j].Ciphertext[20] ^= 0xff
+		}
+	}
+	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Shares{Shares: toWireShares(sk.Shares)}}); err != nil {
+		return connect.CodeOf(err)
+	}
+	d := &secagg.SharesDelivery{To: me, Shares: fromWireShares(resp.GetShares())}
+	chk, err := c.CheckShares(d)
+	if err != nil {
+		return connect.CodeInternal
+	}
+	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Check{Check: &fedv1.SecAggCheck{Reported: chk.Reported}}}); err != nil {
+		return connect.CodeOf(err)
+	}
+	d.Excluded = resp.GetExcluded().GetExcluded()
+	x := make([]uint32, p.Len)
+	if kind == hugeValues {
+		for i := range x {
+			x[i] = 1 << 28
+		}
+	}
+	mi, err := c.MaskedInput(d, x)
+	if err != nil {
+		return connect.CodeInternal
+	}
+	data := make([]byte, 4*len(mi.Y))
+	for i, y := range mi.Y {
+		binary.LittleEndian.PutUint32(data[4*i:], y)
+	}
+	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: data}}}); err != nil {
+		return connect.CodeOf(err)
+	}
+	ur, err := c.Unmask(&secagg.UnmaskRequest{To: me, Survivors: resp.GetUnmask().GetSurvivors(), Dropped: resp.GetUnmask().GetDropped()})
+	if err != nil {
+		return connect.CodeInternal
+	}
+	if _, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Reveal{Reveal: &fedv1.SecAggReveal{
+		SelfShares: toWireRevealed(ur.SelfShares), MaskShares: toWireRevealed(ur.MaskShares)}}}); err != nil {
+		return connect.CodeOf(err)
+	}
+	return codeOK
+}
+
+// TestRedTeamBadNeighbour: one enrolled client advertises a key of small
+// order, or sends its neighbours share ciphertexts that fail
+// authentication. Before, its K honest neighbours aborted, the round
+// failed its threshold and the server process exited, at every restart
+// again. Now the round completes without it, the server bans it and
+// keeps serving, and the run ends with a model as good as without it.
+func TestRedTeamBadNeighbour(t *testing.T) {
+	d, spl := smallCatalog(t, 30, 200)
+	for _, tc := range []struct {
+		name string
+		kind hostileKind
+	}{{"low-order key", lowOrderKey}, {"bad share ciphertexts", badShares}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
+			const attacker = 1 << 20
+			h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 6, TestMode: true, Catalog: catalogOf(d),
+				StateDir: t.TempDir(), MinClients: spl.Train.NumUsers() + 1, RoundTimeout: 2 * time.Second, MinParticipants: 0.9}, "127.0.0.1:0")
+			hc, err := HTTPClient(h.ca)
+			if err != nil {
+				t.Fatal(err)
+			}
+			api := federationv1connect.NewFederationServiceClient(hc, h.url)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			resp, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{attacker}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cred := resp.Msg.GetCredentials()[0].GetToken()
+			var codes []connect.Code
+			var absent int
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				codes, absent = hostileSecAgg(ctx, api, cred, attacker, tc.kind)
+			}()
+			m, _ := runClients(t, h.dial(t, true, 6), spl.Train, 6)
+			cancel()
+			wg.Wait()
+			if rmse := eval.Rating(m, spl.Test).RMSE; math.IsNaN(rmse) || rmse > 2 {
+				t.Fatalf("test RMSE %v", rmse)
+			}
+			led, err := h.srv.Ledger()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range led {
+				if e.Skipped != "" {
+					t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
+				}
+			}
+			h.srv.mu.Lock()
+			banned := h.srv.banned[attacker]
+			h.srv.mu.Unlock()
+			if !banned {
+				t.Error("the attacker is not banned")
+			}
+			if len(codes) == 0 || codes[0] == codeOK {
+				t.Errorf("the attacker's first session was not refused: %v", codes)
+			}
+			select {
+			case err := <-h.done:
+				t.Fatalf("the server stopped: %v", err)
+				h.done <- err
+			default:
+			}
+			t.Logf("attacker refused with %v, banned, absent from %d later rounds; %d rounds released", codes, absent, len(led))
+		})
+	}
+}
+
+// TestRedTeamFloor: with --min-participants 0.9 and 60 clients (a floor
+// of 54 masked vectors) and 15% of the clients offline each training
+// round, no masked round is released with fewer than 54 vectors: it waits
+// and is skipped instead (before, rounds were released with 50, 53 and 52
+// and a weaker ε). The ledger's participants equal its masked vectors.
+func TestRedTeamFloor(t *testing.T) {
+	d, spl := smallCatalog(t, 60, 200)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 8, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: 200 * time.Millisecond, MinParticipants: 0.9}, "127.0.0.1:0")
+	sess := h.dial(t, true, 8)
+	sess.cfg.Dropout = 0.15
+	runClients(t, sess, spl.Train, 8)
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := spl.Train.NumUsers()
+	floor := int(math.Ceil(0.9 * float64(n)))
+	released, skipped := 0, 0
+	for _, e := range led {
+		if e.Phase == "final" {
+			continue
+		}
+		if e.Skipped != "" {
+			skipped++
+			continue
+		}
+		released++
+		if e.Uploads < floor {
+			t.Errorf("round %d released with %d masked vectors, below the floor of %d", e.Round, e.Uploads, floor)
+		}
+		if e.Participants != e.Uploads {
+			t.Errorf("round %d: %d participants in the ledger, %d masked vectors in the sum", e.Round, e.Participants, e.Uploads)
+		}
+	}
+	t.Logf("%d clients, floor %d: %d masked rounds released, %d skipped", n, floor, released, skipped)
+}
+
+// TestAggregationPolicy: a client of a method whose privacy rests on sums
+// refuses a server that would read single uploads: a plan with the ideal
+// functionality ("sum": the server process adds the plain uploads), and a
+// server that asks for plain uploads in a round of a masked run.
+func TestAggregationPolicy(t *testing.T) {
+	d, spl := testData(t, 20)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"}) // secagg=ideal
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir()}, "127.0.0.1:0")
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 3, Logger: quietLog()})
+	if err == nil {
+		t.Fatal("a client joined an ideal-functionality server without --insecure")
+	}
+	t.Log(err)
+	// A client fooled into the masked policy refuses the plain round.
+	sess := h.dial(t, true, 3)
+	sess.needMasked = true
+	spec, mcfg, _ := sess.Method()
+	cls, err := spec.NewClients(mcfg, spl.Train, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.Run(ctx, cls.List); err == nil {
+		t.Fatal("a client sent plain uploads for a method that needs secure aggregation")
+	} else {
+		t.Log(err)
+	}
+}
+
+// codeOK marks a hostile session none of whose messages was refused.
+const codeOK connect.Code = 0
