@@ -1,0 +1,244 @@
+package hdpmf
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+)
+
+// tamperer wraps a client and rewrites a copy of its masked words from
+// round from on: a hostile client under secure aggregation.
+type tamperer struct {
+	protocol.Client
+	from   int
+	tamper func(b *protocol.Broadcast, up *protocol.Upload)
+}
+
+func (h *tamperer) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
+	up, err := h.Client.Round(b, r)
+	if err != nil || up == nil || b.Words == 0 || b.Round < h.from {
+		return up, err
+	}
+	c := *up
+	c.Words = slices.Clone(up.Words)
+	h.tamper(b, &c)
+	return &c, nil
+}
+
+// dropper wraps a client that sends nothing in a training round with
+// probability p (its own random stream decides).
+type dropper struct {
+	protocol.Client
+	p float64
+}
+
+func (d *dropper) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
+	up, err := d.Client.Round(b, r)
+	if b.Phase == protocol.PhaseTrain && r.Float64() < d.p {
+		return nil, err
+	}
+	return up, err
+}
+
+// rhoTransport sets ParamMinShare in every broadcast, as a deployment
+// provisioning for dropouts does (in the server's broadcast too, which
+// CheckSum reads).
+type rhoTransport struct {
+	protocol.Transport
+	rho float64
+}
+
+func (t rhoTransport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*protocol.Upload, error) {
+	b.Params[protocol.ParamMinShare] = t.rho
+	return t.Transport.Exchange(ctx, b)
+}
+
+// checkedRun is one masked run for the bounds tests.
+type checkedRun struct {
+	variant Variant
+	rounds  int
+	seed    uint64
+	rho     float64 // ParamMinShare; 0: absent
+	drop    float64 // per-round dropout of every client
+	hostile *tamperer
+	noTail  bool // the negative control: the bound without its noise tail
+}
+
+// run returns the hooks' round infos, V before the run and after every
+// round, and the run's error.
+func (c checkedRun) run(t *testing.T, train *ratings.Dataset) ([]protocol.RoundInfo, [][]float32, error) {
+	t.Helper()
+	cfg := DefaultConfig(c.variant)
+	cfg.Rounds, cfg.Seed, cfg.Aggregation = c.rounds, c.seed, protocol.AggMasked
+	srv, err := NewServer(cfg, train.NumItems(), train.Scale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.noTail {
+		srv.(*server).chk.mu = 0
+	}
+	cl, err := NewClients(train, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := slices.Clone(cl.List)
+	if c.drop > 0 {
+		for k, x := range clients {
+			clients[k] = &dropper{x, c.drop}
+		}
+	}
+	if h := c.hostile; h != nil {
+		h.Client = clients[0]
+		clients[0] = h
+	}
+	in, err := protocol.NewInMem(clients, 2, c.seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var tr protocol.Transport = in
+	if c.rho > 0 {
+		tr = rhoTransport{in, c.rho}
+	}
+	v, _ := srv.Factors()
+	vs := [][]float32{slices.Clone(v)}
+	var infos []protocol.RoundInfo
+	err = protocol.RunTransport(context.Background(), srv, protocol.NewMaskedSum(tr, c.seed), protocol.RunOptions{Seed: c.seed,
+		OnRound: func(ri protocol.RoundInfo) error {
+			infos = append(infos, ri)
+			v, _ := srv.Factors()
+			vs = append(vs, slices.Clone(v))
+			return nil
+		}})
+	return infos, vs, err
+}
+
+// TestHonestSumsPass: no honest masked sum is refused, over every
+// variant, several seeds, and dropouts with ρ < 1 (the noise tail then
+// grows with the arrivals beyond ⌊ρ·n_j⌋).
+func TestHonestSumsPass(t *testing.T) {
+	train := tiny(t, 60)
+	total := 0
+	for _, c := range []checkedRun{
+		{variant: HDPMF, rounds: 12, seed: 1}, {variant: HDPMF, rounds: 12, seed: 2},
+		{variant: HDPMF, rounds: 12, seed: 3}, {variant: HDPMFR, rounds: 8, seed: 4},
+		{variant: DPMF, rounds: 8, seed: 5}, {variant: PDPMF, rounds: 8, seed: 6},
+		{variant: Plain, rounds: 5, seed: 7},
+		{variant: HDPMF, rounds: 12, seed: 8, rho: 0.8, drop: 0.15},
+		{variant: HDPMF, rounds: 12, seed: 9, rho: 0.5, drop: 0.4},
+	} {
+		infos, _, err := c.run(t, train)
+		if err != nil {
+			t.Fatalf("%v seed %d: %v", c.variant, c.seed, err)
+		}
+		for _, ri := range infos {
+			if ri.Rejected != nil {
+				t.Fatalf("%v seed %d ρ %v: honest round %d refused: %v", c.variant, c.seed, c.rho, ri.Round, ri.Rejected)
+			}
+			if ri.Phase == protocol.PhaseTrain {
+				total++
+			}
+		}
+	}
+	if total < 50 {
+		t.Fatalf("only %d training rounds checked", total)
+	}
+	t.Logf("%d honest training rounds (and their setups) checked, none refused", total)
+}
+
+// TestHostileSumsRefused: a client masking a value of 2^28, or inflating
+// its arrival words above the inputs or above the announced count, gets
+// every sum it joins refused, reported in RoundInfo.Rejected, with V
+// unchanged by the refused rounds; inflated setup counts end the run
+// before training.
+func TestHostileSumsRefused(t *testing.T) {
+	train := tiny(t, 60)
+	const k = 10 // DefaultConfig's Dim
+	for _, tc := range []struct {
+		name   string
+		from   int
+		tamper func(b *protocol.Broadcast, up *protocol.Upload)
+		want   string
+	}{
+		{"value 2^28", 2, func(b *protocol.Broadcast, up *protocol.Upload) { up.Words[0] += 1 << 28 }, "beyond"},
+		{"value -2^28", 2, func(b *protocol.Broadcast, up *protocol.Upload) { up.Words[3] -= 1 << 28 }, "beyond"},
+		{"arrivals above inputs", 2, func(b *protocol.Broadcast, up *protocol.Upload) { up.Words[k] += 1000 }, "arrivals"},
+		{"arrivals above announced", 2, func(b *protocol.Broadcast, up *protocol.Upload) {
+			// The item the fewest announced: add its count, which stays
+			// below the 60 inputs.
+			n := slices.IndexFunc(up.Items, func(j int32) bool {
+				return b.Counts[j] == slices.Min(countsOf(b, up.Items))
+			})
+			up.Words[n*(k+1)+k] += uint32(b.Counts[up.Items[n]])
+		}, "announced"},
+		{"setup counts above inputs", 0, func(b *protocol.Broadcast, up *protocol.Upload) {
+			if b.Phase == protocol.PhaseSetup {
+				up.Words[0] += 100
+			}
+		}, "setup"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := checkedRun{variant: HDPMF, rounds: 4, seed: 3, hostile: &tamperer{from: tc.from, tamper: tc.tamper}}
+			infos, vs, err := c.run(t, train)
+			if tc.from == 0 { // a refused setup: no training
+				if err == nil || len(infos) != 1 || infos[0].Rejected == nil {
+					t.Fatalf("refused setup: run error %v, infos %+v", err, infos)
+				}
+				t.Logf("setup refused: %v; the run: %v", infos[0].Rejected, err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, ri := range infos {
+				refused := ri.Rejected != nil
+				if want := ri.Phase == protocol.PhaseTrain && r >= tc.from; refused != want {
+					t.Fatalf("round %d (%s): refused %v (%v), want %v", r, ri.Phase, refused, ri.Rejected, want)
+				}
+				if !refused {
+					continue
+				}
+				if !errors.Is(ri.Rejected, protocol.ErrOutOfBounds) || !strings.Contains(ri.Rejected.Error(), tc.want) {
+					t.Fatalf("round %d: %v, want ErrOutOfBounds naming %q", r, ri.Rejected, tc.want)
+				}
+				if !slices.Equal(vs[r], vs[r+1]) {
+					t.Fatalf("round %d was refused and V changed", r)
+				}
+			}
+			t.Logf("%v", infos[tc.from].Rejected)
+		})
+	}
+}
+
+func countsOf(b *protocol.Broadcast, items []int32) []int32 {
+	out := make([]int32, len(items))
+	for n, j := range items {
+		out[n] = b.Counts[j]
+	}
+	return out
+}
+
+// TestNoiseTailMatters is the negative control: without the noise tail
+// the bound (arrivals × clip × scale alone) refuses honest sums.
+func TestNoiseTailMatters(t *testing.T) {
+	infos, _, err := checkedRun{variant: HDPMF, rounds: 4, seed: 1, noTail: true}.run(t, tiny(t, 60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, ri := range infos {
+		if ri.Rejected != nil {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no honest round refused without the noise tail: the test does not exercise it")
+	}
+	t.Logf("without the noise tail %d of %d rounds refused: %v", refused, len(infos), infos[1].Rejected)
+}
