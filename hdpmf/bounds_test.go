@@ -68,6 +68,8 @@ type checkedRun struct {
 	drop    float64 // per-round dropout of every client
 	hostile *tamperer
 	noTail  bool // the negative control: the bound without its noise tail
+	// observe, when not nil, is called after every round.
+	observe func(srv protocol.Stateful, ri protocol.RoundInfo)
 }
 
 // run returns the hooks' round infos, V before the run and after every
@@ -93,8 +95,8 @@ func (c checkedRun) run(t *testing.T, train *ratings.Dataset) ([]protocol.RoundI
 			clients[k] = &dropper{x, c.drop}
 		}
 	}
-	if h := c.hostile; h != nil {
-		h.Client = clients[0]
+	if h := c.hostile; h != nil { // client 0, which never drops out
+		h.Client = cl.List[0]
 		clients[0] = h
 	}
 	in, err := protocol.NewInMem(clients, 2, c.seed)
@@ -112,6 +114,9 @@ func (c checkedRun) run(t *testing.T, train *ratings.Dataset) ([]protocol.RoundI
 	err = protocol.RunTransport(context.Background(), srv, protocol.NewMaskedSum(tr, c.seed), protocol.RunOptions{Seed: c.seed,
 		OnRound: func(ri protocol.RoundInfo) error {
 			infos = append(infos, ri)
+			if c.observe != nil {
+				c.observe(srv, ri)
+			}
 			v, _ := srv.Factors()
 			vs = append(vs, slices.Clone(v))
 			return nil
@@ -241,4 +246,53 @@ func TestNoiseTailMatters(t *testing.T) {
 		t.Fatal("no honest round refused without the noise tail: the test does not exercise it")
 	}
 	t.Logf("without the noise tail %d of %d rounds refused: %v", refused, len(infos), infos[1].Rejected)
+}
+
+// TestCoverageOfInflatedArrivals: with half the clients dropping out, the
+// honest reading of the noise coverage is below 1; a client inflating its
+// arrival words to make it read 1 (adding each item's announced count)
+// has every such sum refused, and a refused round reports no coverage
+// (ok false) rather than a full one.
+func TestCoverageOfInflatedArrivals(t *testing.T) {
+	train := tiny(t, 60)
+	const k = 10
+	inflate := &tamperer{from: 1, tamper: func(b *protocol.Broadcast, up *protocol.Upload) {
+		for n, j := range up.Items {
+			up.Words[n*(k+1)+k] += uint32(b.Counts[j])
+		}
+	}}
+	for _, tc := range []struct {
+		name    string
+		hostile *tamperer
+	}{{"honest", nil}, {"inflated arrivals", inflate}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var covs []float64
+			refused := 0
+			c := checkedRun{variant: HDPMF, rounds: 6, seed: 2, drop: 0.5, hostile: tc.hostile,
+				observe: func(srv protocol.Stateful, ri protocol.RoundInfo) {
+					cov, eps, ok := srv.(protocol.NoiseCoverage).NoiseCoverage(1)
+					if ri.Rejected != nil {
+						refused++
+						if ok {
+							t.Errorf("round %d refused, and NoiseCoverage reports %v (ε %v)", ri.Round, cov, eps)
+						}
+						return
+					}
+					if ok {
+						covs = append(covs, cov)
+					}
+				}}
+			if _, _, err := c.run(t, train); err != nil {
+				t.Fatal(err)
+			}
+			if tc.hostile == nil {
+				if refused != 0 || len(covs) != 6 || slices.Max(covs) >= 1 {
+					t.Fatalf("honest dropouts: %d refused, coverages %v (want 6 below 1)", refused, covs)
+				}
+			} else if refused != 6 || len(covs) != 0 {
+				t.Fatalf("inflated arrivals: %d of 6 rounds refused, coverages reported %v", refused, covs)
+			}
+			t.Logf("%d rounds refused, coverages reported %.3v", refused, covs)
+		})
+	}
 }

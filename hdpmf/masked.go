@@ -214,7 +214,21 @@ func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
 // over the items that received uploads, capped at 1. ε is that of the
 // round alone with that noise (Rényi DP at δ) for HDPMF and HDPMF-R,
 // whose μ is public; DPMF and PDPMF calibrate μ on the clients' data, so
-// the server reports their ε as 0, unknown.
+// the server reports their ε as 0, unknown. ok is false after a round
+// that folded no arrival (a sum CheckSum refused, or none).
+//
+// What the figure assumes: arrived_j is a sum of the clients' own arrival
+// words, so it counts noise shares only if every client in the sum is
+// honest, adding 1 for an item exactly when it adds its share there (the
+// assumption distributed noise rests on anyway: a client can always send
+// its bit and withhold its share). A lying client can raise arrived_j,
+// and so the reported coverage, but CheckSum refuses a sum with arrived_j
+// above the number of inputs or above n_j, so the figure never exceeds
+// min(inputs, n_j)/⌊rho·n_j⌋: inflating arrival words past the clients
+// actually in the sum, or past the announced raters, is refused. Within
+// that, an item whose n_j is at most the number of inputs can be made to
+// read full coverage by one client; no check of the sum tells which of
+// the inputs rated j, so only per-client proofs would close it.
 func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 	if !s.masked || s.plain || s.b.Phase != protocol.PhaseTrain {
 		return 0, 0, false
@@ -223,12 +237,17 @@ func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 		rho = 1
 	}
 	coverage = 1
+	arrived := false
 	for j, got := range s.arrived {
 		if got == 0 {
 			continue
 		}
+		arrived = true
 		need := max(1, math.Floor(rho*float64(s.counts[j])))
 		coverage = math.Min(coverage, float64(got)/need)
+	}
+	if !arrived {
+		return 0, 0, false
 	}
 	if m := s.noise; m != nil {
 		eps = rdp.SkellamEpsilon(coverage*m.mu, 1, m.l1, m.l2, m.delta)
