@@ -324,9 +324,21 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 // NoiseCoverage implements protocol.NoiseCoverage: every client drew its
 // Skellam share for ⌊rho·n⌋ of the n announced clients, so the last
 // round's noise is Skellam(coverage·μ) with coverage = arrived/⌊rho·n⌋,
-// capped at 1; ε is that of the round's worst row alone.
+// capped at 1; ε is that of the round's worst row alone. ok is false
+// after a round that folded no arrival (a sum CheckSum refused, or none).
+//
+// What the figure assumes: arrived is the sum of the clients' arrival
+// words, so it counts noise shares only if every client in the sum is
+// honest, sending 1 and adding its share to every position (the
+// assumption distributed noise rests on anyway: a client can always send
+// its 1 and withhold its share). CheckSum refuses a sum whose arrivals
+// exceed the number of inputs or the n announced clients, so inflated
+// arrival words cannot make the figure exceed inputs/⌊rho·n⌋: the reading
+// a lying client can force is at most the one the server would give by
+// counting the masked vectors in the sum, and the honest reading of half
+// the shares missing stays one half.
 func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
-	if s.mk == nil || s.mk.mu == 0 || s.kind != kindTrain || s.lastRound != s.round-1 {
+	if s.mk == nil || s.mk.mu == 0 || s.kind != kindTrain || s.lastRound != s.round-1 || s.arrived == 0 {
 		return 0, 0, false
 	}
 	if !(rho > 0 && rho <= 1) {
