@@ -166,14 +166,23 @@ func TestHostileSumsRefused(t *testing.T) {
 	train := tiny(t, 60)
 	const k = 10 // DefaultConfig's Dim
 	for _, tc := range []struct {
-		name   string
-		from   int
-		tamper func(b *protocol.Broadcast, up *protocol.Upload)
-		want   string
+		name    string
+		from    int
+		tamper  func(b *protocol.Broadcast, up *protocol.Upload)
+		want    string
+		variant Variant
 	}{
-		{"value 2^28", 2, func(b *protocol.Broadcast, up *protocol.Upload) { up.Words[0] += 1 << 28 }, "beyond"},
-		{"value -2^28", 2, func(b *protocol.Broadcast, up *protocol.Upload) { up.Words[3] -= 1 << 28 }, "beyond"},
-		{"arrivals above inputs", 2, func(b *protocol.Broadcast, up *protocol.Upload) { up.Words[k] += 1000 }, "arrivals"},
+		// Half the most every rater of the item could add, on every
+		// coordinate of the row: within each coordinate's bound, beyond
+		// the row's L2 bound (Plain: no noise to hide it).
+		{"row spread within coordinates", 2, func(b *protocol.Broadcast, up *protocol.Upload) {
+			for d := range k {
+				up.Words[d] += uint32(b.Counts[up.Items[0]]) * 1152 / 2
+			}
+		}, "row L2 norm", Plain},
+		{"value 2^28", 2, func(b *protocol.Broadcast, up *protocol.Upload) { up.Words[0] += 1 << 28 }, "beyond", HDPMF},
+		{"value -2^28", 2, func(b *protocol.Broadcast, up *protocol.Upload) { up.Words[3] -= 1 << 28 }, "beyond", HDPMF},
+		{"arrivals above inputs", 2, func(b *protocol.Broadcast, up *protocol.Upload) { up.Words[k] += 1000 }, "arrivals", HDPMF},
 		{"arrivals above announced", 2, func(b *protocol.Broadcast, up *protocol.Upload) {
 			// The item the fewest announced: add its count, which stays
 			// below the 60 inputs.
@@ -181,15 +190,15 @@ func TestHostileSumsRefused(t *testing.T) {
 				return b.Counts[j] == slices.Min(countsOf(b, up.Items))
 			})
 			up.Words[n*(k+1)+k] += uint32(b.Counts[up.Items[n]])
-		}, "announced"},
+		}, "announced", HDPMF},
 		{"setup counts above inputs", 0, func(b *protocol.Broadcast, up *protocol.Upload) {
 			if b.Phase == protocol.PhaseSetup {
 				up.Words[0] += 100
 			}
-		}, "setup"},
+		}, "setup", HDPMF},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := checkedRun{variant: HDPMF, rounds: 4, seed: 3, hostile: &tamperer{from: tc.from, tamper: tc.tamper}}
+			c := checkedRun{variant: tc.variant, rounds: 4, seed: 3, hostile: &tamperer{from: tc.from, tamper: tc.tamper}}
 			infos, vs, err := c.run(t, train)
 			if tc.from == 0 { // a refused setup: no training
 				if err == nil || len(infos) != 1 || infos[0].Rejected == nil {

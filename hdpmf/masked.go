@@ -261,6 +261,7 @@ func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 // per coordinate when ⌊ρ·n_j⌋ shares arrive.
 type sumCheck struct {
 	perClient int64   // ⌈clip·scale⌉: |a client's quantized coordinate|
+	perRow    float64 // clip·scale + √K: a client's quantized row's L2 norm
 	mu        float64 // μ, or an upper bound on it; 0: no noise (Plain)
 }
 
@@ -273,7 +274,8 @@ type sumCheck struct {
 // cfg.Weights), or PDPMF's numeric threshold. μ decreases in ε, so that μ
 // bounds theirs from above (a looser check, never a false refusal).
 func newSumCheck(cfg Config, m *masking, sens float64) (*sumCheck, error) {
-	c := &sumCheck{perClient: int64(math.Ceil(maskClipFactor * sens * maskScale))}
+	cs := maskClipFactor * sens * maskScale
+	c := &sumCheck{perClient: int64(math.Ceil(cs)), perRow: cs*(1+1e-9) + math.Sqrt(float64(cfg.Dim))}
 	switch cfg.Variant {
 	case Plain:
 		return c, nil
@@ -333,6 +335,17 @@ func newSumCheck(cfg Config, m *masking, sens float64) (*sumCheck, error) {
 // most 2^−40. Plain draws no noise: t_j − 1 = 0. For DPMF and PDPMF, μ is
 // an upper bound (newSumCheck).
 //
+// The row of item j is also bounded in L2 norm, on the same event (no
+// further tail): a client's quantized row has ‖q‖₂ ≤ clip·scale + √K
+// (the clip, then rounding moves each coordinate by less than 1), and
+// the noise ‖S‖₂ ≤ √K·(t_j − 1), so
+//
+//	‖x_j‖₂ ≤ a_j·(clip·scale + √K) + √K·(t_j − 1).
+//
+// Where the data term dominates (popular items, little noise) it is up
+// to √K times tighter than the coordinates' bound for a client spreading
+// its excess over the row.
+//
 // ρ is read from the round's broadcast: a deployment that sets
 // ParamMinShare only in the copy it sends the clients must set it in the
 // server's broadcast too, or honest sums of rounds with ρ < 1 may be
@@ -383,10 +396,16 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 		}
 		bound := a*s.chk.perClient + t - 1
 		q.Unwrap(w[j*stride:j*stride+k], ints)
+		var sq float64
 		for d, x := range ints {
 			if x > bound || x < -bound {
 				return fmt.Errorf("%w: round %d word %d, item %d: value %d beyond ±%d (%d arrivals × %d + noise tail %d)", protocol.ErrOutOfBounds, round, j*stride+d, j, x, bound, a, s.chk.perClient, t-1)
 			}
+			sq += float64(x) * float64(x)
+		}
+		rk := math.Sqrt(float64(k))
+		if l2, b2 := math.Sqrt(sq), float64(a)*s.chk.perRow+rk*float64(t-1); l2 > b2 {
+			return fmt.Errorf("%w: round %d words %d-%d, item %d: row L2 norm %.0f beyond %.0f (%d arrivals × %.0f + √%d × noise tail %d)", protocol.ErrOutOfBounds, round, j*stride, j*stride+k-1, j, l2, b2, a, s.chk.perRow, k, t-1)
 		}
 	}
 	return nil
