@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
@@ -68,6 +69,10 @@ type checkedRun struct {
 	drop    float64 // per-round dropout of every client
 	hostile *tamperer
 	noTail  bool // the negative control: the bound without its noise tail
+	// unchecked runs the server without its SumChecker, as before.
+	unchecked bool
+	// clients, when not nil, receives the run's clients.
+	clients **Clients
 	// observe, when not nil, is called after every round.
 	observe func(srv protocol.Stateful, ri protocol.RoundInfo)
 }
@@ -88,6 +93,9 @@ func (c checkedRun) run(t *testing.T, train *ratings.Dataset) ([]protocol.RoundI
 	cl, err := NewClients(train, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.clients != nil {
+		*c.clients = cl
 	}
 	clients := slices.Clone(cl.List)
 	if c.drop > 0 {
@@ -111,7 +119,11 @@ func (c checkedRun) run(t *testing.T, train *ratings.Dataset) ([]protocol.RoundI
 	v, _ := srv.Factors()
 	vs := [][]float32{slices.Clone(v)}
 	var infos []protocol.RoundInfo
-	err = protocol.RunTransport(context.Background(), srv, protocol.NewMaskedSum(tr, c.seed), protocol.RunOptions{Seed: c.seed,
+	var run protocol.Server = srv
+	if c.unchecked {
+		run = struct{ protocol.Server }{srv} // hides CheckSum
+	}
+	err = protocol.RunTransport(context.Background(), run, protocol.NewMaskedSum(tr, c.seed), protocol.RunOptions{Seed: c.seed,
 		OnRound: func(ri protocol.RoundInfo) error {
 			infos = append(infos, ri)
 			if c.observe != nil {
@@ -351,5 +363,54 @@ func BenchmarkCheckSumML1M(b *testing.B) {
 		if err := srv.CheckSum(1, sum, tr.SumInputs()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestHostileValueKeepsTheModel: the attack end to end. One
+// client adding 2^28 to a masked coordinate from round 6 on wrecks the
+// model when sums are folded unchecked; checked, the refused rounds leave
+// V as round 5 left it, and the test RMSE stays near the honest run's.
+func TestHostileValueKeepsTheModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three masked runs on ml-latest-small")
+	}
+	train, test := small(t)
+	hostile := func() *tamperer {
+		return &tamperer{from: 6, tamper: func(b *protocol.Broadcast, up *protocol.Upload) {
+			if b.Phase == protocol.PhaseTrain {
+				up.Words[0] += 1 << 28
+			}
+		}}
+	}
+	rmse := map[string]float64{}
+	for _, tc := range []struct {
+		name string
+		c    checkedRun
+	}{
+		{"honest", checkedRun{variant: HDPMF, rounds: 10, seed: 1}},
+		{"hostile, unchecked", checkedRun{variant: HDPMF, rounds: 10, seed: 1, hostile: hostile(), unchecked: true}},
+		{"hostile, checked", checkedRun{variant: HDPMF, rounds: 10, seed: 1, hostile: hostile()}},
+	} {
+		var cl *Clients
+		tc.c.clients = &cl
+		infos, vs, err := tc.c.run(t, train)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := 0
+		for _, ri := range infos {
+			if ri.Rejected != nil {
+				refused++
+			}
+		}
+		m, err := cl.Model(vs[len(vs)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rmse[tc.name] = eval.Rating(m, test).RMSE
+		t.Logf("%s: %d rounds refused, test RMSE %.4f", tc.name, refused, rmse[tc.name])
+	}
+	if h, u, c := rmse["honest"], rmse["hostile, unchecked"], rmse["hostile, checked"]; !(u > h+0.5) || !(c < h+0.1) {
+		t.Fatalf("test RMSE honest %.4f, hostile unchecked %.4f, checked %.4f", h, u, c)
 	}
 }
