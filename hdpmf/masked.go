@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/internal/vec"
 	"github.com/privrec/privrec/protocol"
@@ -212,7 +214,21 @@ func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
 // over the items that received uploads, capped at 1. ε is that of the
 // round alone with that noise (Rényi DP at δ) for HDPMF and HDPMF-R,
 // whose μ is public; DPMF and PDPMF calibrate μ on the clients' data, so
-// the server reports their ε as 0, unknown.
+// the server reports their ε as 0, unknown. ok is false after a round
+// that folded no arrival (a sum CheckSum refused, or none).
+//
+// What the figure assumes: arrived_j is a sum of the clients' own arrival
+// words, so it counts noise shares only if every client in the sum is
+// honest, adding 1 for an item exactly when it adds its share there (the
+// assumption distributed noise rests on anyway: a client can always send
+// its bit and withhold its share). A lying client can raise arrived_j,
+// and so the reported coverage, but CheckSum refuses a sum with arrived_j
+// above the number of inputs or above n_j, so the figure never exceeds
+// min(inputs, n_j)/⌊rho·n_j⌋: inflating arrival words past the clients
+// actually in the sum, or past the announced raters, is refused. Within
+// that, an item whose n_j is at most the number of inputs can be made to
+// read full coverage by one client; no check of the sum tells which of
+// the inputs rated j, so only per-client proofs would close it.
 func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 	if !s.masked || s.plain || s.b.Phase != protocol.PhaseTrain {
 		return 0, 0, false
@@ -221,15 +237,176 @@ func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 		rho = 1
 	}
 	coverage = 1
+	arrived := false
 	for j, got := range s.arrived {
 		if got == 0 {
 			continue
 		}
+		arrived = true
 		need := max(1, math.Floor(rho*float64(s.counts[j])))
 		coverage = math.Min(coverage, float64(got)/need)
+	}
+	if !arrived {
+		return 0, 0, false
 	}
 	if m := s.noise; m != nil {
 		eps = rdp.SkellamEpsilon(coverage*m.mu, 1, m.l1, m.l2, m.delta)
 	}
 	return coverage, eps, true
+}
+
+// sumCheck is what the server needs to check an unmasked sum
+// (protocol.SumChecker): the bound of one client's quantized coordinate
+// and an upper bound on μ, the Poisson mean of the summed Skellam noise
+// per coordinate when ⌊ρ·n_j⌋ shares arrive.
+type sumCheck struct {
+	perClient int64   // ⌈clip·scale⌉: |a client's quantized coordinate|
+	perRow    float64 // clip·scale + √K: a client's quantized row's L2 norm
+	mu        float64 // μ, or an upper bound on it; 0: no noise (Plain)
+}
+
+// newSumCheck returns the check of cfg's masked sums for rating range
+// sens. HDPMF and HDPMF-R calibrate μ on public figures (the server's
+// masking); DPMF and PDPMF calibrate it on the clients' data (the least
+// rating weight, PDPMF's threshold), which the server does not see, so
+// it takes the μ of the least per-round ε those can be: ε times the least
+// weight the specification can draw (User.Low·Item.Low, or the least of
+// cfg.Weights), or PDPMF's numeric threshold. μ decreases in ε, so that μ
+// bounds theirs from above (a looser check, never a false refusal).
+func newSumCheck(cfg Config, m *masking, sens float64) (*sumCheck, error) {
+	cs := maskClipFactor * sens * maskScale
+	c := &sumCheck{perClient: int64(math.Ceil(cs)), perRow: cs*(1+1e-9) + math.Sqrt(float64(cfg.Dim))}
+	switch cfg.Variant {
+	case Plain:
+		return c, nil
+	case HDPMF, HDPMFR:
+		c.mu = m.mu
+		return c, nil
+	}
+	wmin := cfg.Spec.User.Low * cfg.Spec.Item.Low
+	if w := cfg.Weights; w != nil {
+		wmin = slices.Min(w.User) * slices.Min(w.Item)
+	}
+	eps := wmin * cfg.Eps
+	if cfg.Variant == PDPMF {
+		// A numeric threshold is the ε itself; min, mean and max of the
+		// ratings' budgets are at least the least budget.
+		t, err := budget.Threshold([]float64{eps}, orDefault(cfg.Threshold, "mean"))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		eps = t
+	}
+	lo, err := newMasking(cfg, eps, sens)
+	if err != nil {
+		return nil, err
+	}
+	c.mu = lo.mu * (1 + 1e-6) // SkellamMuFor's bisection is precise to 1e-9
+	return c, nil
+}
+
+// CheckSum implements protocol.SumChecker for the integer path: it checks
+// the unmasked sum of the round the server last broadcast, of inputs
+// clients' masked vectors, against what honest clients can produce, and
+// returns an error wrapping protocol.ErrOutOfBounds at the first word out
+// of bounds. It changes nothing.
+//
+// Setup round: word j counts the clients that rated item j, each adding 0
+// or 1, so n_j ≤ inputs.
+//
+// Training round, item j (words j·(K+1) … j·(K+1)+K): the arrival word
+// a_j, one per honest rater of j in the sum, must satisfy a_j ≤ inputs
+// and a_j ≤ n_j (the count announced at setup: clients counted at setup
+// are the only ones that may train; a deployment must keep the others
+// out of training rounds). Each of the a_j raters adds to coordinate d its
+// quantized row, |q| ≤ C = ⌈clip·scale⌉ (Quantize clamps to ±⌈c·γ⌉
+// before rounding, so stochastic rounding is inside C), plus a Skellam
+// share drawn for s_j = max(1, ⌊ρ·n_j⌋) raters, Skellam(μ/s_j), ρ the
+// broadcast's ParamMinShare (1 when absent). The a_j shares sum to S ~
+// Skellam(m_j), m_j = a_j·μ/s_j, so every honest coordinate has
+//
+//	|x_jd| ≤ a_j·C + t_j − 1,
+//
+// t_j the least integer with 2·exp(2m_j(√(1+z²) − 1) − t_j·asinh z) ≤
+// p, z = t_j/(2m_j): the Chernoff bound on P(|S| ≥ t) from S's moment
+// generating function E[e^{λS}] = exp(2m_j(cosh λ − 1)) at its optimal
+// λ = asinh z (dp.SkellamTail), at p = protocol.SumTail/(numItems·K), so
+// that by a union bound an honest round is refused with probability at
+// most 2^−40. Plain draws no noise: t_j − 1 = 0. For DPMF and PDPMF, μ is
+// an upper bound (newSumCheck).
+//
+// The row of item j is also bounded in L2 norm, on the same event (no
+// further tail): a client's quantized row has ‖q‖₂ ≤ clip·scale + √K
+// (the clip, then rounding moves each coordinate by less than 1), and
+// the noise ‖S‖₂ ≤ √K·(t_j − 1), so
+//
+//	‖x_j‖₂ ≤ a_j·(clip·scale + √K) + √K·(t_j − 1).
+//
+// Where the data term dominates (popular items, little noise) it is up
+// to √K times tighter than the coordinates' bound for a client spreading
+// its excess over the row.
+//
+// ρ is read from the round's broadcast: a deployment that sets
+// ParamMinShare only in the copy it sends the clients must set it in the
+// server's broadcast too, or honest sums of rounds with ρ < 1 may be
+// refused.
+func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
+	if !s.masked || s.chk == nil || s.b.Phase == protocol.PhaseFinal {
+		return nil
+	}
+	if round != s.b.Round {
+		return fmt.Errorf("%w: check of round %d, the server broadcast round %d", protocol.ErrMessage, round, s.b.Round)
+	}
+	w := sum.Words
+	if s.b.Phase == protocol.PhaseSetup {
+		if len(w) != s.numItems {
+			return fmt.Errorf("%w: masked setup sum has %d words, want %d", protocol.ErrMessage, len(w), s.numItems)
+		}
+		for j, x := range w {
+			if int64(x) > int64(inputs) {
+				return fmt.Errorf("%w: round %d (setup) word %d, item %d: count %d above the %d inputs", protocol.ErrOutOfBounds, round, j, j, x, inputs)
+			}
+		}
+		return nil
+	}
+	k := s.k
+	stride := k + 1
+	if len(w) != s.numItems*stride {
+		return fmt.Errorf("%w: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(w), s.numItems*stride)
+	}
+	rho := s.b.Param(protocol.ParamMinShare, 1)
+	if !(rho > 0 && rho <= 1) {
+		rho = 1
+	}
+	tail := protocol.SumTail / float64(s.numItems*k)
+	type key struct{ a, shares int64 }
+	tails := map[key]int64{}
+	q := dp.Quantizer{Clip: 1, Scale: maskScale, Bits: s.b.Bits}
+	ints := make([]int64, k)
+	for j := range s.numItems {
+		a, n := int64(w[j*stride+k]), int64(s.counts[j])
+		if a > int64(inputs) || a > n {
+			return fmt.Errorf("%w: round %d word %d, item %d: arrivals %d above min(%d inputs, %d announced)", protocol.ErrOutOfBounds, round, j*stride+k, j, a, inputs, n)
+		}
+		shares := max(1, int64(math.Floor(rho*float64(n))))
+		t, ok := tails[key{a, shares}]
+		if !ok {
+			t = dp.SkellamTailBound(float64(a)*s.chk.mu/float64(shares), tail)
+			tails[key{a, shares}] = t
+		}
+		bound := a*s.chk.perClient + t - 1
+		q.Unwrap(w[j*stride:j*stride+k], ints)
+		var sq float64
+		for d, x := range ints {
+			if x > bound || x < -bound {
+				return fmt.Errorf("%w: round %d word %d, item %d: value %d beyond ±%d (%d arrivals × %d + noise tail %d)", protocol.ErrOutOfBounds, round, j*stride+d, j, x, bound, a, s.chk.perClient, t-1)
+			}
+			sq += float64(x) * float64(x)
+		}
+		rk := math.Sqrt(float64(k))
+		if l2, b2 := math.Sqrt(sq), float64(a)*s.chk.perRow+rk*float64(t-1); l2 > b2 {
+			return fmt.Errorf("%w: round %d words %d-%d, item %d: row L2 norm %.0f beyond %.0f (%d arrivals × %.0f + √%d × noise tail %d)", protocol.ErrOutOfBounds, round, j*stride, j*stride+k-1, j, l2, b2, a, s.chk.perRow, k, t-1)
+		}
+	}
+	return nil
 }

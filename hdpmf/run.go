@@ -8,6 +8,7 @@ import (
 	"github.com/privrec/privrec/internal/vec"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/model"
@@ -474,6 +475,8 @@ type server struct {
 	// HDPMF-R (nil otherwise: DPMF and PDPMF calibrate on the clients'
 	// data), for NoiseCoverage's ε.
 	noise *masking
+	// chk bounds the masked sums (CheckSum), nil off the integer path.
+	chk *sumCheck
 }
 
 // serverConfig is the public part of Config the server knows.
@@ -519,8 +522,14 @@ func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful
 		return nil, err
 	}
 	s := newServer(cfg, numItems, float64(scale.Min+scale.Max)/2, itemW)
+	sens := float64(scale.Max - scale.Min)
 	if s.masked && (cfg.Variant == HDPMF || cfg.Variant == HDPMFR) {
-		if s.noise, err = newMasking(cfg, cfg.Eps, float64(scale.Max-scale.Min)); err != nil {
+		if s.noise, err = newMasking(cfg, cfg.Eps, sens); err != nil {
+			return nil, err
+		}
+	}
+	if s.masked {
+		if s.chk, err = newSumCheck(cfg, s.noise, sens); err != nil {
 			return nil, err
 		}
 	}
@@ -572,6 +581,15 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 			s.b.Words, s.b.Bits = s.numItems, 32
 		}
 	case round <= T:
+		if s.masked && !slices.ContainsFunc(s.counts, func(n int32) bool { return n > 0 }) {
+			// A refused setup sum (CheckSum) is folded as no sum: without
+			// counts the clients cannot size their noise shares and the
+			// server cannot bound a training sum, and the setup cannot
+			// run again (its noiseless indicator vectors summed over
+			// another set of clients would tell the difference). The run
+			// ends here; a restart from the snapshot ends here again.
+			return nil, fmt.Errorf("hdpmf: no item was counted in the setup round (its sum was refused, or no client announced one): the masked run cannot train")
+		}
 		s.b.Phase = protocol.PhaseTrain
 		s.b.V, s.b.Counts = s.v, s.counts
 		if s.masked {

@@ -214,8 +214,9 @@ func (c *client) maskedSampled(b *protocol.Broadcast, r *rand.Rand) (*protocol.U
 
 // aggregateMasked decodes the unmasked sum of a training round into the
 // float sums of the named positions (in position order), adding the
-// public term n·λ·v_p the clients left out, and counts the arrivals.
-func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
+// public term n·λ·v_p the clients left out, and counts the arrivals. It
+// reports whether there was a sum (none when CheckSum refused it).
+func (s *server) aggregateMasked(round int, ups []*protocol.Upload) (folded bool, err error) {
 	s.acc = append(s.acc[:0], make([]float64, len(s.sel))...)
 	s.arrived = 0
 	q := dp.Quantizer{Clip: 1, Scale: maskScale, Bits: maskBits}
@@ -225,8 +226,9 @@ func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
 			continue
 		}
 		if len(u.Words) != len(s.sel)+1 || u.Items != nil {
-			return fmt.Errorf("%w: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(u.Words), len(s.sel)+1)
+			return false, fmt.Errorf("%w: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(u.Words), len(s.sel)+1)
 		}
+		folded = true
 		q.Unwrap(u.Words, ints)
 		for x, v := range ints[:len(s.sel)] {
 			s.acc[x] += float64(v) / maskScale
@@ -237,15 +239,106 @@ func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
 	for x, p := range s.sel {
 		s.acc[x] += lam * float64(s.v[p])
 	}
+	return folded, nil
+}
+
+// CheckSum implements protocol.SumChecker on the integer path: it checks
+// the unmasked sum of the round the server last broadcast, of inputs
+// clients' masked vectors, against what honest clients can produce, and
+// returns an error wrapping protocol.ErrOutOfBounds at the first word out
+// of bounds. It changes nothing.
+//
+// Setup round: the one word counts the clients, each adding 1, so it is
+// at most inputs.
+//
+// Training round: the last word counts the arrivals a, one per honest
+// client in the sum: a ≤ inputs and a ≤ n, the clients counted at setup
+// (the only ones that may train; a deployment must keep the others out).
+// Each of the a clients adds to every named position its quantized
+// gradient element, |q| ≤ C = ⌈2ΔB·scale⌉ (clamped to ±2ΔB before
+// scaling, so stochastic rounding stays inside C), plus a Skellam share
+// drawn for s = max(1, ⌊ρ·n⌋) clients, Skellam(μ/s), ρ the broadcast's
+// ParamMinShare (1 when absent). The a shares sum to S ~ Skellam(m), m =
+// a·μ/s, so every honest position has
+//
+//	|x| ≤ a·C + t − 1,
+//
+// t the least integer with 2·exp(2m(√(1+z²) − 1) − t·asinh z) ≤ p, z =
+// t/(2m): the Chernoff bound on P(|S| ≥ t) from E[e^{λS}] = exp(2m(cosh λ
+// − 1)) at λ = asinh z (dp.SkellamTail), at p = protocol.SumTail over the
+// round's positions, so that by a union bound an honest round is refused
+// with probability at most 2^−40. RSMF draws no noise: t − 1 = 0.
+//
+// ρ is read from the round's broadcast: a deployment that sets
+// ParamMinShare only in the copy it sends the clients must set it in the
+// server's broadcast too, or honest sums of rounds with ρ < 1 may be
+// refused.
+func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
+	if s.mk == nil || s.b.Words <= 0 {
+		return nil
+	}
+	if round != s.b.Round {
+		return fmt.Errorf("%w: check of round %d, the server broadcast round %d", protocol.ErrMessage, round, s.b.Round)
+	}
+	w := sum.Words
+	switch s.kind {
+	case kindSetup:
+		if len(w) != 1 {
+			return fmt.Errorf("%w: masked setup sum has %d words, want 1", protocol.ErrMessage, len(w))
+		}
+		if int64(w[0]) > int64(inputs) {
+			return fmt.Errorf("%w: round %d (setup) word 0: %d clients announced, above the %d inputs", protocol.ErrOutOfBounds, round, w[0], inputs)
+		}
+		return nil
+	case kindTrain:
+	default:
+		return nil
+	}
+	if len(w) != len(s.sel)+1 || sum.Items != nil {
+		return fmt.Errorf("%w: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(w), len(s.sel)+1)
+	}
+	a, n := int64(w[len(s.sel)]), int64(s.n)
+	if a > int64(inputs) || a > n {
+		return fmt.Errorf("%w: round %d word %d: arrivals %d above min(%d inputs, %d announced)", protocol.ErrOutOfBounds, round, len(s.sel), a, inputs, n)
+	}
+	rho := s.b.Param(protocol.ParamMinShare, 1)
+	if !(rho > 0 && rho <= 1) {
+		rho = 1
+	}
+	shares := max(1, int64(math.Floor(rho*float64(n))))
+	per := int64(math.Ceil(s.mk.a))
+	t := dp.SkellamTailBound(float64(a)*s.mk.mu/float64(shares), protocol.SumTail/float64(max(1, len(s.sel))))
+	bound := a*per + t - 1
+	q := dp.Quantizer{Clip: 1, Scale: maskScale, Bits: maskBits}
+	ints := make([]int64, len(s.sel))
+	q.Unwrap(w[:len(s.sel)], ints)
+	for x, v := range ints {
+		if v > bound || v < -bound {
+			p := int(s.sel[x])
+			return fmt.Errorf("%w: round %d word %d, item %d (position %d): value %d beyond ±%d (%d arrivals × %d + noise tail %d)", protocol.ErrOutOfBounds, round, x, p/s.k, p, v, bound, a, per, t-1)
+		}
+	}
 	return nil
 }
 
 // NoiseCoverage implements protocol.NoiseCoverage: every client drew its
 // Skellam share for ⌊rho·n⌋ of the n announced clients, so the last
 // round's noise is Skellam(coverage·μ) with coverage = arrived/⌊rho·n⌋,
-// capped at 1; ε is that of the round's worst row alone.
+// capped at 1; ε is that of the round's worst row alone. ok is false
+// after a round that folded no arrival (a sum CheckSum refused, or none).
+//
+// What the figure assumes: arrived is the sum of the clients' arrival
+// words, so it counts noise shares only if every client in the sum is
+// honest, sending 1 and adding its share to every position (the
+// assumption distributed noise rests on anyway: a client can always send
+// its 1 and withhold its share). CheckSum refuses a sum whose arrivals
+// exceed the number of inputs or the n announced clients, so inflated
+// arrival words cannot make the figure exceed inputs/⌊rho·n⌋: the reading
+// a lying client can force is at most the one the server would give by
+// counting the masked vectors in the sum, and the honest reading of half
+// the shares missing stays one half.
 func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
-	if s.mk == nil || s.mk.mu == 0 || s.kind != kindTrain || s.lastRound != s.round-1 {
+	if s.mk == nil || s.mk.mu == 0 || s.kind != kindTrain || s.lastRound != s.round-1 || s.arrived == 0 {
 		return 0, 0, false
 	}
 	if !(rho > 0 && rho <= 1) {

@@ -553,6 +553,14 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 	if round != s.round {
 		return nil, fmt.Errorf("ldpop: broadcast of round %d, expected %d", round, s.round)
 	}
+	if round > 0 && s.mk != nil && s.n <= 0 {
+		// A refused setup sum (CheckSum) is folded as no sum: without the
+		// client count the clients cannot size their noise shares nor the
+		// server bound a training sum, and the setup cannot run again
+		// (one masked input per client per round). The run ends here; a
+		// restart from the snapshot ends here again.
+		return nil, fmt.Errorf("ldpop: no client was counted in the setup round (its sum was refused, or none arrived): the masked run cannot train")
+	}
 	clear(s.params)
 	s.params[paramLambda] = s.cfg.Reg
 	s.b = protocol.Broadcast{Round: round, Dim: s.k, NumItems: s.m, Params: s.params}
@@ -701,12 +709,18 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 			s.v[p] -= float32(lr * g * inv)
 		}
 	} else if s.mk != nil {
-		if err := s.aggregateMasked(round, ups); err != nil {
+		folded, err := s.aggregateMasked(round, ups)
+		if err != nil {
 			return err
 		}
-		for x, p := range s.sel {
-			s.v[p] -= float32(lr * s.acc[x] * s.scale * inv)
+		if folded { // a refused sum (CheckSum) moves nothing
+			for x, p := range s.sel {
+				s.v[p] -= float32(lr * s.acc[x] * s.scale * inv)
+			}
 		}
+		// Refused or not, the sum was unmasked: its positions count as
+		// released, and the round as one of the Rounds the noise was
+		// calibrated for.
 		s.led.account(s.sel)
 	} else {
 		s.acc = slices.Grow(s.acc[:0], len(s.rows)*k)[:len(s.rows)*k]

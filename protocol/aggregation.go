@@ -76,7 +76,15 @@ const ParamMinShare = "secagg-min-share"
 // client drew its share for a fraction rho of the clients
 // (ParamMinShare; 1 when absent), capped at 1, and the ε at the method's
 // δ of that round alone with the noise that arrived. ok is false when the
-// round carried no noise.
+// round carried no noise, and after a round that folded no sum (one its
+// SumChecker refused: RoundInfo.Rejected).
+//
+// The arrival counts are words of the masked sum like any other, so the
+// figure assumes every client in the sum sends its arrival word exactly
+// where it adds its noise share. A SumChecker refuses sums whose arrivals
+// exceed the number of masked inputs or the counts announced at setup,
+// which bounds what a lying client can make the figure read; each
+// method's NoiseCoverage says what remains.
 type NoiseCoverage interface {
 	NoiseCoverage(rho float64) (coverage, eps float64, ok bool)
 }

@@ -32,8 +32,9 @@ type MaskedSum struct {
 	// 0.1 when both are zero).
 	Dropout, Collusion float64
 
-	sum Upload
-	out [1]*Upload
+	sum    Upload
+	out    [1]*Upload
+	inputs int // masked vectors in the last Exchange's sum
 }
 
 // NewMaskedSum returns inner wrapped so that Exchange returns only sums;
@@ -48,10 +49,15 @@ func (m *MaskedSum) NumClients() int { return m.inner.NumClients() }
 // Close closes the inner transport.
 func (m *MaskedSum) Close() error { return m.inner.Close() }
 
+// SumInputs implements SumInputs: the number of client vectors in the
+// sum the last Exchange returned (0 after a round without words).
+func (m *MaskedSum) SumInputs() int { return m.inputs }
+
 // Exchange runs the round on the inner transport and returns one summed
 // upload (none when no client sent anything). The returned upload is
 // reused by the next Exchange.
 func (m *MaskedSum) Exchange(ctx context.Context, b *Broadcast) ([]*Upload, error) {
+	m.inputs = 0
 	ups, err := m.inner.Exchange(ctx, b)
 	if err != nil {
 		return nil, err
@@ -91,6 +97,7 @@ func (m *MaskedSum) Exchange(ctx context.Context, b *Broadcast) ([]*Upload, erro
 		total = sumWords(b, given)
 	}
 	m.sum = Upload{Client: -1, Round: b.Round, Words: total}
+	m.inputs = len(given)
 	m.out[0] = &m.sum
 	return m.out[:], nil
 }

@@ -16,9 +16,17 @@ var ErrRounds = errors.New("protocol: round limit reached")
 type RoundInfo struct {
 	Round   int
 	Phase   string
-	Uploads int           // non-nil uploads aggregated
+	Uploads int           // non-nil uploads aggregated (0 when Rejected)
 	Items   int           // Σ len(Items) over the uploads
 	Elapsed time.Duration // wall time of the round, hooks excluded
+	// Rejected, when not nil, says that the round's unmasked sum failed
+	// the server's SumChecker: it wraps ErrOutOfBounds and names the
+	// first violated bound. The server then aggregated nothing
+	// (Aggregate(round, nil)): the round released nothing and moved no
+	// model value. Its clients' inputs were still summed and unmasked, so
+	// the privacy they spent on it is spent: a ledger records the round
+	// as rejected, not as absent.
+	Rejected error
 }
 
 // RunOptions configures Run.
@@ -74,6 +82,15 @@ func Run(ctx context.Context, srv Server, clients []Client, opt RunOptions) erro
 // RunTransport runs srv over any transport until srv is Done. Every
 // broadcast and upload is validated; a malformed message stops the run
 // with an error wrapping ErrMessage.
+//
+// When the transport returns a round's single masked sum (an upload with
+// Client −1 and Words, as MaskedSum and a deployment's SecAgg+ transport
+// do) and srv is a SumChecker, RunTransport checks the sum before srv
+// folds it, with the transport's SumInputs (or NumClients) as the number
+// of inputs. A sum out of bounds (ErrOutOfBounds) does not stop the run:
+// the round is skipped, srv.Aggregate(round, nil) is called instead, and
+// RoundInfo.Rejected reports it to the hook. Any other CheckSum error
+// stops the run.
 func RunTransport(ctx context.Context, srv Server, tr Transport, opt RunOptions) error {
 	maxRounds := opt.MaxRounds
 	if maxRounds <= 0 {
@@ -124,6 +141,21 @@ func RunTransport(ctx context.Context, srv Server, tr Transport, opt RunOptions)
 		if tw != nil {
 			if err := tw.Write(b, ups); err != nil {
 				return err
+			}
+		}
+		if sc, ok := srv.(SumChecker); ok {
+			if sum := maskedSum(b, ups); sum != nil {
+				inputs := tr.NumClients()
+				if si, ok := tr.(SumInputs); ok {
+					inputs = si.SumInputs()
+				}
+				if err := sc.CheckSum(round, sum, inputs); err != nil {
+					if !errors.Is(err, ErrOutOfBounds) {
+						return fmt.Errorf("protocol: check of round %d: %w", round, err)
+					}
+					info.Rejected, info.Uploads, info.Items = err, 0, 0
+					ups = nil
+				}
 			}
 		}
 		if err := srv.Aggregate(round, ups); err != nil {
