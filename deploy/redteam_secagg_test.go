@@ -241,7 +241,8 @@ type hostileKind int
 const (
 	lowOrderKey hostileKind = iota // advertise the all-zero (small order) key
 	badShares                      // send share ciphertexts that fail authentication
-	hugeValues                     // run honestly with 2^28 added to every value
+	hugeValues                     // from round 1, run honestly with 2^28 in every value
+	inflatedArrivals               // from round 1, claim 1000 arrivals of every item (HDPMF)
 )
 
 // hostileSecAgg takes part in every masked round as client id until ctx
@@ -271,7 +272,7 @@ func hostileSecAgg(ctx context.Context, api federationv1connect.FederationServic
 			absent++
 			continue
 		}
-		code := hostileSession(ctx, api, cred, last, plan, uint32(me), kind)
+		code := hostileSession(ctx, api, cred, last, int(b.GetDim()), plan, uint32(me), kind)
 		codes = append(codes, code)
 	}
 	return
@@ -279,7 +280,7 @@ func hostileSecAgg(ctx context.Context, api federationv1connect.FederationServic
 
 // hostileSession runs one session as position me; it returns the code of
 // the first refused message (CodeOK when none was refused).
-func hostileSession(ctx context.Context, api federationv1connect.FederationServiceClient, cred string, round int, plan *fedv1.SecAggPlan, me uint32, kind hostileKind) connect.Code {
+func hostileSession(ctx context.Context, api federationv1connect.FederationServiceClient, cred string, round, dim int, plan *fedv1.SecAggPlan, me uint32, kind hostileKind) connect.Code {
 	p := secagg.Params{N: len(plan.GetOrder()), K: int(plan.GetDegree()), T: int(plan.GetThreshold()),
 		Bits: int(plan.GetBits()), Len: int(plan.GetWords())}
 	copy(p.Seed[:], plan.GetSeed())
@@ -328,10 +329,18 @@ func hostileSession(ctx context.Context, api federationv1connect.FederationServi
 		return connect.CodeOf(err)
 	}
 	d.Excluded = resp.GetExcluded().GetExcluded()
-	x := make([]uint32, p.Len)
-	if kind == hugeValues {
+	x := make([]uint32, p.Len) // an honest client without ratings sends zeros
+	switch {
+	case round == 0:
+	case kind == hugeValues: // every coordinate, not the arrival words
 		for i := range x {
-			x[i] = 1 << 28
+			if i%(dim+1) != dim {
+				x[i] = 1 << 28
+			}
+		}
+	case kind == inflatedArrivals:
+		for j := dim; j < len(x); j += dim + 1 {
+			x[j] = 1000
 		}
 	}
 	mi, err := c.MaskedInput(d, x)
@@ -504,3 +513,82 @@ func TestAggregationPolicy(t *testing.T) {
 
 // codeOK marks a hostile session none of whose messages was refused.
 const codeOK connect.Code = 0
+
+// TestRedTeamOutOfBounds: one client runs secure aggregation honestly
+// but masks values of 2^28 (before, every value of V changed: test RMSE
+// 1.19 → 3.14), or claims 1000 arrivals of every item (before, the
+// ledger read full noise coverage when the shares were missing). Each
+// such sum is refused: nothing is released, V never moves, the ledger
+// records the refusal with no finite ε, /metrics counts it, and the
+// server keeps serving.
+func TestRedTeamOutOfBounds(t *testing.T) {
+	d, spl := smallCatalog(t, 30, 200)
+	for _, tc := range []struct {
+		name string
+		kind hostileKind
+	}{{"values of 2^28", hugeValues}, {"inflated arrival words", inflatedArrivals}} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
+			const attacker = 1 << 20
+			cat := catalogOf(d)
+			h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 6, TestMode: true, Catalog: cat,
+				StateDir: t.TempDir(), MinClients: spl.Train.NumUsers() + 1, RoundTimeout: 2 * time.Second}, "127.0.0.1:0")
+			hc, err := HTTPClient(h.ca)
+			if err != nil {
+				t.Fatal(err)
+			}
+			api := federationv1connect.NewFederationServiceClient(hc, h.url)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			resp, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{attacker}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cred := resp.Msg.GetCredentials()[0].GetToken()
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				hostileSecAgg(ctx, api, cred, attacker, tc.kind)
+			}()
+			m, _ := runClients(t, h.dial(t, true, 6), spl.Train, 6)
+			cancel()
+			wg.Wait()
+			// V as the server built it, before any round.
+			items := &ratings.Dataset{Name: "catalog", Scale: cat.Scale, ItemIDs: cat.ItemIDs, ItemTitles: cat.Titles}
+			fresh, err := spec.NewServerFor(cfg, items, 6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v0, _ := fresh.Factors()
+			if k := firstDiff(m.V, v0); k >= 0 {
+				t.Fatalf("V[%d] moved: %v, initially %v", k, m.V[k], v0[k])
+			}
+			led, err := h.srv.Ledger()
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused := 0
+			for _, e := range led {
+				if e.Phase != "train" {
+					continue
+				}
+				if e.Refused == "" || e.Eps != -1 {
+					t.Errorf("round %d: refused %q, ε %v", e.Round, e.Refused, e.Eps)
+					continue
+				}
+				refused++
+			}
+			if refused == 0 {
+				t.Fatal("no round refused")
+			}
+			select {
+			case err := <-h.done:
+				h.done <- err
+				t.Fatalf("the server stopped: %v", err)
+			default:
+			}
+			t.Logf("%d training rounds refused, V unchanged; e.g. %s", refused, led[1].Refused)
+		})
+	}
+}

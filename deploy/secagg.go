@@ -106,7 +106,13 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 			s.log.Info("masked round finished before a restart; releasing its stored sum", "round", b.Round, "inputs", rec.Inputs)
 			s.mu.Lock()
 			s.round, s.nAnswer, s.maskedInputs = b.Round, rec.Inputs, rec.Inputs
-			s.ups, s.answered, s.rejected = nil, nil, map[string]int{}
+			s.ups, s.rejected = nil, map[string]int{}
+			s.answered = make([]bool, len(s.order))
+			for _, id := range rec.Survivors {
+				if k, ok := s.slots[id]; ok {
+					s.answered[k] = true
+				}
+			}
 			s.mu.Unlock()
 			return []*protocol.Upload{{Client: -1, Round: b.Round, Words: rec.Sum}}, nil
 		}
@@ -152,7 +158,7 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	s.mu.Lock()
 	var roster []uint32
 	for _, id := range s.order {
-		if !s.banned[id] {
+		if !s.banned[id] && (s.members == nil || s.members[id] || b.Phase == protocol.PhaseSetup) {
 			roster = append(roster, id)
 		}
 	}
@@ -188,14 +194,18 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	for i := range sa.done {
 		sa.done[i] = make(chan struct{})
 	}
-	w := toWireBroadcast(b)
-	w.V, w.Aux = clone(w.V), clone(w.Aux)
 	// Provision the noise for dropouts: each client draws its share as if
 	// only this fraction of an item's raters took part, so that any such
-	// fraction of shares still sums to the calibrated noise.
+	// fraction of shares still sums to the calibrated noise. It is set on
+	// the method's own broadcast too: its sum bounds (CheckSum) read it.
 	if s.cfg.MinParticipants < 1 {
-		w.Params[protocol.ParamMinShare] = s.cfg.MinParticipants
+		if b.Params == nil {
+			b.Params = map[string]float64{}
+		}
+		b.Params[protocol.ParamMinShare] = s.cfg.MinParticipants
 	}
+	w := toWireBroadcast(b)
+	w.V, w.Aux = clone(w.V), clone(w.Aux)
 	s.mu.Lock()
 	s.round, s.bc, s.wire, s.open, s.sa, s.skipped = b.Round, b, w, true, sa, ""
 	s.ups = make([]*protocol.Upload, enrolled)
@@ -281,7 +291,11 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 			if sum, err = srv.Result(); err != nil {
 				return fail(step, err)
 			}
-			if err := s.st.putMasked(b.Round, &maskedRecord{Session: session, Sum: sum, Inputs: len(sa.inputs)}); err != nil {
+			survivors := make([]uint32, 0, len(sa.inputs))
+			for _, pos := range srv.Survivors() {
+				survivors = append(survivors, roster[pos])
+			}
+			if err := s.st.putMasked(b.Round, &maskedRecord{Session: session, Sum: sum, Inputs: len(sa.inputs), Survivors: survivors}); err != nil {
 				return nil, false, err
 			}
 			if s.testHook != nil {

@@ -163,6 +163,10 @@ type Server struct {
 	skipped      string
 	// banned clients take no part in later masked rounds.
 	banned map[uint32]bool
+	// members are the clients whose vectors are in the masked setup
+	// round's sum: only they take part in later masked rounds, whose sums
+	// are bounded by the setup's counts (nil: every client).
+	members map[uint32]bool
 	// testHook, when set by a test, is called at points of a round
 	// ("sum": the unmasked sum of a masked round, before its release).
 	testHook func(event string, round int, sum []uint32)
@@ -250,6 +254,18 @@ func (s *Server) restore() error {
 	}
 	if s.banned, err = s.st.bans(); err != nil {
 		return err
+	}
+	if have.Aggregation == "masked" {
+		ids, err := s.st.folded(0)
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			s.members = make(map[uint32]bool, len(ids))
+			for _, id := range ids {
+				s.members[id] = true
+			}
+		}
 	}
 	cp, err := s.st.checkpoint()
 	if err != nil {
@@ -418,6 +434,17 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 	}
 	if s.maskedInputs >= 0 { // a masked round: the masked vectors in the released sum
 		e.Uploads, e.Skipped = s.maskedInputs, s.skipped
+		if info.Phase == protocol.PhaseSetup && e.Skipped == "" {
+			s.members = map[uint32]bool{}
+			for _, id := range folded {
+				s.members[id] = true
+			}
+		}
+	}
+	if info.Rejected != nil {
+		// A client lied about its vector, so the arrival words that
+		// bound the noise in the sum cannot be trusted: no finite ε.
+		e.Refused, e.Eps = info.Rejected.Error(), -1
 	}
 	var shares []int32
 	switch s.plan.Aggregation {
@@ -436,11 +463,15 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 			}
 		}
 	case "masked":
-		if e.Skipped == "" {
+		if e.Skipped == "" && e.Refused == "" {
 			e.Coverage, e.Eps = s.maskedCoverage(info.Phase)
 		}
 	}
 	s.mu.Unlock()
+	if e.Refused != "" {
+		s.log.Error("unmasked sum out of bounds: refused, nothing released", "round", e.Round, "err", e.Refused)
+		s.met.refuseSum()
+	}
 	if e.Coverage > 0 && e.Coverage < 1 {
 		s.log.Warn("dropouts weakened the noise of this round", "round", e.Round, "noise_coverage", e.Coverage, "eps", e.Eps)
 	}
@@ -561,7 +592,15 @@ func (s *Server) publish() error {
 type transport Server
 
 func (t *transport) NumClients() int { return len(t.order) }
-func (t *transport) Close() error    { return nil }
+
+// SumInputs returns the number of masked vectors in the last masked
+// round's sum (protocol.SumInputs), which bounds its arrivals.
+func (t *transport) SumInputs() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return max(0, t.maskedInputs)
+}
+func (t *transport) Close() error { return nil }
 
 // Exchange opens round b, waits until every enrolled client answered or
 // the deadline passed with enough answers, and returns the uploads in

@@ -165,6 +165,24 @@ func (s *store) checkpoint() (checkpoint, error) {
 	return c, err
 }
 
+// folded returns the ids of the clients whose uploads round folded (for
+// a masked round, the clients whose vectors are in its sum), nil when the
+// round is not committed.
+func (s *store) folded(round int) ([]uint32, error) {
+	var out []uint32
+	err := s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketFolded).Get(u32key(uint32(round)))
+		if len(raw)%4 != 0 {
+			return fmt.Errorf("%w: folded record of round %d has %d bytes", ErrState, round, len(raw))
+		}
+		for k := 0; k < len(raw); k += 4 {
+			out = append(out, binary.BigEndian.Uint32(raw[k:]))
+		}
+		return nil
+	})
+	return out, err
+}
+
 // LedgerEntry is the record of one folded round.
 type LedgerEntry struct {
 	Round int    `json:"round"`
@@ -193,7 +211,13 @@ type LedgerEntry struct {
 	// released its sum): its secure aggregation failed after masked
 	// vectors were sent, or a restart interrupted it. The method folded
 	// an empty round; no ε was spent.
-	Skipped string    `json:"skipped,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	// Refused says why a masked round's unmasked sum was refused: it was
+	// outside the bounds honest clients keep (protocol.ErrOutOfBounds),
+	// so one or more clients lied; the method folded an empty round. The
+	// sum was unmasked, and the arrival words that bound its noise came
+	// from the same lying clients: Eps is -1 (no finite bound).
+	Refused string    `json:"refused,omitempty"`
 	Seconds float64   `json:"seconds"`
 	Time    time.Time `json:"time"`
 }
@@ -246,9 +270,10 @@ func (s *store) commit(e LedgerEntry, snapshot []byte, folded []uint32, shares [
 // it holds. A restart that finds a record never opens another session of
 // the round: it releases the stored sum, or skips the round.
 type maskedRecord struct {
-	Session string   `json:"session"`
-	Sum     []uint32 `json:"sum,omitempty"`
-	Inputs  int      `json:"inputs,omitempty"`
+	Session   string   `json:"session"`
+	Sum       []uint32 `json:"sum,omitempty"`
+	Inputs    int      `json:"inputs,omitempty"`
+	Survivors []uint32 `json:"survivors,omitempty"` // client ids in the sum
 }
 
 // putMasked stores round's masked record, fsynced.
