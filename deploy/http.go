@@ -150,6 +150,14 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if c := r.URL.Query().Get("compression"); r.Method == http.MethodGet && c != "" && c != "identity" {
+		// A Connect GET carries its message in the URL; privrec's clients
+		// never compress it, and a compressed one would be inflated past
+		// the cap to its end.
+		s.met.reject("size")
+		g.refuse(w, r, connect.NewError(connect.CodeUnimplemented, errors.New("compressed GET messages are not accepted; use POST")))
+		return
+	}
 	if r.ContentLength > limit {
 		s.met.reject("size")
 		g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted,

@@ -13,6 +13,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -286,6 +287,21 @@ func TestRedTeamCompressedOverCap(t *testing.T) {
 			t.Errorf("%s: hello: %v", tc.name, err)
 		}
 	}
+	// A Connect GET whose message in the URL is compressed is refused.
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	_, _ = zw.Write(make([]byte, 1<<20))
+	_ = zw.Close()
+	u := h.url + federationv1connect.FederationServiceHelloProcedure + "?connect=v1&encoding=proto&base64=1&compression=gzip&message=" +
+		base64.RawURLEncoding.EncodeToString(z.Bytes())
+	resp, err := hc.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("a compressed GET message: %s", resp.Status)
+	}
 }
 
 // TestRedTeamIdleConnections: connections that sit idle after a request
@@ -510,8 +526,8 @@ func TestRedTeamEnrolmentFlood(t *testing.T) {
 		{"code for two", &fedv1.EnrollRequest{Code: codes[1], ClientIds: []uint32{11, 12}, Secrets: []string{s1, s2}}, connect.CodeInvalidArgument, 1},
 		{"vendor", &fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{1, 2}, Secrets: []string{s1, s2}}, 0, 2},
 		{"second code", &fedv1.EnrollRequest{Code: codes[1], ClientIds: []uint32{12}, Secrets: []string{s2}}, 0, 3},
-		{"code over the cap", &fedv1.EnrollRequest{Code: codes[2], ClientIds: []uint32{13}, Secrets: []string{s1}}, connect.CodeResourceExhausted, 3},
-		{"vendor over the cap", &fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{3}, Secrets: []string{s1}}, connect.CodeResourceExhausted, 3},
+		{"code over the cap", &fedv1.EnrollRequest{Code: codes[2], ClientIds: []uint32{13}, Secrets: []string{s1}}, connect.CodeFailedPrecondition, 3},
+		{"vendor over the cap", &fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{3}, Secrets: []string{s1}}, connect.CodeFailedPrecondition, 3},
 		{"vendor retry at the cap", &fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{1, 2}, Secrets: []string{s1, s2}}, 0, 3},
 	}
 	var first string

@@ -779,8 +779,9 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		hashes = append(hashes, h)
 	}
 	if n := len(s.enrolled) + len(fresh); n > s.cfg.MaxClients {
+		// Not ResourceExhausted: clients retry that, and the cap stays.
 		s.met.reject("enrol-cap")
-		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%d clients would be enrolled; this server takes at most %d", n, s.cfg.MaxClients))
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%d clients would be enrolled; this server takes at most %d", n, s.cfg.MaxClients))
 	}
 	switch err := s.st.enrol(fresh, hashes, party, code); {
 	case errors.Is(err, errNoCode):
