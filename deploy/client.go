@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +51,10 @@ type ClientConfig struct {
 	// and server restarts; <= 0 means 10 minutes.
 	Retry  time.Duration
 	Logger *slog.Logger
+	// Insecure lets the clients send plain uploads to a server whose plan
+	// does not run secure aggregation for a method whose privacy rests on
+	// it; without it they refuse (the server would read every upload).
+	Insecure bool
 	// Dropout simulates devices that go offline: each training round each
 	// client independently sits the round out (computes and sends nothing)
 	// with this probability. Every client answers the setup round, where
@@ -63,6 +68,9 @@ type Session struct {
 	api  federationv1connect.FederationServiceClient
 	plan *fedv1.HelloResponse
 	log  *slog.Logger
+	// needMasked: the run's method is private only against a server that
+	// sees sums, so uploads go through secure aggregation or not at all.
+	needMasked bool
 }
 
 // Dial connects to the server and reads its plan, retrying while it is
@@ -95,7 +103,36 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if s.cfg.Seeded && !s.plan.GetTestMode() {
 		return nil, errors.New("deploy: --seed asks for the reproducible test mode, and the server is not in it")
 	}
+	if err := s.checkAggregation(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// checkAggregation refuses a plan whose aggregation is weaker than the
+// method's privacy needs: a method private only against a server that
+// sees sums (its default aggregation is secure) must run masked over the
+// network, where "sum" would mean the server process reads every upload.
+// The plan's aggregation must also be what its own configuration says.
+func (s *Session) checkAggregation() error {
+	spec, cfg, err := s.Method()
+	if err != nil {
+		return err
+	}
+	if spec.Federated == nil {
+		return fmt.Errorf("deploy: method %s has no client/server protocol", spec.Name)
+	}
+	agg := s.plan.GetAggregation()
+	want := map[protocol.Aggregation]string{protocol.AggOff: "none", protocol.AggIdeal: "sum", protocol.AggMasked: "masked"}[spec.Federated.Aggregation(cfg)]
+	if agg != want {
+		return fmt.Errorf("deploy: the server's plan says aggregation %q, its configuration of %s says %q: refusing an inconsistent plan", agg, spec.Name, want)
+	}
+	needs := spec.Federated.Aggregation(spec.New()).Secure()
+	if needs && agg != "masked" && !s.cfg.Insecure {
+		return fmt.Errorf("deploy: %s is private only against a server that sees sums, and this server runs aggregation %q (it would read every upload): refusing; --insecure overrides", spec.Name, agg)
+	}
+	s.needMasked = needs && !s.cfg.Insecure
+	return nil
 }
 
 // Method returns the run's method and its typed configuration, as the
@@ -180,11 +217,19 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 	lead := creds[0]
 	cache := make([]*fedv1.UploadRequest, len(clients))
 	var dense [][]uint32 // a masked round's vectors, nil for a client sitting it out
-	last, boot := -1, ""
+	// sentMasked[k] is the last round for which client k may have sent
+	// its masked vector: it never sends another for that round, in any
+	// session, so that no two released sums of a round differ by a
+	// known set of clients.
+	sentMasked := make([]int, len(clients))
+	for k := range sentMasked {
+		sentMasked[k] = -1
+	}
+	last, boot, session := -1, "", ""
 	for {
 		var resp *fedv1.GetRoundResponse
 		err := s.retry(ctx, "get round", func(ctx context.Context) error {
-			r, err := s.api.GetRound(ctx, withCred(&fedv1.GetRoundRequest{After: int32(last), Boot: boot}, lead))
+			r, err := s.api.GetRound(ctx, withCred(&fedv1.GetRoundRequest{After: int32(last), Boot: boot, Session: session}, lead))
 			if err == nil {
 				resp = r.Msg
 			}
@@ -205,7 +250,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			switch {
 			case r < last:
 				return nil, fmt.Errorf("deploy: the server went back from round %d to %d: its state was lost", last, r)
-			case r == last && resp.GetBoot() == boot:
+			case r == last && plan.GetSession() == session:
 				continue
 			case r > last:
 				b, err := fromWireBroadcast(w)
@@ -217,14 +262,15 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				}
 				last = r
 			default:
-				s.log.Info("round reopened after a server restart; aggregating the same vectors again under fresh masks", "round", r)
+				s.log.Info("new secure-aggregation session of the round; clients that sent their masked vector sit it out", "round", r, "session", plan.GetSession())
 			}
-			boot = resp.GetBoot()
-			if err := s.secureAggregate(ctx, r, plan, clients, dense, creds); err != nil {
+			boot, session = resp.GetBoot(), plan.GetSession()
+			if err := s.secureAggregate(ctx, r, plan, clients, dense, creds, sentMasked); err != nil {
 				return nil, err
 			}
 			continue
 		}
+		session = ""
 		switch {
 		case r < last:
 			return nil, fmt.Errorf("deploy: the server went back from round %d to %d: its state was lost", last, r)
@@ -239,6 +285,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			}
 			if err := s.answer(ctx, b, clients, cache); err != nil {
 				return nil, err
+			}
+			if s.needMasked && slices.ContainsFunc(cache, func(u *fedv1.UploadRequest) bool { return u.GetSparse() != nil }) {
+				return nil, fmt.Errorf("deploy: the server asks for plain uploads in round %d, and %s's privacy rests on secure aggregation: refusing", r, s.plan.GetMethod())
 			}
 			last = r
 		}
@@ -363,10 +412,11 @@ func (s *Session) answerMasked(b *protocol.Broadcast, clients []protocol.Client)
 	return out, err
 }
 
-// secureAggregate runs the four steps of SecAgg+ for every client with a
-// vector, concurrently (a step closes only when all have sent). A client
-// whose step fails drops out of the round, as a device would.
-func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.SecAggPlan, clients []protocol.Client, dense [][]uint32, creds []string) error {
+// secureAggregate runs the steps of SecAgg+ for every client with a
+// vector that has not sent a masked vector for this round before (in any
+// session), concurrently (a step closes only when all have sent). A
+// client whose step fails drops out of the round, as a device would.
+func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.SecAggPlan, clients []protocol.Client, dense [][]uint32, creds []string, sentMasked []int) error {
 	pos := make(map[uint32]uint32, len(plan.GetOrder()))
 	for k, id := range plan.GetOrder() {
 		pos[id] = uint32(k)
@@ -374,21 +424,29 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 	p := secagg.Params{N: len(plan.GetOrder()), K: int(plan.GetDegree()), T: int(plan.GetThreshold()),
 		Bits: int(plan.GetBits()), Len: int(plan.GetWords())}
 	copy(p.Seed[:], plan.GetSeed())
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("deploy: round %d: the server's secure-aggregation plan: %w", round, err)
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	dropped := 0
+	dropped, sitting := 0, 0
 	for k, v := range dense {
 		if v == nil {
 			continue
 		}
+		if sentMasked[k] == round {
+			sitting++
+			continue
+		}
 		me, ok := pos[uint32(clients[k].ID())]
 		if !ok {
-			return fmt.Errorf("deploy: client %d is not in round %d's secure aggregation", clients[k].ID(), round)
+			continue // banned, or left out of this session by the server
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.secaggFlow(ctx, round, p, me, v, creds[k]); err != nil {
+			markSent := func() { sentMasked[k] = round } // only this goroutine touches entry k
+			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, me, v, creds[k], markSent); err != nil {
 				s.log.Debug("dropped out of secure aggregation", "client", clients[k].ID(), "round", round, "err", err)
 				mu.Lock()
 				dropped++
@@ -397,20 +455,21 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 		}()
 	}
 	wg.Wait()
-	if dropped > 0 {
-		s.log.Info("clients dropped out of the round's secure aggregation", "round", round, "dropped", dropped)
+	if dropped > 0 || sitting > 0 {
+		s.log.Info("clients left out of the round's secure aggregation", "round", round, "dropped", dropped, "already_sent", sitting)
 	}
 	return ctx.Err()
 }
 
-// secaggFlow is one client's four steps.
-func (s *Session) secaggFlow(ctx context.Context, round int, p secagg.Params, me uint32, x []uint32, cred string) error {
+// secaggFlow is one client's five steps. markSent is called just before
+// the masked vector leaves, whether or not it arrives.
+func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, me uint32, x []uint32, cred string, markSent func()) error {
 	c, err := secagg.NewClient(me, p, crand.Reader)
 	if err != nil {
 		return err
 	}
 	call := func(req *fedv1.SecAggRequest) (*fedv1.SecAggResponse, error) {
-		req.Round = int32(round)
+		req.Round, req.Session = int32(round), session
 		resp, err := s.api.SecAgg(ctx, withCred(req, cred))
 		if err != nil {
 			return nil, err
@@ -436,7 +495,19 @@ func (s *Session) secaggFlow(ctx context.Context, round int, p secagg.Params, me
 	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Shares{Shares: toWireShares(sk.Shares)}}); err != nil {
 		return err
 	}
-	mi, err := c.MaskedInput(&secagg.SharesDelivery{To: me, Shares: fromWireShares(resp.GetShares())}, x)
+	d := &secagg.SharesDelivery{To: me, Shares: fromWireShares(resp.GetShares())}
+	chk, err := c.CheckShares(d)
+	if err != nil {
+		return err
+	}
+	if len(chk.Reported) > 0 {
+		s.log.Warn("neighbours' shares failed authentication: reported", "round", round, "position", me, "reported", chk.Reported)
+	}
+	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Check{Check: &fedv1.SecAggCheck{Reported: chk.Reported}}}); err != nil {
+		return err
+	}
+	d.Excluded = resp.GetExcluded().GetExcluded()
+	mi, err := c.MaskedInput(d, x)
 	if err != nil {
 		return err
 	}
@@ -444,6 +515,7 @@ func (s *Session) secaggFlow(ctx context.Context, round int, p secagg.Params, me
 	for i, y := range mi.Y {
 		binary.LittleEndian.PutUint32(data[4*i:], y)
 	}
+	markSent()
 	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: data}}}); err != nil {
 		return err
 	}

@@ -141,6 +141,9 @@ func startServerAt(t testing.TB, cfg ServerConfig, addr string, g prometheus.Gat
 	return h
 }
 
+// dial connects a vendor client. It accepts the ideal functionality
+// ("sum") that the bit-exact comparisons run under (Insecure): the
+// policy that refuses it is tested on its own (TestAggregationPolicy).
 func (h *harness) dial(t testing.TB, seeded bool, seed uint64) *Session {
 	t.Helper()
 	hc, err := HTTPClient(h.ca)
@@ -149,7 +152,7 @@ func (h *harness) dial(t testing.TB, seeded bool, seed uint64) *Session {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: seeded, Seed: seed,
+	s, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: seeded, Seed: seed, Insecure: true,
 		Logger: quietLog(), Retry: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,9 @@ type Metrics struct {
 	uploads  *prometheus.CounterVec
 	latency  prometheus.Histogram
 	eps      prometheus.Gauge
+	skipped  prometheus.Counter
+	refused  prometheus.Counter
+	bans     prometheus.Counter
 }
 
 // NewMetrics registers the server's metrics with reg:
@@ -27,6 +30,9 @@ type Metrics struct {
 //	privrec_uploads_total{result,reason} uploads accepted, and refused by reason
 //	privrec_round_seconds                wall time from broadcast to commit
 //	privrec_epsilon_spent                HDPMF family: ε spent so far by a rating of weight 1, dropouts included
+//	privrec_rounds_skipped_total         masked rounds that released nothing (failed after masked vectors were sent)
+//	privrec_sums_refused_total           unmasked sums out of the bounds honest clients keep: nothing released
+//	privrec_clients_banned_total         clients banned from later rounds
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		rounds:   prometheus.NewCounter(prometheus.CounterOpts{Name: "privrec_rounds_total", Help: "Rounds folded and committed."}),
@@ -40,8 +46,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Wall time of a round, from broadcast to commit.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
 		eps: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privrec_epsilon_spent",
 			Help: "HDPMF family: ε spent so far by a rating of weight 1 (basic composition), with the noise that arrived."}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "privrec_rounds_skipped_total",
+			Help: "Masked rounds that released nothing: their secure aggregation failed after masked vectors were sent."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "privrec_sums_refused_total",
+			Help: "Unmasked sums outside the bounds honest clients keep: nothing released."}),
+		bans: prometheus.NewCounter(prometheus.CounterOpts{Name: "privrec_clients_banned_total", Help: "Clients banned from later rounds."}),
 	}
-	reg.MustRegister(m.rounds, m.round, m.enrolled, m.parties, m.uploads, m.latency, m.eps)
+	reg.MustRegister(m.rounds, m.round, m.enrolled, m.parties, m.uploads, m.latency, m.eps, m.skipped, m.refused, m.bans)
 	return m
 }
 
@@ -84,5 +95,23 @@ func (m *Metrics) roundDone(e LedgerEntry) {
 		} else {
 			m.eps.Add(e.Eps)
 		}
+	}
+}
+
+func (m *Metrics) skip() {
+	if m != nil {
+		m.skipped.Inc()
+	}
+}
+
+func (m *Metrics) refuseSum() {
+	if m != nil {
+		m.refused.Inc()
+	}
+}
+
+func (m *Metrics) ban() {
+	if m != nil {
+		m.bans.Inc()
 	}
 }

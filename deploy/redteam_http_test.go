@@ -601,3 +601,56 @@ func TestRedTeamEnrolmentFlood(t *testing.T) {
 		t.Logf("40 enrolments at a burst of 5: %v", codes)
 	})
 }
+
+// TestEnrolmentCodesSurviveRestart: a spent code stays spent, and the
+// parties stay counted, across a restart of the server on its state.
+func TestEnrolmentCodesSurviveRestart(t *testing.T) {
+	d, _ := testData(t, 20)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
+	dir := t.TempDir()
+	codes, err := IssueCodes(dir, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() *Server {
+		s, err := NewServer(ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: dir, Token: testToken,
+			Seed: 1, TestMode: true, Logger: quietLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	enrol := func(s *Server, req *fedv1.EnrollRequest) connect.Code {
+		if _, err := s.Enroll(context.Background(), connect.NewRequest(req)); err != nil {
+			return connect.CodeOf(err)
+		}
+		return 0
+	}
+	s := open()
+	for _, req := range []*fedv1.EnrollRequest{
+		{Code: codes[0], ClientIds: []uint32{5}, Secrets: []string{"device-secret-0005"}},
+		{Token: testToken, ClientIds: []uint32{1, 2}, Secrets: []string{"vendor-secret-001", "vendor-secret-002"}},
+	} {
+		if c := enrol(s, req); c != 0 {
+			t.Fatalf("enrol %v: %v", req, c)
+		}
+	}
+	s.Close()
+	s = open()
+	defer s.Close()
+	if p := s.Parties(); p != 2 {
+		t.Errorf("%d parties after the restart, want 2", p)
+	}
+	if c := enrol(s, &fedv1.EnrollRequest{Code: codes[0], ClientIds: []uint32{5}, Secrets: []string{"device-secret-0005"}}); c != 0 {
+		t.Errorf("a retry with the spent code after the restart: %v", c)
+	}
+	if c := enrol(s, &fedv1.EnrollRequest{Code: codes[0], ClientIds: []uint32{6}, Secrets: []string{"device-secret-0006"}}); c != connect.CodePermissionDenied {
+		t.Errorf("the spent code for another client after the restart: %v, want permission_denied", c)
+	}
+	if c := enrol(s, &fedv1.EnrollRequest{Code: codes[1], Secrets: []string{"device-secret-0007"}}); c != 0 {
+		t.Errorf("the second code, no id given: %v", c)
+	}
+	if p := s.Parties(); p != 3 {
+		t.Errorf("%d parties, want 3", p)
+	}
+}

@@ -2,9 +2,11 @@ package deploy
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,46 +24,157 @@ const streamGraph = 0x47524150 // "GRAP"
 // neighbour graph and threshold of masked rounds are provisioned for.
 const Collusion = 0.1
 
-// saRound is the server's state of one secure-aggregation round: four
-// steps (keys, shares, masked vectors, revealed shares), each closing when
-// every client expected in it has sent or at the deadline.
+// The steps of a masked round, as the server runs them.
+const (
+	stepKeys   = iota // AdvertiseKeys
+	stepShares        // ShareKeys
+	stepCheck         // ShareCheck: neighbours whose shares failed
+	stepMasked        // MaskedInput
+	stepReveal        // UnmaskResponse
+	numSteps
+)
+
+// Policy of masked rounds.
+const (
+	// maxWaits bounds how many extra deadlines a step waits, below the
+	// round's floor of participants, before the session gives up.
+	maxWaits = 3
+	// maxSessions bounds the sessions of one round that fail before any
+	// masked vector was taken (each is retried under fresh keys).
+	maxSessions = 5
+	// banReports is how many distinct clients must report a client's
+	// shares in one round for the server to ban it: one report only
+	// excludes it from that round, since one lying client could
+	// otherwise ban its honest neighbours.
+	banReports = 2
+)
+
+// errSetupLost is returned by Run when the setup round's masked vectors
+// were taken and its sum was lost (a crash between the masked step and
+// the release, or too few clients): the setup sum cannot be recomputed
+// without aggregating the same vectors again, which the clients refuse.
+var errSetupLost = errors.New("deploy: the setup round's secure aggregation failed after masked vectors were sent; the run cannot continue without re-aggregating them — start a new run with a new --state")
+
+// saRound is the server's state of one secure-aggregation session of a
+// round: five steps (keys, shares, share check, masked vectors, revealed
+// shares), each closing when every client expected in it has sent, or at
+// the deadline.
 type saRound struct {
-	p      secagg.Params
-	srv    *secagg.Server
-	plan   *fedv1.SecAggPlan
-	step   int // the open step, 4 when done
-	expect int // clients expected in the open step
-	got    int
-	seen   map[uint32]bool // positions that sent in the open step
-	full   chan struct{}   // closed when got == expect
-	done   [4]chan struct{}
-	keys   map[uint32]*secagg.KeysBroadcast
-	shares map[uint32]*secagg.SharesDelivery
-	unmask map[uint32]*secagg.UnmaskRequest
-	inputs []uint32 // positions whose masked vector was taken
-	err    error
+	p       secagg.Params
+	srv     *secagg.Server
+	plan    *fedv1.SecAggPlan
+	session string
+	slot    map[uint32]uint32 // client id → position in the session
+	floor   int               // masked vectors the round needs to be released
+	step    int               // the open step, numSteps when done
+	expect  int               // clients expected in the open step
+	got     int
+	seen    map[uint32]bool // positions that sent in the open step
+	full    chan struct{}   // closed when got == expect
+	done    [numSteps]chan struct{}
+	keys    map[uint32]*secagg.KeysBroadcast
+	shares  map[uint32]*secagg.SharesDelivery
+	checked map[uint32]*secagg.SharesDelivery // the check's answers: Excluded
+	unmask  map[uint32]*secagg.UnmaskRequest
+	inputs  []uint32 // positions whose masked vector was taken
+	err     error
 }
 
 // exchangeMasked runs round b through SecAgg+ with the enrolled clients
-// and returns the unmasked sum as one upload. s.mu is not held.
+// that are not banned and returns the unmasked sum as one upload, or no
+// upload when the round is skipped. One masked input per client per
+// round, ever: a session that fails before any masked vector was taken is
+// retried under fresh keys; once the masked step has opened (recorded
+// durably first), the round is either released from that session or
+// skipped for good, across restarts too. s.mu is not held.
 func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*protocol.Upload, error) {
-	n := len(s.order)
-	if n < 2 {
-		return nil, fmt.Errorf("deploy: secure aggregation needs at least 2 clients, the run has %d", n)
-	}
-	k, t, err := secagg.ChooseParams(n, 1-s.cfg.MinParticipants+0.05, Collusion)
-	if err != nil {
-		return nil, fmt.Errorf("deploy: secure aggregation parameters for %d clients: %w", n, err)
-	}
-	p := secagg.Params{N: n, K: k, T: t, Bits: b.Bits, Len: b.Words,
-		Seed: rng.Seed(s.plan.Seed, streamGraph, uint64(b.Round))}
-	srv, err := secagg.NewServer(p)
+	rec, err := s.st.masked(b.Round)
 	if err != nil {
 		return nil, err
 	}
-	sa := &saRound{p: p, srv: srv, expect: n, seen: map[uint32]bool{}, full: make(chan struct{}),
-		plan: &fedv1.SecAggPlan{Order: s.order, Degree: uint32(k), Threshold: uint32(t), Bits: uint32(b.Bits),
-			Words: uint32(b.Words), Seed: p.Seed[:]}}
+	if rec != nil {
+		s.mu.Lock()
+		s.sa, s.skipped = nil, ""
+		s.mu.Unlock()
+		if rec.Sum != nil {
+			// The session finished before the restart: release its sum.
+			s.log.Info("masked round finished before a restart; releasing its stored sum", "round", b.Round, "inputs", rec.Inputs)
+			s.mu.Lock()
+			s.nAnswer, s.maskedInputs = rec.Inputs, rec.Inputs
+			s.mu.Unlock()
+			return []*protocol.Upload{{Client: -1, Round: b.Round, Words: rec.Sum}}, nil
+		}
+		return s.skipMasked(b, "its masked vectors were taken in a session that a restart interrupted")
+	}
+	for attempt := 0; ; attempt++ {
+		up, retry, err := s.maskedSession(ctx, b, attempt)
+		switch {
+		case err != nil:
+			return nil, err
+		case up != nil:
+			return up, nil
+		case !retry:
+			return s.skipMasked(b, "secure aggregation failed after masked vectors were sent")
+		case attempt+1 >= maxSessions:
+			return s.skipMasked(b, fmt.Sprintf("%d sessions failed", maxSessions))
+		}
+	}
+}
+
+// skipMasked ends round b with nothing released: the method folds an
+// empty round. A setup round cannot be skipped (errSetupLost).
+func (s *Server) skipMasked(b *protocol.Broadcast, why string) ([]*protocol.Upload, error) {
+	if b.Phase == protocol.PhaseSetup {
+		return nil, errSetupLost
+	}
+	s.log.Warn("masked round skipped: nothing released", "round", b.Round, "why", why)
+	s.mu.Lock()
+	s.skipped = why
+	s.nAnswer, s.maskedInputs = 0, 0
+	s.mu.Unlock()
+	s.met.skip()
+	return []*protocol.Upload{}, nil
+}
+
+// maskedSession runs one session of round b. It returns the sum, or nil
+// and whether the round may be retried (no masked vector was taken).
+func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attempt int) ([]*protocol.Upload, bool, error) {
+	s.mu.Lock()
+	var roster []uint32
+	for _, id := range s.order {
+		if !s.banned[id] {
+			roster = append(roster, id)
+		}
+	}
+	enrolled := len(s.order)
+	s.mu.Unlock()
+	n := len(roster)
+	floor := max(1, int(math.Ceil(s.cfg.MinParticipants*float64(enrolled)-1e-9)))
+	if n < 2 || n < floor {
+		return nil, false, fmt.Errorf("deploy: round %d: %d clients not banned of %d enrolled, below the floor of %d (--min-participants %g); secure aggregation cannot release anything",
+			b.Round, n, enrolled, floor, s.cfg.MinParticipants)
+	}
+	k, t, err := secagg.ChooseParams(n, 1-s.cfg.MinParticipants+0.05, Collusion)
+	if err != nil {
+		return nil, false, fmt.Errorf("deploy: secure aggregation parameters for %d clients: %w", n, err)
+	}
+	session := fmt.Sprintf("%s.%d", s.boot, attempt)
+	// The graph's public seed is fresh for every session (a session's
+	// keys are fresh too).
+	seed := rng.Seed(s.plan.Seed, streamGraph, uint64(b.Round))
+	seed = sha256.Sum256(append(seed[:], session...))
+	p := secagg.Params{N: n, K: k, T: t, Bits: b.Bits, Len: b.Words, Seed: seed, MinClients: floor}
+	srv, err := secagg.NewServer(p)
+	if err != nil {
+		return nil, false, err
+	}
+	sa := &saRound{p: p, srv: srv, session: session, floor: floor, expect: n, seen: map[uint32]bool{}, full: make(chan struct{}),
+		slot: make(map[uint32]uint32, n),
+		plan: &fedv1.SecAggPlan{Order: roster, Degree: uint32(k), Threshold: uint32(t), Bits: uint32(b.Bits),
+			Words: uint32(b.Words), Seed: p.Seed[:], Session: session}}
+	for pos, id := range roster {
+		sa.slot[id] = uint32(pos)
+	}
 	for i := range sa.done {
 		sa.done[i] = make(chan struct{})
 	}
@@ -74,10 +187,10 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 		w.Params[protocol.ParamMinShare] = s.cfg.MinParticipants
 	}
 	s.mu.Lock()
-	s.round, s.bc, s.wire, s.open, s.sa = b.Round, b, w, true, sa
-	s.ups = make([]*protocol.Upload, n)
-	s.answered = make([]bool, n)
-	s.nAnswer = 0
+	s.round, s.bc, s.wire, s.open, s.sa, s.skipped = b.Round, b, w, true, sa, ""
+	s.ups = make([]*protocol.Upload, enrolled)
+	s.answered = make([]bool, enrolled)
+	s.nAnswer, s.maskedInputs = 0, 0
 	s.rejected = map[string]int{}
 	s.notify()
 	s.mu.Unlock()
@@ -88,96 +201,170 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 		s.mu.Unlock()
 	}()
 
+	sent := false // a masked vector may have been taken
+	fail := func(step int, err error) ([]*protocol.Upload, bool, error) {
+		s.abort(sa, b.Round, err)
+		s.log.Warn("secure aggregation session failed; nothing released", "round", b.Round, "session", session, "step", step, "err", err)
+		return nil, !sent, nil
+	}
 	var sum []uint32
-	for step := range 4 {
+	for step := range numSteps {
+		if step == stepMasked {
+			// Record that masked vectors may now be sent, before any
+			// client can send one: a restart then never opens another
+			// session of this round.
+			if err := s.st.putMasked(b.Round, &maskedRecord{Session: session}); err != nil {
+				return nil, false, err
+			}
+			sent = true
+		}
 		if err := s.awaitStep(ctx, sa, step); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		s.mu.Lock()
 		sa.step = step + 1 // refuse late messages of this step from now on
 		s.mu.Unlock()
 		var next int
 		switch step {
-		case 0:
+		case stepKeys:
 			kb, err := srv.FinishKeys()
 			if err != nil {
-				return nil, s.abort(sa, b.Round, err)
+				return fail(step, err)
 			}
 			sa.keys = map[uint32]*secagg.KeysBroadcast{}
 			for _, m := range kb {
 				sa.keys[m.To] = m
 			}
 			next = len(kb)
-		case 1:
+		case stepShares:
 			sd, err := srv.FinishShares()
 			if err != nil {
-				return nil, s.abort(sa, b.Round, err)
+				return fail(step, err)
 			}
 			sa.shares = map[uint32]*secagg.SharesDelivery{}
 			for _, m := range sd {
 				sa.shares[m.To] = m
 			}
 			next = len(sd)
-		case 2:
+		case stepCheck:
+			ex, err := srv.FinishCheck()
+			s.banReported(sa, b.Round, srv.Reports())
+			if err != nil {
+				return fail(step, err)
+			}
+			sa.checked = map[uint32]*secagg.SharesDelivery{}
+			for _, m := range ex {
+				sa.checked[m.To] = m
+			}
+			next = len(ex)
+		case stepMasked:
 			ur, err := srv.FinishMaskedInput()
 			if err != nil {
-				return nil, s.abort(sa, b.Round, err)
+				return fail(step, err)
 			}
 			sa.unmask = map[uint32]*secagg.UnmaskRequest{}
 			for _, m := range ur {
 				sa.unmask[m.To] = m
 			}
 			next = len(ur)
-		case 3:
+		case stepReveal:
 			if sum, err = srv.Result(); err != nil {
-				return nil, s.abort(sa, b.Round, err)
+				return fail(step, err)
+			}
+			if err := s.st.putMasked(b.Round, &maskedRecord{Session: session, Sum: sum, Inputs: len(sa.inputs)}); err != nil {
+				return nil, false, err
+			}
+			if s.testHook != nil {
+				s.testHook("sum", b.Round, sum)
 			}
 		}
 		s.mu.Lock()
 		sa.expect, sa.got, sa.seen, sa.full = next, 0, map[uint32]bool{}, make(chan struct{})
-		if step == 2 {
-			for _, pos := range sa.inputs {
-				s.answered[pos] = true
+		if step == stepMasked {
+			for _, pos := range srv.Survivors() {
+				s.answered[s.slots[roster[pos]]] = true
 			}
-			s.nAnswer = len(sa.inputs)
+			s.nAnswer, s.maskedInputs = len(sa.inputs), len(sa.inputs)
 		}
 		s.mu.Unlock()
 		close(sa.done[step])
 	}
-	return []*protocol.Upload{{Client: -1, Round: b.Round, Words: sum}}, nil
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	return []*protocol.Upload{{Client: -1, Round: b.Round, Words: sum}}, false, nil
+}
+
+// banReported bans every client that banReports or more clients reported
+// in this round's share check; a client reported once is only excluded
+// from this round.
+func (s *Server) banReported(sa *saRound, round int, reports map[uint32][]uint32) {
+	for pos, by := range reports {
+		id := sa.plan.Order[pos]
+		if len(by) < banReports {
+			s.log.Warn("client excluded from the round: a neighbour reported its shares", "round", round, "client", id, "reporters", len(by))
+			continue
+		}
+		s.ban(id, fmt.Sprintf("round %d: %d neighbours reported its shares as failing authentication", round, len(by)))
+	}
+}
+
+// ban excludes client id from every later round, durably.
+func (s *Server) ban(id uint32, why string) {
+	s.mu.Lock()
+	already := s.banned[id]
+	if !already {
+		s.banned[id] = true
+	}
+	s.mu.Unlock()
+	if already {
+		return
+	}
+	s.log.Warn("client banned", "client", id, "why", why)
+	s.met.ban()
+	if err := s.st.putBan(id, why); err != nil {
+		s.log.Error("storing a ban", "client", id, "err", err)
+	}
 }
 
 // awaitStep waits until every expected client sent its message of step,
-// or the deadline passed with enough of them for the protocol to go on
-// (the secagg server decides: too few aborts the round).
+// or the deadline passed with enough of them for the protocol to go on.
+// Below the round's floor it waits up to maxWaits more deadlines (the
+// secagg server then refuses to go on below the floor).
 func (s *Server) awaitStep(ctx context.Context, sa *saRound, step int) error {
-	s.mu.Lock()
-	full := sa.full
-	if sa.got >= sa.expect {
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
 	timer := time.NewTimer(s.cfg.RoundTimeout)
 	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-full:
-	case <-timer.C:
+	for waits := 0; ; waits++ {
 		s.mu.Lock()
-		got, want := sa.got, sa.expect
+		full, got, want := sa.full, sa.got, sa.expect
 		s.mu.Unlock()
-		s.log.Warn("secure aggregation step closed at its deadline", "step", step, "sent", got, "expected", want)
+		if got >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-full:
+			return nil
+		case <-timer.C:
+		}
+		s.mu.Lock()
+		got = sa.got
+		s.mu.Unlock()
+		if got >= sa.floor || step == stepReveal || waits >= maxWaits {
+			s.log.Warn("secure aggregation step closed at its deadline", "step", step, "sent", got, "expected", want, "floor", sa.floor)
+			return nil
+		}
+		s.log.Warn("secure aggregation step below the round's floor at its deadline: waiting on", "step", step, "sent", got, "floor", sa.floor)
+		timer.Reset(s.cfg.RoundTimeout)
 	}
-	return nil
 }
 
-// abort ends a round whose secure aggregation failed: nothing is
-// released, and the error stops the run (a restart retries the round).
-func (s *Server) abort(sa *saRound, round int, err error) error {
+// abort ends a session whose secure aggregation failed: nothing is
+// released, and every client waiting in it gets the error.
+func (s *Server) abort(sa *saRound, round int, err error) {
 	s.mu.Lock()
-	sa.err = err
+	sa.err = fmt.Errorf("deploy: round %d: secure aggregation aborted, nothing released: %w", round, err)
 	s.mu.Unlock()
 	for _, d := range sa.done {
 		select {
@@ -186,7 +373,6 @@ func (s *Server) abort(sa *saRound, round int, err error) error {
 			close(d)
 		}
 	}
-	return fmt.Errorf("deploy: round %d: secure aggregation aborted, nothing released: %w", round, err)
 }
 
 // SecAgg takes one client's message for the open step of a masked round
@@ -202,13 +388,15 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	var step int
 	switch msg.GetStep().(type) {
 	case *fedv1.SecAggRequest_Keys:
-		step = 0
+		step = stepKeys
 	case *fedv1.SecAggRequest_Shares:
-		step = 1
+		step = stepShares
+	case *fedv1.SecAggRequest_Check:
+		step = stepCheck
 	case *fedv1.SecAggRequest_Masked:
-		step = 2
+		step = stepMasked
 	case *fedv1.SecAggRequest_Reveal:
-		step = 3
+		step = stepReveal
 	default:
 		return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "no step")
 	}
@@ -217,8 +405,14 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 		return nil, err
 	}
 	sa := at.sa
-	me := uint32(at.pos)
-	if err := s.addStep(sa, step, me, msg); err != nil {
+	if ses := msg.GetSession(); ses != "" && ses != sa.session {
+		return nil, s.rejectErr(connect.CodeFailedPrecondition, "late", "session %q of round %d is over; the open one is %q", ses, at.round, sa.session)
+	}
+	me, ok := sa.slot[id]
+	if !ok {
+		return nil, s.rejectErr(connect.CodePermissionDenied, "banned", "client %d is banned from this run's secure aggregation", id)
+	}
+	if err := s.addStep(sa, step, id, me, msg); err != nil {
 		return nil, err
 	}
 	select {
@@ -234,7 +428,7 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	}
 	resp := &fedv1.SecAggResponse{}
 	switch step {
-	case 0:
+	case stepKeys:
 		kb, ok := sa.keys[me]
 		if !ok {
 			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("dropped from the round's keys"))
@@ -244,26 +438,48 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 			list.Keys = append(list.Keys, &fedv1.SecAggKeys{Position: k.From, MaskKey: k.MaskKey, EncKey: k.EncKey})
 		}
 		resp.Next = &fedv1.SecAggResponse_Keys{Keys: list}
-	case 1:
+	case stepShares:
 		sd, ok := sa.shares[me]
 		if !ok {
 			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("dropped from the round's shares"))
 		}
 		resp.Next = &fedv1.SecAggResponse_Shares{Shares: toWireShares(sd.Shares)}
-	case 2:
+	case stepCheck:
+		ex, ok := sa.checked[me]
+		if !ok {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("excluded from the round after the share check"))
+		}
+		resp.Next = &fedv1.SecAggResponse_Excluded{Excluded: &fedv1.SecAggExcluded{Excluded: ex.Excluded}}
+	case stepMasked:
 		ur, ok := sa.unmask[me]
 		if !ok {
 			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("dropped from the round's masked inputs"))
 		}
 		resp.Next = &fedv1.SecAggResponse_Unmask{Unmask: &fedv1.SecAggUnmask{Survivors: ur.Survivors, Dropped: ur.Dropped}}
-	case 3:
+	case stepReveal:
 		resp.Next = &fedv1.SecAggResponse_Done{Done: &fedv1.SecAggDone{}}
 	}
 	return connect.NewResponse(resp), nil
 }
 
-// addStep hands the message of position me for step to the secagg server.
-func (s *Server) addStep(sa *saRound, step int, me uint32, msg *fedv1.SecAggRequest) error {
+// addStep hands the message of client id, at position me, for step to
+// the secagg server. The step check, the hand-over and the count happen
+// under one lock, so that a message is either in the step (and in the
+// sum, and in the ledger's counts) or refused as late, never half.
+func (s *Server) addStep(sa *saRound, step int, id, me uint32, msg *fedv1.SecAggRequest) error {
+	// Decode outside the lock.
+	var y []uint32
+	if step == stepMasked {
+		m := msg.GetMasked()
+		if int(m.GetModulusBits()) != sa.p.Bits || len(m.GetData()) != 4*sa.p.Len {
+			return s.rejectErr(connect.CodeInvalidArgument, "shape", "a masked vector of %d bytes mod 2^%d; the round wants %d words mod 2^%d",
+				len(m.GetData()), m.GetModulusBits(), sa.p.Len, sa.p.Bits)
+		}
+		y = make([]uint32, sa.p.Len)
+		for i := range y {
+			y[i] = binary.LittleEndian.Uint32(m.GetData()[4*i:])
+		}
+	}
 	s.mu.Lock()
 	if sa.step != step {
 		s.mu.Unlock()
@@ -276,55 +492,50 @@ func (s *Server) addStep(sa *saRound, step int, me uint32, msg *fedv1.SecAggRequ
 		s.mu.Unlock()
 		return s.rejectErr(connect.CodeAlreadyExists, "duplicate", "position %d already sent step %d", me, step)
 	}
-	s.mu.Unlock()
 	var err error
 	switch step {
-	case 0:
+	case stepKeys:
 		k := msg.GetKeys()
 		if k.GetPosition() != me {
+			s.mu.Unlock()
 			return s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d sends as %d", me, k.GetPosition())
 		}
 		err = sa.srv.AddKeys(&secagg.AdvertiseKeys{From: me, MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey()})
-	case 1:
+	case stepShares:
 		var shares []secagg.EncryptedShare
 		for _, sh := range msg.GetShares().GetShares() {
 			if sh.GetFrom() != me {
+				s.mu.Unlock()
 				return s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d sends a share from %d", me, sh.GetFrom())
 			}
 			shares = append(shares, secagg.EncryptedShare{From: sh.GetFrom(), To: sh.GetTo(), Ciphertext: sh.GetCiphertext()})
 		}
 		err = sa.srv.AddShares(&secagg.ShareKeys{From: me, Shares: shares})
-	case 2:
-		m := msg.GetMasked()
-		if int(m.GetModulusBits()) != sa.p.Bits || len(m.GetData()) != 4*sa.p.Len {
-			return s.rejectErr(connect.CodeInvalidArgument, "shape", "a masked vector of %d bytes mod 2^%d; the round wants %d words mod 2^%d",
-				len(m.GetData()), m.GetModulusBits(), sa.p.Len, sa.p.Bits)
-		}
-		y := make([]uint32, sa.p.Len)
-		for i := range y {
-			y[i] = binary.LittleEndian.Uint32(m.GetData()[4*i:])
-		}
+	case stepCheck:
+		err = sa.srv.AddCheck(&secagg.ShareCheck{From: me, Reported: msg.GetCheck().GetReported()})
+	case stepMasked:
 		err = sa.srv.AddMaskedInput(&secagg.MaskedInput{From: me, Y: y})
-	case 3:
+	case stepReveal:
 		rv := msg.GetReveal()
 		err = sa.srv.AddUnmask(&secagg.UnmaskResponse{From: me,
 			SelfShares: fromWireRevealed(rv.GetSelfShares()), MaskShares: fromWireRevealed(rv.GetMaskShares())})
 	}
+	if err == nil {
+		sa.seen[me] = true
+		sa.got++
+		if step == stepMasked {
+			sa.inputs = append(sa.inputs, me)
+		}
+		if sa.got == sa.expect {
+			close(sa.full)
+		}
+	}
+	s.mu.Unlock()
+	if errors.Is(err, secagg.ErrLowOrder) {
+		s.ban(id, fmt.Sprintf("advertised a key of small order: %v", err))
+	}
 	if err != nil {
 		return s.rejectErr(connect.CodeInvalidArgument, "secagg", "step %d: %v", step, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sa.step != step { // closed while the message was checked
-		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("upload refused (late): step %d closed", step))
-	}
-	sa.seen[me] = true
-	sa.got++
-	if step == 2 {
-		sa.inputs = append(sa.inputs, me)
-	}
-	if sa.got == sa.expect {
-		close(sa.full)
 	}
 	s.met.accept()
 	return nil

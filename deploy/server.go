@@ -95,8 +95,9 @@ type ServerConfig struct {
 	// connection may sit with no request (default 30 s). WriteTimeout
 	// bounds a call from its header to the end of its answer and must
 	// exceed the longest wait of a call: a GetRound long poll (Poll) and
-	// a SecAgg step (up to RoundTimeout); its default is the longer of the
-	// two plus a minute. ReadTimeout bounds reading a whole request; it
+	// a SecAgg step (up to 1+maxWaits round deadlines); its default is
+	// the longer of the two plus a minute. ReadTimeout bounds reading a
+	// whole request; it
 	// defaults to WriteTimeout, because on HTTP/1.1 net/http cancels a
 	// call whose connection passes its read deadline, long polls
 	// included. MaxStreams caps the concurrent streams of an HTTP/2
@@ -150,7 +151,7 @@ func (c *ServerConfig) defaults() {
 		c.ReadHeaderTimeout = 10 * time.Second
 	}
 	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = max(c.Poll, c.RoundTimeout) + time.Minute
+		c.WriteTimeout = max(c.Poll, (1+maxWaits)*c.RoundTimeout) + time.Minute
 	}
 	if c.ReadTimeout <= 0 {
 		c.ReadTimeout = c.WriteTimeout
@@ -223,6 +224,15 @@ type Server struct {
 	sa       *saRound // the open round's secure aggregation, nil when none
 	rejected map[string]int
 	model    []byte
+	// Masked rounds: the masked vectors in the released sum, and why the
+	// round was skipped ("" when released).
+	maskedInputs int
+	skipped      string
+	// banned clients take no part in later masked rounds.
+	banned map[uint32]bool
+	// testHook, when set by a test, is called at points of a round
+	// ("sum": the unmasked sum of a masked round, before its release).
+	testHook func(event string, round int, sum []uint32)
 }
 
 // NewServer opens the state directory and builds the method's server,
@@ -307,6 +317,9 @@ func (s *Server) restore() error {
 		return err
 	}
 	if s.party, err = s.st.parties(); err != nil {
+		return err
+	}
+	if s.banned, err = s.st.bans(); err != nil {
 		return err
 	}
 	cp, err := s.st.checkpoint()
@@ -464,8 +477,8 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 			e.Uploads++
 		}
 	}
-	if s.sa != nil { // a masked round: the masked vectors taken
-		e.Uploads = len(s.sa.inputs)
+	if s.maskedInputs >= 0 { // a masked round: the masked vectors in the released sum
+		e.Uploads, e.Skipped = s.maskedInputs, s.skipped
 	}
 	var shares []int32
 	switch s.plan.Aggregation {
@@ -484,7 +497,9 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 			}
 		}
 	case "masked":
-		e.Coverage, e.Eps = s.maskedCoverage(info.Phase)
+		if e.Skipped == "" {
+			e.Coverage, e.Eps = s.maskedCoverage(info.Phase)
+		}
 	}
 	s.mu.Unlock()
 	if e.Coverage > 0 && e.Coverage < 1 {
@@ -618,7 +633,7 @@ func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*pro
 		return s.exchangeMasked(ctx, b)
 	}
 	s.mu.Lock()
-	s.sa = nil
+	s.sa, s.maskedInputs, s.skipped = nil, -1, ""
 	s.mu.Unlock()
 	w := toWireBroadcast(b)
 	w.V, w.Aux = slices.Clone(w.V), slices.Clone(w.Aux) // the method may change them after the round
@@ -851,14 +866,14 @@ func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRou
 		s.met.reject("auth")
 		return nil, err
 	}
-	after, boot := int(req.Msg.GetAfter()), req.Msg.GetBoot()
+	after, boot, session := int(req.Msg.GetAfter()), req.Msg.GetBoot(), req.Msg.GetSession()
 	wait := time.NewTimer(s.cfg.Poll)
 	defer wait.Stop()
 	for {
 		s.mu.Lock()
 		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot}
 		ready := s.state == fedv1.RunState_RUN_STATE_DONE
-		if s.open && (s.round > after || boot != s.boot) {
+		if s.open && (s.round > after || boot != s.boot || (s.sa != nil && session != "" && s.sa.session != session)) {
 			resp.Broadcast, ready = s.wire, true
 			if s.sa != nil {
 				resp.Secagg = s.sa.plan

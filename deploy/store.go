@@ -28,6 +28,8 @@ var (
 	bucketFolded = []byte("folded")
 	bucketCodes  = []byte("codes")
 	bucketParty  = []byte("party")
+	bucketMasked = []byte("masked")
+	bucketBans   = []byte("bans")
 
 	keyPlan   = []byte("plan")
 	keyRound  = []byte("round")
@@ -56,7 +58,7 @@ func openStore(dir string) (*store, error) {
 		return nil, fmt.Errorf("deploy: open %s: %w (is another server using this state directory?)", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketEnrol, bucketState, bucketLedger, bucketFolded, bucketCodes, bucketParty} {
+		for _, b := range [][]byte{bucketMeta, bucketEnrol, bucketState, bucketLedger, bucketFolded, bucketMasked, bucketBans, bucketCodes, bucketParty} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -293,7 +295,12 @@ type LedgerEntry struct {
 	// it equals the configured ε when Coverage is 1, and is +Inf (stored
 	// as -1) when half the shares or fewer arrived. 0 for other methods
 	// and for rounds that release nothing private.
-	Eps     float64   `json:"eps"`
+	Eps float64 `json:"eps"`
+	// Skipped says why a masked round released nothing ("" when it
+	// released its sum): its secure aggregation failed after masked
+	// vectors were sent, or a restart interrupted it. The method folded
+	// an empty round; no ε was spent.
+	Skipped string    `json:"skipped,omitempty"`
 	Seconds float64   `json:"seconds"`
 	Time    time.Time `json:"time"`
 }
@@ -333,8 +340,68 @@ func (s *store) commit(e LedgerEntry, snapshot []byte, folded []uint32, shares [
 				return err
 			}
 		}
+		if err := tx.Bucket(bucketMasked).Delete(key); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketFolded).Put(key, ids)
 	})
+}
+
+// maskedRecord is what the store keeps of a masked round between the
+// opening of its masked step and its commit: the session that may have
+// taken masked vectors and, once unmasked, the sum and how many vectors
+// it holds. A restart that finds a record never opens another session of
+// the round: it releases the stored sum, or skips the round.
+type maskedRecord struct {
+	Session string   `json:"session"`
+	Sum     []uint32 `json:"sum,omitempty"`
+	Inputs  int      `json:"inputs,omitempty"`
+}
+
+// putMasked stores round's masked record, fsynced.
+func (s *store) putMasked(round int, r *maskedRecord) error {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMasked).Put(u32key(uint32(round)), raw) })
+}
+
+// masked returns round's masked record, nil when there is none.
+func (s *store) masked(round int) (*maskedRecord, error) {
+	var r *maskedRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketMasked).Get(u32key(uint32(round)))
+		if raw == nil {
+			return nil
+		}
+		r = new(maskedRecord)
+		if err := json.Unmarshal(raw, r); err != nil {
+			return fmt.Errorf("%w: masked record of round %d: %w", ErrState, round, err)
+		}
+		return nil
+	})
+	return r, err
+}
+
+// putBan records that client id is banned, and why.
+func (s *store) putBan(id uint32, why string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketBans).Put(u32key(id), []byte(why)) })
+}
+
+// bans returns the banned clients.
+func (s *store) bans() (map[uint32]bool, error) {
+	out := map[uint32]bool{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBans).ForEach(func(k, _ []byte) error {
+			if len(k) != 4 {
+				return fmt.Errorf("%w: ban record key of %d bytes", ErrState, len(k))
+			}
+			out[binary.BigEndian.Uint32(k)] = true
+			return nil
+		})
+	})
+	return out, err
 }
 
 // publish stores the final model.

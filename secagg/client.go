@@ -25,6 +25,10 @@ var (
 	// ErrMessage is returned (wrapped) for a malformed message: wrong
 	// recipient, unknown or duplicated client, wrong length.
 	ErrMessage = errors.New("secagg: malformed message")
+	// ErrExcluded is returned (wrapped) by Client.MaskedInput when the
+	// server excluded the client itself after the check round (a
+	// neighbour reported its shares as failing authentication).
+	ErrExcluded = errors.New("secagg: client excluded from the round")
 )
 
 type stage int
@@ -45,6 +49,7 @@ type peer struct {
 	maskPub   *ecdh.PublicKey
 	encSecret []byte // X25519 secret of the two encryption key pairs
 	inU2      bool   // its shares reached us
+	bad       bool   // excluded by the server after the check: a dropout
 	maskShare []byte // our share of its mask-key seed
 	selfShare []byte // our share of its self-mask seed
 }
@@ -65,6 +70,7 @@ type Client struct {
 	maskPriv *ecdh.PrivateKey
 	encPriv  *ecdh.PrivateKey
 	peers    map[uint32]*peer
+	checked  bool // CheckShares was called
 }
 
 // NewClient returns client id's side of the round with parameters p.
@@ -198,13 +204,75 @@ func parseKeys(k *AdvertiseKeys) (mask, enc *ecdh.PublicKey, err error) {
 	return mask, enc, nil
 }
 
+// probeKey is a fixed X25519 private key used only to test public keys.
+var probeKey = func() *ecdh.PrivateKey {
+	k, err := ecdh.X25519().NewPrivateKey([]byte("privrec/secagg/v1 low-order test"))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// ErrLowOrder is returned (wrapped) for a public key of small order: every
+// agreement with it gives the all-zero secret, so a client advertising
+// one would make each neighbour's key agreement fail (or, worse, be
+// predictable). The server refuses such keys at AdvertiseKeys, so the
+// client counts as dropped before anyone depends on it.
+var ErrLowOrder = errors.New("secagg: public key of small order")
+
+// checkOrder returns ErrLowOrder when pub is a point of small order:
+// X25519 with any (clamped) scalar gives zero for exactly those points,
+// which crypto/ecdh reports as an error.
+func checkOrder(from uint32, what string, pub *ecdh.PublicKey) error {
+	if _, err := probeKey.ECDH(pub); err != nil {
+		return fmt.Errorf("%w: %s key of %d", ErrLowOrder, what, from)
+	}
+	return nil
+}
+
+// CheckShares (round 2a, optional) decrypts the shares that neighbours
+// sent and reports those that fail authentication: a bad neighbour's
+// doing (or a relay's), which makes the neighbour a dropout rather than a
+// reason to abort. The server excludes every reported client from the
+// round before any masked input is taken (Server.AddCheck,
+// FinishCheck), and hands each client the list to pass to MaskedInput in
+// SharesDelivery.Excluded.
+func (c *Client) CheckShares(d *SharesDelivery) (*ShareCheck, error) {
+	if err := c.enter(stageInput); err != nil {
+		return nil, err
+	}
+	if c.checked {
+		return nil, fmt.Errorf("%w: client %d checked its shares twice", ErrState, c.id)
+	}
+	if d.To != c.id {
+		return nil, c.abort(fmt.Errorf("%w: shares for client %d delivered to %d", ErrMessage, d.To, c.id))
+	}
+	out := &ShareCheck{From: c.id}
+	seen := make(map[uint32]bool, len(d.Shares))
+	for _, s := range d.Shares {
+		pr := c.peers[s.From]
+		if s.To != c.id || pr == nil || seen[s.From] {
+			return nil, c.abort(fmt.Errorf("%w: share %d→%d delivered to %d, not from a neighbour with keys, or twice", ErrMessage, s.From, s.To, c.id))
+		}
+		seen[s.From] = true
+		a := shareAEAD(pr.encSecret, &c.p.Seed, s.From, c.id)
+		if _, _, err := openShares(a, &c.p.Seed, s.From, c.id, s.Ciphertext); err != nil {
+			out.Reported = append(out.Reported, s.From)
+		}
+	}
+	slices.Sort(out.Reported)
+	c.checked = true
+	return out, nil
+}
+
 // MaskedInput (round 2) decrypts the shares that neighbours sent, and
 // returns x masked: y = x + PRG(b_u) + Σ_v ±PRG(s_uv) mod 2^Bits, over
-// the neighbours v whose shares arrived (v in U2), with + when u < v and
-// − when u > v. x must have Len values
-// below 2^Bits; it is not modified. It aborts if fewer than T neighbours'
-// shares arrived (the masks would then hide x behind too few neighbours)
-// or if any share fails authentication.
+// the neighbours v whose shares arrived (v in U2) and that the server did
+// not exclude after the check (d.Excluded), with + when u < v and − when
+// u > v. x must have Len values below 2^Bits; it is not modified. It
+// aborts if fewer than T neighbours remain (the masks would then hide x
+// behind too few neighbours), if the client itself is excluded, or if a
+// share of a neighbour that was not excluded fails authentication.
 func (c *Client) MaskedInput(d *SharesDelivery, x []uint32) (*MaskedInput, error) {
 	if err := c.enter(stageInput); err != nil {
 		return nil, err
@@ -221,6 +289,13 @@ func (c *Client) MaskedInput(d *SharesDelivery, x []uint32) (*MaskedInput, error
 			return nil, c.abort(fmt.Errorf("%w: input[%d] = %d does not fit in %d bits", ErrMessage, i, v, c.p.Bits))
 		}
 	}
+	excluded := make(map[uint32]bool, len(d.Excluded))
+	for _, v := range d.Excluded {
+		if v == c.id {
+			return nil, c.abort(fmt.Errorf("%w: client %d was excluded from the round", ErrExcluded, c.id))
+		}
+		excluded[v] = true
+	}
 	n := 0
 	for _, s := range d.Shares {
 		pr := c.peers[s.From]
@@ -232,6 +307,10 @@ func (c *Client) MaskedInput(d *SharesDelivery, x []uint32) (*MaskedInput, error
 		}
 		if pr.inU2 {
 			return nil, c.abort(fmt.Errorf("%w: two shares from %d", ErrMessage, s.From))
+		}
+		if excluded[s.From] {
+			pr.bad = true // dropped: no mask with it, never asked for its shares
+			continue
 		}
 		a := shareAEAD(pr.encSecret, &c.p.Seed, s.From, c.id)
 		ms, ss, err := openShares(a, &c.p.Seed, s.From, c.id, s.Ciphertext)
@@ -291,7 +370,7 @@ func (c *Client) Unmask(r *UnmaskRequest) (*UnmaskResponse, error) {
 		}
 		kind[v] = survivor
 		pr := c.peers[v]
-		if pr == nil || !pr.inU2 {
+		if pr == nil || !pr.inU2 || pr.bad {
 			return fmt.Errorf("%w: client %d holds no shares of %d", ErrMessage, c.id, v)
 		}
 		if survivor {

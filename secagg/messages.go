@@ -37,10 +37,21 @@ type ShareKeys struct {
 }
 
 // SharesDelivery is round 1, server → client: the shares addressed to the
-// client by neighbours that completed ShareKeys (U2).
+// client by neighbours that completed ShareKeys (U2). After the optional
+// check round, Excluded names the client's neighbours that the server
+// excluded (some client reported their shares as failing
+// authentication): the client treats them as dropped.
 type SharesDelivery struct {
-	To     uint32
-	Shares []EncryptedShare
+	To       uint32
+	Shares   []EncryptedShare
+	Excluded []uint32
+}
+
+// ShareCheck is the optional round 2a, client → server: the neighbours
+// whose shares failed authentication (sorted).
+type ShareCheck struct {
+	From     uint32
+	Reported []uint32
 }
 
 // MaskedInput is round 2, client → server: the masked vector y_u.

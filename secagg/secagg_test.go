@@ -1,6 +1,7 @@
 package secagg
 
 import (
+	"encoding/hex"
 	"errors"
 	"math/rand/v2"
 	"slices"
@@ -349,12 +350,154 @@ func TestTamperedShares(t *testing.T) {
 			}
 			sd, _ := srv.FinishShares()
 			tc.mutate(sd)
-			_, err := cs[sd[0].To].MaskedInput(sd[0], in[sd[0].To])
+			// With the check round, the client reports the bad share
+			// rather than aborting.
+			chk, err := cs[sd[0].To].CheckShares(sd[0])
+			if err != nil {
+				t.Fatalf("check: %v", err)
+			}
+			if len(chk.Reported) == 0 {
+				t.Fatal("no neighbour reported")
+			}
+			// Without it (the server did not exclude the sender), the
+			// client aborts.
+			_, err = cs[sd[0].To].MaskedInput(sd[0], in[sd[0].To])
 			if !errors.Is(err, ErrAuth) {
 				t.Fatalf("err = %v, want ErrAuth", err)
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestBadNeighbourIsDropout: a client that sends share ciphertexts that
+// fail authentication to every neighbour makes none of them abort: they
+// report it in the check round, the server excludes it before any masked
+// input, they do not mask with it, and the round unmasks the exact sum of
+// every other client.
+func TestBadNeighbourIsDropout(t *testing.T) {
+	p := testParams(30, 10, 6, 32, 16)
+	in := randomInputs(rand.New(testRand(9)), p)
+	const bad = 7
+	srv, _ := NewServer(p)
+	cs := make([]*Client, p.N)
+	rnd := testRand(10)
+	for u := range cs {
+		cs[u], _ = NewClient(uint32(u), p, rnd)
+		m, _ := cs[u].AdvertiseKeys()
+		if err := srv.AddKeys(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kb, _ := srv.FinishKeys()
+	for _, b := range kb {
+		m, err := cs[b.To].ShareKeys(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.From == bad {
+			for j := range m.Shares {
+				m.Shares[j].Ciphertext[30] ^= 0x55
+			}
+		}
+		if err := srv.AddShares(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sd, _ := srv.FinishShares()
+	for _, d := range sd {
+		chk, err := cs[d.To].CheckShares(d)
+		if err != nil {
+			t.Fatalf("client %d aborted its check: %v", d.To, err)
+		}
+		if err := srv.AddCheck(chk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex, err := srv.FinishCheck()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTo := map[uint32]*SharesDelivery{}
+	for _, d := range sd {
+		byTo[d.To] = d
+	}
+	for _, e := range ex {
+		d := byTo[e.To]
+		d.Excluded = e.Excluded
+		m, err := cs[d.To].MaskedInput(d, in[d.To])
+		if err != nil {
+			t.Fatalf("client %d aborted: %v", d.To, err)
+		}
+		if err := srv.AddMaskedInput(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The excluded client's masked input is refused.
+	if m, err := cs[bad].MaskedInput(byTo[bad], in[bad]); err == nil {
+		if err := srv.AddMaskedInput(m); err == nil {
+			t.Fatal("the excluded client's masked input was taken")
+		}
+	}
+	ur, err := srv.FinishMaskedInput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ur {
+		m, err := cs[r.To].Unmask(r)
+		if err != nil {
+			t.Fatalf("client %d: %v", r.To, err)
+		}
+		if err := srv.AddUnmask(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := srv.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := make([]Phase, p.N)
+	drop[bad] = DropBeforeInput
+	if want := plainSum(p, in, drop); !slices.Equal(got, want) {
+		t.Fatal("sum differs from the plain sum of every client but the bad one")
+	}
+	rep := srv.Reports()
+	if len(rep) != 1 || !slices.Equal(rep[bad], Neighbours(p, bad)) {
+		t.Fatalf("reported %v, want client %d by all of %v", rep, bad, Neighbours(p, bad))
+	}
+}
+
+// TestLowOrderKeysRefused: the server refuses an advertisement with a key
+// of small order (the all-zero agreement would make every neighbour's key
+// agreement fail), so the client counts as dropped before keys go out.
+func TestLowOrderKeysRefused(t *testing.T) {
+	p := testParams(12, 4, 3, 32, 4)
+	good := make([]byte, 32)
+	good[0] = 9 // the base point
+	order8, _ := hex.DecodeString("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800")
+	pMinus1, _ := hex.DecodeString("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f")
+	one := make([]byte, 32)
+	one[0] = 1
+	for _, tc := range []struct {
+		name      string
+		mask, enc []byte
+	}{
+		{"zero mask key", make([]byte, 32), good},
+		{"one as encryption key", good, one},
+		{"order-8 mask key", order8, good},
+		{"p-1 encryption key", good, pMinus1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := NewServer(p)
+			err := srv.AddKeys(&AdvertiseKeys{From: 3, MaskKey: tc.mask, EncKey: tc.enc})
+			if !errors.Is(err, ErrLowOrder) {
+				t.Fatalf("err = %v, want ErrLowOrder", err)
+			}
+		})
+	}
+	srv, _ := NewServer(p)
+	if err := srv.AddKeys(&AdvertiseKeys{From: 3, MaskKey: good, EncKey: good}); err != nil {
+		t.Fatalf("the base point refused: %v", err)
 	}
 }
 

@@ -37,6 +37,12 @@ type Server struct {
 
 	self map[uint32]*shareSet // self-mask seed shares, by owner in U3
 	mask map[uint32]*shareSet // mask-key seed shares, by owner in U2\U3
+
+	// The optional check round: checks[u] is u's ShareCheck (nil: none);
+	// checking is set once FinishCheck ran, excluded by it.
+	checks   []*ShareCheck
+	checking bool
+	excluded []bool
 }
 
 // NewServer returns the server's side of the round with parameters p.
@@ -154,7 +160,14 @@ func (s *Server) AddKeys(m *AdvertiseKeys) error {
 	if s.keys[m.From] != nil {
 		return fmt.Errorf("%w: keys of %d twice", ErrMessage, m.From)
 	}
-	if _, _, err := parseKeys(m); err != nil {
+	mk, ek, err := parseKeys(m)
+	if err != nil {
+		return err
+	}
+	if err := checkOrder(m.From, "mask", mk); err != nil {
+		return err
+	}
+	if err := checkOrder(m.From, "encryption", ek); err != nil {
 		return err
 	}
 	s.keys[m.From] = &AdvertiseKeys{From: m.From, MaskKey: slices.Clone(m.MaskKey), EncKey: slices.Clone(m.EncKey)}
@@ -256,6 +269,113 @@ func (s *Server) FinishShares() ([]*SharesDelivery, error) {
 	return out, nil
 }
 
+// AddCheck records a client's ShareCheck (the optional round 2a, after
+// FinishShares and before any masked input).
+func (s *Server) AddCheck(m *ShareCheck) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageInput); err != nil {
+		return err
+	}
+	if s.checking || count(s.in3) > 0 {
+		return fmt.Errorf("%w: check of %d after the check round closed", ErrState, m.From)
+	}
+	if err := s.from(m.From); err != nil {
+		return err
+	}
+	if !s.sent[m.From] {
+		return fmt.Errorf("%w: check from %d, which did not share keys", ErrMessage, m.From)
+	}
+	if s.checks == nil {
+		s.checks = make([]*ShareCheck, s.p.N)
+	}
+	if s.checks[m.From] != nil {
+		return fmt.Errorf("%w: check of %d twice", ErrMessage, m.From)
+	}
+	for k, v := range m.Reported {
+		if int64(v) >= int64(s.p.N) || !s.g.Adjacent(m.From, v) || !s.sent[v] || (k > 0 && v <= m.Reported[k-1]) {
+			return fmt.Errorf("%w: check of %d reports %d: not a neighbour that shared, or out of order", ErrMessage, m.From, v)
+		}
+	}
+	s.checks[m.From] = &ShareCheck{From: m.From, Reported: slices.Clone(m.Reported)}
+	return nil
+}
+
+// FinishCheck closes the check round: every client that some client
+// reported is excluded (treated as dropped before its masked input, which
+// is refused), and so is every client that sent no check. It returns, for
+// each client that remains, its SharesDelivery.Excluded list: the
+// neighbours it must not mask with. A client reported by mistake, or by a
+// lying neighbour, loses this round only; the caller decides on bans
+// (Reports).
+func (s *Server) FinishCheck() ([]*SharesDelivery, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageInput); err != nil {
+		return nil, err
+	}
+	if s.checking || count(s.in3) > 0 {
+		return nil, fmt.Errorf("%w: check round closed twice or after masked inputs", ErrState)
+	}
+	if s.checks == nil {
+		s.checks = make([]*ShareCheck, s.p.N)
+	}
+	s.excluded = make([]bool, s.p.N)
+	for u, ok := range s.sent {
+		if ok && s.checks[u] == nil {
+			s.excluded[u] = true
+		}
+	}
+	for _, c := range s.checks {
+		if c == nil {
+			continue
+		}
+		for _, v := range c.Reported {
+			s.excluded[v] = true
+		}
+	}
+	var out []*SharesDelivery
+	for u, ok := range s.sent {
+		if !ok || s.excluded[u] {
+			continue
+		}
+		d := &SharesDelivery{To: uint32(u)}
+		for _, v := range s.g.Neighbours(uint32(u)) {
+			if s.sent[v] && s.excluded[v] {
+				d.Excluded = append(d.Excluded, v)
+			}
+		}
+		out = append(out, d)
+	}
+	for u, x := range s.excluded {
+		if x {
+			s.sent[u] = false // as if it never shared: no one masks with it
+		}
+	}
+	s.checking = true
+	if err := s.enough("the share check", len(out)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Reports returns, for each client reported in the check round, the
+// clients that reported it, sorted.
+func (s *Server) Reports() map[uint32][]uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[uint32][]uint32{}
+	for _, c := range s.checks {
+		if c == nil {
+			continue
+		}
+		for _, v := range c.Reported {
+			out[v] = append(out[v], c.From)
+		}
+	}
+	return out
+}
+
 // AddMaskedInput adds a client's masked vector (round 2) to the running
 // sum; the vector itself is not kept.
 func (s *Server) AddMaskedInput(m *MaskedInput) error {
@@ -268,7 +388,10 @@ func (s *Server) AddMaskedInput(m *MaskedInput) error {
 		return err
 	}
 	if !s.sent[m.From] || s.in3[m.From] {
-		return fmt.Errorf("%w: masked input from %d, which did not share keys or sent twice", ErrMessage, m.From)
+		return fmt.Errorf("%w: masked input from %d, which did not share keys, was excluded, or sent twice", ErrMessage, m.From)
+	}
+	if s.checks != nil && !s.checking {
+		return fmt.Errorf("%w: masked input of %d before the check round closed", ErrState, m.From)
 	}
 	if len(m.Y) != s.p.Len {
 		return fmt.Errorf("%w: masked input of %d has %d values, want %d", ErrMessage, m.From, len(m.Y), s.p.Len)

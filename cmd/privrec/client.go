@@ -38,6 +38,7 @@ func (a *app) clientCmd() *cobra.Command {
 		workers   int
 		idOffset  int
 		dropout   float64
+		insecure  bool
 		mine      string
 		top       int
 	)
@@ -131,7 +132,7 @@ before.`,
 			}
 			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 			sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
-				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout})
+				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure})
 			if err != nil {
 				return err
 			}
@@ -230,6 +231,7 @@ before.`,
 	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
 	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (user,item,rating; one user) and print their recommendations")
 	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print")
+	f.BoolVar(&insecure, "insecure", false, "send plain uploads to a server that does not run secure aggregation for a method whose privacy rests on it (the server reads every upload)")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	return cmd
 }

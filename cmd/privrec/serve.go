@@ -80,8 +80,9 @@ SecAgg by the open round's size, at most --max-upload-mib), gzip included;
 a credential holds at most --max-polls GetRound calls waiting at once;
 connections idle for --idle-timeout are closed, a request's header must
 arrive within 10 s, and a call must be answered within --write-timeout
-(default: the longer of the 20 s long poll and --round-timeout, plus a
-minute); an HTTP/2 connection carries at most --max-streams calls at once.
+(default: the longer of the 20 s long poll and four --round-timeout, the
+longest a secure-aggregation step waits, plus a minute); an HTTP/2
+connection carries at most --max-streams calls at once.
 --seed starts the reproducible test mode: the server's randomness comes
 from the seed and it accepts uploads drawn from seeded streams; without it
 the server refuses them.
@@ -101,7 +102,21 @@ survivors' sum), so the server learns each round's sum and nothing else,
 with distributed Skellam noise. Methods without an integer path (the
 SDCF family's uploads are randomized locally) keep their default. --secagg
 off lets the server read single uploads of a method whose privacy rests on
-sums only with --insecure.`,
+sums only with --insecure, and so does --secagg ideal: over the network
+"ideal" means this process reads every upload. Clients refuse such a plan
+unless they are given --insecure too.
+
+Masked rounds: each client sends its masked vector of a round at most
+once, ever. A round whose secure aggregation fails before any masked
+vector was taken is retried under fresh keys; once the masked step has
+opened (recorded durably first), the round is released from that session
+or skipped for good, across restarts too: a restart never aggregates the
+same vectors again under another survivor set. A round releases its sum
+only with at least --min-participants of the enrolled clients' vectors in
+it; below that it waits up to three more deadlines and is then skipped.
+A client whose key is of small order, or whose shares two neighbours
+report as failing authentication, is banned from later rounds; one
+report excludes it from that round only.`,
 		Example: `  privrec serve --method hdpmf --dev-tls --state run1 --listen 127.0.0.1:7070
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small
@@ -211,8 +226,8 @@ sums only with --insecure.`,
 	f.IntVar(&maxPolls, "max-polls", 4, "GetRound calls one credential may have waiting at once")
 	f.IntVar(&maxStreams, "max-streams", 250, "concurrent calls on one HTTP/2 connection")
 	f.DurationVar(&idleTimeout, "idle-timeout", 30*time.Second, "close connections idle this long")
-	f.DurationVar(&writeTimeout, "write-timeout", 0, "answer every call within this (0: the longer of the 20 s long poll and --round-timeout, plus a minute; it must exceed both)")
-	f.BoolVar(&insecure, "insecure", false, "with --secagg off: let the server read single uploads of a method whose privacy rests on secure aggregation")
+	f.DurationVar(&writeTimeout, "write-timeout", 0, "answer every call within this (0: the longer of the 20 s long poll and 4 × --round-timeout, plus a minute; it must exceed both)")
+	f.BoolVar(&insecure, "insecure", false, "with --secagg off or ideal: let the server read single uploads of a method whose privacy rests on secure aggregation")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the server to this file (go tool pprof reads it)")
 	f.DurationVar(&linger, "linger", time.Minute, "after the run, keep serving the final model this long (0: until SIGTERM)")
 	return cmd
@@ -237,8 +252,12 @@ func serveAggregation(cmd *cobra.Command, mfl *methodFlags, insecure bool) error
 			}
 		}
 	}
-	if fed.Aggregation(mfl.cfg) == protocol.AggOff && def.Secure() && !insecure {
+	switch agg := fed.Aggregation(mfl.cfg); {
+	case !def.Secure() || insecure || agg == protocol.AggMasked:
+	case agg == protocol.AggOff:
 		return fmt.Errorf("--secagg off: %s is private only against a server that sees sums; the server would read single uploads. Add --insecure to do it anyway", mfl.spec.Name)
+	default:
+		return fmt.Errorf("--secagg ideal: over the network the ideal functionality is the server process reading every upload and adding them; %s is private only against a server that sees sums. Use --secagg masked (the default here), or add --insecure to do it anyway (clients then need --insecure too)", mfl.spec.Name)
 	}
 	return nil
 }

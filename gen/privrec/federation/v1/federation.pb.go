@@ -536,7 +536,10 @@ type GetRoundRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	After int32                  `protobuf:"varint,1,opt,name=after,proto3" json:"after,omitempty"`
 	// The boot id of the response that carried round `after`, empty for none.
-	Boot          string `protobuf:"bytes,2,opt,name=boot,proto3" json:"boot,omitempty"`
+	Boot string `protobuf:"bytes,2,opt,name=boot,proto3" json:"boot,omitempty"`
+	// The secure-aggregation session of round `after` the client saw, empty
+	// for none: a new session of the same round is returned at once.
+	Session       string `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +584,13 @@ func (x *GetRoundRequest) GetAfter() int32 {
 func (x *GetRoundRequest) GetBoot() string {
 	if x != nil {
 		return x.Boot
+	}
+	return ""
+}
+
+func (x *GetRoundRequest) GetSession() string {
+	if x != nil {
+		return x.Session
 	}
 	return ""
 }
@@ -673,7 +683,11 @@ type SecAggPlan struct {
 	Bits  uint32 `protobuf:"varint,4,opt,name=bits,proto3" json:"bits,omitempty"`
 	Words uint32 `protobuf:"varint,5,opt,name=words,proto3" json:"words,omitempty"`
 	// The public seed of the round's neighbour graph.
-	Seed          []byte `protobuf:"bytes,6,opt,name=seed,proto3" json:"seed,omitempty"`
+	Seed []byte `protobuf:"bytes,6,opt,name=seed,proto3" json:"seed,omitempty"`
+	// The session of the round: a new one after a restart or a failed
+	// session. A client sends its masked vector of a round in one session
+	// only, ever.
+	Session       string `protobuf:"bytes,7,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -750,16 +764,26 @@ func (x *SecAggPlan) GetSeed() []byte {
 	return nil
 }
 
+func (x *SecAggPlan) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
 // SecAggRequest is a client's message for one step of a round.
 type SecAggRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Round int32                  `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	// The session (SecAggPlan.session) the message belongs to.
+	Session string `protobuf:"bytes,7,opt,name=session,proto3" json:"session,omitempty"`
 	// Types that are valid to be assigned to Step:
 	//
 	//	*SecAggRequest_Keys
 	//	*SecAggRequest_Shares
 	//	*SecAggRequest_Masked
 	//	*SecAggRequest_Reveal
+	//	*SecAggRequest_Check
 	Step          isSecAggRequest_Step `protobuf_oneof:"step"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -800,6 +824,13 @@ func (x *SecAggRequest) GetRound() int32 {
 		return x.Round
 	}
 	return 0
+}
+
+func (x *SecAggRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
 }
 
 func (x *SecAggRequest) GetStep() isSecAggRequest_Step {
@@ -845,6 +876,15 @@ func (x *SecAggRequest) GetReveal() *SecAggReveal {
 	return nil
 }
 
+func (x *SecAggRequest) GetCheck() *SecAggCheck {
+	if x != nil {
+		if x, ok := x.Step.(*SecAggRequest_Check); ok {
+			return x.Check
+		}
+	}
+	return nil
+}
+
 type isSecAggRequest_Step interface {
 	isSecAggRequest_Step()
 }
@@ -865,6 +905,13 @@ type SecAggRequest_Reveal struct {
 	Reveal *SecAggReveal `protobuf:"bytes,5,opt,name=reveal,proto3,oneof"`
 }
 
+type SecAggRequest_Check struct {
+	// After the shares: the neighbours whose shares failed
+	// authentication. The server excludes every reported client before
+	// taking any masked vector.
+	Check *SecAggCheck `protobuf:"bytes,6,opt,name=check,proto3,oneof"`
+}
+
 func (*SecAggRequest_Keys) isSecAggRequest_Step() {}
 
 func (*SecAggRequest_Shares) isSecAggRequest_Step() {}
@@ -872,6 +919,8 @@ func (*SecAggRequest_Shares) isSecAggRequest_Step() {}
 func (*SecAggRequest_Masked) isSecAggRequest_Step() {}
 
 func (*SecAggRequest_Reveal) isSecAggRequest_Step() {}
+
+func (*SecAggRequest_Check) isSecAggRequest_Step() {}
 
 // SecAggResponse is the caller's input for the next step.
 type SecAggResponse struct {
@@ -882,6 +931,7 @@ type SecAggResponse struct {
 	//	*SecAggResponse_Shares
 	//	*SecAggResponse_Unmask
 	//	*SecAggResponse_Done
+	//	*SecAggResponse_Excluded
 	Next          isSecAggResponse_Next `protobuf_oneof:"next"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -960,6 +1010,15 @@ func (x *SecAggResponse) GetDone() *SecAggDone {
 	return nil
 }
 
+func (x *SecAggResponse) GetExcluded() *SecAggExcluded {
+	if x != nil {
+		if x, ok := x.Next.(*SecAggResponse_Excluded); ok {
+			return x.Excluded
+		}
+	}
+	return nil
+}
+
 type isSecAggResponse_Next interface {
 	isSecAggResponse_Next()
 }
@@ -984,6 +1043,12 @@ type SecAggResponse_Done struct {
 	Done *SecAggDone `protobuf:"bytes,4,opt,name=done,proto3,oneof"`
 }
 
+type SecAggResponse_Excluded struct {
+	// After the check: the caller's neighbours excluded from the round
+	// (treat them as dropped: no mask with them).
+	Excluded *SecAggExcluded `protobuf:"bytes,5,opt,name=excluded,proto3,oneof"`
+}
+
 func (*SecAggResponse_Keys) isSecAggResponse_Next() {}
 
 func (*SecAggResponse_Shares) isSecAggResponse_Next() {}
@@ -991,6 +1056,8 @@ func (*SecAggResponse_Shares) isSecAggResponse_Next() {}
 func (*SecAggResponse_Unmask) isSecAggResponse_Next() {}
 
 func (*SecAggResponse_Done) isSecAggResponse_Next() {}
+
+func (*SecAggResponse_Excluded) isSecAggResponse_Next() {}
 
 // SecAggKeys holds a client's two public X25519 keys for the round.
 type SecAggKeys struct {
@@ -1364,6 +1431,97 @@ func (x *SecAggReveal) GetMaskShares() []*SecAggRevealed {
 	return nil
 }
 
+// SecAggCheck names the caller's neighbours whose shares failed
+// authentication.
+type SecAggCheck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reported      []uint32               `protobuf:"varint,1,rep,packed,name=reported,proto3" json:"reported,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggCheck) Reset() {
+	*x = SecAggCheck{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggCheck) ProtoMessage() {}
+
+func (x *SecAggCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggCheck.ProtoReflect.Descriptor instead.
+func (*SecAggCheck) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SecAggCheck) GetReported() []uint32 {
+	if x != nil {
+		return x.Reported
+	}
+	return nil
+}
+
+// SecAggExcluded names the caller's neighbours excluded after the check.
+type SecAggExcluded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Excluded      []uint32               `protobuf:"varint,1,rep,packed,name=excluded,proto3" json:"excluded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggExcluded) Reset() {
+	*x = SecAggExcluded{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggExcluded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggExcluded) ProtoMessage() {}
+
+func (x *SecAggExcluded) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggExcluded.ProtoReflect.Descriptor instead.
+func (*SecAggExcluded) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SecAggExcluded) GetExcluded() []uint32 {
+	if x != nil {
+		return x.Excluded
+	}
+	return nil
+}
+
 // SecAggDone ends a client's part in a round.
 type SecAggDone struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1373,7 +1531,7 @@ type SecAggDone struct {
 
 func (x *SecAggDone) Reset() {
 	*x = SecAggDone{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1543,7 @@ func (x *SecAggDone) String() string {
 func (*SecAggDone) ProtoMessage() {}
 
 func (x *SecAggDone) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1556,7 @@ func (x *SecAggDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggDone.ProtoReflect.Descriptor instead.
 func (*SecAggDone) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{19}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{21}
 }
 
 // Broadcast is what the server sends every client at the start of a round.
@@ -1430,7 +1588,7 @@ type Broadcast struct {
 
 func (x *Broadcast) Reset() {
 	*x = Broadcast{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1600,7 @@ func (x *Broadcast) String() string {
 func (*Broadcast) ProtoMessage() {}
 
 func (x *Broadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1613,7 @@ func (x *Broadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Broadcast.ProtoReflect.Descriptor instead.
 func (*Broadcast) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{20}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Broadcast) GetRound() int32 {
@@ -1560,7 +1718,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1730,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1743,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UploadRequest) GetRound() int32 {
@@ -1664,7 +1822,7 @@ type SparseUpload struct {
 
 func (x *SparseUpload) Reset() {
 	*x = SparseUpload{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1834,7 @@ func (x *SparseUpload) String() string {
 func (*SparseUpload) ProtoMessage() {}
 
 func (x *SparseUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1847,7 @@ func (x *SparseUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseUpload.ProtoReflect.Descriptor instead.
 func (*SparseUpload) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SparseUpload) GetItems() []int32 {
@@ -1734,7 +1892,7 @@ type MaskedUpload struct {
 
 func (x *MaskedUpload) Reset() {
 	*x = MaskedUpload{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1904,7 @@ func (x *MaskedUpload) String() string {
 func (*MaskedUpload) ProtoMessage() {}
 
 func (x *MaskedUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1917,7 @@ func (x *MaskedUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaskedUpload.ProtoReflect.Descriptor instead.
 func (*MaskedUpload) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MaskedUpload) GetModulusBits() uint32 {
@@ -1788,7 +1946,7 @@ type UploadMeta struct {
 
 func (x *UploadMeta) Reset() {
 	*x = UploadMeta{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1958,7 @@ func (x *UploadMeta) String() string {
 func (*UploadMeta) ProtoMessage() {}
 
 func (x *UploadMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1971,7 @@ func (x *UploadMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadMeta.ProtoReflect.Descriptor instead.
 func (*UploadMeta) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UploadMeta) GetSeeded() bool {
@@ -1832,7 +1990,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2002,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2015,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 // GetModelRequest asks for the final model.
@@ -1869,7 +2027,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1881,7 +2039,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1894,7 +2052,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{28}
 }
 
 // GetModelResponse carries the final model.
@@ -1910,7 +2068,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2080,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2093,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetModelResponse) GetModel() []byte {
@@ -1981,15 +2139,16 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\n" +
 	"Credential\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\rR\bclientId\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token\";\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"U\n" +
 	"\x0fGetRoundRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\x05R\x05after\x12\x12\n" +
-	"\x04boot\x18\x02 \x01(\tR\x04boot\"\xd8\x01\n" +
+	"\x04boot\x18\x02 \x01(\tR\x04boot\x12\x18\n" +
+	"\asession\x18\x03 \x01(\tR\asession\"\xd8\x01\n" +
 	"\x10GetRoundResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.privrec.federation.v1.RunStateR\x05state\x12>\n" +
 	"\tbroadcast\x18\x02 \x01(\v2 .privrec.federation.v1.BroadcastR\tbroadcast\x12\x12\n" +
 	"\x04boot\x18\x03 \x01(\tR\x04boot\x129\n" +
-	"\x06secagg\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggPlanR\x06secagg\"\x96\x01\n" +
+	"\x06secagg\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggPlanR\x06secagg\"\xb0\x01\n" +
 	"\n" +
 	"SecAggPlan\x12\x14\n" +
 	"\x05order\x18\x01 \x03(\rR\x05order\x12\x16\n" +
@@ -1997,19 +2156,23 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\tthreshold\x18\x03 \x01(\rR\tthreshold\x12\x12\n" +
 	"\x04bits\x18\x04 \x01(\rR\x04bits\x12\x14\n" +
 	"\x05words\x18\x05 \x01(\rR\x05words\x12\x12\n" +
-	"\x04seed\x18\x06 \x01(\fR\x04seed\"\xa3\x02\n" +
+	"\x04seed\x18\x06 \x01(\fR\x04seed\x12\x18\n" +
+	"\asession\x18\a \x01(\tR\asession\"\xf9\x02\n" +
 	"\rSecAggRequest\x12\x14\n" +
-	"\x05round\x18\x01 \x01(\x05R\x05round\x127\n" +
+	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x18\n" +
+	"\asession\x18\a \x01(\tR\asession\x127\n" +
 	"\x04keys\x18\x02 \x01(\v2!.privrec.federation.v1.SecAggKeysH\x00R\x04keys\x12=\n" +
 	"\x06shares\x18\x03 \x01(\v2#.privrec.federation.v1.SecAggSharesH\x00R\x06shares\x12=\n" +
 	"\x06masked\x18\x04 \x01(\v2#.privrec.federation.v1.MaskedUploadH\x00R\x06masked\x12=\n" +
-	"\x06reveal\x18\x05 \x01(\v2#.privrec.federation.v1.SecAggRevealH\x00R\x06revealB\x06\n" +
-	"\x04step\"\x8b\x02\n" +
+	"\x06reveal\x18\x05 \x01(\v2#.privrec.federation.v1.SecAggRevealH\x00R\x06reveal\x12:\n" +
+	"\x05check\x18\x06 \x01(\v2\".privrec.federation.v1.SecAggCheckH\x00R\x05checkB\x06\n" +
+	"\x04step\"\xd0\x02\n" +
 	"\x0eSecAggResponse\x12:\n" +
 	"\x04keys\x18\x01 \x01(\v2$.privrec.federation.v1.SecAggKeyListH\x00R\x04keys\x12=\n" +
 	"\x06shares\x18\x02 \x01(\v2#.privrec.federation.v1.SecAggSharesH\x00R\x06shares\x12=\n" +
 	"\x06unmask\x18\x03 \x01(\v2#.privrec.federation.v1.SecAggUnmaskH\x00R\x06unmask\x127\n" +
-	"\x04done\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggDoneH\x00R\x04doneB\x06\n" +
+	"\x04done\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggDoneH\x00R\x04done\x12C\n" +
+	"\bexcluded\x18\x05 \x01(\v2%.privrec.federation.v1.SecAggExcludedH\x00R\bexcludedB\x06\n" +
 	"\x04next\"\\\n" +
 	"\n" +
 	"SecAggKeys\x12\x1a\n" +
@@ -2036,7 +2199,11 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\vself_shares\x18\x01 \x03(\v2%.privrec.federation.v1.SecAggRevealedR\n" +
 	"selfShares\x12F\n" +
 	"\vmask_shares\x18\x02 \x03(\v2%.privrec.federation.v1.SecAggRevealedR\n" +
-	"maskShares\"\f\n" +
+	"maskShares\")\n" +
+	"\vSecAggCheck\x12\x1a\n" +
+	"\breported\x18\x01 \x03(\rR\breported\",\n" +
+	"\x0eSecAggExcluded\x12\x1a\n" +
+	"\bexcluded\x18\x01 \x03(\rR\bexcluded\"\f\n" +
 	"\n" +
 	"SecAggDone\"\xf8\x02\n" +
 	"\tBroadcast\x12\x14\n" +
@@ -2104,7 +2271,7 @@ func file_privrec_federation_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_privrec_federation_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_privrec_federation_v1_federation_proto_goTypes = []any{
 	(RunState)(0),            // 0: privrec.federation.v1.RunState
 	(*HelloRequest)(nil),     // 1: privrec.federation.v1.HelloRequest
@@ -2126,60 +2293,64 @@ var file_privrec_federation_v1_federation_proto_goTypes = []any{
 	(*SecAggUnmask)(nil),     // 17: privrec.federation.v1.SecAggUnmask
 	(*SecAggRevealed)(nil),   // 18: privrec.federation.v1.SecAggRevealed
 	(*SecAggReveal)(nil),     // 19: privrec.federation.v1.SecAggReveal
-	(*SecAggDone)(nil),       // 20: privrec.federation.v1.SecAggDone
-	(*Broadcast)(nil),        // 21: privrec.federation.v1.Broadcast
-	(*UploadRequest)(nil),    // 22: privrec.federation.v1.UploadRequest
-	(*SparseUpload)(nil),     // 23: privrec.federation.v1.SparseUpload
-	(*MaskedUpload)(nil),     // 24: privrec.federation.v1.MaskedUpload
-	(*UploadMeta)(nil),       // 25: privrec.federation.v1.UploadMeta
-	(*UploadResponse)(nil),   // 26: privrec.federation.v1.UploadResponse
-	(*GetModelRequest)(nil),  // 27: privrec.federation.v1.GetModelRequest
-	(*GetModelResponse)(nil), // 28: privrec.federation.v1.GetModelResponse
-	nil,                      // 29: privrec.federation.v1.HelloResponse.ConfigEntry
-	nil,                      // 30: privrec.federation.v1.Broadcast.ParamsEntry
+	(*SecAggCheck)(nil),      // 20: privrec.federation.v1.SecAggCheck
+	(*SecAggExcluded)(nil),   // 21: privrec.federation.v1.SecAggExcluded
+	(*SecAggDone)(nil),       // 22: privrec.federation.v1.SecAggDone
+	(*Broadcast)(nil),        // 23: privrec.federation.v1.Broadcast
+	(*UploadRequest)(nil),    // 24: privrec.federation.v1.UploadRequest
+	(*SparseUpload)(nil),     // 25: privrec.federation.v1.SparseUpload
+	(*MaskedUpload)(nil),     // 26: privrec.federation.v1.MaskedUpload
+	(*UploadMeta)(nil),       // 27: privrec.federation.v1.UploadMeta
+	(*UploadResponse)(nil),   // 28: privrec.federation.v1.UploadResponse
+	(*GetModelRequest)(nil),  // 29: privrec.federation.v1.GetModelRequest
+	(*GetModelResponse)(nil), // 30: privrec.federation.v1.GetModelResponse
+	nil,                      // 31: privrec.federation.v1.HelloResponse.ConfigEntry
+	nil,                      // 32: privrec.federation.v1.Broadcast.ParamsEntry
 }
 var file_privrec_federation_v1_federation_proto_depIdxs = []int32{
-	29, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
+	31, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
 	3,  // 1: privrec.federation.v1.HelloResponse.catalog:type_name -> privrec.federation.v1.Catalog
 	4,  // 2: privrec.federation.v1.HelloResponse.scale:type_name -> privrec.federation.v1.Scale
 	0,  // 3: privrec.federation.v1.HelloResponse.state:type_name -> privrec.federation.v1.RunState
 	7,  // 4: privrec.federation.v1.EnrollResponse.credentials:type_name -> privrec.federation.v1.Credential
 	0,  // 5: privrec.federation.v1.GetRoundResponse.state:type_name -> privrec.federation.v1.RunState
-	21, // 6: privrec.federation.v1.GetRoundResponse.broadcast:type_name -> privrec.federation.v1.Broadcast
+	23, // 6: privrec.federation.v1.GetRoundResponse.broadcast:type_name -> privrec.federation.v1.Broadcast
 	10, // 7: privrec.federation.v1.GetRoundResponse.secagg:type_name -> privrec.federation.v1.SecAggPlan
 	13, // 8: privrec.federation.v1.SecAggRequest.keys:type_name -> privrec.federation.v1.SecAggKeys
 	16, // 9: privrec.federation.v1.SecAggRequest.shares:type_name -> privrec.federation.v1.SecAggShares
-	24, // 10: privrec.federation.v1.SecAggRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
+	26, // 10: privrec.federation.v1.SecAggRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
 	19, // 11: privrec.federation.v1.SecAggRequest.reveal:type_name -> privrec.federation.v1.SecAggReveal
-	14, // 12: privrec.federation.v1.SecAggResponse.keys:type_name -> privrec.federation.v1.SecAggKeyList
-	16, // 13: privrec.federation.v1.SecAggResponse.shares:type_name -> privrec.federation.v1.SecAggShares
-	17, // 14: privrec.federation.v1.SecAggResponse.unmask:type_name -> privrec.federation.v1.SecAggUnmask
-	20, // 15: privrec.federation.v1.SecAggResponse.done:type_name -> privrec.federation.v1.SecAggDone
-	13, // 16: privrec.federation.v1.SecAggKeyList.keys:type_name -> privrec.federation.v1.SecAggKeys
-	15, // 17: privrec.federation.v1.SecAggShares.shares:type_name -> privrec.federation.v1.SecAggShare
-	18, // 18: privrec.federation.v1.SecAggReveal.self_shares:type_name -> privrec.federation.v1.SecAggRevealed
-	18, // 19: privrec.federation.v1.SecAggReveal.mask_shares:type_name -> privrec.federation.v1.SecAggRevealed
-	30, // 20: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
-	23, // 21: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
-	24, // 22: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
-	25, // 23: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
-	1,  // 24: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
-	5,  // 25: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
-	8,  // 26: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
-	22, // 27: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
-	27, // 28: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
-	11, // 29: privrec.federation.v1.FederationService.SecAgg:input_type -> privrec.federation.v1.SecAggRequest
-	2,  // 30: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
-	6,  // 31: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
-	9,  // 32: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
-	26, // 33: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
-	28, // 34: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
-	12, // 35: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
-	30, // [30:36] is the sub-list for method output_type
-	24, // [24:30] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	20, // 12: privrec.federation.v1.SecAggRequest.check:type_name -> privrec.federation.v1.SecAggCheck
+	14, // 13: privrec.federation.v1.SecAggResponse.keys:type_name -> privrec.federation.v1.SecAggKeyList
+	16, // 14: privrec.federation.v1.SecAggResponse.shares:type_name -> privrec.federation.v1.SecAggShares
+	17, // 15: privrec.federation.v1.SecAggResponse.unmask:type_name -> privrec.federation.v1.SecAggUnmask
+	22, // 16: privrec.federation.v1.SecAggResponse.done:type_name -> privrec.federation.v1.SecAggDone
+	21, // 17: privrec.federation.v1.SecAggResponse.excluded:type_name -> privrec.federation.v1.SecAggExcluded
+	13, // 18: privrec.federation.v1.SecAggKeyList.keys:type_name -> privrec.federation.v1.SecAggKeys
+	15, // 19: privrec.federation.v1.SecAggShares.shares:type_name -> privrec.federation.v1.SecAggShare
+	18, // 20: privrec.federation.v1.SecAggReveal.self_shares:type_name -> privrec.federation.v1.SecAggRevealed
+	18, // 21: privrec.federation.v1.SecAggReveal.mask_shares:type_name -> privrec.federation.v1.SecAggRevealed
+	32, // 22: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
+	25, // 23: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
+	26, // 24: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
+	27, // 25: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
+	1,  // 26: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
+	5,  // 27: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
+	8,  // 28: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
+	24, // 29: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
+	29, // 30: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
+	11, // 31: privrec.federation.v1.FederationService.SecAgg:input_type -> privrec.federation.v1.SecAggRequest
+	2,  // 32: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
+	6,  // 33: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
+	9,  // 34: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
+	28, // 35: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
+	30, // 36: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
+	12, // 37: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
+	32, // [32:38] is the sub-list for method output_type
+	26, // [26:32] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_privrec_federation_v1_federation_proto_init() }
@@ -2192,14 +2363,16 @@ func file_privrec_federation_v1_federation_proto_init() {
 		(*SecAggRequest_Shares)(nil),
 		(*SecAggRequest_Masked)(nil),
 		(*SecAggRequest_Reveal)(nil),
+		(*SecAggRequest_Check)(nil),
 	}
 	file_privrec_federation_v1_federation_proto_msgTypes[11].OneofWrappers = []any{
 		(*SecAggResponse_Keys)(nil),
 		(*SecAggResponse_Shares)(nil),
 		(*SecAggResponse_Unmask)(nil),
 		(*SecAggResponse_Done)(nil),
+		(*SecAggResponse_Excluded)(nil),
 	}
-	file_privrec_federation_v1_federation_proto_msgTypes[21].OneofWrappers = []any{
+	file_privrec_federation_v1_federation_proto_msgTypes[23].OneofWrappers = []any{
 		(*UploadRequest_Sparse)(nil),
 		(*UploadRequest_Masked)(nil),
 	}
@@ -2209,7 +2382,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_privrec_federation_v1_federation_proto_rawDesc), len(file_privrec_federation_v1_federation_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
