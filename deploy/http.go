@@ -45,9 +45,13 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 // request's body is read: a call that needs a credential (GetRound,
 // Upload, SecAgg, GetModel) without a valid one; a GetRound beyond the
 // credential's MaxPolls waiting at once; an Enroll beyond the rate
-// limit; and a body larger than its call's cap. The caps, on the wire
-// (http.MaxBytesReader) and decompressed (connect.WithReadMaxBytes, which
-// bounds the gunzipped message), are:
+// limit; a compressed Connect GET; and a body larger than its call's
+// cap. The caps bound the body on the wire (http.MaxBytesReader) and
+// decompressed: the gate gunzips a Connect-protocol gzip body itself, up
+// to the cap; gRPC's compressed messages are bounded by
+// connect.WithReadMaxBytes (which applies to the decompressed message,
+// TestConnectReadMaxBytesIsDecompressed) at the handler's size class,
+// under 4 times the cap. The caps are:
 //
 //	Hello, GetRound, GetModel   smallBytes
 //	Enroll                      enrolBytes

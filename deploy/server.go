@@ -97,11 +97,10 @@ type ServerConfig struct {
 	// exceed the longest wait of a call: a GetRound long poll (Poll) and
 	// a SecAgg step (up to 1+maxWaits round deadlines); its default is
 	// the longer of the two plus a minute. ReadTimeout bounds reading a
-	// whole request; it
-	// defaults to WriteTimeout, because on HTTP/1.1 net/http cancels a
-	// call whose connection passes its read deadline, long polls
-	// included. MaxStreams caps the concurrent streams of an HTTP/2
-	// connection (default 250).
+	// whole request; it defaults to WriteTimeout, because on HTTP/1.1
+	// net/http cancels a call whose connection passes its read deadline,
+	// long polls included. MaxStreams caps the concurrent streams of an
+	// HTTP/2 connection (default 250).
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
