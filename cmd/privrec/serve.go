@@ -83,6 +83,7 @@ arrive within 10 s, and a call must be answered within --write-timeout
 (default: the longer of the 20 s long poll and four --round-timeout, the
 longest a secure-aggregation step waits, plus a minute); an HTTP/2
 connection carries at most --max-streams calls at once.
+
 --seed starts the reproducible test mode: the server's randomness comes
 from the seed and it accepts uploads drawn from seeded streams; without it
 the server refuses them.
