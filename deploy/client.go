@@ -34,8 +34,10 @@ type ClientConfig struct {
 	// HTTP is the HTTP client, with the TLS roots that trust the server;
 	// nil means http.DefaultClient.
 	HTTP *http.Client
-	// Token is the enrolment secret.
+	// Token is the enrolment secret of a vendor; Code, used instead, is a
+	// one-time enrolment code for one device (it enrols one client).
 	Token string
+	Code  string
 	// Seeded selects the reproducible test mode: client k draws in round t
 	// from rng.New(Seed, k, t), as the in-process transport does, and
 	// says so in every upload. Otherwise every client draws each round
@@ -301,6 +303,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 
 // enrol enrols every client under its ID, in chunks.
 func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]string, error) {
+	if s.cfg.Code != "" && len(clients) != 1 {
+		return nil, fmt.Errorf("deploy: an enrolment code enrols one client, not %d (a vendor enrols with the token)", len(clients))
+	}
 	creds := make([]string, len(clients))
 	const chunk = 10000
 	for lo := 0; lo < len(clients); lo += chunk {
@@ -315,7 +320,11 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 		}
 		var got []*fedv1.Credential
 		err := s.retry(ctx, "enrol", func(ctx context.Context) error {
-			resp, err := s.api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: s.cfg.Token, ClientIds: ids, Secrets: secrets}))
+			req := &fedv1.EnrollRequest{Token: s.cfg.Token, ClientIds: ids, Secrets: secrets}
+			if s.cfg.Code != "" {
+				req.Token, req.Code = "", s.cfg.Code
+			}
+			resp, err := s.api.Enroll(ctx, connect.NewRequest(req))
 			if err == nil {
 				got = resp.Msg.GetCredentials()
 			}

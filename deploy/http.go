@@ -1,16 +1,25 @@
 package deploy
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
 )
 
 // Mux returns the server's HTTP routes: the federation service, /healthz
@@ -32,14 +41,278 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 	return mux
 }
 
+// The HTTP layer ahead of the Connect handlers (gate) refuses, before a
+// request's body is read: a call that needs a credential (GetRound,
+// Upload, SecAgg, GetModel) without a valid one; a GetRound beyond the
+// credential's MaxPolls waiting at once; an Enroll beyond the rate
+// limit; a compressed Connect GET; and a body larger than its call's
+// cap. The caps bound the body on the wire (http.MaxBytesReader) and
+// decompressed: the gate gunzips a Connect-protocol gzip body itself, up
+// to the cap; gRPC's compressed messages are bounded by
+// connect.WithReadMaxBytes (which applies to the decompressed message,
+// TestConnectReadMaxBytesIsDecompressed) at the handler's size class,
+// under 4 times the cap. The caps are:
+//
+//	Hello, GetRound, GetModel   smallBytes
+//	Enroll                      enrolBytes
+//	Upload                      the open round's items × (4·dim + 20) + roundSlack
+//	SecAgg                      the open round's words × 4 + 512 × clients + roundSlack
+//
+// all at most ServerConfig.MaxUploadBytes. The handlers check the
+// credential again.
+const (
+	smallBytes = 16 << 10
+	enrolBytes = 2 << 20
+	roundSlack = 64 << 10
+)
+
+// gate is the federation service's HTTP handler: the limits above, then
+// the Connect handler of the call's size.
+type gate struct {
+	s     *Server
+	ew    *connect.ErrorWriter
+	path  string
+	small http.Handler // Hello, GetRound, GetModel and unknown calls
+	enrol http.Handler
+	sized []sizedHandler // Upload and SecAgg, by decompressed cap, increasing
+	rate  *bucket        // Enroll calls
+
+	mu    sync.Mutex
+	polls map[uint32]int // GetRound calls waiting, by client
+}
+
+type sizedHandler struct {
+	max int64
+	h   http.Handler
+}
+
+func newGate(s *Server) *gate {
+	opts := func(max int) []connect.HandlerOption {
+		// Compress only what gains from it: gzip's per-message setup cost
+		// more than the small upload answers save (12% of a loaded
+		// server's CPU in the profile).
+		return []connect.HandlerOption{connect.WithCompressMinBytes(4 << 10), connect.WithReadMaxBytes(max)}
+	}
+	g := &gate{s: s, ew: connect.NewErrorWriter(), rate: newBucket(s.cfg.EnrollRate, s.cfg.EnrollBurst), polls: map[uint32]int{}}
+	g.path, g.small = federationv1connect.NewFederationServiceHandler(s, opts(smallBytes)...)
+	_, g.enrol = federationv1connect.NewFederationServiceHandler(s, opts(enrolBytes)...)
+	// Connect's read cap is fixed per handler: one handler per size
+	// class, a factor 4 apart, so a call is decompressed to at most 4
+	// times its cap.
+	top := s.cfg.MaxUploadBytes
+	for c := 256 << 10; ; c *= 4 {
+		c = min(c, top)
+		_, h := federationv1connect.NewFederationServiceHandler(s, opts(c)...)
+		g.sized = append(g.sized, sizedHandler{int64(c), h})
+		if c == top {
+			break
+		}
+	}
+	return g
+}
+
+// Handler returns the HTTP handler of the federation service, with its
+// limits (gate).
+func (s *Server) Handler() (string, http.Handler) { return s.gate.path, s.gate }
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := g.s
+	h, limit := g.small, int64(smallBytes)
+	switch p := r.URL.Path; p {
+	case federationv1connect.FederationServiceEnrollProcedure:
+		if !g.rate.allow(time.Now()) {
+			s.met.reject("enrol-rate")
+			g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New("too many enrolments at once; retry later")))
+			return
+		}
+		h, limit = g.enrol, enrolBytes
+	case federationv1connect.FederationServiceGetRoundProcedure, federationv1connect.FederationServiceGetModelProcedure,
+		federationv1connect.FederationServiceUploadProcedure, federationv1connect.FederationServiceSecAggProcedure:
+		id, err := s.authenticate(r.Header)
+		if err != nil {
+			s.met.reject("auth")
+			g.refuse(w, r, err)
+			return
+		}
+		switch p {
+		case federationv1connect.FederationServiceGetRoundProcedure:
+			if !g.poll(id) {
+				s.met.reject("polls")
+				g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted,
+					fmt.Errorf("client %d already has %d calls to GetRound waiting", id, s.cfg.MaxPolls)))
+				return
+			}
+			defer g.unpoll(id)
+		case federationv1connect.FederationServiceUploadProcedure, federationv1connect.FederationServiceSecAggProcedure:
+			limit = s.roundBytes(p == federationv1connect.FederationServiceSecAggProcedure)
+			h = g.sized[len(g.sized)-1].h
+			for _, c := range g.sized {
+				if c.max >= limit {
+					h = c.h
+					break
+				}
+			}
+		}
+	}
+	if c := r.URL.Query().Get("compression"); r.Method == http.MethodGet && c != "" && c != "identity" {
+		// A Connect GET carries its message in the URL; privrec's clients
+		// never compress it, and a compressed one would be inflated past
+		// the cap to its end.
+		s.met.reject("size")
+		g.refuse(w, r, connect.NewError(connect.CodeUnimplemented, errors.New("compressed GET messages are not accepted; use POST")))
+		return
+	}
+	if r.ContentLength > limit {
+		s.met.reject("size")
+		g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted,
+			fmt.Errorf("a request of %d bytes; this call takes at most %d", r.ContentLength, limit)))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	if enc := r.Header.Get("Content-Encoding"); enc == "gzip" && connectUnary(r) {
+		// Gunzip here, up to the cap: connect would decompress a larger
+		// body to its end only to report its size.
+		body, err := gunzip(r.Body, limit)
+		if err != nil {
+			s.met.reject("size")
+			g.refuse(w, r, err)
+			return
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		r.Header.Del("Content-Encoding")
+		r.Header.Del("Content-Length")
+	}
+	h.ServeHTTP(w, r)
+}
+
+// connectUnary reports whether r is a unary call of the Connect protocol,
+// whose Content-Encoding compresses the whole body (gRPC and gRPC-Web
+// compress each message; connect caps those at the handler's read cap).
+func connectUnary(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	return r.Method == http.MethodPost && !strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/connect+")
+}
+
+// gunzip returns the decompressed body, refusing one of more than max
+// bytes (or more than max bytes on the wire) after reading max+1.
+func gunzip(body io.Reader, max int64) ([]byte, error) {
+	zr, err := gzip.NewReader(body)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("gzip body: %w", err))
+	}
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(zr, max+1))
+	var mb *http.MaxBytesError
+	switch {
+	case errors.As(err, &mb) || n > max:
+		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("a request of more than %d bytes (decompressed); this call takes at most %d", max, max))
+	case err != nil:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("gzip body: %w", err))
+	}
+	return buf.Bytes(), nil
+}
+
+// refuse answers r with err, in r's protocol, without reading its body:
+// on HTTP/1 it closes the connection after the answer.
+func (g *gate) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
+	if g.ew.IsSupported(r) {
+		_ = g.ew.Write(w, r, err)
+		return
+	}
+	status := http.StatusBadRequest
+	switch connect.CodeOf(err) {
+	case connect.CodeUnauthenticated:
+		status = http.StatusUnauthorized
+	case connect.CodeResourceExhausted:
+		status = http.StatusTooManyRequests
+	}
+	http.Error(w, err.Error(), status)
+}
+
+// poll takes one of client id's GetRound slots, false when none is free.
+func (g *gate) poll(id uint32) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.polls[id] >= g.s.cfg.MaxPolls {
+		return false
+	}
+	g.polls[id]++
+	return true
+}
+
+func (g *gate) unpoll(id uint32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.polls[id]--; g.polls[id] <= 0 {
+		delete(g.polls, id)
+	}
+}
+
+// waiting returns the GetRound calls of client id in progress.
+func (g *gate) waiting(id uint32) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.polls[id]
+}
+
+// roundBytes returns the cap of an Upload (or, with secagg, a SecAgg)
+// body in the latest round: its largest valid message plus slack.
+func (s *Server) roundBytes(secagg bool) int64 {
+	s.mu.Lock()
+	b, n := s.bc, len(s.order)
+	s.mu.Unlock()
+	limit := int64(roundSlack)
+	switch {
+	case b == nil: // no round yet: the call is refused as early anyway
+	case secagg:
+		limit += 4*int64(b.Words) + 512*int64(n)
+	default:
+		// Items and counts are varints of at most 10 bytes, values floats.
+		limit += int64(b.NumItems) * (4*int64(max(b.Dim, 1)) + 20)
+	}
+	return min(limit, int64(s.cfg.MaxUploadBytes))
+}
+
+// bucket is a token bucket: rate calls a second, bursts of burst.
+type bucket struct {
+	mu          sync.Mutex
+	rate, burst float64
+	tokens      float64
+	last        time.Time
+}
+
+func newBucket(rate float64, burst int) *bucket {
+	return &bucket{rate: rate, burst: float64(burst), tokens: float64(burst)}
+}
+
+// allow takes a token at now, false when there is none.
+func (b *bucket) allow(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
 // Serve serves the run on ln over TLS (tc) and runs its rounds. It
 // returns nil once the run is done and linger has passed (clients fetch
 // the final model meanwhile; linger <= 0 serves until ctx ends), and
 // ctx's error when ctx ends first: the open round is abandoned, in-flight
 // calls get up to five seconds, and a restart on the same state resumes.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, tc *tls.Config, g prometheus.Gatherer, linger time.Duration) error {
-	hs := &http.Server{Handler: s.Mux(g), TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: nil}
+	c := &s.cfg
+	hs := &http.Server{Handler: s.Mux(g), TLSConfig: tc, ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout,
+		MaxHeaderBytes: 64 << 10, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: c.MaxStreams}}
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}

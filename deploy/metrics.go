@@ -12,6 +12,7 @@ type Metrics struct {
 	rounds   prometheus.Counter
 	round    prometheus.Gauge
 	enrolled prometheus.Gauge
+	parties  prometheus.Gauge
 	uploads  *prometheus.CounterVec
 	latency  prometheus.Histogram
 	eps      prometheus.Gauge
@@ -25,6 +26,7 @@ type Metrics struct {
 //	privrec_rounds_total                 rounds folded and committed
 //	privrec_round                        the round open or last opened
 //	privrec_clients_enrolled             enrolled clients
+//	privrec_parties_enrolled             distinct parties among them (a vendor's clients count as one)
 //	privrec_uploads_total{result,reason} uploads accepted, and refused by reason
 //	privrec_round_seconds                wall time from broadcast to commit
 //	privrec_epsilon_spent                HDPMF family: ε spent so far by a rating of weight 1, dropouts included
@@ -36,6 +38,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		rounds:   prometheus.NewCounter(prometheus.CounterOpts{Name: "privrec_rounds_total", Help: "Rounds folded and committed."}),
 		round:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "privrec_round", Help: "The round open or last opened."}),
 		enrolled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privrec_clients_enrolled", Help: "Enrolled clients."}),
+		parties: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privrec_parties_enrolled",
+			Help: "Distinct parties among the enrolled clients: each one-time code is one, the vendor token's clients are one."}),
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privrec_uploads_total",
 			Help: "Uploads accepted, and refused by reason."}, []string{"result", "reason"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "privrec_round_seconds",
@@ -48,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Unmasked sums outside the bounds honest clients keep: nothing released."}),
 		bans: prometheus.NewCounter(prometheus.CounterOpts{Name: "privrec_clients_banned_total", Help: "Clients banned from later rounds."}),
 	}
-	reg.MustRegister(m.rounds, m.round, m.enrolled, m.uploads, m.latency, m.eps, m.skipped, m.refused, m.bans)
+	reg.MustRegister(m.rounds, m.round, m.enrolled, m.parties, m.uploads, m.latency, m.eps, m.skipped, m.refused, m.bans)
 	return m
 }
 
@@ -67,6 +71,12 @@ func (m *Metrics) reject(reason string) {
 func (m *Metrics) setEnrolled(n int) {
 	if m != nil {
 		m.enrolled.Set(float64(n))
+	}
+}
+
+func (m *Metrics) setParties(n int) {
+	if m != nil {
+		m.parties.Set(float64(n))
 	}
 }
 

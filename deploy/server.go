@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,8 +56,18 @@ type ServerConfig struct {
 	// StateDir holds the durable state; a server restarted on the same
 	// directory resumes the run.
 	StateDir string
-	// Token is the enrolment secret.
+	// Token is the enrolment secret of a vendor holding many users as one
+	// party; devices enrol with one-time codes (IssueCodes) instead.
 	Token string
+	// MaxClients caps the enrolled identities, over the token and the
+	// codes (default 100,000).
+	MaxClients int
+	// EnrollRate and EnrollBurst limit Enroll calls, over all callers
+	// together, to EnrollRate a second with bursts of EnrollBurst
+	// (defaults 20/s and 100); the excess is refused with
+	// ResourceExhausted before its body is read.
+	EnrollRate  float64
+	EnrollBurst int
 	// MinClients is the number of enrolled clients the first round waits
 	// for (at least 1); the run starts once that many are enrolled and no
 	// enrolment arrived for EnrollQuiet.
@@ -68,11 +79,33 @@ type ServerConfig struct {
 	// and waits on, one more RoundTimeout at a time.
 	RoundTimeout    time.Duration
 	MinParticipants float64
-	// MaxAbs bounds every uploaded value; MaxUploadBytes bounds a request.
+	// MaxAbs bounds every uploaded value; MaxUploadBytes bounds a request
+	// on the wire and decompressed (default 64 MiB; Upload and SecAgg are
+	// capped tighter, by the open round's size, see Handler).
 	MaxAbs         float64
 	MaxUploadBytes int
-	// Poll bounds how long GetRound waits for a new round.
-	Poll time.Duration
+	// Poll bounds how long GetRound waits for a new round; MaxPolls caps
+	// the GetRound calls one credential may have waiting at once (default
+	// 4: a vendor's process polls with one credential at a time); the
+	// excess is refused with ResourceExhausted.
+	Poll     time.Duration
+	MaxPolls int
+	// The HTTP server's limits (Serve). ReadHeaderTimeout bounds reading
+	// a request's header (default 10 s), IdleTimeout how long a
+	// connection may sit with no request (default 30 s). WriteTimeout
+	// bounds a call from its header to the end of its answer and must
+	// exceed the longest wait of a call: a GetRound long poll (Poll) and
+	// a SecAgg step (up to 1+maxWaits round deadlines); its default is
+	// the longer of the two plus a minute. ReadTimeout bounds reading a
+	// whole request; it defaults to WriteTimeout, because on HTTP/1.1
+	// net/http cancels a call whose connection passes its read deadline,
+	// long polls included. MaxStreams caps the concurrent streams of an
+	// HTTP/2 connection (default 250).
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxStreams        int
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics, when not nil, is updated as the run goes.
@@ -97,6 +130,36 @@ func (c *ServerConfig) defaults() {
 	}
 	if c.Poll <= 0 {
 		c.Poll = 20 * time.Second
+	}
+	if c.MaxPolls <= 0 {
+		c.MaxPolls = 4
+	}
+	if c.MaxClients <= 0 {
+		c.MaxClients = 100000
+	}
+	if !(c.EnrollRate > 0) {
+		c.EnrollRate = 20
+	}
+	if c.EnrollBurst <= 0 {
+		c.EnrollBurst = 100
+	}
+	if c.MaxUploadBytes <= 0 {
+		c.MaxUploadBytes = 64 << 20
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = max(c.Poll, (1+maxWaits)*c.RoundTimeout) + time.Minute
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = c.WriteTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 30 * time.Second
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = 250
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -133,10 +196,13 @@ type Server struct {
 	tok  [32]byte
 	boot string // this incarnation's id, fresh at every start
 
+	gate *gate // the HTTP limits ahead of the handlers (http.go)
+
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every state change
 	state    fedv1.RunState
 	enrolled map[uint32][32]byte
+	party    map[uint32]string // who enrolled each client: partyVendor or a code's party
 	lastEnr  time.Time
 	slots    map[uint32]int // client id → position in the upload order
 	order    []uint32       // client ids in upload order
@@ -210,6 +276,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	s.gate = newGate(s)
 	return s, nil
 }
 
@@ -252,6 +319,9 @@ func (s *Server) restore() error {
 	if s.enrolled, err = s.st.enrolled(); err != nil {
 		return err
 	}
+	if s.party, err = s.st.parties(); err != nil {
+		return err
+	}
 	if s.banned, err = s.st.bans(); err != nil {
 		return err
 	}
@@ -288,6 +358,7 @@ func (s *Server) restore() error {
 		s.state = fedv1.RunState_RUN_STATE_RUNNING
 	}
 	s.met.setEnrolled(len(s.enrolled))
+	s.met.setParties(s.partiesLocked())
 	return nil
 }
 
@@ -311,18 +382,6 @@ func planDiff(have, want *plan) string {
 
 // Close closes the state store.
 func (s *Server) Close() error { return s.st.Close() }
-
-// Handler returns the HTTP handler of the federation service.
-func (s *Server) Handler() (string, http.Handler) {
-	// Compress only what gains from it: gzip's per-message setup cost
-	// more than the small upload answers save (12% of a loaded server's
-	// CPU in the profile).
-	opts := []connect.HandlerOption{connect.WithCompressMinBytes(4 << 10)}
-	if s.cfg.MaxUploadBytes > 0 {
-		opts = append(opts, connect.WithReadMaxBytes(s.cfg.MaxUploadBytes))
-	}
-	return federationv1connect.NewFederationServiceHandler(s, opts...)
-}
 
 // notify wakes every waiter; s.mu must be held.
 func (s *Server) notify() {
@@ -388,7 +447,7 @@ func (s *Server) waitEnrolment(ctx context.Context) error {
 			}
 			s.state = fedv1.RunState_RUN_STATE_RUNNING
 			started = true
-			s.log.Info("enrolment closed; run starts", "clients", len(s.enrolled))
+			s.log.Info("enrolment closed; run starts", "clients", len(s.enrolled), "parties", s.partiesLocked())
 		}
 		if started {
 			s.order = slices.Sorted(maps.Keys(s.enrolled))
@@ -427,6 +486,7 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 		Round: info.Round, Phase: info.Phase, Enrolled: len(s.order), Participants: s.nAnswer,
 		Rejected: maps.Clone(s.rejected), Seconds: info.Elapsed.Seconds(), Time: time.Now().UTC(),
 	}
+	e.Parties = s.partiesLocked()
 	for _, u := range s.ups {
 		if u != nil {
 			e.Uploads++
@@ -670,23 +730,61 @@ func (s *Server) Hello(ctx context.Context, _ *connect.Request[fedv1.HelloReques
 	}), nil
 }
 
-// maxEnrol bounds the clients one Enroll call may create.
-const maxEnrol = 100000
+// maxEnrol bounds the clients one Enroll call may create: the vendor
+// client sends 10,000 a call, and a call's body is capped at enrolBytes.
+const maxEnrol = 20000
 
-// Enroll checks the token and issues one credential per requested client.
+// partyVendor is the party of every client enrolled with the shared token.
+const partyVendor = "vendor"
+
+// Enroll checks the token or the one-time code and issues one credential
+// per requested client. A code enrols one client, once, as a party of
+// its own; the token enrols any number of clients, all of the party
+// "vendor". A retry with the same ids and secrets succeeds, with the
+// same code too.
 func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRequest]) (*connect.Response[fedv1.EnrollResponse], error) {
-	if !sameHash(hashToken(req.Msg.GetToken()), s.tok) {
+	ids := req.Msg.GetClientIds()
+	secrets := req.Msg.GetSecrets()
+	party := partyVendor
+	var code *[32]byte
+	if c := req.Msg.GetCode(); c != "" {
+		h := hashToken(c)
+		code = &h
+		party = "code:" + hex.EncodeToString(h[:6])
+		if len(ids) > 1 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("an enrolment code enrols one client, not %d", len(ids)))
+		}
+	} else if tok := req.Msg.GetToken(); !sameHash(hashToken(tok), s.tok) {
 		s.met.reject("enrol-token")
+		if strings.HasPrefix(tok, CodePrefix) {
+			return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("wrong enrolment token (this is a one-time code: send it as the code)"))
+		}
 		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("wrong enrolment token"))
 	}
-	ids := req.Msg.GetClientIds()
 	if len(ids) > maxEnrol {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d clients in one call; at most %d", len(ids), maxEnrol))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if code != nil {
+		id, cred, spent, err := s.st.codeUse(*code)
+		switch {
+		case errors.Is(err, errNoCode):
+			s.met.reject("enrol-code")
+			return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown enrolment code"))
+		case err != nil:
+			return nil, connect.NewError(connect.CodeInternal, err)
+		case spent:
+			if len(secrets) == 1 && (len(ids) == 0 || ids[0] == id) && sameHash(hashToken(secrets[0]), cred) {
+				return connect.NewResponse(&fedv1.EnrollResponse{Credentials: []*fedv1.Credential{ // a retry
+					{ClientId: id, Token: strconv.FormatUint(uint64(id), 10) + "." + secrets[0]}}}), nil
+			}
+			s.met.reject("enrol-code")
+			return nil, connect.NewError(connect.CodePermissionDenied, errors.New("enrolment code already used"))
+		}
+	}
 	closed := s.state != fedv1.RunState_RUN_STATE_ENROLLING
-	if closed && len(req.Msg.GetSecrets()) == 0 {
+	if closed && len(secrets) == 0 {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("enrolment is closed: the run has started"))
 	}
 	if len(ids) == 0 {
@@ -696,7 +794,6 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		}
 		ids = []uint32{next}
 	}
-	secrets := req.Msg.GetSecrets()
 	if len(secrets) != 0 && len(secrets) != len(ids) {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d secrets for %d client ids", len(secrets), len(ids)))
 	}
@@ -725,7 +822,7 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		h := hashToken(sec)
 		creds[k] = &fedv1.Credential{ClientId: id, Token: strconv.FormatUint(uint64(id), 10) + "." + sec}
 		if have, taken := s.enrolled[id]; taken {
-			if len(secrets) > 0 && sameHash(have, h) {
+			if code == nil && len(secrets) > 0 && sameHash(have, h) {
 				continue // a retry: already enrolled with this secret
 			}
 			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("client id %d is already enrolled", id))
@@ -736,15 +833,49 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		fresh = append(fresh, id)
 		hashes = append(hashes, h)
 	}
-	if err := s.st.enrol(fresh, hashes); err != nil {
+	if n := len(s.enrolled) + len(fresh); n > s.cfg.MaxClients {
+		// Not ResourceExhausted: clients retry that, and the cap stays.
+		s.met.reject("enrol-cap")
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%d clients would be enrolled; this server takes at most %d", n, s.cfg.MaxClients))
+	}
+	switch err := s.st.enrol(fresh, hashes, party, code); {
+	case errors.Is(err, errNoCode):
+		return nil, connect.NewError(connect.CodeUnauthenticated, err)
+	case errors.Is(err, errCodeSpent):
+		return nil, connect.NewError(connect.CodePermissionDenied, err)
+	case err != nil:
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
 	for k, id := range fresh {
 		s.enrolled[id] = hashes[k]
+		s.party[id] = party
 	}
 	s.lastEnr = time.Now()
 	s.met.setEnrolled(len(s.enrolled))
+	s.met.setParties(s.partiesLocked())
 	return connect.NewResponse(&fedv1.EnrollResponse{Credentials: creds}), nil
+}
+
+// Parties returns the number of distinct parties among the enrolled
+// clients: each client enrolled with a one-time code is a party of its
+// own, and every client enrolled with the shared token belongs to one
+// party, the vendor that holds those users. This, not the number of
+// client ids, is the population the colluding fraction γ of secure
+// aggregation (Collusion, secagg.ChooseParams) speaks of: a vendor's ids
+// count as one party in γ, since the vendor knows all of their inputs.
+func (s *Server) Parties() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.partiesLocked()
+}
+
+// partiesLocked is Parties with s.mu held.
+func (s *Server) partiesLocked() int {
+	seen := map[string]bool{}
+	for _, p := range s.party {
+		seen[p] = true
+	}
+	return len(seen)
 }
 
 // authenticate returns the client id of the request's bearer credential.

@@ -1,8 +1,10 @@
 package deploy
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base32"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -24,6 +26,8 @@ var (
 	bucketState  = []byte("state")
 	bucketLedger = []byte("ledger")
 	bucketFolded = []byte("folded")
+	bucketCodes  = []byte("codes")
+	bucketParty  = []byte("party")
 	bucketMasked = []byte("masked")
 	bucketBans   = []byte("bans")
 
@@ -54,7 +58,7 @@ func openStore(dir string) (*store, error) {
 		return nil, fmt.Errorf("deploy: open %s: %w (is another server using this state directory?)", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketEnrol, bucketState, bucketLedger, bucketFolded, bucketMasked, bucketBans} {
+		for _, b := range [][]byte{bucketMeta, bucketEnrol, bucketState, bucketLedger, bucketFolded, bucketMasked, bucketBans, bucketCodes, bucketParty} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -97,11 +101,29 @@ func (s *store) putPlan(p *plan) error {
 
 func u32key(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 
-// enrol stores the credential hashes of new clients in one transaction.
-// It fails, storing nothing, when an id is taken.
-func (s *store) enrol(ids []uint32, hashes [][32]byte) error {
+// enrol stores the credential hashes of new clients and the party that
+// enrolled them in one transaction; with code (the hash of a one-time
+// enrolment code, nil for the vendor token) it also marks the code spent
+// by the first client. It fails, storing nothing, when an id is taken or
+// the code is unknown or spent.
+func (s *store) enrol(ids []uint32, hashes [][32]byte, party string, code *[32]byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketEnrol)
+		if code != nil {
+			cb := tx.Bucket(bucketCodes)
+			switch v := cb.Get(code[:]); {
+			case v == nil:
+				return errNoCode
+			case len(v) != 1:
+				return errCodeSpent
+			case len(ids) != 1:
+				return fmt.Errorf("an enrolment code enrols one client, not %d", len(ids))
+			}
+			rec := append(u32key(ids[0]), hashes[0][:]...)
+			if err := cb.Put(code[:], rec); err != nil {
+				return err
+			}
+		}
+		b, pb := tx.Bucket(bucketEnrol), tx.Bucket(bucketParty)
 		for k, id := range ids {
 			if b.Get(u32key(id)) != nil {
 				return fmt.Errorf("%w: client %d", errTaken, id)
@@ -109,9 +131,90 @@ func (s *store) enrol(ids []uint32, hashes [][32]byte) error {
 			if err := b.Put(u32key(id), hashes[k][:]); err != nil {
 				return err
 			}
+			if err := pb.Put(u32key(id), []byte(party)); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
+}
+
+var (
+	errNoCode    = errors.New("unknown enrolment code")
+	errCodeSpent = errors.New("enrolment code already used")
+)
+
+// Codes are stored by hash: one byte (0) while unspent, then the client
+// id (4 bytes) and its credential hash (32 bytes).
+
+// codeUse returns the client and credential hash a one-time code was
+// spent on; ok is false for a code not spent, errNoCode for an unknown one.
+func (s *store) codeUse(code [32]byte) (id uint32, cred [32]byte, ok bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketCodes).Get(code[:])
+		switch len(v) {
+		case 0:
+			return errNoCode
+		case 1: // issued, not spent
+		case 36:
+			id, cred, ok = binary.BigEndian.Uint32(v), [32]byte(v[4:]), true
+		default:
+			return fmt.Errorf("%w: enrolment code record of %d bytes", ErrState, len(v))
+		}
+		return nil
+	})
+	return id, cred, ok, err
+}
+
+// addCodes stores the hashes of new one-time enrolment codes, unspent.
+func (s *store) addCodes(hashes [][32]byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketCodes)
+		for _, h := range hashes {
+			if b.Get(h[:]) != nil {
+				return errors.New("enrolment code issued twice")
+			}
+			if err := b.Put(h[:], []byte{0}); err != nil { // one byte: unspent
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// codeCounts returns how many one-time codes were issued and spent.
+func (s *store) codeCounts() (issued, spent int, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketCodes).ForEach(func(_, v []byte) error {
+			issued++
+			if len(v) > 1 {
+				spent++
+			}
+			return nil
+		})
+	})
+	return issued, spent, err
+}
+
+// parties returns the party that enrolled each client: "vendor" for the
+// shared token (and for clients enrolled before parties were recorded),
+// "code:…" for a one-time code.
+func (s *store) parties() (map[uint32]string, error) {
+	out := map[uint32]string{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		pb := tx.Bucket(bucketParty)
+		return tx.Bucket(bucketEnrol).ForEach(func(k, _ []byte) error {
+			p := partyVendor
+			if v := pb.Get(k); len(v) > 0 {
+				p = string(v)
+			}
+			if len(k) == 4 {
+				out[binary.BigEndian.Uint32(k)] = p
+			}
+			return nil
+		})
+	})
+	return out, err
 }
 
 var errTaken = errors.New("client id already enrolled")
@@ -191,6 +294,10 @@ type LedgerEntry struct {
 	// that answered (an empty answer counts).
 	Enrolled     int `json:"enrolled"`
 	Participants int `json:"participants"`
+	// Parties counts the distinct parties among the enrolled clients
+	// (Server.Parties): a vendor's clients, enrolled with the shared
+	// token, count as one.
+	Parties int `json:"parties,omitempty"`
 	// Uploads counts the non-empty uploads folded.
 	Uploads int `json:"uploads"`
 	// Rejected counts the refused uploads of the round by reason.
@@ -342,6 +449,39 @@ func (s *store) ledger() ([]LedgerEntry, error) {
 	})
 	return out, err
 }
+
+// IssueCodes makes n one-time enrolment codes for the state directory
+// dir, stores their hashes (never the codes) and returns the codes. It
+// opens the state store, so no server may be running on dir: issue codes
+// before privrec serve starts, or stop it (it resumes where it was).
+func IssueCodes(dir string, n int) ([]string, error) {
+	if n < 1 {
+		return nil, errors.New("deploy: issue at least one code")
+	}
+	st, err := openStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	codes := make([]string, n)
+	hashes := make([][32]byte, n)
+	for k := range codes {
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return nil, err
+		}
+		codes[k] = CodePrefix + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw[:])
+		hashes[k] = hashToken(codes[k])
+	}
+	if err := st.addCodes(hashes); err != nil {
+		return nil, err
+	}
+	return codes, nil
+}
+
+// CodePrefix starts every one-time enrolment code, so that a code pasted
+// where the token belongs (or the reverse) is recognised.
+const CodePrefix = "prc1-"
 
 // hashToken returns the stored form of a credential secret.
 func hashToken(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }

@@ -29,6 +29,8 @@ func (a *app) clientCmd() *cobra.Command {
 		server    string
 		ca        string
 		tokenFile string
+		code      string
+		codeFile  string
 		simulate  string
 		split     string
 		seed      uint64
@@ -66,21 +68,43 @@ user's ratings and vector never leave the process. One user can join an
 hdpmf run; the other methods' clients calibrate their noise over a
 population of users and take part only as a vendor's (--simulate).
 
+A vendor (--simulate) enrols its users with the shared token
+(--token-file STATE/enroll-token); one user (--ratings) enrols with a
+one-time code from the operator (--code or --code-file; privrec
+enroll-codes issues them), or with the token where the operator hands it
+out.
+
 The client retries through network failures and server restarts, and
 answers a round reopened after a restart with the same upload it sent
 before.`,
 		Example: `  privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small --split random:0.9 --json
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
-      --token-file run1/enroll-token --ratings my-ratings.csv --top 10`,
+      --code-file my-code.txt --ratings my-ratings.csv --top 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			if server == "" || tokenFile == "" {
-				return errors.New("--server and --token-file are required")
+			if server == "" {
+				return errors.New("--server is required")
 			}
 			if (simulate == "") == (mine == "") {
 				return errors.New("give one of --ratings FILE (one user) and --simulate all|N (a dataset's users)")
+			}
+			if codeFile != "" {
+				if code != "" {
+					return errors.New("give one of --code and --code-file")
+				}
+				raw, err := os.ReadFile(codeFile)
+				if err != nil {
+					return fmt.Errorf("--code-file: %w", err)
+				}
+				code = strings.TrimSpace(string(raw))
+			}
+			switch {
+			case (tokenFile == "") == (code == ""):
+				return errors.New("give one of --token-file (a vendor's token) and --code/--code-file (a device's one-time code)")
+			case code != "" && mine == "":
+				return errors.New("--code enrols one client: use it with --ratings; a vendor's --simulate enrols with --token-file")
 			}
 			limit := -1
 			if simulate != "all" && simulate != "" {
@@ -90,9 +114,12 @@ before.`,
 				}
 				limit = n
 			}
-			tok, err := os.ReadFile(tokenFile)
-			if err != nil {
-				return fmt.Errorf("--token-file: %w", err)
+			var tok []byte
+			if tokenFile != "" {
+				var err error
+				if tok, err = os.ReadFile(tokenFile); err != nil {
+					return fmt.Errorf("--token-file: %w", err)
+				}
 			}
 			hc, err := deploy.HTTPClient(ca)
 			if err != nil {
@@ -104,7 +131,7 @@ before.`,
 				level = slog.LevelDebug
 			}
 			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
-			sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)),
+			sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure})
 			if err != nil {
 				return err
@@ -193,7 +220,9 @@ before.`,
 	f := cmd.Flags()
 	f.StringVar(&server, "server", "", "the server's URL, e.g. https://127.0.0.1:7070")
 	f.StringVar(&ca, "ca", "", "trust the server certificate(s) in this PEM file (e.g. STATE/tls/cert.pem of --dev-tls)")
-	f.StringVar(&tokenFile, "token-file", "", "file holding the enrolment secret (the server's STATE/enroll-token)")
+	f.StringVar(&tokenFile, "token-file", "", "file holding a vendor's enrolment secret (the server's STATE/enroll-token)")
+	f.StringVar(&code, "code", "", "with --ratings: a one-time enrolment code from the operator (privrec enroll-codes)")
+	f.StringVar(&codeFile, "code-file", "", "with --ratings: file holding a one-time enrolment code")
 	f.StringVar(&simulate, "simulate", "", "take part as the users of --data's training part: all, or the first N")
 	f.StringVar(&split, "split", "random:0.9", "how to split --data into the users' training ratings and the test part")
 	f.Uint64Var(&seed, "seed", 1, "reproducible test mode: seed of the split, the users' state and their noise (the server needs --seed too)")

@@ -68,6 +68,11 @@ appears once, whatever crashes and restarts the run went through.`,
 				fmt.Fprintf(a.stdout, "training rounds: %d, %.3f s each on average: %.1f rounds/min, %.0f uploads/s\n",
 					n, secs/float64(n), 60*float64(n)/secs, float64(ups)/secs)
 			}
+			if len(led) > 0 && led[len(led)-1].Parties > 0 {
+				e := led[len(led)-1]
+				fmt.Fprintf(a.stdout, "parties: %d among %d clients (a one-time code's client is one; the vendor token's clients are one together)\n",
+					e.Parties, e.Enrolled)
+			}
 			return nil
 		},
 	}

@@ -41,6 +41,13 @@ func (a *app) serveCmd() *cobra.Command {
 		maxUploadMiB    int
 		cpuProfile      string
 		insecure        bool
+		maxClients      int
+		enrollRate      float64
+		enrollBurst     int
+		maxPolls        int
+		maxStreams      int
+		idleTimeout     time.Duration
+		writeTimeout    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -59,7 +66,24 @@ flags, and it resumes; clients retry across the restart and answer the
 reopened round with the same upload, so nothing is counted twice and no
 noise is drawn twice.
 
-Clients enrol with the secret in STATE/enroll-token (created if absent).
+Enrolment: a device enrols with a one-time code (privrec enroll-codes
+issues them: each enrols one client, once, as a party of its own); a
+vendor holding many users as one party enrols them with the shared
+secret in STATE/enroll-token (created if absent), and its clients count
+as one party in the colluding fraction secure aggregation is provisioned
+for. At most --max-clients clients enrol, and Enroll calls are limited to
+--enroll-rate a second (bursts of --enroll-burst).
+
+Limits at the door: every call that needs a credential is refused before
+its body is read when it has none; each call's body is capped (Upload and
+SecAgg by the open round's size, at most --max-upload-mib), gzip included;
+a credential holds at most --max-polls GetRound calls waiting at once;
+connections idle for --idle-timeout are closed, a request's header must
+arrive within 10 s, and a call must be answered within --write-timeout
+(default: the longer of the 20 s long poll and four --round-timeout, the
+longest a secure-aggregation step waits, plus a minute); an HTTP/2
+connection carries at most --max-streams calls at once.
+
 --seed starts the reproducible test mode: the server's randomness comes
 from the seed and it accepts uploads drawn from seeded streams; without it
 the server refuses them.
@@ -96,7 +120,8 @@ report as failing authentication, is banned from later rounds; one
 report excludes it from that round only.`,
 		Example: `  privrec serve --method hdpmf --dev-tls --state run1 --listen 127.0.0.1:7070
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
-      --token-file run1/enroll-token --simulate all --data ml-latest-small`,
+      --token-file run1/enroll-token --simulate all --data ml-latest-small
+  privrec enroll-codes --state run2 -n 100 > codes.txt   # before serve, for devices`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mfl.validate(); err != nil {
@@ -136,6 +161,8 @@ report excludes it from that round only.`,
 				StateDir: state, Token: token, MinClients: minClients, EnrollQuiet: enrollQuiet,
 				RoundTimeout: roundTimeout, MinParticipants: minParticipants, MaxAbs: maxAbs,
 				MaxUploadBytes: maxUploadMiB << 20, Logger: log, Metrics: deploy.NewMetrics(reg),
+				MaxClients: maxClients, EnrollRate: enrollRate, EnrollBurst: enrollBurst, MaxPolls: maxPolls,
+				MaxStreams: maxStreams, IdleTimeout: idleTimeout, WriteTimeout: writeTimeout,
 			})
 			if err != nil {
 				return err
@@ -193,7 +220,14 @@ report excludes it from that round only.`,
 	f.DurationVar(&roundTimeout, "round-timeout", time.Minute, "a round's deadline")
 	f.Float64Var(&minParticipants, "min-participants", 1, "fraction of enrolled clients a round needs at its deadline to be released")
 	f.Float64Var(&maxAbs, "max-abs", 1e8, "refuse uploads with a value beyond ±this (a sanity bound against overflow, not robust aggregation)")
-	f.IntVar(&maxUploadMiB, "max-upload-mib", 64, "refuse requests larger than this many MiB")
+	f.IntVar(&maxUploadMiB, "max-upload-mib", 64, "refuse requests larger than this many MiB (decompressed; Upload and SecAgg are capped tighter by the round's size)")
+	f.IntVar(&maxClients, "max-clients", 100000, "enrol at most this many clients (codes and token together)")
+	f.Float64Var(&enrollRate, "enroll-rate", 20, "Enroll calls a second, over all callers; the excess is refused (clients retry)")
+	f.IntVar(&enrollBurst, "enroll-burst", 100, "Enroll calls allowed in a burst")
+	f.IntVar(&maxPolls, "max-polls", 4, "GetRound calls one credential may have waiting at once")
+	f.IntVar(&maxStreams, "max-streams", 250, "concurrent calls on one HTTP/2 connection")
+	f.DurationVar(&idleTimeout, "idle-timeout", 30*time.Second, "close connections idle this long")
+	f.DurationVar(&writeTimeout, "write-timeout", 0, "answer every call within this (0: the longer of the 20 s long poll and 4 × --round-timeout, plus a minute; it must exceed both)")
 	f.BoolVar(&insecure, "insecure", false, "with --secagg off or ideal: let the server read single uploads of a method whose privacy rests on secure aggregation")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the server to this file (go tool pprof reads it)")
 	f.DurationVar(&linger, "linger", time.Minute, "after the run, keep serving the final model this long (0: until SIGTERM)")

@@ -363,7 +363,13 @@ type EnrollRequest struct {
 	// secrets chosen by the server. With client secrets enrolment is
 	// idempotent: enrolling an ID again with the same secret succeeds (a
 	// retry after a lost answer), with another secret it fails.
-	Secrets       []string `protobuf:"bytes,3,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	Secrets []string `protobuf:"bytes,3,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	// A one-time enrolment code the operator issued for one device
+	// (`privrec enroll-codes`), used instead of the token: it enrols one
+	// client (at most one entry in client_ids), once, as a party of its
+	// own. A retry with the same code, ID and secret succeeds; any other
+	// use of a spent code is refused with PERMISSION_DENIED.
+	Code          string `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -417,6 +423,13 @@ func (x *EnrollRequest) GetSecrets() []string {
 		return x.Secrets
 	}
 	return nil
+}
+
+func (x *EnrollRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
 }
 
 // EnrollResponse holds one credential per enrolled client.
@@ -2114,12 +2127,13 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x05Scale\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x01R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x01R\x03max\x12\x12\n" +
-	"\x04step\x18\x03 \x01(\x01R\x04step\"^\n" +
+	"\x04step\x18\x03 \x01(\x01R\x04step\"r\n" +
 	"\rEnrollRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
 	"\n" +
 	"client_ids\x18\x02 \x03(\rR\tclientIds\x12\x18\n" +
-	"\asecrets\x18\x03 \x03(\tR\asecrets\"U\n" +
+	"\asecrets\x18\x03 \x03(\tR\asecrets\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\tR\x04code\"U\n" +
 	"\x0eEnrollResponse\x12C\n" +
 	"\vcredentials\x18\x01 \x03(\v2!.privrec.federation.v1.CredentialR\vcredentials\"?\n" +
 	"\n" +

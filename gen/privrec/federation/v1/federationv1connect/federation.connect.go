@@ -63,8 +63,10 @@ type FederationServiceClient interface {
 	// Hello returns the run's public plan: the method and its public
 	// configuration, the item catalog and the rating scale.
 	Hello(context.Context, *connect.Request[v1.HelloRequest]) (*connect.Response[v1.HelloResponse], error)
-	// Enroll exchanges the enrolment token for per-client credentials.
-	// Enrolment closes when the first round starts.
+	// Enroll exchanges the enrolment token (a vendor's) or a one-time
+	// enrolment code (a device's) for per-client credentials. Enrolment
+	// closes when the first round starts; calls are rate-limited (excess:
+	// RESOURCE_EXHAUSTED) and the number of clients is capped.
 	Enroll(context.Context, *connect.Request[v1.EnrollRequest]) (*connect.Response[v1.EnrollResponse], error)
 	// GetRound waits, for a bounded time, until the server has opened a round
 	// later than `after`, or the run is done, and returns its broadcast. It
@@ -188,8 +190,10 @@ type FederationServiceHandler interface {
 	// Hello returns the run's public plan: the method and its public
 	// configuration, the item catalog and the rating scale.
 	Hello(context.Context, *connect.Request[v1.HelloRequest]) (*connect.Response[v1.HelloResponse], error)
-	// Enroll exchanges the enrolment token for per-client credentials.
-	// Enrolment closes when the first round starts.
+	// Enroll exchanges the enrolment token (a vendor's) or a one-time
+	// enrolment code (a device's) for per-client credentials. Enrolment
+	// closes when the first round starts; calls are rate-limited (excess:
+	// RESOURCE_EXHAUSTED) and the number of clients is capped.
 	Enroll(context.Context, *connect.Request[v1.EnrollRequest]) (*connect.Response[v1.EnrollResponse], error)
 	// GetRound waits, for a bounded time, until the server has opened a round
 	// later than `after`, or the run is done, and returns its broadcast. It

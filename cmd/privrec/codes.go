@@ -1,0 +1,54 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/privrec/privrec/deploy"
+)
+
+func (a *app) enrollCodesCmd() *cobra.Command {
+	var (
+		state string
+		n     int
+	)
+	cmd := &cobra.Command{
+		Use:   "enroll-codes",
+		Short: "Issue one-time enrolment codes for a server's devices",
+		Long: `enroll-codes makes N one-time enrolment codes for the run in --state and
+prints them, one a line; the state keeps only their hashes. Hand one code
+to each device: privrec client --code CODE (or --code-file) enrols it as
+one client, once, as a party of its own. A retry of the same enrolment
+(same code, client id and secret) succeeds; any other use of a spent code
+is refused.
+
+The shared token in STATE/enroll-token is for a vendor that holds many
+users as one party (privrec client --token-file --simulate): all the
+clients it enrols count as one party in the colluding fraction that
+secure aggregation is provisioned for.
+
+The command opens the server's state store, so issue codes before
+privrec serve starts, or stop the server first (it resumes where it was).`,
+		Example: `  privrec enroll-codes --state run1 -n 100 > codes.txt`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if state == "" {
+				return errors.New("--state DIR is required")
+			}
+			codes, err := deploy.IssueCodes(state, n)
+			if err != nil {
+				return err
+			}
+			for _, c := range codes {
+				fmt.Fprintln(a.stdout, c)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&state, "state", "", "the server's state directory (required)")
+	f.IntVarP(&n, "n", "n", 1, "how many codes to issue")
+	return cmd
+}
