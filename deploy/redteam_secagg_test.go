@@ -239,10 +239,10 @@ func (s *store) forgetMasked(round int) error {
 type hostileKind int
 
 const (
-	lowOrderKey hostileKind = iota // advertise the all-zero (small order) key
-	badShares                      // send share ciphertexts that fail authentication
-	hugeValues                     // from round 1, run honestly with 2^28 in every value
-	inflatedArrivals               // from round 1, claim 1000 arrivals of every item (HDPMF)
+	lowOrderKey      hostileKind = iota // advertise the all-zero (small order) key
+	badShares                           // send share ciphertexts that fail authentication
+	hugeValues                          // from round 1, run honestly with 2^28 in every value
+	inflatedArrivals                    // from round 1, claim 1000 arrivals of every item (HDPMF)
 )
 
 // hostileSecAgg takes part in every masked round as client id until ctx
