@@ -540,7 +540,7 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 func maskedDropouts(t *testing.T, name string, d *ratings.Dataset, spl ratings.Split) {
 	_, cfg := configure(t, name, map[string]string{"epochs": "3", "secagg": "masked"})
 	h := startServer(t, ServerConfig{Method: name, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
-		StateDir: t.TempDir(), RoundTimeout: time.Second, MinParticipants: 0.7}, "127.0.0.1:0")
+		StateDir: t.TempDir(), RoundTimeout: 2 * time.Second, MinParticipants: 0.7}, "127.0.0.1:0")
 	sess := h.dial(t, true, 4)
 	sess.cfg.Dropout = 0.2
 	m, _ := runClients(t, sess, spl.Train, 4)
@@ -551,17 +551,28 @@ func maskedDropouts(t *testing.T, name string, d *ratings.Dataset, spl ratings.S
 	if err != nil {
 		t.Fatal(err)
 	}
+	released := 0
 	for _, e := range led {
 		if e.Phase != "train" {
 			continue
 		}
-		if e.Participants == e.Enrolled || e.Participants == 0 {
-			t.Errorf("round %d: %d of %d took part with 20%% dropping out", e.Round, e.Participants, e.Enrolled)
+		if e.Skipped != "" {
+			// Below the floor of 70% (a loaded machine can make clients
+			// miss a step): nothing released, nothing to read.
+			t.Logf("round %d skipped: %s", e.Round, e.Skipped)
+			continue
+		}
+		released++
+		if e.Participants == e.Enrolled || float64(e.Participants) < 0.7*float64(e.Enrolled) {
+			t.Errorf("round %d: %d of %d took part with 20%% dropping out and a floor of 70%%", e.Round, e.Participants, e.Enrolled)
 		}
 		// The ledger reads the noise that arrived off the sum.
 		if !(e.Coverage > 0) || e.Eps == 0 {
 			t.Errorf("round %d: noise coverage %v, ε %v", e.Round, e.Coverage, e.Eps)
 		}
 		t.Logf("round %d: %d of %d clients, noise coverage %.3f, ε of the round alone %.3g", e.Round, e.Participants, e.Enrolled, e.Coverage, e.Eps)
+	}
+	if released == 0 {
+		t.Error("no training round released")
 	}
 }

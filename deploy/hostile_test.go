@@ -29,7 +29,7 @@ func hostileRun(t *testing.T, d *ratings.Dataset, train *ratings.Dataset, attack
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "4"})
 	const seed = 11
 	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: seed, TestMode: true, Catalog: catalogOf(d),
-		StateDir: t.TempDir(), MinClients: train.NumUsers() + 1, RoundTimeout: time.Second, MinParticipants: 0.5, MaxUploadBytes: 1 << 20},
+		StateDir: t.TempDir(), MinClients: train.NumUsers() + 1, RoundTimeout: 3 * time.Second, MinParticipants: 0.5, MaxUploadBytes: 1 << 20},
 		"127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
