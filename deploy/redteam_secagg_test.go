@@ -599,3 +599,84 @@ func TestRedTeamOutOfBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashAfterSumReleasesIt: the honest case of the same crash. The
+// server dies after unmasking a training round and before releasing it;
+// restarted on the same state, it releases the stored sum without a
+// second session, and the run's V equals the uninterrupted in-process
+// run's bit for bit.
+func TestCrashAfterSumReleasesIt(t *testing.T) {
+	d, spl := smallCatalog(t, 30, 200)
+	spec, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
+	want, _, err := spec.Fit(context.Background(), spl.Train, cfg, 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, addr := t.TempDir(), freeAddr(t)
+	base := ServerConfig{Method: "hdpmf", Config: cfg, Seed: 5, TestMode: true, Catalog: catalogOf(d),
+		StateDir: dir, RoundTimeout: 30 * time.Second}
+	const crashRound = 2
+	s1 := serveOn(t, base, addr, func(l *liveServer, event string, round int, _ []uint32) {
+		if event == "sum" && round == crashRound {
+			l.cancel()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hc, err := HTTPClient(dir + "/tls/cert.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := Dial(ctx, ClientConfig{URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 5,
+		Logger: quietLog(), Retry: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, mcfg, _ := sess.Method()
+	cls, err := spec.NewClients(mcfg, spl.Train, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		v   []float32
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		pub, err := sess.Run(ctx, cls.List)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		m, _, err := cls.Finish(pub.V)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		got <- result{v: m.V}
+	}()
+	if _, ok := s1.wait(ctx); !ok {
+		t.Fatal("the first server never reached the crash")
+	}
+	var sums int
+	var mu sync.Mutex
+	serveOn(t, base, addr, func(_ *liveServer, event string, round int, _ []uint32) {
+		if event == "sum" && round == crashRound {
+			mu.Lock()
+			sums++
+			mu.Unlock()
+		}
+	})
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if k := firstDiff(r.v, want.V); k >= 0 {
+		t.Fatalf("V[%d] = %v after the crash, %v uninterrupted", k, r.v[k], want.V[k])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if sums != 0 {
+		t.Fatalf("the restarted server unmasked round %d again (%d sums)", crashRound, sums)
+	}
+}

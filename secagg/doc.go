@@ -27,6 +27,33 @@
 // small explicit state machines; any protocol error makes the party abort
 // and release nothing further. Simulate runs a round in process.
 //
+// # A bad neighbour is a dropout
+//
+// One client must not be able to stop a round. The server refuses an
+// advertised key of small order (ErrLowOrder: every agreement with it is
+// zero), so such a client drops out at the first step. An optional check
+// round between ShareKeys and MaskedInput (Client.CheckShares,
+// Server.AddCheck, Server.FinishCheck) handles shares that fail
+// authentication: each client reports the neighbours whose ciphertexts
+// do not open, the server excludes every reported client before it takes
+// any masked input, and each client learns which neighbours not to mask
+// with (SharesDelivery.Excluded). An excluded client is exactly a client
+// that dropped before sharing; a client reported by a lying neighbour
+// loses that round only, and the caller decides on bans (Reports).
+//
+// # One masked input per client per round
+//
+// Two sums of the same vectors over different survivor sets reveal the
+// vectors of the clients in between: whoever runs a round must never let
+// a client's vector enter a second session of it. The deploy package
+// enforces this on both sides: a client sends its masked vector of a
+// round at most once, in whatever session; the server records durably
+// that a round's masked step opened before any vector can arrive, and
+// after a restart releases that session's stored sum or skips the round,
+// never opening another session of it. Sessions that fail before the
+// masked step (too few keys, shares or checks) may be retried under
+// fresh keys: no vector has left a client.
+//
 // # Graph and parameters
 //
 // Neighbours are given by a Harary graph H(K, N): the clients are placed
@@ -64,7 +91,8 @@
 //	10000   0.30  0.20  182  87
 //
 // What this does not guarantee: the model is an honest-but-curious server
-// (and colluding clients). The corrupt set and the dropouts must not
+// (and colluding clients; a client may deviate from the protocol, and
+// then it is only a dropout). The corrupt set and the dropouts must not
 // depend on the round seed, so the seed must be unpredictable when the
 // round's participants are fixed (e.g. drawn from a public beacon or
 // committed to in advance). There is no PKI: the public keys are not
@@ -78,7 +106,14 @@
 // few corrupt neighbours (c_u < 2T−K, e.g. < 6 for n = 1000), not at the
 // 2^-40 level; in the δ = 0.3 rows T < K/2 and it does not hold at all.
 // The sum's integrity is not protected either: a client may upload any
-// vector.
+// vector. Callers bound the unmasked sum instead (protocol.SumChecker:
+// arrivals at most the announced counts, each coordinate within arrivals
+// times the clip plus the noise tail); without per-client range proofs a
+// lying client can still move the sum anywhere inside those bounds, and
+// withhold its noise share. A client that sends wrong Shamir shares in
+// the unmasking (valid ciphertexts of wrong values) makes Result fail
+// with ErrShares: the round releases nothing (robust reconstruction from
+// more than T shares is not implemented).
 //
 // # Cryptographic choices
 //
