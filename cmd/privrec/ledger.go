@@ -36,7 +36,7 @@ appears once, whatever crashes and restarts the run went through.`,
 				return enc.Encode(led)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "round\tphase\tenrolled\tanswered\tuploads\trefused\tnoise\tε\tseconds")
+			fmt.Fprintln(tw, "round\tphase\tenrolled\tanswered\tuploads\trefused\tnoise\tε\tseconds\treleased")
 			for _, e := range led {
 				refused := 0
 				for _, n := range e.Rejected {
@@ -52,7 +52,14 @@ appears once, whatever crashes and restarts the run went through.`,
 				case e.Eps > 0:
 					eps = fmt.Sprintf("%.4g", e.Eps)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.3f\n", e.Round, e.Phase, e.Enrolled, e.Participants, e.Uploads, refused, noise, eps, e.Seconds)
+				released := "yes"
+				switch {
+				case e.Skipped != "":
+					released = "no: skipped (" + e.Skipped + ")"
+				case e.Refused != "":
+					released = "no: sum out of bounds"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.3f\t%s\n", e.Round, e.Phase, e.Enrolled, e.Participants, e.Uploads, refused, noise, eps, e.Seconds, released)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
