@@ -606,6 +606,19 @@ func TestRedTeamOutOfBounds(t *testing.T) {
 // second session, and the run's V equals the uninterrupted in-process
 // run's bit for bit.
 func TestCrashAfterSumReleasesIt(t *testing.T) {
+	crashMasked(t, "sum")
+}
+
+// TestCrashInMaskedStepSkips: the server dies once the masked step of a
+// training round opened (vectors may have left the clients); restarted,
+// it skips that round for good, and the run completes.
+func TestCrashInMaskedStepSkips(t *testing.T) {
+	crashMasked(t, "masked")
+}
+
+// crashMasked crashes the server at event of training round 2 and
+// restarts it on the same state.
+func crashMasked(t *testing.T, at string) {
 	d, spl := smallCatalog(t, 30, 200)
 	spec, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
 	want, _, err := spec.Fit(context.Background(), spl.Train, cfg, 5, nil)
@@ -617,7 +630,7 @@ func TestCrashAfterSumReleasesIt(t *testing.T) {
 		StateDir: dir, RoundTimeout: 30 * time.Second}
 	const crashRound = 2
 	s1 := serveOn(t, base, addr, func(l *liveServer, event string, round int, _ []uint32) {
-		if event == "sum" && round == crashRound {
+		if event == at && round == crashRound {
 			l.cancel()
 		}
 	})
@@ -660,7 +673,7 @@ func TestCrashAfterSumReleasesIt(t *testing.T) {
 	}
 	var sums int
 	var mu sync.Mutex
-	serveOn(t, base, addr, func(_ *liveServer, event string, round int, _ []uint32) {
+	s2 := serveOn(t, base, addr, func(_ *liveServer, event string, round int, _ []uint32) {
 		if event == "sum" && round == crashRound {
 			mu.Lock()
 			sums++
@@ -670,6 +683,17 @@ func TestCrashAfterSumReleasesIt(t *testing.T) {
 	r := <-got
 	if r.err != nil {
 		t.Fatal(r.err)
+	}
+	if at == "masked" {
+		led, err := s2.srv.Ledger()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if led[crashRound].Skipped == "" {
+			t.Fatalf("round %d was not skipped: %+v", crashRound, led[crashRound])
+		}
+		t.Logf("round %d skipped: %s", crashRound, led[crashRound].Skipped)
+		return
 	}
 	if k := firstDiff(r.v, want.V); k >= 0 {
 		t.Fatalf("V[%d] = %v after the crash, %v uninterrupted", k, r.v[k], want.V[k])

@@ -237,6 +237,9 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 				return nil, false, err
 			}
 			sent = true
+			if s.testHook != nil {
+				s.testHook("masked", b.Round, nil)
+			}
 		}
 		if err := s.awaitStep(ctx, sa, step); err != nil {
 			return nil, false, err

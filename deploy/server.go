@@ -234,7 +234,8 @@ type Server struct {
 	// are bounded by the setup's counts (nil: every client).
 	members map[uint32]bool
 	// testHook, when set by a test, is called at points of a round
-	// ("sum": the unmasked sum of a masked round, before its release).
+	// ("masked": a masked step opened, recorded durably; "sum": the
+	// unmasked sum of a masked round, before its release).
 	testHook func(event string, round int, sum []uint32)
 }
 
