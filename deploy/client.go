@@ -174,18 +174,45 @@ func retryable(err error) bool {
 	return false
 }
 
+// unreachable reports whether err means the server could not be reached
+// or answered from a failing network path, rather than a round that is
+// simply not open yet.
+func unreachable(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable:
+		var ce *connect.Error
+		return !errors.As(err, &ce) || ce.Meta().Get("Content-Type") == "" // no answer from a server
+	case connect.CodeUnknown, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeInternal:
+		return true
+	}
+	return false
+}
+
 // retry calls f until it succeeds, fails for good, or cfg.Retry passes,
 // backing off from 50 ms to 2 s with jitter.
 func (s *Session) retry(ctx context.Context, what string, f func(context.Context) error) error {
-	deadline := time.Now().Add(s.cfg.Retry)
+	start := time.Now()
+	deadline := start.Add(s.cfg.Retry)
 	wait := 50 * time.Millisecond
+	var told time.Time // when the person was last told
 	for {
 		err := f(ctx)
 		if err == nil || !retryable(err) || ctx.Err() != nil {
+			if err == nil && !told.IsZero() {
+				s.log.Warn("server reachable again", "call", what, "after", time.Since(start).Round(time.Second))
+			}
 			return err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("deploy: %s: gave up after %v: %w", what, s.cfg.Retry, err)
+		}
+		// Say so within seconds when the server cannot be reached (not
+		// for a round that is merely not open yet), then every 10 s with
+		// the time left.
+		if unreachable(err) && time.Since(start) > time.Second && time.Since(told) > 10*time.Second {
+			told = time.Now()
+			s.log.Warn("cannot reach the server; retrying", "server", s.cfg.URL, "call", what, "err", err,
+				"gives_up_in", time.Until(deadline).Round(time.Second))
 		}
 		s.log.Debug("retrying", "call", what, "err", err, "wait", wait)
 		select {

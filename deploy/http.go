@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,17 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 	if g != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}
+	// The ledger is public like /metrics: counts and ε per round, nothing
+	// about any client. It is readable while the server holds the state.
+	mux.HandleFunc("GET /ledger", func(w http.ResponseWriter, r *http.Request) {
+		led, err := s.Ledger()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(led)
+	})
 	return mux
 }
 

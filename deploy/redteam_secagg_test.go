@@ -1,13 +1,17 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"math"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -461,6 +465,21 @@ func TestRedTeamFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same ledger is readable over HTTP while the server runs.
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := hc.Get(h.url + "/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served []LedgerEntry
+	err = json.NewDecoder(r.Body).Decode(&served)
+	r.Body.Close()
+	if err != nil || len(served) != len(led) || served[1].Skipped != led[1].Skipped || served[1].Uploads != led[1].Uploads {
+		t.Fatalf("/ledger: %d entries (%v), the store %d", len(served), err, len(led))
+	}
 	n := spl.Train.NumUsers()
 	floor := int(math.Ceil(0.9 * float64(n)))
 	released, skipped := 0, 0
@@ -710,4 +729,38 @@ func crashMasked(t *testing.T, at string) {
 	if sums != 0 {
 		t.Fatalf("the restarted server unmasked round %d again (%d sums)", crashRound, sums)
 	}
+}
+
+// TestUnreachableServerSaysSo: a client pointed at a port nobody serves
+// says so within seconds, with the time left, and gives up at its limit.
+func TestUnreachableServerSaysSo(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	_, err := Dial(context.Background(), ClientConfig{URL: "https://" + freeAddr(t), Token: testToken, Logger: log, Retry: 6 * time.Second})
+	if err == nil {
+		t.Fatal("dialled a port nobody serves")
+	}
+	out := buf.String()
+	if !strings.Contains(out, "cannot reach the server") || !strings.Contains(out, "gives_up_in") {
+		t.Fatalf("no word of it before giving up:\n%s", out)
+	}
+	t.Logf("%s\n%v", strings.TrimSpace(out), err)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -110,6 +110,10 @@ type ServerConfig struct {
 	Logger *slog.Logger
 	// Metrics, when not nil, is updated as the run goes.
 	Metrics *Metrics
+	// OnPublish, when not nil, is called with the final model file as
+	// soon as the run is done (before any linger), e.g. to write it out;
+	// an error ends Run with it (the model stays published in the state).
+	OnPublish func(model []byte) error
 }
 
 func (c *ServerConfig) defaults() {
@@ -406,8 +410,11 @@ func (s *Server) Model() []byte {
 // model. It returns ctx's error when ctx ends first: the open round is
 // abandoned and a restart resumes from the last committed one.
 func (s *Server) Run(ctx context.Context) error {
-	if s.Model() != nil {
+	if m := s.Model(); m != nil {
 		s.log.Info("run already done", "rounds", s.round)
+		if s.cfg.OnPublish != nil {
+			return s.cfg.OnPublish(m)
+		}
 		return nil
 	}
 	if err := s.waitEnrolment(ctx); err != nil {
@@ -646,6 +653,9 @@ func (s *Server) publish() error {
 	s.notify()
 	s.mu.Unlock()
 	s.log.Info("run done; model published", "bytes", buf.Len())
+	if s.cfg.OnPublish != nil {
+		return s.cfg.OnPublish(buf.Bytes())
+	}
 	return nil
 }
 
@@ -786,7 +796,7 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 	}
 	closed := s.state != fedv1.RunState_RUN_STATE_ENROLLING
 	if closed && len(secrets) == 0 {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("enrolment is closed: the run has started"))
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("enrolment is closed: the run started with %d clients; a client joins a run before its first round (start the server with --min-clients N to wait for N clients, or join the next run)", len(s.enrolled)))
 	}
 	if len(ids) == 0 {
 		next := uint32(0)
@@ -829,7 +839,7 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("client id %d is already enrolled", id))
 		}
 		if closed {
-			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("enrolment is closed: the run has started"))
+			return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("enrolment is closed: the run started with %d clients; a client joins a run before its first round (start the server with --min-clients N to wait for N clients, or join the next run)", len(s.enrolled)))
 		}
 		fresh = append(fresh, id)
 		hashes = append(hashes, h)

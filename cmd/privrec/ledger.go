@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -11,24 +13,47 @@ import (
 )
 
 func (a *app) ledgerCmd() *cobra.Command {
-	var state string
+	var state, server, ca string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "ledger",
-		Short: "Print the ledger of a server's state directory: one line per released round",
-		Long: `ledger reads the state directory of a stopped privrec serve and prints
-one line per round the server folded and committed: its phase, the clients
-enrolled and answering, the uploads folded, the uploads refused by reason,
-and the share of each item's distributed noise that arrived. Each round
-appears once, whatever crashes and restarts the run went through.`,
+		Short: "Print a run's ledger: one line per folded round",
+		Long: `ledger prints one line per round the server folded and committed: its
+phase, the clients enrolled and answering, the uploads folded, the uploads
+refused by reason, the share of each item's distributed noise that
+arrived, its ε, and whether it was released (a masked round may be skipped,
+or its sum refused as out of bounds). Each round appears once, whatever
+crashes and restarts the run went through.
+
+--state reads the state directory of a stopped server; --server reads the
+ledger of a running one (its public /ledger route).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if state == "" {
-				return fmt.Errorf("--state DIR is required")
-			}
-			led, err := deploy.ReadLedger(state)
-			if err != nil {
-				return err
+			var led []deploy.LedgerEntry
+			switch {
+			case (state == "") == (server == ""):
+				return fmt.Errorf("give one of --state DIR (a stopped server) or --server URL (a running one)")
+			case server != "":
+				hc, err := deploy.HTTPClient(ca)
+				if err != nil {
+					return err
+				}
+				resp, err := hc.Get(strings.TrimSuffix(server, "/") + "/ledger")
+				if err != nil {
+					return fmt.Errorf("--server: %w", err)
+				}
+				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("--server: %s/ledger answered %s", server, resp.Status)
+				}
+				if err := json.NewDecoder(resp.Body).Decode(&led); err != nil {
+					return fmt.Errorf("--server: the ledger: %w", err)
+				}
+			default:
+				var err error
+				if led, err = deploy.ReadLedger(state); err != nil {
+					return err
+				}
 			}
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
@@ -83,7 +108,9 @@ appears once, whatever crashes and restarts the run went through.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&state, "state", "", "the server's state directory")
+	cmd.Flags().StringVar(&state, "state", "", "the state directory of a stopped server")
+	cmd.Flags().StringVar(&server, "server", "", "the URL of a running server, e.g. https://127.0.0.1:7070")
+	cmd.Flags().StringVar(&ca, "ca", "", "with --server: trust the server certificate(s) in this PEM file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ledger as JSON")
 	return cmd
 }

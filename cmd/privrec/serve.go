@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -161,6 +162,20 @@ report excludes it from that round only.`,
 				StateDir: state, Token: token, MinClients: minClients, EnrollQuiet: enrollQuiet,
 				RoundTimeout: roundTimeout, MinParticipants: minParticipants, MaxAbs: maxAbs,
 				MaxUploadBytes: maxUploadMiB << 20, Logger: log, Metrics: deploy.NewMetrics(reg),
+				OnPublish: func(raw []byte) error { // at the end of the run, before --linger
+					if out == "" {
+						return nil
+					}
+					m, err := model.ReadModel(bytes.NewReader(raw))
+					if err != nil {
+						return err
+					}
+					if err := m.Save(out); err != nil {
+						return err
+					}
+					log.Info("model written", "path", out)
+					return nil
+				},
 				MaxClients: maxClients, EnrollRate: enrollRate, EnrollBurst: enrollBurst, MaxPolls: maxPolls,
 				MaxStreams: maxStreams, IdleTimeout: idleTimeout, WriteTimeout: writeTimeout,
 			})
@@ -187,20 +202,7 @@ report excludes it from that round only.`,
 			}
 			log.Info("serving", "addr", ln.Addr().String(), "method", mfl.spec.Name, "items", len(d.ItemIDs),
 				"state", state, "test_mode", cmd.Flags().Changed("seed"))
-			if err := srv.Serve(cmd.Context(), ln, tc, reg, linger); err != nil {
-				return err
-			}
-			if out != "" {
-				m, err := model.ReadModel(strings.NewReader(string(srv.Model())))
-				if err != nil {
-					return err
-				}
-				if err := m.Save(out); err != nil {
-					return err
-				}
-				log.Info("model written", "path", out)
-			}
-			return nil
+			return srv.Serve(cmd.Context(), ln, tc, reg, linger)
 		},
 	}
 	mfl.register(cmd.Flags(), a.args)
