@@ -51,6 +51,9 @@ type ClientConfig struct {
 	// and server restarts; <= 0 means 10 minutes.
 	Retry  time.Duration
 	Logger *slog.Logger
+	// Progress, when not nil, is called after each round the clients
+	// answered.
+	Progress func(Progress)
 	// Insecure lets the clients send plain uploads to a server whose plan
 	// does not run secure aggregation for a method whose privacy rests on
 	// it; without it they refuse (the server would read every upload).
@@ -60,6 +63,15 @@ type ClientConfig struct {
 	// with this probability. Every client answers the setup round, where
 	// the server counts who takes part. For tests and load tests.
 	Dropout float64
+}
+
+// Progress describes a round the clients answered.
+type Progress struct {
+	Round   int
+	Phase   string
+	Masked  bool          // the round ran secure aggregation
+	Took    time.Duration // from the broadcast's arrival to the answers' end
+	Clients int           // the clients of the session that took part
 }
 
 // Session is a connection to a server and the run's public plan.
@@ -276,6 +288,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			continue
 		}
 		r := int(w.GetRound())
+		began := time.Now()
 		if plan := resp.GetSecagg(); plan != nil {
 			switch {
 			case r < last:
@@ -298,6 +311,13 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			if err := s.secureAggregate(ctx, r, plan, clients, dense, creds, sentMasked); err != nil {
 				return nil, err
 			}
+			took := 0
+			for _, v := range dense {
+				if v != nil {
+					took++
+				}
+			}
+			s.progress(r, w.GetPhase(), true, began, took)
 			continue
 		}
 		session = ""
@@ -325,7 +345,27 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		if err := s.send(ctx, r, cache, creds); err != nil {
 			return nil, err
 		}
+		s.progress(r, w.GetPhase(), false, began, nonNil(cache))
 	}
+}
+
+// progress reports round r, which n of the session's clients answered,
+// to ClientConfig.Progress.
+func (s *Session) progress(r int, phase string, masked bool, began time.Time, n int) {
+	if s.cfg.Progress != nil {
+		s.cfg.Progress(Progress{Round: r, Phase: phase, Masked: masked, Took: time.Since(began), Clients: n})
+	}
+}
+
+// nonNil counts the non-nil entries of xs.
+func nonNil[T any](xs []*T) int {
+	n := 0
+	for _, x := range xs {
+		if x != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // enrol enrols every client under its ID, in chunks.

@@ -18,6 +18,7 @@ import (
 	"github.com/privrec/privrec/deploy"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/hdpmf"
+	"github.com/privrec/privrec/internal/progress"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -131,8 +132,23 @@ before.`,
 				level = slog.LevelDebug
 			}
 			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+			// Progress: a bar on a terminal, a log line per round otherwise.
+			bar := progress.New(a.stderr, -1, "waiting for the first round", "rounds")
+			defer bar.Finish()
+			report := func(p deploy.Progress) {
+				how := "plain"
+				if p.Masked {
+					how = "secure aggregation"
+				}
+				if bar != nil {
+					bar.Describe(fmt.Sprintf("round %d (%s, %s): %.1f s, %d clients", p.Round, p.Phase, how, p.Took.Seconds(), p.Clients))
+					bar.Add(1)
+					return
+				}
+				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %d clients in %.2f s\n", p.Round, p.Phase, how, p.Clients, p.Took.Seconds())
+			}
 			sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
-				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure})
+				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report})
 			if err != nil {
 				return err
 			}
