@@ -72,8 +72,8 @@ func (b *Broadcast) Param(name string, def float64) float64 {
 
 // Validate checks the lengths and indices of b.
 func (b *Broadcast) Validate() error {
-	if b.Dim < 0 || b.NumItems < 0 {
-		return fmt.Errorf("%w: broadcast round %d: Dim %d, NumItems %d", ErrMessage, b.Round, b.Dim, b.NumItems)
+	if b.Dim < 0 || b.NumItems < 0 || b.AuxDim < 0 {
+		return fmt.Errorf("%w: broadcast round %d: Dim %d, NumItems %d, AuxDim %d", ErrMessage, b.Round, b.Dim, b.NumItems, b.AuxDim)
 	}
 	switch b.Phase {
 	case PhaseSetup, PhaseTrain, PhaseFinal:
