@@ -315,7 +315,7 @@ func (s *Session) roundAll(b *protocol.Broadcast, clients []protocol.Client, kee
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("client panicked", "client", c.ID(), "round", b.Round, "panic", p, "stack", string(debug.Stack()))
-				err = fmt.Errorf("%w: panic: %v", protocol.ErrMessage, p)
+				err = fmt.Errorf("panic in Round: %v", p)
 			}
 			if err != nil {
 				mu.Lock()
