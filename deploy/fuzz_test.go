@@ -222,15 +222,11 @@ func roundEach(cls []protocol.Client, b *protocol.Broadcast) {
 	}
 }
 
-// hostileVariants returns b spoiled in the ways a hostile server would:
-// without V, counts, Aux or items; resized; non-finite; odd words.
-func hostileVariants(b *protocol.Broadcast) []*protocol.Broadcast {
-	var out []*protocol.Broadcast
-	add := func(f func(c *protocol.Broadcast)) {
-		c := copyBroadcast(b)
-		f(c)
-		out = append(out, c)
-	}
+// spoilers are the ways a hostile server spoils a broadcast: without V,
+// counts, Aux or items; resized; non-finite; odd words.
+var spoilers = func() []func(c *protocol.Broadcast) {
+	var out []func(c *protocol.Broadcast)
+	add := func(f func(c *protocol.Broadcast)) { out = append(out, f) }
 	add(func(c *protocol.Broadcast) { c.V = nil })
 	add(func(c *protocol.Broadcast) { c.Counts = nil })
 	add(func(c *protocol.Broadcast) { c.Aux, c.AuxDim = nil, c.Dim })
@@ -282,6 +278,17 @@ func hostileVariants(b *protocol.Broadcast) []*protocol.Broadcast {
 		}
 	})
 	return out
+}()
+
+// hostileVariants returns b spoiled by each of spoilers.
+func hostileVariants(b *protocol.Broadcast) []*protocol.Broadcast {
+	var out []*protocol.Broadcast
+	for _, f := range spoilers {
+		c := copyBroadcast(b)
+		f(c)
+		out = append(out, c)
+	}
+	return out
 }
 
 // TestHostileBroadcastsNoPanic: every federated client refuses (or
@@ -324,6 +331,38 @@ func FuzzBroadcast(f *testing.F) {
 			return
 		}
 		fl.feed(t, b)
+	})
+}
+
+// FuzzHostileBroadcast spoils an honest broadcast (the input picks the
+// case, the round and a set of spoilers, applied in order, and may shift
+// the round, the word count and the bits) and feeds it, through the wire
+// and fromWireBroadcast as a session would, to every configuration's
+// clients: they may refuse it, never panic. It reaches combinations of
+// spoilt fields that byte mutations of FuzzBroadcast's protobuf rarely
+// do.
+func FuzzHostileBroadcast(f *testing.F) {
+	fl := theFleet(f)
+	for k := range fl.cases {
+		for r := range 3 {
+			f.Add(uint8(k), uint8(r), uint32(1)<<(k%len(spoilers)), int32(0), int8(0))
+		}
+	}
+	f.Fuzz(func(t *testing.T, k, r uint8, set uint32, words int32, round int8) {
+		bs := fl.honest[int(k)%len(fl.cases)]
+		b := copyBroadcast(bs[int(r)%len(bs)])
+		for n, spoil := range spoilers {
+			if set&(1<<(n%32)) != 0 {
+				spoil(b)
+			}
+		}
+		b.Words += int(words % (1 << 16))
+		b.Round += int(round)
+		w, err := fromWireBroadcast(toWireBroadcast(b))
+		if err != nil {
+			return
+		}
+		fl.feed(t, w)
 	})
 }
 
