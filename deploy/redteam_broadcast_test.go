@@ -98,8 +98,9 @@ func serveHostile(t *testing.T, h *hostileServer) (string, *http.Client) {
 // method, over TLS loopback, against a server that serves honest rounds
 // and then a hostile one — a train broadcast without V, without counts,
 // with counts of the wrong size, for a smaller catalog, with a NaN
-// parameter, with masked words to clients that do not mask, a sampled
-// round without V or positions, a wider latent dimension — returns an
+// parameter, with masked words to clients that do not mask or 2^30 of
+// them (which a client would allocate), a sampled round without V or
+// positions, a wider latent dimension — returns an
 // error naming a client (or the malformed broadcast) and the process
 // does not panic (a panic in a worker goroutine would end the test
 // binary). A client whose Round panics is recovered into an error
@@ -152,6 +153,9 @@ func TestRedTeamHostileBroadcasts(t *testing.T) {
 			b.Dim++
 			b.V = make([]float32, b.NumItems*b.Dim)
 		}, "the client expects"},
+		{"sdmf/huge-words", "sdmf", map[string]string{"epochs": "2"}, nth(0), func(b *protocol.Broadcast) { b.Words, b.Bits = 1<<30, 32 }, "asks for 1073741824 words"},
+		{"ldp-op/fit-words", "ldp-op", map[string]string{"epochs": "3", "per-round": "10"}, nth(0),
+			func(b *protocol.Broadcast) { b.Words, b.Bits = 1<<30, 32 }, "asks for 1073741824 words"},
 		{"sd-fm/no-V", "sd-fm", map[string]string{"epochs": "2"}, nth(0), func(b *protocol.Broadcast) { b.V = nil }, "no V"},
 	}
 	for _, a := range attacks {

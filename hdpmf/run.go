@@ -424,6 +424,9 @@ func (c *client) check(b *protocol.Broadcast) error {
 	case protocol.PhaseFinal:
 		n.V, n.Whole, n.Params = true, true, needUserRate
 	}
+	if b.Words > 0 {
+		n.Words = words
+	}
 	if err := b.Require(n); err != nil {
 		return err
 	}

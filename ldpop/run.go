@@ -284,13 +284,16 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 // check returns an error for a broadcast the client cannot answer: not
 // shaped for its catalog, missing what the round reads (the whole V in a
 // setup, fit or basic round; the named rows, their V and positions in a
-// sampled one), non-finite, or asking for more masked words than it
-// names positions.
+// sampled one), non-finite, or asking for more masked words than the
+// client sends (one in setup, none in a fit or basic round, at most one
+// per named position and the arrival word in a sampled one).
 func (c *client) check(b *protocol.Broadcast) error {
 	sh := c.sh
 	n := protocol.Need{Dim: sh.k, NumItems: sh.m}
 	switch {
-	case b.Phase == protocol.PhaseSetup || b.Param(paramFit, 0) == 1 || (b.Phase == protocol.PhaseTrain && sh.variant == Basic):
+	case b.Phase == protocol.PhaseSetup:
+		n.V, n.Whole, n.Words = true, true, 1
+	case b.Param(paramFit, 0) == 1 || (b.Phase == protocol.PhaseTrain && sh.variant == Basic):
 		n.V, n.Whole = true, true
 	case b.Phase == protocol.PhaseTrain:
 		n.V, n.AuxDim = true, sh.k
@@ -300,9 +303,7 @@ func (c *client) check(b *protocol.Broadcast) error {
 		if b.Items == nil {
 			return fmt.Errorf("%w: sampled round %d names no rows", protocol.ErrMessage, b.Round)
 		}
-		if b.Words > len(b.Items)*sh.k+1 {
-			return fmt.Errorf("%w: masked round %d asks for %d words for %d rows × %d", protocol.ErrMessage, b.Round, b.Words, len(b.Items), sh.k)
-		}
+		n.Words = len(b.Items)*sh.k + 1 // at most: the named positions and the arrival word
 	}
 	return b.Require(n)
 }

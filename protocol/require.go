@@ -22,6 +22,11 @@ type Need struct {
 	AuxDim int
 	// Params names parameters that must be present.
 	Params []string
+	// Words bounds the words a masked round may ask for: the most the
+	// client sends in it (0: the round is not masked). A transport
+	// allocates Words per client, so a hostile count must not get
+	// through.
+	Words int
 }
 
 // Require checks b against n and that b is well formed (Validate): the
@@ -52,6 +57,8 @@ func (b *Broadcast) Require(n Need) error {
 		return bad("AuxDim %d, want %d", b.AuxDim, n.AuxDim)
 	case n.AuxDim > 0 && b.Aux == nil && b.Rows() > 0:
 		return bad("no Aux")
+	case b.Words > n.Words:
+		return bad("asks for %d words, the client sends at most %d", b.Words, n.Words)
 	}
 	for _, name := range n.Params {
 		if _, ok := b.Params[name]; !ok {
