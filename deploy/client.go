@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -436,6 +437,20 @@ func (s *Session) roundAll(b *protocol.Broadcast, clients []protocol.Client, kee
 	parallel(len(clients), s.cfg.Workers, func(k int) {
 		c := clients[k]
 		var err error
+		// A client that panics on a broadcast (a bug the broadcast's
+		// validation missed) fails the round; it must not take down the
+		// process and every other client with it.
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("client panicked", "client", c.ID(), "round", b.Round, "panic", p, "stack", string(debug.Stack()))
+				err = fmt.Errorf("panic in Round: %v", p)
+			}
+			if err != nil {
+				mu.Lock()
+				first = cmpErr(first, fmt.Errorf("deploy: client %d round %d: %w", c.ID(), b.Round, err))
+				mu.Unlock()
+			}
+		}()
 		if b.Phase != protocol.PhaseSetup && s.dropped(c.ID(), b.Round) {
 			err = keep(k, nil, false)
 		} else {
@@ -449,11 +464,6 @@ func (s *Session) roundAll(b *protocol.Broadcast, clients []protocol.Client, kee
 			if up, err = c.Round(b, rand.New(rand.NewChaCha8(seed))); err == nil {
 				err = keep(k, up, true)
 			}
-		}
-		if err != nil {
-			mu.Lock()
-			first = cmpErr(first, fmt.Errorf("deploy: client %d round %d: %w", c.ID(), b.Round, err))
-			mu.Unlock()
 		}
 	})
 	return first

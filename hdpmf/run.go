@@ -198,7 +198,7 @@ func (r *run) newClients(perRound []float64, byUser *ratings.CSR) {
 	cfg, w := r.cfg, r.weights
 	nu := r.train.NumUsers()
 	sh := &shared{
-		k: cfg.Dim, variant: cfg.Variant, scheme: cfg.Noise, noise: r.noise,
+		k: cfg.Dim, m: r.train.NumItems(), variant: cfg.Variant, scheme: cfg.Noise, noise: r.noise,
 		reg: float32(cfg.Reg), pseudo: cfg.Pseudo, acct: r.acct, item: w.Item,
 		eps: cfg.Eps, thresh: r.thresh, label: cfg.Variant.String() + "/grad-V", mask: r.mask,
 	}
@@ -309,6 +309,7 @@ func (r *run) report() *Report {
 // shared is the public configuration every client knows.
 type shared struct {
 	k       int
+	m       int // catalog size
 	variant Variant
 	scheme  dp.ShareScheme
 	noise   float64 // Laplace scale per coordinate of an item's summed noise
@@ -346,6 +347,9 @@ func (c *client) ID() int { return c.id }
 
 // Round answers one broadcast.
 func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
+	if err := c.check(b); err != nil {
+		return nil, err
+	}
 	switch b.Phase {
 	case protocol.PhaseSetup:
 		return c.setup(b, r), nil
@@ -390,6 +394,52 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	c.up.Client, c.up.Round, c.up.Items, c.up.Values = c.id, b.Round, c.items, vals
 	c.up.Counts = c.sh.ones[:len(c.items)]
 	return &c.up, nil
+}
+
+// needUserRate names the parameter of the user step.
+var needUserRate = []string{"lr-user"}
+
+// check returns an error for a broadcast the client cannot answer: not
+// shaped for its catalog, missing what the phase reads (V and the counts
+// of every item, H under MixtureShares, the user step), non-finite, a
+// masked round the client was not built for, or a round before setup.
+func (c *client) check(b *protocol.Broadcast) error {
+	sh := c.sh
+	n := protocol.Need{Dim: sh.k, NumItems: sh.m}
+	words := 0 // the masked words the phase asks for
+	switch b.Phase {
+	case protocol.PhaseSetup:
+		words = sh.m
+	case protocol.PhaseTrain:
+		n.V, n.Whole = true, true
+		if sh.variant != Plain {
+			n.Counts = true
+			if sh.scheme == dp.MixtureShares && b.Words == 0 {
+				n.AuxDim = sh.k
+			}
+		}
+		if b.Round >= 2 {
+			n.Params = needUserRate
+		}
+		words = sh.m * (sh.k + 1)
+	case protocol.PhaseFinal:
+		n.V, n.Whole, n.Params = true, true, needUserRate
+	}
+	if b.Words > 0 {
+		n.Words = words
+	}
+	if err := b.Require(n); err != nil {
+		return err
+	}
+	switch {
+	case b.Words > 0 && (b.Phase == protocol.PhaseFinal || b.Words != words):
+		return fmt.Errorf("%w: %s round %d asks for %d words, the client sends %d", protocol.ErrMessage, b.Phase, b.Round, b.Words, words)
+	case b.Words > 0 && b.Phase == protocol.PhaseTrain && sh.mask == nil:
+		return fmt.Errorf("%w: a masked round, and the clients were not built for secagg=masked", protocol.ErrMessage)
+	case b.Phase != protocol.PhaseSetup && c.grad == nil:
+		return fmt.Errorf("%w: %s round %d before the setup round", protocol.ErrMessage, b.Phase, b.Round)
+	}
+	return nil
 }
 
 // setup samples (PDPMF) and announces the rated items.

@@ -241,8 +241,8 @@ func (c *client) ID() int { return c.id }
 // Round answers one broadcast.
 func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
 	k := c.sh.k
-	if b.Dim != k || b.NumItems != c.sh.m {
-		return nil, fmt.Errorf("%w: broadcast of %d items × %d, the client expects %d × %d", protocol.ErrMessage, b.NumItems, b.Dim, c.sh.m, k)
+	if err := c.check(b); err != nil {
+		return nil, err
 	}
 	c.sh.obs.observe(b, k)
 	if b.Phase == protocol.PhaseSetup || b.Param(paramFit, 0) == 1 {
@@ -279,6 +279,33 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 		return c.maskedSampled(b, r)
 	}
 	return c.sampled(b, r)
+}
+
+// check returns an error for a broadcast the client cannot answer: not
+// shaped for its catalog, missing what the round reads (the whole V in a
+// setup, fit or basic round; the named rows, their V and positions in a
+// sampled one), non-finite, or asking for more masked words than the
+// client sends (one in setup, none in a fit or basic round, at most one
+// per named position and the arrival word in a sampled one).
+func (c *client) check(b *protocol.Broadcast) error {
+	sh := c.sh
+	n := protocol.Need{Dim: sh.k, NumItems: sh.m}
+	switch {
+	case b.Phase == protocol.PhaseSetup:
+		n.V, n.Whole, n.Words = true, true, 1
+	case b.Param(paramFit, 0) == 1 || (b.Phase == protocol.PhaseTrain && sh.variant == Basic):
+		n.V, n.Whole = true, true
+	case b.Phase == protocol.PhaseTrain:
+		n.V, n.AuxDim = true, sh.k
+		if b.Words == 0 && sh.b > 0 && sh.scheme == dp.MixtureShares {
+			n.AuxDim = 2 * sh.k
+		}
+		if b.Items == nil {
+			return fmt.Errorf("%w: sampled round %d names no rows", protocol.ErrMessage, b.Round)
+		}
+		n.Words = len(b.Items)*sh.k + 1 // at most: the named positions and the arrival word
+	}
+	return b.Require(n)
 }
 
 // drawFixedNoise draws the basic scheme's noise shares once: they are a

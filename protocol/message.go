@@ -72,8 +72,8 @@ func (b *Broadcast) Param(name string, def float64) float64 {
 
 // Validate checks the lengths and indices of b.
 func (b *Broadcast) Validate() error {
-	if b.Dim < 0 || b.NumItems < 0 {
-		return fmt.Errorf("%w: broadcast round %d: Dim %d, NumItems %d", ErrMessage, b.Round, b.Dim, b.NumItems)
+	if b.Dim < 0 || b.NumItems < 0 || b.AuxDim < 0 {
+		return fmt.Errorf("%w: broadcast round %d: Dim %d, NumItems %d, AuxDim %d", ErrMessage, b.Round, b.Dim, b.NumItems, b.AuxDim)
 	}
 	switch b.Phase {
 	case PhaseSetup, PhaseTrain, PhaseFinal:
@@ -143,7 +143,12 @@ func (u *Upload) Validate(b *Broadcast) error {
 	}
 	if u.Words != nil {
 		want := b.Words
-		if u.Items != nil && b.NumItems > 0 && b.Words%b.NumItems == 0 {
+		if u.Items != nil {
+			// Rows of the given items: the round's words must split
+			// into NumItems rows (DenseWords places them by item).
+			if b.NumItems <= 0 || b.Words%b.NumItems != 0 {
+				return fmt.Errorf("%w: upload of client %d round %d: words by item, and the round's %d words are not %d rows", ErrMessage, u.Client, u.Round, b.Words, b.NumItems)
+			}
 			want = len(u.Items) * (b.Words / b.NumItems)
 		}
 		if b.Words <= 0 || len(u.Words) != want {

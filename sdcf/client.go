@@ -69,6 +69,9 @@ func (c *client) ID() int { return c.id }
 // rated returns the position of item among the client's ratings.
 func (c *client) rated(item int32) (int, bool) { return slices.BinarySearch(c.items, item) }
 
+// needEta names the parameter every training broadcast carries.
+var needEta = []string{"eta"}
+
 // Round runs Alg. 1 for one iteration: Langevin step of u from the rated
 // items, then gradients for the items the send set holds.
 func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
@@ -76,6 +79,10 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 		return nil, nil
 	}
 	p := c.pub
+	// The Λ_v parameters (lamKeys) are checked as they are read.
+	if err := b.Require(protocol.Need{Dim: p.dim, NumItems: p.nItems, V: true, Whole: true, Params: needEta}); err != nil {
+		return nil, err
+	}
 	if p.dropout > 0 && r.Float64() < p.dropout {
 		return nil, nil
 	}
