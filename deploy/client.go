@@ -139,7 +139,7 @@ func (s *Session) checkAggregation() error {
 		return fmt.Errorf("deploy: method %s has no client/server protocol", spec.Name)
 	}
 	agg := s.plan.GetAggregation()
-	want := map[protocol.Aggregation]string{protocol.AggOff: "none", protocol.AggIdeal: "sum", protocol.AggMasked: "masked"}[spec.Federated.Aggregation(cfg)]
+	want := aggregationName(spec.Federated.Aggregation(cfg))
 	if agg != want {
 		return fmt.Errorf("deploy: the server's plan says aggregation %q, its configuration of %s says %q: refusing an inconsistent plan", agg, spec.Name, want)
 	}

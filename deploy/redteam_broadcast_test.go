@@ -208,13 +208,15 @@ func TestRedTeamHostileBroadcasts(t *testing.T) {
 func runAgainst(t *testing.T, method string, cfg map[string]string, script []*fedv1.Broadcast, clients func() []protocol.Client) error {
 	t.Helper()
 	d, _ := smallCatalog(t, 6, 12)
+	spec, typed := configure(t, method, cfg)
 	h := &hostileServer{script: script, plan: &fedv1.HelloResponse{Method: method, Config: cfg,
+		Aggregation: aggregationName(spec.Federated.Aggregation(typed)),
 		Catalog: &fedv1.Catalog{ItemIds: d.ItemIDs},
 		Scale:   &fedv1.Scale{Min: float64(d.Scale.Min), Max: float64(d.Scale.Max), Step: float64(d.Scale.Step)}}}
 	url, hc := serveHostile(t, h)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sess, err := Dial(ctx, ClientConfig{URL: url, HTTP: hc, Token: "any", Logger: quietLog(), Retry: 10 * time.Second})
+	sess, err := Dial(ctx, ClientConfig{URL: url, HTTP: hc, Token: "any", Logger: quietLog(), Retry: 10 * time.Second, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -288,13 +288,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 // restore reconciles the stored plan with the configuration and loads the
 // enrolment and the method server's last snapshot.
 func (s *Server) restore() error {
-	agg := "none"
-	switch s.spec.Federated.Aggregation(s.cfg.Config) {
-	case protocol.AggIdeal:
-		agg = "sum"
-	case protocol.AggMasked:
-		agg = "masked"
-	}
+	agg := aggregationName(s.spec.Federated.Aggregation(s.cfg.Config))
 	want := &plan{
 		Method: s.cfg.Method, Config: s.spec.Text(s.cfg.Config), Seed: s.cfg.Seed, TestMode: s.cfg.TestMode,
 		ItemIDs: s.cfg.Catalog.ItemIDs, Titles: s.cfg.Catalog.Titles, Scale: s.cfg.Catalog.Scale, Aggregation: agg,
@@ -365,6 +359,19 @@ func (s *Server) restore() error {
 	s.met.setEnrolled(len(s.enrolled))
 	s.met.setParties(s.partiesLocked())
 	return nil
+}
+
+// aggregationName is the plan's name of an aggregation: "none" (the
+// server reads single uploads), "sum" (the ideal functionality: over the
+// network, the server process adds plain uploads) or "masked" (SecAgg+).
+func aggregationName(a protocol.Aggregation) string {
+	switch a {
+	case protocol.AggIdeal:
+		return "sum"
+	case protocol.AggMasked:
+		return "masked"
+	}
+	return "none"
 }
 
 // planDiff names the first difference between the stored plan and the
