@@ -242,12 +242,16 @@ func isBlank(b []byte) bool {
 
 var pow10f32 = [...]float32{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10}
 
-// parseFloat32 parses a decimal number. Plain decimals with at most 7
-// significant digits ("4", "3.5", "-0.25") take an exact fast path: the
-// mantissa and the power of ten are exact in float32, so one division
-// rounds correctly. Anything else goes to strconv.ParseFloat. ok is false
-// for a syntax error.
-func parseFloat32(b []byte) (v float32, ok bool) {
+// parseFloat32 parses a decimal number strictly: an optional sign, digits,
+// optionally a point followed by digits, optionally an exponent ("4",
+// "-0.25", "3.5e0"); "3.", ".5", "1_0" and hexadecimal are syntax errors.
+// The words NaN and Inf(inity) parse, to values that are not finite. Plain
+// decimals with at most 7 significant digits take an exact fast path: the
+// mantissa and the power of ten are exact in float32, so one division rounds
+// correctly; anything else goes to strconv.ParseFloat. ok is false for a
+// syntax error; huge is true for a finite number beyond the float32 range
+// ("1e308"), whose v is then ±Inf.
+func parseFloat32(b []byte) (v float32, ok, huge bool) {
 	i, neg := 0, false
 	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
 		neg = b[0] == '-'
@@ -274,31 +278,86 @@ func parseFloat32(b []byte) (v float32, ok bool) {
 					return parseFloatSlow(b)
 				}
 			}
-		case c == '.' && !dot:
+		case c == '.' && !dot && sawDigit:
 			dot = true
 		default:
 			return parseFloatSlow(b)
 		}
 	}
-	if !sawDigit {
-		return 0, false
+	if !sawDigit || (dot && frac == 0) {
+		return 0, false, false
 	}
 	v = float32(m) / pow10f32[frac]
 	if neg {
 		v = -v
 	}
-	return v, true
+	return v, true, false
 }
 
-func parseFloatSlow(b []byte) (float32, bool) {
-	f, err := strconv.ParseFloat(string(b), 32)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return float32(f), true // ±Inf or 0; the range check rejects Inf
-		}
-		return 0, false
+// parseFloatSlow parses what the fast path of parseFloat32 does not.
+func parseFloatSlow(b []byte) (v float32, ok, huge bool) {
+	if !strictDecimal(b) && !nonFiniteWord(b) {
+		return 0, false, false
 	}
-	return float32(f), true
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		if ne, isNum := err.(*strconv.NumError); isNum && ne.Err == strconv.ErrRange {
+			// Beyond float64: finite as written, far outside any scale;
+			// or an underflow to 0, which is a number.
+			return float32(f), true, math.IsInf(f, 0)
+		}
+		return 0, false, false
+	}
+	if !math.IsInf(f, 0) && !math.IsNaN(f) && math.Abs(f) > math.MaxFloat32 {
+		return float32(f), true, true
+	}
+	return float32(f), true, false
+}
+
+// strictDecimal reports whether b is [+-]D+[.D+][(e|E)[+-]D+].
+func strictDecimal(b []byte) bool {
+	i := 0
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if digits() == 0 {
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(b)
+}
+
+// nonFiniteWord reports whether b is NaN, Inf or Infinity (any case, Inf
+// signed), which parse to values that are not finite.
+func nonFiniteWord(b []byte) bool {
+	s := strings.ToLower(string(b))
+	s = strings.TrimLeft(s, "+-")
+	if len(b)-len(s) > 1 {
+		return false
+	}
+	return s == "nan" || s == "inf" || s == "infinity"
 }
 
 // finite reports whether v is neither infinite nor NaN.
@@ -309,7 +368,7 @@ func finite(v float32) bool {
 // isNumber reports whether b is a decimal number (as accepted by
 // parseFloat32).
 func isNumber(b []byte) bool {
-	_, ok := parseFloat32(b)
+	_, ok, _ := parseFloat32(b)
 	return ok
 }
 

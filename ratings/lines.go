@@ -131,10 +131,14 @@ func (l *loader) dataLine(s *lineSpec, line []byte) *ParseError {
 
 // rating parses and checks a rating field.
 func (l *loader) rating(b []byte) (float32, *ParseError) {
-	v, ok := parseFloat32(b)
+	v, ok, huge := parseFloat32(b)
 	switch {
 	case !ok:
-		return 0, &ParseError{Field: "rating", Err: fmt.Errorf("value %q: %w", b, ErrSyntax)}
+		return 0, &ParseError{Field: "rating", Err: fmt.Errorf("value %q is not a decimal number: %w", b, ErrSyntax)}
+	case huge && l.check:
+		return 0, &ParseError{Field: "rating", Err: fmt.Errorf("value %q outside scale %v: %w", b, l.scale, ErrRange)}
+	case huge:
+		return 0, &ParseError{Field: "rating", Err: fmt.Errorf("value %q outside any scale: beyond ±3.4e38, the range of a rating: %w", b, ErrRange)}
 	case !finite(v):
 		return 0, &ParseError{Field: "rating", Err: fmt.Errorf("value %q is not finite: %w", b, ErrRange)}
 	case l.check && !l.scale.Contains(v):
