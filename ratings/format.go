@@ -78,6 +78,9 @@ type lineSpec struct {
 	item   int
 	rating int
 	time   int // -1 if absent
+
+	header     int8 // headerUndecided, headerPresent or headerAbsent
+	fromHeader bool // cols were read off the header
 }
 
 // specFor returns the line spec of a fixed format.
@@ -445,7 +448,8 @@ func detectFormat(head []byte, partial bool) Format {
 var delimiters = []string{"\t", ",", "::", "|", ";", " "}
 
 // detectDelimiter picks the first candidate delimiter that cuts every
-// sampled line into the same number of fields, at least need.
+// sampled line into the same number of fields, at least need; failing that,
+// the first that cuts most lines into as many fields as the first line.
 func detectDelimiter(head []byte, partial bool, need int) (string, bool) {
 	lines := firstLines(head, 10, partial)
 	if len(lines) == 0 {
@@ -465,6 +469,25 @@ func detectDelimiter(head []byte, partial bool, need int) (string, bool) {
 			n = len(fields)
 		}
 		if ok {
+			return d, true
+		}
+	}
+	// No candidate cuts every line evenly: take the first that cuts most
+	// lines like the first (a header, say), so the odd lines are reported
+	// by number when parsed rather than the whole file refused.
+	for _, d := range delimiters {
+		s := lineSpec{delim: d}
+		n := len(s.split(fields[:0], lines[0], 0))
+		if n < need || n < 2 {
+			continue
+		}
+		same := 0
+		for _, l := range lines {
+			if len(s.split(fields[:0], l, 0)) == n {
+				same++
+			}
+		}
+		if 2*same > len(lines) {
 			return d, true
 		}
 	}

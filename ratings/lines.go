@@ -55,7 +55,12 @@ func (l *loader) readError(in *input, n int, err error) error {
 // headerLine reports whether the first non-blank line is a header to skip:
 // always under HeaderYes, else (HeaderAuto) if its fields look like one.
 func (l *loader) headerLine(spec *lineSpec, line []byte) bool {
-	if l.opt.Header == HeaderYes {
+	switch {
+	case spec.header == headerPresent:
+		return true
+	case spec.header == headerAbsent:
+		return false
+	case l.opt.Header == HeaderYes:
 		return true
 	}
 	l.fields = spec.split(l.fields[:0], line, len(spec.cols)+1)
@@ -109,7 +114,12 @@ func (l *loader) record(file string, fileIdx, lineNo int, pe *ParseError) error 
 func (l *loader) dataLine(s *lineSpec, line []byte) *ParseError {
 	l.fields = s.split(l.fields[:0], line, len(s.cols)+1)
 	fs := l.fields
-	if len(fs) < len(s.cols) || (s.exact && len(fs) != len(s.cols)) {
+	switch {
+	case s.fromHeader && len(fs) > len(s.cols):
+		return &ParseError{Err: fmt.Errorf("more fields than the header's %d: %w", len(s.cols), ErrSyntax)}
+	case s.fromHeader && len(fs) < len(s.cols):
+		return &ParseError{Err: fmt.Errorf("%d fields, the header has %d: %w", len(fs), len(s.cols), ErrSyntax)}
+	case len(fs) < len(s.cols) || (s.exact && len(fs) != len(s.cols)):
 		return &ParseError{Err: fmt.Errorf("%d fields, want %d: %w", len(fs), len(s.cols), ErrSyntax)}
 	}
 	v, pe := l.rating(trimField(fs[s.rating]))

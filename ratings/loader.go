@@ -163,13 +163,17 @@ func (l *loader) lineSpec(f Format, in *input) (spec lineSpec, blank bool, err e
 		return lineSpec{}, false, nil
 	case FormatDelimited:
 		return l.delimitedSpec(in)
+	case FormatMLCSV:
+		spec, err = l.withHeader(in, specFor(f), false)
+		return spec, false, err
 	}
 	return specFor(f), false, nil
 }
 
-// delimitedSpec returns the lineSpec of a delimited input: the columns and
-// delimiter of the options, the delimiter detected from the head if unset.
-// blank is as for lineSpec.
+// delimitedSpec returns the lineSpec of a delimited input: the delimiter of
+// the options, detected from the head if unset; the columns named by a
+// header, else those of the options (see withHeader). blank is as for
+// lineSpec.
 func (l *loader) delimitedSpec(in *input) (spec lineSpec, blank bool, err error) {
 	cols, err := parseColumns(l.opt.Columns)
 	if err != nil {
@@ -186,7 +190,8 @@ func (l *loader) delimitedSpec(in *input) (spec lineSpec, blank bool, err error)
 			return lineSpec{}, false, &ParseError{File: in.name, Err: fmt.Errorf("cannot detect the delimiter (tried tab, comma, ::, |, ;, space) for %d columns: %w", len(cols), ErrFormat)}
 		}
 	}
-	return newSpec(delim, cols, false), false, nil
+	spec, err = l.withHeader(in, newSpec(delim, cols, false), l.opt.Columns != "")
+	return spec, false, err
 }
 
 // grow makes room for n more ratings.
