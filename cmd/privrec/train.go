@@ -69,7 +69,11 @@ written whole or not at all.`,
 			if p := m.Privacy; p.Unit != "none" {
 				fmt.Fprintf(a.stdout, "privacy: protects %s, trusts %s; ε per round %.4g, in total %.4g\n", p.Unit, p.Trusted, p.EpsRound, p.EpsTotal)
 			}
-			if test != nil {
+			if test != nil && mfl.spec.Ranks {
+				rk := eval.Rank(m, train, rankable(train, test), defaultRankK, float32(defaultRelevant(train.Scale)))
+				fmt.Fprintf(a.stdout, "test (%d ratings): AUC %.4f  NDCG@%d %.4f (no RMSE: %s is a ranking-only method, its scores are not ratings)\n",
+					test.Len(), rk.AUC, defaultRankK, rk.NDCG, mfl.spec.Name)
+			} else if test != nil {
 				e := eval.Rating(m, test)
 				fmt.Fprintf(a.stdout, "test (%d ratings): RMSE %.4f  MAE %.4f\n", test.Len(), e.RMSE, e.MAE)
 			}
