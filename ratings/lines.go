@@ -169,8 +169,16 @@ func (l *loader) ids(user, item []byte) (u, i int32, pe *ParseError) {
 	if l.frozen && l.b.items.find(item) < 0 {
 		return 0, 0, &ParseError{Field: "item", Err: fmt.Errorf("ID %q not in the full dataset: %w", item, ErrRange)}
 	}
+	if l.catalog {
+		if i = l.b.items.find(item); i < 0 {
+			return 0, 0, &ParseError{Field: "item", Err: fmt.Errorf("ID %q is not among the %d items of %s: %w", item, len(l.b.items.ids), l.catalogName, ErrRange)}
+		}
+	}
 	if u, pe = l.index(&l.b.users, user, "user"); pe != nil {
 		return 0, 0, pe
+	}
+	if l.catalog {
+		return u, i, nil
 	}
 	i, pe = l.index(&l.b.items, item, "item")
 	return u, i, pe

@@ -14,13 +14,16 @@ type fileSpan struct {
 
 // loader parses rating streams into a Builder.
 type loader struct {
-	opt      LoadOptions
-	rep      *LoadReport
-	b        *Builder
-	frozen   bool    // IDs must already be in b (OfficialSplit)
-	lines    []int32 // line number of each rating
-	files    []fileSpan
-	examples []example
+	opt     LoadOptions
+	rep     *LoadReport
+	b       *Builder
+	frozen  bool // IDs must already be in b (OfficialSplit)
+	catalog bool // item IDs must already be in b (LoadForItems)
+
+	catalogName string  // names the items of a catalog load in errors
+	lines       []int32 // line number of each rating
+	files       []fileSpan
+	examples    []example
 
 	scale    Scale
 	check    bool // check values against scale while parsing

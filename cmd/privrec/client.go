@@ -200,7 +200,7 @@ before.`,
 	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
 	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
 	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (user,item,rating; one user) and print their recommendations")
-	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print")
+	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print (as privrec recommend does: score is the raw score that ranks, rating the score clamped to the scale)")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	return cmd
 }
@@ -285,15 +285,7 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(recs)
-	}
-	for _, r := range recs {
-		fmt.Fprintf(a.stdout, "%d\t%s\t%.2f\t%s\n", r.Rank, r.Item, r.Score, r.Title)
-	}
-	return nil
+	return printRecommendations(a.stdout, recs, asJSON)
 }
 
 // federatedNames lists the methods with a client/server protocol.

@@ -95,12 +95,7 @@ func (a *app) load(f *dataFlags) (*ratings.Dataset, error) {
 	if d.Scale.Inferred {
 		fmt.Fprintf(a.stderr, "privrec: %s: rating scale %v read off the ratings; private methods need it declared: --scale MIN,MAX[,STEP]\n", f.data, d.Scale.Declared())
 	}
-	if rep != nil && rep.Skipped > 0 {
-		fmt.Fprintf(a.stderr, "privrec: %s: skipped %d bad line(s) of %d\n", f.data, rep.Skipped, rep.Lines)
-		for _, e := range rep.Examples {
-			fmt.Fprintf(a.stderr, "  %v\n", e)
-		}
-	}
+	a.reportSkipped(f.data, rep)
 	if f.minUser > 0 || f.minItem > 0 {
 		n := d.Len()
 		d = ratings.MinCounts(d, f.minUser, f.minItem)

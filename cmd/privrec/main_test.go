@@ -193,8 +193,11 @@ func TestEveryMethodTrainsSavesAndRecommends(t *testing.T) {
 				t.Fatalf("%d recommendations, want 3", len(recs))
 			}
 			for _, r := range recs {
-				if !s.Ranks && (r.Score < m.Scale.Min || r.Score > m.Scale.Max) {
-					t.Errorf("score %v of item %s off the scale %v", r.Score, r.Item, m.Scale)
+				if s.Ranks != (r.Rating == nil) {
+					t.Errorf("item %s: rating %v for a method with Ranks %v", r.Item, r.Rating, s.Ranks)
+				}
+				if r.Rating != nil && (*r.Rating < m.Scale.Min || *r.Rating > m.Scale.Max) {
+					t.Errorf("rating %v of item %s off the scale %v", *r.Rating, r.Item, m.Scale)
 				}
 			}
 		})
