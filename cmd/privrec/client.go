@@ -195,7 +195,7 @@ before.`,
 	f.StringVar(&tokenFile, "token-file", "", "file holding the enrolment secret (the server's STATE/enroll-token)")
 	f.StringVar(&simulate, "simulate", "", "take part as the users of --data's training part: all, or the first N")
 	f.StringVar(&split, "split", "random:0.9", "how to split --data into the users' training ratings and the test part")
-	f.Uint64Var(&seed, "seed", 1, "reproducible test mode: seed of the split, the users' state and their noise (the server needs --seed too)")
+	f.Uint64Var(&seed, "seed", 0, "reproducible test mode: seed of the split, the users' state and their noise (the server needs --seed too); unset: crypto randomness, split seed 1")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
 	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
