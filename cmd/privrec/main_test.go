@@ -48,6 +48,10 @@ func TestEvaluateJSONContract(t *testing.T) {
 	if d := rmse*rmse - mse; d > 1e-9 || d < -1e-9 {
 		t.Errorf("rmse² = %g but mse = %g", rmse*rmse, mse)
 	}
+	// summary's keys are lowercase like the rest: mean, std, n.
+	if sm, ok := rep["summary"].(map[string]any)["rmse"].(map[string]any); !ok || sm["mean"] != rmse || sm["n"] != 1.0 {
+		t.Errorf("summary.rmse = %v, want mean %g and n 1", rep["summary"], rmse)
+	}
 	if n := int(rep["ratings"].(float64)); n != 100836 {
 		t.Errorf("ratings = %d, want 100836", n)
 	}
