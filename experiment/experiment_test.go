@@ -424,3 +424,13 @@ func TestSecaggNeutral(t *testing.T) {
 		}
 	}
 }
+
+// TestMisspeltMethodIsAnError: a method name the registry lacks is an
+// error naming the file and line, not a method skipped with a warning.
+func TestMisspeltMethodIsAnError(t *testing.T) {
+	src := "name: typo\ndatasets: [ml-latest-small]\nmethods:\n  - name: mf\n  - name: hdpfm\n"
+	_, err := Parse([]byte(src), "typo.yaml")
+	if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), `typo.yaml:5: methods[1]: unknown method "hdpfm"`) {
+		t.Errorf("err = %v, want an ErrSpec at typo.yaml:5 naming hdpfm", err)
+	}
+}

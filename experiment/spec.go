@@ -233,6 +233,17 @@ func Parse(data []byte, name string) (*Spec, error) {
 	if err := yaml.Unmarshal(data, &root); err == nil {
 		keyLines(&root, "", s.lines)
 	}
+	// Every method is built, so a name the registry lacks is a misspelling:
+	// an error, not a method to skip.
+	for k, m := range s.Methods {
+		if _, err := method.Lookup(m.Name); err != nil {
+			at := name
+			if l, ok := s.lines[fmt.Sprintf("methods.%d.name", k)]; ok {
+				at = fmt.Sprintf("%s:%d", name, l)
+			}
+			return nil, fmt.Errorf("%w: %s: methods[%d]: unknown method %q (want one of %s)", ErrSpec, at, k, m.Name, strings.Join(method.Names(), ", "))
+		}
+	}
 	return &s, nil
 }
 
@@ -482,6 +493,7 @@ func (s *Spec) ApplyQuick() *Spec {
 }
 
 // Missing lists the methods of s that are not registered (not built yet).
+// Parse refuses such a spec; Missing is for specs built in code.
 func (s *Spec) Missing() []string {
 	var out []string
 	for _, m := range s.Methods {
