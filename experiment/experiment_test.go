@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/privrec/privrec/method"
 	"math"
 	"os"
@@ -432,5 +433,26 @@ func TestMisspeltMethodIsAnError(t *testing.T) {
 	_, err := Parse([]byte(src), "typo.yaml")
 	if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), `typo.yaml:5: methods[1]: unknown method "hdpfm"`) {
 		t.Errorf("err = %v, want an ErrSpec at typo.yaml:5 naming hdpfm", err)
+	}
+}
+
+// TestQuickNoteStatesWhatRan: a quick report says the seeds and the
+// parameters the quick run used, where the description is the full run's.
+func TestQuickNoteStatesWhatRan(t *testing.T) {
+	s, err := Get("hdpmf-table3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := s.ApplyQuick()
+	if q.applied == nil || s.applied != nil {
+		t.Fatal("ApplyQuick does not record its overrides on the copy only")
+	}
+	note := quickNote(q, q.applied)
+	want := fmt.Sprintf("%d seed(s)", q.Seeds)
+	if !strings.Contains(note, want) || !strings.Contains(note, "Quick run") {
+		t.Errorf("note %q lacks %q", note, want)
+	}
+	if e, ok := q.applied.Params["epochs"]; ok && !strings.Contains(note, "epochs="+string(e)) {
+		t.Errorf("note %q lacks epochs=%s", note, e)
 	}
 }

@@ -108,6 +108,9 @@ type Spec struct {
 
 	file  string         // the file name Parse was given, for errors
 	lines map[string]int // line of every key by path, from Parse
+	// applied holds the quick overrides ApplyQuick applied, for the
+	// report to state what ran; nil for a full run.
+	applied *Quick
 }
 
 // Preprocess filters the data before splitting.
@@ -489,6 +492,7 @@ func (s *Spec) ApplyQuick() *Spec {
 		c.CV.Once = c.CV.Once || s.CV.Once
 	}
 	c.Quick = nil
+	c.applied = q
 	return &c
 }
 
