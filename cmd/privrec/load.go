@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,6 +90,11 @@ func (a *app) load(f *dataFlags) (*ratings.Dataset, error) {
 	}
 	d, rep, err := datasets.Open(f.data, opt)
 	if err != nil {
+		if errors.Is(err, ratings.ErrDuplicate) && f.columns == "" && !f.skipBad {
+			// A headerless file read as user,item,rating whose columns are
+			// in another order repeats "pairs" everywhere.
+			return nil, &hintError{msg: err.Error() + "; if the file's columns are not user,item,rating in that order, name them in a header line (user,item,rating,...) or give --columns (e.g. --columns item,rating,user); --skip-bad keeps the first of each pair", err: err}
+		}
 		return nil, withDataHint(err)
 	}
 	f.scaleFrom = scaleSource(f, d, rep)

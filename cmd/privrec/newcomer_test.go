@@ -39,3 +39,17 @@ func TestResultsDirIsTheCommittedOne(t *testing.T) {
 		t.Errorf("quick folder %s, want %s", got, want)
 	}
 }
+
+// TestDuplicateHintsAtColumns: a headerless file whose columns are not
+// user,item,rating repeats "pairs"; the error points to a header and
+// --columns.
+func TestDuplicateHintsAtColumns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "irs.csv")
+	if err := os.WriteFile(path, []byte("10,4,1\n10,4,2\n11,4,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := run(t, "data", "info", "--data", path)
+	if err == nil || !strings.Contains(err.Error(), "irs.csv:2") || !strings.Contains(err.Error(), "--columns") {
+		t.Errorf("err = %v, want the line and a --columns hint", err)
+	}
+}
