@@ -456,3 +456,16 @@ func TestQuickNoteStatesWhatRan(t *testing.T) {
 		t.Errorf("note %q lacks epochs=%s", note, e)
 	}
 }
+
+// TestRankingMethodRefusesRatingMetrics: a spec asking a ranking-only
+// method for RMSE is an error naming the file and line.
+func TestRankingMethodRefusesRatingMetrics(t *testing.T) {
+	src := "name: r\ndatasets: [ml-latest-small]\nmetrics: [rmse]\nmethods:\n  - name: bpr-sgld\n"
+	_, err := Parse([]byte(src), "r.yaml")
+	if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "r.yaml:5") || !strings.Contains(err.Error(), "ranking-only") {
+		t.Errorf("err = %v, want an ErrSpec at r.yaml:5 saying ranking-only", err)
+	}
+	if _, err := Parse([]byte(strings.Replace(src, "[rmse]", "[auc]", 1)), "r.yaml"); err != nil {
+		t.Errorf("auc: %v", err)
+	}
+}

@@ -239,12 +239,20 @@ func Parse(data []byte, name string) (*Spec, error) {
 	// Every method is built, so a name the registry lacks is a misspelling:
 	// an error, not a method to skip.
 	for k, m := range s.Methods {
-		if _, err := method.Lookup(m.Name); err != nil {
-			at := name
-			if l, ok := s.lines[fmt.Sprintf("methods.%d.name", k)]; ok {
-				at = fmt.Sprintf("%s:%d", name, l)
-			}
+		at := name
+		if l, ok := s.lines[fmt.Sprintf("methods.%d.name", k)]; ok {
+			at = fmt.Sprintf("%s:%d", name, l)
+		}
+		ms, err := method.Lookup(m.Name)
+		if err != nil {
 			return nil, fmt.Errorf("%w: %s: methods[%d]: unknown method %q (want one of %s)", ErrSpec, at, k, m.Name, strings.Join(method.Names(), ", "))
+		}
+		// A ranking-only method's scores are not ratings: rating errors
+		// of them mean nothing.
+		for _, metric := range s.Metrics {
+			if ms.Ranks && slices.Contains([]string{"rmse", "mse", "mae", "cdf"}, metric) {
+				return nil, fmt.Errorf("%w: %s: methods[%d]: %s is a ranking-only method, whose scores are not ratings: metric %s is not defined for it (use metrics: [auc])", ErrSpec, at, k, m.Name, metric)
+			}
 		}
 	}
 	return &s, nil
