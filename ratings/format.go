@@ -184,6 +184,16 @@ func (s *lineSpec) split(dst [][]byte, line []byte, max int) [][]byte {
 			if len(dst) == max-1 {
 				return append(dst, line)
 			}
+			if len(line) > 0 && line[0] == '"' {
+				if j := quotedEnd(line, c); j >= 0 {
+					dst = append(dst, line[:j])
+					if j == len(line) {
+						return dst
+					}
+					line = line[j+1:]
+					continue
+				}
+			}
 			i := bytes.IndexByte(line, c)
 			if i < 0 {
 				return append(dst, line)
@@ -205,6 +215,28 @@ func (s *lineSpec) split(dst [][]byte, line []byte, max int) [][]byte {
 			line = line[i+len(d):]
 		}
 	}
+}
+
+// quotedEnd returns the end of the double-quoted field at the start of
+// line, which may hold the delimiter c and doubled quotes ("Toy Story,
+// The"): the index of the delimiter after its closing quote, or len(line).
+// It returns -1 when the quote is not closed right before a delimiter or
+// the line's end; the field is then cut at the next delimiter as usual.
+func quotedEnd(line []byte, c byte) int {
+	for k := 1; k < len(line); k++ {
+		if line[k] != '"' {
+			continue
+		}
+		if k+1 < len(line) && line[k+1] == '"' {
+			k++ // a doubled quote inside the field
+			continue
+		}
+		if k+1 == len(line) || line[k+1] == c {
+			return k + 1
+		}
+		return -1
+	}
+	return -1
 }
 
 // trimField removes surrounding blanks and one pair of surrounding double

@@ -47,6 +47,26 @@ func TestHeaderLayouts(t *testing.T) {
 	}
 }
 
+// TestQuotedFieldsWithDelimiter: a quoted field may hold the delimiter
+// (a title with a comma) without adding a field.
+func TestQuotedFieldsWithDelimiter(t *testing.T) {
+	d, rep, err := Load(filepath.Join("testdata", "header", "quoted_title.csv"), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLoaded(t, d, rep)
+	want := []idRating{{"1", "10", 4}, {"1", "11", 3}, {"2", "10", 5}}
+	if got := idTriples(d); !reflect.DeepEqual(got, want) {
+		t.Errorf("ratings = %v, want %v", got, want)
+	}
+	s := lineSpec{delim: ","}
+	for line, n := range map[string]int{`a,"b,c",d`: 3, `"a""b",c`: 2, `"a"x,b`: 2, `"open,b`: 2, `"a,b"`: 1, `x,"`: 2} {
+		if got := len(s.split(nil, []byte(line), 0)); got != n {
+			t.Errorf("split(%q): %d fields, want %d", line, got, n)
+		}
+	}
+}
+
 // TestHeaderErrors checks that a header naming no rating column, a row
 // that does not fit the header and columns that contradict the header are
 // errors naming file and line.
