@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/privrec/privrec/ratings"
@@ -148,6 +149,46 @@ func Names() []Info {
 		inf.Available = inf.Embedded || inf.Path != ""
 		out = append(out, inf)
 	}
+	return out
+}
+
+// Found lists the datasets that Open resolves by a plain name but the
+// registry does not know: every folder of $PRIVREC_DATA and every
+// completely extracted folder of the fetch cache (the first wins for a
+// name in both), by name, each with its Path and, for the datasets whose
+// scale is published (DeclaredScale), a Description saying it. Hidden
+// folders are left out.
+func Found() []Info {
+	seen := map[string]bool{}
+	for _, e := range registry {
+		seen[e.name] = true
+	}
+	var out []Info
+	add := func(root, where string, ok func(string) bool) {
+		ents, err := os.ReadDir(root)
+		if err != nil {
+			return
+		}
+		for _, ent := range ents {
+			name, p := ent.Name(), filepath.Join(root, ent.Name())
+			if seen[name] || strings.HasPrefix(name, ".") || !isDir(p) || !ok(p) {
+				continue
+			}
+			seen[name] = true
+			desc := "a folder in " + where
+			if sc, known := published[name]; known {
+				desc += fmt.Sprintf("; published scale %v", sc)
+			}
+			out = append(out, Info{Name: name, Description: desc, Available: true, Path: p})
+		}
+	}
+	if root := os.Getenv("PRIVREC_DATA"); root != "" {
+		add(root, "$PRIVREC_DATA", func(string) bool { return true })
+	}
+	if cache, err := CacheDir(""); err == nil {
+		add(cache, "the fetch cache", complete)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 

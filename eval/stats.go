@@ -12,8 +12,9 @@ import (
 
 // Summary is the mean and sample standard deviation of N observations.
 type Summary struct {
-	Mean, Std float64
-	N         int
+	Mean float64 `json:"mean"`
+	Std  float64 `json:"std"`
+	N    int     `json:"n"`
 }
 
 // Summarize returns the mean and the sample standard deviation (divisor

@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/privrec/privrec/method"
 	"math"
 	"os"
@@ -422,5 +423,49 @@ func TestSecaggNeutral(t *testing.T) {
 		if got := neutral(tc.name, tc.value); got != tc.want {
 			t.Errorf("neutral(%s=%s) = %v, want %v", tc.name, tc.value, got, tc.want)
 		}
+	}
+}
+
+// TestMisspeltMethodIsAnError: a method name the registry lacks is an
+// error naming the file and line, not a method skipped with a warning.
+func TestMisspeltMethodIsAnError(t *testing.T) {
+	src := "name: typo\ndatasets: [ml-latest-small]\nmethods:\n  - name: mf\n  - name: hdpfm\n"
+	_, err := Parse([]byte(src), "typo.yaml")
+	if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), `typo.yaml:5: methods[1]: unknown method "hdpfm"`) {
+		t.Errorf("err = %v, want an ErrSpec at typo.yaml:5 naming hdpfm", err)
+	}
+}
+
+// TestQuickNoteStatesWhatRan: a quick report says the seeds and the
+// parameters the quick run used, where the description is the full run's.
+func TestQuickNoteStatesWhatRan(t *testing.T) {
+	s, err := Get("hdpmf-table3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := s.ApplyQuick()
+	if q.applied == nil || s.applied != nil {
+		t.Fatal("ApplyQuick does not record its overrides on the copy only")
+	}
+	note := quickNote(q, q.applied)
+	want := fmt.Sprintf("%d seed(s)", q.Seeds)
+	if !strings.Contains(note, want) || !strings.Contains(note, "Quick run") {
+		t.Errorf("note %q lacks %q", note, want)
+	}
+	if e, ok := q.applied.Params["epochs"]; ok && !strings.Contains(note, "epochs="+string(e)) {
+		t.Errorf("note %q lacks epochs=%s", note, e)
+	}
+}
+
+// TestRankingMethodRefusesRatingMetrics: a spec asking a ranking-only
+// method for RMSE is an error naming the file and line.
+func TestRankingMethodRefusesRatingMetrics(t *testing.T) {
+	src := "name: r\ndatasets: [ml-latest-small]\nmetrics: [rmse]\nmethods:\n  - name: bpr-sgld\n"
+	_, err := Parse([]byte(src), "r.yaml")
+	if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "r.yaml:5") || !strings.Contains(err.Error(), "ranking-only") {
+		t.Errorf("err = %v, want an ErrSpec at r.yaml:5 saying ranking-only", err)
+	}
+	if _, err := Parse([]byte(strings.Replace(src, "[rmse]", "[auc]", 1)), "r.yaml"); err != nil {
+		t.Errorf("auc: %v", err)
 	}
 }

@@ -328,6 +328,38 @@ func (r *mdReport) header() {
 	if s.Description != "" {
 		r.w("%s\n\n", strings.TrimSpace(s.Description))
 	}
+	if q := s.applied; q != nil {
+		r.w("%s\n\n", quickNote(s, q))
+	}
+}
+
+// quickNote says what a quick run ran, where the description (the full
+// experiment's) says otherwise: seeds, datasets, split and the parameters
+// the quick overrides set.
+func quickNote(s *Spec, q *Quick) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Quick run** (`--quick`): the description above is the full experiment's; this run used %d seed(s) (%d..%d)",
+		s.Seeds, s.Seed, s.Seed+uint64(s.Seeds)-1)
+	if len(q.Datasets) > 0 {
+		fmt.Fprintf(&b, ", datasets %s", strings.Join(s.Datasets, ", "))
+	}
+	if q.Split != "" {
+		fmt.Fprintf(&b, ", split `%s`", s.Split)
+	}
+	if len(q.Params) > 0 {
+		fmt.Fprintf(&b, ", %s", kv(q.Params))
+	}
+	if len(q.SweepValues) > 0 {
+		fmt.Fprintf(&b, ", sweep values %s", joinValues(q.SweepValues))
+	}
+	if len(q.Variants) > 0 {
+		fmt.Fprintf(&b, ", variants %s", strings.Join(q.Variants, ", "))
+	}
+	if q.NoCV {
+		b.WriteString(", no hyperparameter search (each method at its params)")
+	}
+	b.WriteString(".")
+	return b.String()
 }
 
 // setup writes the Setup section: data, split, seeds, parameters, variants,

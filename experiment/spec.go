@@ -108,6 +108,9 @@ type Spec struct {
 
 	file  string         // the file name Parse was given, for errors
 	lines map[string]int // line of every key by path, from Parse
+	// applied holds the quick overrides ApplyQuick applied, for the
+	// report to state what ran; nil for a full run.
+	applied *Quick
 }
 
 // Preprocess filters the data before splitting.
@@ -232,6 +235,25 @@ func Parse(data []byte, name string) (*Spec, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err == nil {
 		keyLines(&root, "", s.lines)
+	}
+	// Every method is built, so a name the registry lacks is a misspelling:
+	// an error, not a method to skip.
+	for k, m := range s.Methods {
+		at := name
+		if l, ok := s.lines[fmt.Sprintf("methods.%d.name", k)]; ok {
+			at = fmt.Sprintf("%s:%d", name, l)
+		}
+		ms, err := method.Lookup(m.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: methods[%d]: unknown method %q (want one of %s)", ErrSpec, at, k, m.Name, strings.Join(method.Names(), ", "))
+		}
+		// A ranking-only method's scores are not ratings: rating errors
+		// of them mean nothing.
+		for _, metric := range s.Metrics {
+			if ms.Ranks && slices.Contains([]string{"rmse", "mse", "mae", "cdf"}, metric) {
+				return nil, fmt.Errorf("%w: %s: methods[%d]: %s is a ranking-only method, whose scores are not ratings: metric %s is not defined for it (use metrics: [auc])", ErrSpec, at, k, m.Name, metric)
+			}
+		}
 	}
 	return &s, nil
 }
@@ -478,10 +500,12 @@ func (s *Spec) ApplyQuick() *Spec {
 		c.CV.Once = c.CV.Once || s.CV.Once
 	}
 	c.Quick = nil
+	c.applied = q
 	return &c
 }
 
 // Missing lists the methods of s that are not registered (not built yet).
+// Parse refuses such a spec; Missing is for specs built in code.
 func (s *Spec) Missing() []string {
 	var out []string
 	for _, m := range s.Methods {

@@ -63,10 +63,10 @@ var tuneAxes = func() map[string][]tuneAxis {
 	// spans six orders of magnitude, up to 1e-2.
 	ldpop := []tuneAxis{{"lr", stepFactors}, {"reg", []float64{1, 1e3, 1e6}}}
 	m := map[string][]tuneAxis{}
-	for _, n := range []string{"mf", "pmf", "dp-pmf", "pdp-pmf", "hdpmf", "dpmf", "pdpmf"} {
+	for _, n := range []string{"mf", "fm", "pmf", "dp-pmf", "pdp-pmf", "hdpmf", "dpmf", "pdpmf"} {
 		m[n] = lrReg
 	}
-	for _, n := range []string{"sgld-mf", "sdmf", "sdmf-alpha-inf", "isgld"} {
+	for _, n := range []string{"sgld-mf", "sdmf", "sdmf-alpha-inf", "isgld", "sd-fm"} {
 		m[n] = sdcf
 	}
 	for _, n := range []string{"ldp-op", "ldp-op-basic", "rsmf"} {

@@ -47,6 +47,8 @@ func TestTuneGrid(t *testing.T) {
 		{"mf", 15, Candidate{{"lr", 0.0025}, {"reg", 0.005}}},
 		{"hdpmf", 15, Candidate{{"lr", 2}, {"reg", 0.1}}},
 		{"sdmf", 15, Candidate{{"lr0", 0.375}, {"lambda", 1}}},
+		{"sd-fm", 15, Candidate{{"lr0", 0.375}, {"lambda", 1}}}, // SDMF's knobs
+		{"fm", 15, Candidate{{"lr", 0.005}, {"reg", 0.01}}},
 		{"ldp-op", 15, Candidate{{"lr", 0.015}, {"reg", 0.01}}},
 	}
 	for _, tc := range tests {

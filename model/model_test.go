@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -202,12 +203,12 @@ func TestRecommendUser(t *testing.T) {
 		want    []Recommendation
 		err     string
 	}{
-		{"clamped scores, no titles", handModel(true), "alice", 2, nil,
-			[]Recommendation{{1, "d", "", 5}, {2, "a", "", 4.75}}, ""},
+		{"raw scores, clamped ratings, no titles", handModel(true), "alice", 2, nil,
+			[]Recommendation{rec(1, "d", "", 6.6, 5), rec(2, "a", "", 4.75, 4.75)}, ""},
 		{"titles and exclusions", titled, "alice", 2, []string{"d", "zzz", "d"},
-			[]Recommendation{{1, "a", "Alpha", 4.75}, {2, "b", "Beta", 4.5}}, ""},
-		{"ranking scores raw", bpr, "bob", 1, nil, []Recommendation{{1, "d", "", 6}}, ""},
-		{"no user side", variants()["mean"], "anyone", 1, []string{"a"}, []Recommendation{{1, "b", "", 3.5}}, ""},
+			[]Recommendation{rec(1, "a", "Alpha", 4.75, 4.75), rec(2, "b", "Beta", 4.5, 4.5)}, ""},
+		{"ranking scores raw, no rating", bpr, "bob", 1, nil, []Recommendation{rec(1, "d", "", 6, -1)}, ""},
+		{"no user side", variants()["mean"], "anyone", 1, []string{"a"}, []Recommendation{rec(1, "b", "", 3.5, 3.5)}, ""},
 		{"unknown user", handModel(true), "carol", 2, nil, nil, `user "carol" is not in the model (2 users)`},
 		{"no user IDs", &Model{NumUsers: 1, ItemIDs: []string{}, Scale: ratings.Stars5}, "x", 1, nil, nil, "no user IDs"},
 		{"no item IDs", variants()["itemmean"], "x", 1, nil, nil, "no item IDs"},
@@ -224,8 +225,8 @@ func TestRecommendUser(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("RecommendUser = %v, want %v", got, tc.want)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("RecommendUser = %s, want %s", recString(got), recString(tc.want))
 			}
 		})
 	}
@@ -301,4 +302,25 @@ func BenchmarkScoreItems(b *testing.B) {
 	for b.Loop() {
 		dst = m.ScoreItems(3, dst)
 	}
+}
+
+// rec is a Recommendation; a negative rating stands for none.
+func rec(rank int, item, title string, score, rating float32) Recommendation {
+	r := Recommendation{Rank: rank, Item: item, Title: title, Score: score}
+	if rating >= 0 {
+		r.Rating = &rating
+	}
+	return r
+}
+
+func recString(rs []Recommendation) string {
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "{%d %s %q score %v", r.Rank, r.Item, r.Title, r.Score)
+		if r.Rating != nil {
+			fmt.Fprintf(&b, " rating %v", *r.Rating)
+		}
+		b.WriteString("} ")
+	}
+	return b.String()
 }

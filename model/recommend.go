@@ -19,9 +19,14 @@ type Recommendation struct {
 	Rank  int    `json:"rank"`            // 1 for the best item
 	Item  string `json:"item"`            // the item's original ID
 	Title string `json:"title,omitempty"` // the item's title, if the model has titles
-	// Score is the predicted rating clamped to the scale, or for a Ranking
-	// model the raw score.
+	// Score is the model's raw, unclamped score for the item: items are
+	// ranked by it, so it tells apart items whose predicted ratings all
+	// clamp to the top of the scale.
 	Score float32 `json:"score"`
+	// Rating is Score clamped to the rating scale: the rating the model
+	// predicts. It is nil for a Ranking model, whose scores are not
+	// ratings.
+	Rating *float32 `json:"rating,omitempty"`
 }
 
 // Recommend returns the n items with the highest raw scores for user u,
@@ -57,8 +62,9 @@ func (m *Model) Recommend(u int32, n int, rated []int32) []Scored {
 
 // RecommendUser returns the n best items for the user with original ID
 // user, leaving out the items whose IDs are in exclude (IDs the model does
-// not know are ignored). Items are ranked by raw score; the reported Score
-// is clamped to the scale unless the model is a Ranking model. A model
+// not know are ignored). Items are ranked by raw score, which Score
+// reports; Rating is the score clamped to the scale, unless the model is a
+// Ranking model. A model
 // without a user side (NumUsers = 0) recommends the same items to any
 // user. It fails for a user the model does not hold and for a model
 // without IDs.
@@ -89,11 +95,11 @@ func (m *Model) RecommendUser(user string, n int, exclude []string) ([]Recommend
 	best := m.Recommend(u, n, slices.Compact(rated))
 	out := make([]Recommendation, len(best))
 	for k, s := range best {
-		score := s.Score
+		out[k] = Recommendation{Rank: k + 1, Item: m.ItemIDs[s.Item], Score: s.Score}
 		if !m.Ranking {
-			score = m.Scale.Clamp(score)
+			r := m.Scale.Clamp(s.Score)
+			out[k].Rating = &r
 		}
-		out[k] = Recommendation{Rank: k + 1, Item: m.ItemIDs[s.Item], Score: score}
 		if m.ItemTitles != nil {
 			out[k].Title = m.ItemTitles[s.Item]
 		}

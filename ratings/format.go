@@ -78,6 +78,9 @@ type lineSpec struct {
 	item   int
 	rating int
 	time   int // -1 if absent
+
+	header     int8 // headerUndecided, headerPresent or headerAbsent
+	fromHeader bool // cols were read off the header
 }
 
 // specFor returns the line spec of a fixed format.
@@ -181,6 +184,16 @@ func (s *lineSpec) split(dst [][]byte, line []byte, max int) [][]byte {
 			if len(dst) == max-1 {
 				return append(dst, line)
 			}
+			if len(line) > 0 && line[0] == '"' {
+				if j := quotedEnd(line, c); j >= 0 {
+					dst = append(dst, line[:j])
+					if j == len(line) {
+						return dst
+					}
+					line = line[j+1:]
+					continue
+				}
+			}
 			i := bytes.IndexByte(line, c)
 			if i < 0 {
 				return append(dst, line)
@@ -202,6 +215,28 @@ func (s *lineSpec) split(dst [][]byte, line []byte, max int) [][]byte {
 			line = line[i+len(d):]
 		}
 	}
+}
+
+// quotedEnd returns the end of the double-quoted field at the start of
+// line, which may hold the delimiter c and doubled quotes ("Toy Story,
+// The"): the index of the delimiter after its closing quote, or len(line).
+// It returns -1 when the quote is not closed right before a delimiter or
+// the line's end; the field is then cut at the next delimiter as usual.
+func quotedEnd(line []byte, c byte) int {
+	for k := 1; k < len(line); k++ {
+		if line[k] != '"' {
+			continue
+		}
+		if k+1 < len(line) && line[k+1] == '"' {
+			k++ // a doubled quote inside the field
+			continue
+		}
+		if k+1 == len(line) || line[k+1] == c {
+			return k + 1
+		}
+		return -1
+	}
+	return -1
 }
 
 // trimField removes surrounding blanks and one pair of surrounding double
@@ -242,12 +277,16 @@ func isBlank(b []byte) bool {
 
 var pow10f32 = [...]float32{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10}
 
-// parseFloat32 parses a decimal number. Plain decimals with at most 7
-// significant digits ("4", "3.5", "-0.25") take an exact fast path: the
-// mantissa and the power of ten are exact in float32, so one division
-// rounds correctly. Anything else goes to strconv.ParseFloat. ok is false
-// for a syntax error.
-func parseFloat32(b []byte) (v float32, ok bool) {
+// parseFloat32 parses a decimal number strictly: an optional sign, digits,
+// optionally a point followed by digits, optionally an exponent ("4",
+// "-0.25", "3.5e0"); "3.", ".5", "1_0" and hexadecimal are syntax errors.
+// The words NaN and Inf(inity) parse, to values that are not finite. Plain
+// decimals with at most 7 significant digits take an exact fast path: the
+// mantissa and the power of ten are exact in float32, so one division rounds
+// correctly; anything else goes to strconv.ParseFloat. ok is false for a
+// syntax error; huge is true for a finite number beyond the float32 range
+// ("1e308"), whose v is then ±Inf.
+func parseFloat32(b []byte) (v float32, ok, huge bool) {
 	i, neg := 0, false
 	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
 		neg = b[0] == '-'
@@ -274,31 +313,86 @@ func parseFloat32(b []byte) (v float32, ok bool) {
 					return parseFloatSlow(b)
 				}
 			}
-		case c == '.' && !dot:
+		case c == '.' && !dot && sawDigit:
 			dot = true
 		default:
 			return parseFloatSlow(b)
 		}
 	}
-	if !sawDigit {
-		return 0, false
+	if !sawDigit || (dot && frac == 0) {
+		return 0, false, false
 	}
 	v = float32(m) / pow10f32[frac]
 	if neg {
 		v = -v
 	}
-	return v, true
+	return v, true, false
 }
 
-func parseFloatSlow(b []byte) (float32, bool) {
-	f, err := strconv.ParseFloat(string(b), 32)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return float32(f), true // ±Inf or 0; the range check rejects Inf
-		}
-		return 0, false
+// parseFloatSlow parses what the fast path of parseFloat32 does not.
+func parseFloatSlow(b []byte) (v float32, ok, huge bool) {
+	if !strictDecimal(b) && !nonFiniteWord(b) {
+		return 0, false, false
 	}
-	return float32(f), true
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		if ne, isNum := err.(*strconv.NumError); isNum && ne.Err == strconv.ErrRange {
+			// Beyond float64: finite as written, far outside any scale;
+			// or an underflow to 0, which is a number.
+			return float32(f), true, math.IsInf(f, 0)
+		}
+		return 0, false, false
+	}
+	if !math.IsInf(f, 0) && !math.IsNaN(f) && math.Abs(f) > math.MaxFloat32 {
+		return float32(f), true, true
+	}
+	return float32(f), true, false
+}
+
+// strictDecimal reports whether b is [+-]D+[.D+][(e|E)[+-]D+].
+func strictDecimal(b []byte) bool {
+	i := 0
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if digits() == 0 {
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(b)
+}
+
+// nonFiniteWord reports whether b is NaN, Inf or Infinity (any case, Inf
+// signed), which parse to values that are not finite.
+func nonFiniteWord(b []byte) bool {
+	s := strings.ToLower(string(b))
+	s = strings.TrimLeft(s, "+-")
+	if len(b)-len(s) > 1 {
+		return false
+	}
+	return s == "nan" || s == "inf" || s == "infinity"
 }
 
 // finite reports whether v is neither infinite nor NaN.
@@ -309,7 +403,7 @@ func finite(v float32) bool {
 // isNumber reports whether b is a decimal number (as accepted by
 // parseFloat32).
 func isNumber(b []byte) bool {
-	_, ok := parseFloat32(b)
+	_, ok, _ := parseFloat32(b)
 	return ok
 }
 
@@ -386,7 +480,8 @@ func detectFormat(head []byte, partial bool) Format {
 var delimiters = []string{"\t", ",", "::", "|", ";", " "}
 
 // detectDelimiter picks the first candidate delimiter that cuts every
-// sampled line into the same number of fields, at least need.
+// sampled line into the same number of fields, at least need; failing that,
+// the first that cuts most lines into as many fields as the first line.
 func detectDelimiter(head []byte, partial bool, need int) (string, bool) {
 	lines := firstLines(head, 10, partial)
 	if len(lines) == 0 {
@@ -406,6 +501,25 @@ func detectDelimiter(head []byte, partial bool, need int) (string, bool) {
 			n = len(fields)
 		}
 		if ok {
+			return d, true
+		}
+	}
+	// No candidate cuts every line evenly: take the first that cuts most
+	// lines like the first (a header, say), so the odd lines are reported
+	// by number when parsed rather than the whole file refused.
+	for _, d := range delimiters {
+		s := lineSpec{delim: d}
+		n := len(s.split(fields[:0], lines[0], 0))
+		if n < need || n < 2 {
+			continue
+		}
+		same := 0
+		for _, l := range lines {
+			if len(s.split(fields[:0], l, 0)) == n {
+				same++
+			}
+		}
+		if 2*same > len(lines) {
 			return d, true
 		}
 	}

@@ -51,6 +51,45 @@ func LoadTest(path string, train *Dataset, opt LoadOptions) (*Dataset, *LoadRepo
 	return d, rep, nil
 }
 
+// LoadForItems reads the rating file at path, whose items must be among
+// items, a fixed catalog (a model's or a server's items): item index k of
+// the result is items[k] (its ItemIDs are items), users are indexed in
+// file order. An item ID not in items is an ErrRange *ParseError naming
+// the file, line and ID, and catalog names the items in its message ("the
+// model"); under SkipBad such lines are skipped and counted like any bad
+// line. The file is read with opt, on opt.Scale if set. No titles are
+// loaded. path must be a file.
+func LoadForItems(path string, items []string, catalog string, opt LoadOptions) (*Dataset, *LoadReport, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ratings: %w", err)
+	}
+	if st.IsDir() {
+		return nil, nil, fmt.Errorf("ratings: %s is a folder, not a rating file: %w", path, ErrFormat)
+	}
+	if opt.Name == "" {
+		opt.Name = defaultName(path, false)
+	}
+	im, err := idMapOf(items, "item")
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := newLoader(opt, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.b.items = im
+	l.catalog, l.catalogName = true, catalog
+	if err := l.readFile(path, opt.Format); err != nil {
+		return nil, nil, err
+	}
+	d, err := l.finish()
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, l.rep, nil
+}
+
 // readAligned reads the rating file path with opt into the index space of
 // the ID maps users and items: an ID they hold keeps its index; a new one
 // is an ErrRange error if frozen, else it gets the next index. The maps are

@@ -2,8 +2,10 @@ package ratings
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -137,5 +139,29 @@ func TestCandidatesError(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// TestLoadForItems checks that a file read against a catalog keeps the
+// catalog's item indices and names the line of an item not in it, which
+// SkipBad skips and counts.
+func TestLoadForItems(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mine.csv")
+	if err := os.WriteFile(path, []byte("user,item,rating\nme,b,4\nme,zz,5\nme,a,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items := []string{"a", "b", "c"}
+	_, _, err := LoadForItems(path, items, "the model", LoadOptions{Scale: &Stars5})
+	var pe *ParseError
+	if !errors.Is(err, ErrRange) || !errors.As(err, &pe) || pe.Line != 3 || pe.Field != "item" ||
+		!strings.Contains(err.Error(), `"zz" is not among the 3 items of the model`) {
+		t.Fatalf("err = %v, want item zz at line 3", err)
+	}
+	d, rep, err := LoadForItems(path, items, "the model", LoadOptions{Scale: &Stars5, SkipBad: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Skipped != 1 || d.Len() != 2 || !slices.Equal(d.ItemIDs, items) || d.Items[0] != 1 || d.Items[1] != 0 {
+		t.Errorf("skipped %d, items %v %v, want 1 skipped and indices 1, 0 of %v", rep.Skipped, d.ItemIDs, d.Items, items)
 	}
 }

@@ -55,7 +55,12 @@ func (l *loader) readError(in *input, n int, err error) error {
 // headerLine reports whether the first non-blank line is a header to skip:
 // always under HeaderYes, else (HeaderAuto) if its fields look like one.
 func (l *loader) headerLine(spec *lineSpec, line []byte) bool {
-	if l.opt.Header == HeaderYes {
+	switch {
+	case spec.header == headerPresent:
+		return true
+	case spec.header == headerAbsent:
+		return false
+	case l.opt.Header == HeaderYes:
 		return true
 	}
 	l.fields = spec.split(l.fields[:0], line, len(spec.cols)+1)
@@ -109,7 +114,12 @@ func (l *loader) record(file string, fileIdx, lineNo int, pe *ParseError) error 
 func (l *loader) dataLine(s *lineSpec, line []byte) *ParseError {
 	l.fields = s.split(l.fields[:0], line, len(s.cols)+1)
 	fs := l.fields
-	if len(fs) < len(s.cols) || (s.exact && len(fs) != len(s.cols)) {
+	switch {
+	case s.fromHeader && len(fs) > len(s.cols):
+		return &ParseError{Err: fmt.Errorf("more fields than the header's %d: %w", len(s.cols), ErrSyntax)}
+	case s.fromHeader && len(fs) < len(s.cols):
+		return &ParseError{Err: fmt.Errorf("%d fields, the header has %d: %w", len(fs), len(s.cols), ErrSyntax)}
+	case len(fs) < len(s.cols) || (s.exact && len(fs) != len(s.cols)):
 		return &ParseError{Err: fmt.Errorf("%d fields, want %d: %w", len(fs), len(s.cols), ErrSyntax)}
 	}
 	v, pe := l.rating(trimField(fs[s.rating]))
@@ -131,10 +141,14 @@ func (l *loader) dataLine(s *lineSpec, line []byte) *ParseError {
 
 // rating parses and checks a rating field.
 func (l *loader) rating(b []byte) (float32, *ParseError) {
-	v, ok := parseFloat32(b)
+	v, ok, huge := parseFloat32(b)
 	switch {
 	case !ok:
-		return 0, &ParseError{Field: "rating", Err: fmt.Errorf("value %q: %w", b, ErrSyntax)}
+		return 0, &ParseError{Field: "rating", Err: fmt.Errorf("value %q is not a decimal number: %w", b, ErrSyntax)}
+	case huge && l.check:
+		return 0, &ParseError{Field: "rating", Err: fmt.Errorf("value %q outside scale %v: %w", b, l.scale, ErrRange)}
+	case huge:
+		return 0, &ParseError{Field: "rating", Err: fmt.Errorf("value %q outside any scale: beyond ±3.4e38, the range of a rating: %w", b, ErrRange)}
 	case !finite(v):
 		return 0, &ParseError{Field: "rating", Err: fmt.Errorf("value %q is not finite: %w", b, ErrRange)}
 	case l.check && !l.scale.Contains(v):
@@ -155,8 +169,16 @@ func (l *loader) ids(user, item []byte) (u, i int32, pe *ParseError) {
 	if l.frozen && l.b.items.find(item) < 0 {
 		return 0, 0, &ParseError{Field: "item", Err: fmt.Errorf("ID %q not in the full dataset: %w", item, ErrRange)}
 	}
+	if l.catalog {
+		if i = l.b.items.find(item); i < 0 {
+			return 0, 0, &ParseError{Field: "item", Err: fmt.Errorf("ID %q is not among the %d items of %s: %w", item, len(l.b.items.ids), l.catalogName, ErrRange)}
+		}
+	}
 	if u, pe = l.index(&l.b.users, user, "user"); pe != nil {
 		return 0, 0, pe
+	}
+	if l.catalog {
+		return u, i, nil
 	}
 	i, pe = l.index(&l.b.items, item, "item")
 	return u, i, pe

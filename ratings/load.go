@@ -22,9 +22,16 @@ type LoadOptions struct {
 	// for any run of blanks. Setting Delimiter or Columns with FormatAuto
 	// selects FormatDelimited.
 	Delimiter string
-	// Columns is the column order of a delimited file, like
-	// "item,user,rating,timestamp"; "-" names an ignored column; columns
-	// beyond the list are ignored. Default "user,item,rating".
+	// Columns is the column order of a delimited file without a header,
+	// like "item,user,rating,timestamp"; "-" names an ignored column;
+	// columns beyond the list are ignored. Default "user,item,rating".
+	//
+	// A delimited (or mlcsv) file with a header is read by the header's
+	// names instead (see HeaderNames: "userId", "item_id", "score", "ts",
+	// ...; unknown names are ignored columns): it must name a user, an
+	// item and a rating column, and every line must have as many fields as
+	// the header. Columns given for a file with a header are used, but must
+	// put every column the header names where the header does.
 	Columns string
 	// Header says whether the first line is a header (not used by Netflix).
 	Header HeaderMode

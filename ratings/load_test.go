@@ -635,7 +635,8 @@ func TestHeaderModes(t *testing.T) {
 		{"auto with header", withHeader, HeaderAuto, 2, nil},
 		{"auto without header", noHeader, HeaderAuto, 2, nil},
 		{"yes with header", withHeader, HeaderYes, 2, nil},
-		{"yes without header", noHeader, HeaderYes, 1, nil},
+		// A header must name the columns; "a,x,1" names none.
+		{"yes without header", noHeader, HeaderYes, 0, ErrFormat},
 		{"no with header", withHeader, HeaderNo, 0, ErrSyntax},
 		{"no without header", noHeader, HeaderNo, 2, nil},
 		{"auto, bad first rating", "7,x,bad\nb,x,2\n", HeaderAuto, 0, ErrSyntax},

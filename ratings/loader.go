@@ -14,13 +14,16 @@ type fileSpan struct {
 
 // loader parses rating streams into a Builder.
 type loader struct {
-	opt      LoadOptions
-	rep      *LoadReport
-	b        *Builder
-	frozen   bool    // IDs must already be in b (OfficialSplit)
-	lines    []int32 // line number of each rating
-	files    []fileSpan
-	examples []example
+	opt     LoadOptions
+	rep     *LoadReport
+	b       *Builder
+	frozen  bool // IDs must already be in b (OfficialSplit)
+	catalog bool // item IDs must already be in b (LoadForItems)
+
+	catalogName string  // names the items of a catalog load in errors
+	lines       []int32 // line number of each rating
+	files       []fileSpan
+	examples    []example
 
 	scale    Scale
 	check    bool // check values against scale while parsing
@@ -163,13 +166,17 @@ func (l *loader) lineSpec(f Format, in *input) (spec lineSpec, blank bool, err e
 		return lineSpec{}, false, nil
 	case FormatDelimited:
 		return l.delimitedSpec(in)
+	case FormatMLCSV:
+		spec, err = l.withHeader(in, specFor(f), false)
+		return spec, false, err
 	}
 	return specFor(f), false, nil
 }
 
-// delimitedSpec returns the lineSpec of a delimited input: the columns and
-// delimiter of the options, the delimiter detected from the head if unset.
-// blank is as for lineSpec.
+// delimitedSpec returns the lineSpec of a delimited input: the delimiter of
+// the options, detected from the head if unset; the columns named by a
+// header, else those of the options (see withHeader). blank is as for
+// lineSpec.
 func (l *loader) delimitedSpec(in *input) (spec lineSpec, blank bool, err error) {
 	cols, err := parseColumns(l.opt.Columns)
 	if err != nil {
@@ -186,7 +193,8 @@ func (l *loader) delimitedSpec(in *input) (spec lineSpec, blank bool, err error)
 			return lineSpec{}, false, &ParseError{File: in.name, Err: fmt.Errorf("cannot detect the delimiter (tried tab, comma, ::, |, ;, space) for %d columns: %w", len(cols), ErrFormat)}
 		}
 	}
-	return newSpec(delim, cols, false), false, nil
+	spec, err = l.withHeader(in, newSpec(delim, cols, false), l.opt.Columns != "")
+	return spec, false, err
 }
 
 // grow makes room for n more ratings.

@@ -59,4 +59,21 @@ func TestRecommendFoldIn(t *testing.T) {
 	if _, _, err := run(t, "recommend", "--model", mp, "--ratings", bad); err == nil || !strings.Contains(err.Error(), "999999999") {
 		t.Fatalf("unknown item: %v", err)
 	}
+	// An unknown item among known ones: an error naming file, line and
+	// item; under --skip-bad a skipped line, counted.
+	some := filepath.Join(dir, "some.csv")
+	if err := os.WriteFile(some, []byte("userId,movieId,rating\nme,1,5\nme,999999999,5\nme,318,4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run(t, "recommend", "--model", mp, "--ratings", some)
+	if err == nil || !strings.Contains(err.Error(), "some.csv:3") || !strings.Contains(err.Error(), `"999999999"`) || !strings.Contains(err.Error(), "--skip-bad") {
+		t.Fatalf("unknown item: %v", err)
+	}
+	out, errOut, err = run(t, "recommend", "--model", mp, "--ratings", some, "--skip-bad", "-n", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut, "skipped 1 bad line(s) of 3") || !strings.HasPrefix(out, "rank  item") || strings.Count(out, "\n") != 4 {
+		t.Errorf("--skip-bad: stdout\n%s\nstderr\n%s", out, errOut)
+	}
 }

@@ -241,12 +241,12 @@ before.`,
 	f.StringVar(&codeFile, "code-file", "", "with --ratings: file holding a one-time enrolment code")
 	f.StringVar(&simulate, "simulate", "", "take part as the users of --data's training part: all, or the first N")
 	f.StringVar(&split, "split", "random:0.9", "how to split --data into the users' training ratings and the test part")
-	f.Uint64Var(&seed, "seed", 1, "reproducible test mode: seed of the split, the users' state and their noise (the server needs --seed too)")
+	f.Uint64Var(&seed, "seed", 0, "reproducible test mode: seed of the split, the users' state and their noise (the server needs --seed too); unset: crypto randomness, split seed 1")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
 	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
 	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (user,item,rating; one user) and print their recommendations")
-	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print")
+	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print (as privrec recommend does: score is the raw score that ranks, rating the score clamped to the scale)")
 	f.BoolVar(&insecure, "insecure", false, "send plain uploads to a server that does not run secure aggregation for a method whose privacy rests on it (the server reads every upload)")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	return cmd
@@ -332,15 +332,7 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(recs)
-	}
-	for _, r := range recs {
-		fmt.Fprintf(a.stdout, "%d\t%s\t%.2f\t%s\n", r.Rank, r.Item, r.Score, r.Title)
-	}
-	return nil
+	return printRecommendations(a.stdout, recs, asJSON)
 }
 
 // federatedNames lists the methods with a client/server protocol.

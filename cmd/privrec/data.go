@@ -48,7 +48,7 @@ func (a *app) dataInfoCmd() *cobra.Command {
 func (a *app) dataListCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List the datasets privrec knows by name",
+		Short: "List every dataset --data NAME resolves: the known ones and the folders of $PRIVREC_DATA and the fetch cache",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
@@ -62,6 +62,11 @@ func (a *app) dataListCmd() *cobra.Command {
 					where = in.Path
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", in.Name, where, in.Description)
+			}
+			// Every other name --data NAME resolves: the folders of
+			// $PRIVREC_DATA and the fetch cache.
+			for _, in := range datasets.Found() {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", in.Name, in.Path, in.Description)
 			}
 			return tw.Flush()
 		},

@@ -95,8 +95,43 @@ type evalReport struct {
 	// --rank); RelevantNote says it in words.
 	Relevant     *float64 `json:"relevant,omitempty"`
 	RelevantNote string   `json:"-"`
+	// RankNote says why a ranking-only method has no rating metrics.
+	RankNote string `json:"-"`
 	// TestFileReport describes the test file of --test or --split given.
 	*TestFileReport
+}
+
+// defaultRankK is the k of the ranking metrics of a ranking-only method
+// evaluated without --rank.
+const defaultRankK = 10
+
+// rankOnlyReport is the JSON of evaluate for a ranking-only method
+// (method.Spec.Ranks): the report without rmse, mse and mae, whose fields
+// it shadows, and a note saying why.
+type rankOnlyReport struct {
+	*evalReport
+	RMSE *float64      `json:"rmse,omitempty"`
+	MSE  *float64      `json:"mse,omitempty"`
+	MAE  *float64      `json:"mae,omitempty"`
+	Note string        `json:"note"`
+	Runs []rankOnlyRun `json:"runs"`
+}
+
+// rankOnlyRun is a run of a ranking-only method, without rating metrics.
+type rankOnlyRun struct {
+	*runResult
+	RMSE *float64 `json:"rmse,omitempty"`
+	MSE  *float64 `json:"mse,omitempty"`
+	MAE  *float64 `json:"mae,omitempty"`
+}
+
+func rankOnly(r *evalReport) rankOnlyReport {
+	out := rankOnlyReport{evalReport: r, Runs: make([]rankOnlyRun, len(r.Runs)),
+		Note: "ranking-only method: its scores order items and are not ratings, so it has no rmse, mse or mae"}
+	for k := range r.Runs {
+		out.Runs[k].runResult = &r.Runs[k]
+	}
+	return out
 }
 
 func (a *app) evaluateCmd() *cobra.Command {
@@ -150,6 +185,15 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 			if err != nil {
 				return err
 			}
+			ranks := mfl.spec.Ranks
+			if ranks {
+				if cmd.Flags().Changed("rank") && rankK <= 0 {
+					return fmt.Errorf("--rank %d: %s is a ranking-only method: its scores order items and are not ratings, so it has no RMSE; evaluate it by ranking metrics with --rank K (default %d)", rankK, mfl.spec.Name, defaultRankK)
+				}
+				if rankK <= 0 {
+					rankK = defaultRankK
+				}
+			}
 			if rankK > 0 && !cmd.Flags().Changed("relevant") {
 				relev = defaultRelevant(d.Scale)
 			}
@@ -183,9 +227,11 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 					e := eval.Rating(m, spl.Test)
 					res := runResult{Seed: s, Fold: fold, Train: spl.Train.Len(), Test: spl.Test.Len(),
 						RMSE: e.RMSE, MSE: e.MSE, MAE: e.MAE, TrainSeconds: secs}
-					metrics["rmse"] = append(metrics["rmse"], e.RMSE)
-					metrics["mse"] = append(metrics["mse"], e.MSE)
-					metrics["mae"] = append(metrics["mae"], e.MAE)
+					if !ranks {
+						metrics["rmse"] = append(metrics["rmse"], e.RMSE)
+						metrics["mse"] = append(metrics["mse"], e.MSE)
+						metrics["mae"] = append(metrics["mae"], e.MAE)
+					}
 					metrics["train_seconds"] = append(metrics["train_seconds"], secs)
 					if rankK > 0 {
 						rk := eval.Rank(m, spl.Train, rankable(spl.Train, spl.Test), rankK, float32(relev))
@@ -215,7 +261,13 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
+				if ranks {
+					return enc.Encode(rankOnly(&rep))
+				}
 				return enc.Encode(rep)
+			}
+			if ranks {
+				rep.RankNote = fmt.Sprintf("no RMSE, MSE or MAE: %s is a ranking-only method, its scores order items and are not ratings", mfl.spec.Name)
 			}
 			return printReport(a, &rep, rankK)
 		},
@@ -228,7 +280,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the split and the training")
 	cmd.Flags().IntVar(&repeats, "repeats", 1, "number of seeds to repeat over")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	cmd.Flags().IntVar(&rankK, "rank", 0, "also report precision, recall and NDCG at this k, and AUC (0: off)")
+	cmd.Flags().IntVar(&rankK, "rank", 0, fmt.Sprintf("also report precision, recall and NDCG at this k, and AUC (0: off; ranking-only methods such as bpr-sgld and sd-bprmf report only these, at k = %d by default)", defaultRankK))
 	cmd.Flags().Float64Var(&relev, "relevant", 0, "with --rank: a test rating at least this is relevant (default: the top quarter of the scale, min + 0.75·(max−min): 4 on 1–5)")
 	cmd.Flags().StringVar(&test, "test", "", "test on this rating file (read like --data, on its scale) after training on all of --data; not with --split")
 	return cmd
@@ -242,6 +294,9 @@ func printReport(a *app, r *evalReport, rankK int) error {
 	}
 	if r.RelevantNote != "" {
 		fmt.Fprintln(a.stdout, r.RelevantNote)
+	}
+	if r.RankNote != "" {
+		fmt.Fprintln(a.stdout, r.RankNote)
 	}
 	if p := r.Privacy; p != nil && p.Unit != "none" {
 		fmt.Fprintf(a.stdout, "privacy: protects %s, trusts %s; ε per round %.4g, in total %.4g", p.Unit, p.Trusted, p.EpsRound, p.EpsTotal)
@@ -257,6 +312,9 @@ func printReport(a *app, r *evalReport, rankK int) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "metric\tmean\tstd\tn")
 	keys := []string{"rmse", "mse", "mae"}
+	if r.RankNote != "" {
+		keys = nil
+	}
 	if rankK > 0 {
 		keys = append(keys, "precision", "recall", "ndcg", "auc")
 	}

@@ -111,11 +111,7 @@ quick: overrides (fewer seeds, epochs, sweep points, a small dataset).`,
 				}
 			}
 			if out == "" {
-				name := s.Name
-				if quick {
-					name += "-quick"
-				}
-				out = filepath.Join("docs", "results", name)
+				out = resultsDir(s.Name, quick)
 			}
 			if miss := s.Missing(); len(miss) > 0 {
 				fmt.Fprintf(a.stderr, "privrec: %s: not built yet, skipped: %s\n", s.Name, strings.Join(miss, ", "))
@@ -134,9 +130,32 @@ quick: overrides (fewer seeds, epochs, sweep points, a small dataset).`,
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "apply the spec's quick overrides")
 	cmd.Flags().StringSliceVar(&only, "datasets", nil, "run only these of the spec's datasets (comma-separated)")
-	cmd.Flags().StringVar(&out, "out", "", "output folder (default docs/results/NAME, or NAME-quick with --quick)")
+	cmd.Flags().StringVar(&out, "out", "", "output folder (default: where the committed report is, docs/results/PAPER/REST for PAPER-REST (hdpmf-table3: docs/results/hdpmf/table3), else docs/results/NAME; with --quick the folder's name ends in -quick)")
 	cmd.Flags().StringVar(&dataRoot, "data-root", "", "folder searched first for datasets by name (ROOT/ml-1m)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "cells run at once (default: cores / --method-workers)")
 	cmd.Flags().IntVar(&methodWork, "method-workers", 1, "the workers parameter of each method")
 	return cmd
+}
+
+// paperPrefixes are the experiment-name prefixes whose results sit in a
+// folder per paper under docs/results.
+var paperPrefixes = []string{"hdpmf", "ldp-op", "multivendor", "pdp-pmf", "sdcf"}
+
+// resultsDir is the default output folder of experiment name: where its
+// committed report is, docs/results/PAPER/REST for PAPER-REST
+// ("hdpmf-table3": docs/results/hdpmf/table3), else docs/results/NAME;
+// with quick, the last element ends in -quick, away from the committed
+// results.
+func resultsDir(name string, quick bool) string {
+	dir := filepath.Join("docs", "results", name)
+	for _, p := range paperPrefixes {
+		if rest, ok := strings.CutPrefix(name, p+"-"); ok && rest != "" {
+			dir = filepath.Join("docs", "results", p, rest)
+			break
+		}
+	}
+	if quick {
+		dir += "-quick"
+	}
+	return dir
 }

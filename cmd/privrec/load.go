@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,8 +26,8 @@ func (f *dataFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.data, "data", "ml-latest-small", "dataset: a built-in name (ml-latest-small), a name under $PRIVREC_DATA or the fetch cache (ml-100k, ml-1m, ...), a file or a folder")
 	fs.StringVar(&f.format, "format", "", "file format: ml100k, ml1m, mlcsv, netflix, delimited (default: detected)")
 	fs.StringVar(&f.delimiter, "delimiter", "", `field separator of a delimited file (default: detected; use "\t" for tab)`)
-	fs.StringVar(&f.columns, "columns", "", `column order of a delimited file, e.g. "user,item,rating,timestamp" ("-" skips a column)`)
-	fs.StringVar(&f.header, "header", "auto", "whether a delimited file has a header line: auto, yes, no")
+	fs.StringVar(&f.columns, "columns", "", `column order of a delimited file without a header, e.g. "user,item,rating,timestamp" ("-" skips a column); a file with a header is read by its names (userId, movieId, rating, timestamp, ...), and --columns given with one must agree with it`)
+	fs.StringVar(&f.header, "header", "auto", "whether a delimited file starts with a header naming its columns: auto (a first line without numbers), yes, no")
 	fs.StringVar(&f.scale, "scale", "", `the public rating scale "min,max[,step]" (default: the format's or the dataset's published scale; else inferred from the ratings, which private methods refuse)`)
 	fs.BoolVar(&f.skipBad, "skip-bad", false, "skip malformed, out-of-scale and duplicate lines (and report how many) instead of failing")
 	fs.IntVar(&f.minUser, "min-user-ratings", 0, "drop users with fewer ratings (repeated with --min-item-ratings until stable)")
@@ -89,18 +90,18 @@ func (a *app) load(f *dataFlags) (*ratings.Dataset, error) {
 	}
 	d, rep, err := datasets.Open(f.data, opt)
 	if err != nil {
+		if errors.Is(err, ratings.ErrDuplicate) && f.columns == "" && !f.skipBad {
+			// A headerless file read as user,item,rating whose columns are
+			// in another order repeats "pairs" everywhere.
+			return nil, &hintError{msg: err.Error() + "; if the file's columns are not user,item,rating in that order, name them in a header line (user,item,rating,...) or give --columns (e.g. --columns item,rating,user); --skip-bad keeps the first of each pair", err: err}
+		}
 		return nil, withDataHint(err)
 	}
 	f.scaleFrom = scaleSource(f, d, rep)
 	if d.Scale.Inferred {
 		fmt.Fprintf(a.stderr, "privrec: %s: rating scale %v read off the ratings; private methods need it declared: --scale MIN,MAX[,STEP]\n", f.data, d.Scale.Declared())
 	}
-	if rep != nil && rep.Skipped > 0 {
-		fmt.Fprintf(a.stderr, "privrec: %s: skipped %d bad line(s) of %d\n", f.data, rep.Skipped, rep.Lines)
-		for _, e := range rep.Examples {
-			fmt.Fprintf(a.stderr, "  %v\n", e)
-		}
-	}
+	a.reportSkipped(f.data, rep)
 	if f.minUser > 0 || f.minItem > 0 {
 		n := d.Len()
 		d = ratings.MinCounts(d, f.minUser, f.minItem)

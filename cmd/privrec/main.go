@@ -69,6 +69,8 @@ The default dataset, ml-latest-small (MovieLens, GroupLens), is embedded.`,
 			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 		},
 	}
+	root.Version = readVersion().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -77,5 +79,6 @@ The default dataset, ml-latest-small (MovieLens, GroupLens), is embedded.`,
 	root.AddCommand(a.experimentCmd())
 	root.AddCommand(a.auditCmd())
 	root.AddCommand(a.serveCmd(), a.clientCmd(), a.ledgerCmd(), a.benchCmd(), a.enrollCodesCmd())
+	root.AddCommand(a.versionCmd())
 	return root
 }

@@ -48,6 +48,10 @@ func TestEvaluateJSONContract(t *testing.T) {
 	if d := rmse*rmse - mse; d > 1e-9 || d < -1e-9 {
 		t.Errorf("rmse² = %g but mse = %g", rmse*rmse, mse)
 	}
+	// summary's keys are lowercase like the rest: mean, std, n.
+	if sm, ok := rep["summary"].(map[string]any)["rmse"].(map[string]any); !ok || sm["mean"] != rmse || sm["n"] != 1.0 {
+		t.Errorf("summary.rmse = %v, want mean %g and n 1", rep["summary"], rmse)
+	}
 	if n := int(rep["ratings"].(float64)); n != 100836 {
 		t.Errorf("ratings = %d, want 100836", n)
 	}
@@ -193,8 +197,11 @@ func TestEveryMethodTrainsSavesAndRecommends(t *testing.T) {
 				t.Fatalf("%d recommendations, want 3", len(recs))
 			}
 			for _, r := range recs {
-				if !s.Ranks && (r.Score < m.Scale.Min || r.Score > m.Scale.Max) {
-					t.Errorf("score %v of item %s off the scale %v", r.Score, r.Item, m.Scale)
+				if s.Ranks != (r.Rating == nil) {
+					t.Errorf("item %s: rating %v for a method with Ranks %v", r.Item, r.Rating, s.Ranks)
+				}
+				if r.Rating != nil && (*r.Rating < m.Scale.Min || *r.Rating > m.Scale.Max) {
+					t.Errorf("rating %v of item %s off the scale %v", *r.Rating, r.Item, m.Scale)
 				}
 			}
 		})

@@ -101,7 +101,13 @@ type methodInfo struct {
 	Ranks   bool          `json:"ranks,omitempty"`
 	Limits  string        `json:"limits,omitempty"`
 	Privacy model.Privacy `json:"privacy"`
-	Config  []paramInfo   `json:"config"`
+	// DefaultEps is what the method spends at its defaults (nil for a
+	// non-private method).
+	DefaultEps *budgetInfo `json:"default_eps"`
+	// Serve is true when privrec serve runs the method (it has a
+	// client/server protocol, method.Spec.Federated).
+	Serve  bool        `json:"serve"`
+	Config []paramInfo `json:"config"`
 }
 
 // paramInfo is one hyperparameter in `privrec methods --json`.
@@ -120,8 +126,12 @@ func (a *app) methodsCmd() *cobra.Command {
 		Short: "List the methods, one name per line (--json: configs and claims)",
 		Long: `methods prints the name of every method, one per line, for scripts. With
 --json it prints each method's summary, its privacy claim (what one
-protected unit is, who is trusted) and its configuration: every parameter
-with its type, default and meaning.`,
+protected unit is, who is trusted; its eps_round and eps_total are 0, as a
+claim spends nothing), default_eps (ε of one round and in total at the
+defaults for that unit, with δ; null for a non-private method; a range
+where the spend depends on the data), serve (whether privrec serve runs
+it) and its configuration: every parameter with its type, default and
+meaning.`,
 		Example: `  for m in $(privrec methods); do privrec train --method $m --epochs 3 --out /tmp/m.model; done
   privrec methods --json`,
 		Args: cobra.NoArgs,
@@ -134,7 +144,8 @@ with its type, default and meaning.`,
 			}
 			var out []methodInfo
 			for _, s := range method.All() {
-				mi := methodInfo{Name: s.Name, Summary: s.Summary, Ranks: s.Ranks, Limits: s.Limits, Privacy: s.Claim, Config: []paramInfo{}}
+				mi := methodInfo{Name: s.Name, Summary: s.Summary, Ranks: s.Ranks, Limits: s.Limits, Privacy: s.Claim,
+					DefaultEps: budgetOf(s), Serve: s.Federated != nil, Config: []paramInfo{}}
 				for _, f := range s.Fields(s.New()) {
 					def := f.Value.Get()
 					if x, ok := def.(float64); ok && (math.IsNaN(x) || math.IsInf(x, 0)) {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,7 +67,11 @@ written whole or not at all.`,
 			if p := m.Privacy; p.Unit != "none" {
 				fmt.Fprintf(a.stdout, "privacy: protects %s, trusts %s; ε per round %.4g, in total %.4g\n", p.Unit, p.Trusted, p.EpsRound, p.EpsTotal)
 			}
-			if test != nil {
+			if test != nil && mfl.spec.Ranks {
+				rk := eval.Rank(m, train, rankable(train, test), defaultRankK, float32(defaultRelevant(train.Scale)))
+				fmt.Fprintf(a.stdout, "test (%d ratings): AUC %.4f  NDCG@%d %.4f (no RMSE: %s is a ranking-only method, its scores are not ratings)\n",
+					test.Len(), rk.AUC, defaultRankK, rk.NDCG, mfl.spec.Name)
+			} else if test != nil {
 				e := eval.Rating(m, test)
 				fmt.Fprintf(a.stdout, "test (%d ratings): RMSE %.4f  MAE %.4f\n", test.Len(), e.RMSE, e.MAE)
 			}
@@ -92,14 +94,16 @@ func (a *app) recommendCmd() *cobra.Command {
 		mine                  string
 		reg                   float64
 		n                     int
-		asJSON                bool
+		asJSON, skipBad       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "recommend",
 		Short: "Recommend items to a user from a saved model",
 		Long: `recommend prints the top-n items for a user (by the original user ID of
-the data the model was trained on), with scores on the rating scale. With
---data, the items the user has already rated there are excluded.
+the data the model was trained on). With --data, the items the user has
+already rated there are excluded.
+
+` + recsHelp + `
 
 --ratings FILE recommends instead for the one user whose ratings the file
 holds (user,item,rating CSV, items by the model's IDs, ratings on its
@@ -107,7 +111,10 @@ scale), folding the user in: the user's vector is fitted to those ratings
 against the model's item factors (ridge regression, --reg), here, and the
 rated items are excluded. This is how a server's published model (item
 factors only, privrec serve --out) recommends: the ratings stay with the
-user.`,
+user. The file is read like --data: by its header's names if it has one
+(userId,movieId,rating), else as user,item,rating. An item the model does
+not know is an error naming the file, line and item; --skip-bad skips such
+lines (and malformed ones) and says how many.`,
 		Example: `  privrec recommend --model model.prm --data ml-latest-small --user 1 -n 10
   privrec recommend --model served.prm --ratings my-ratings.csv -n 10`,
 		Args: cobra.NoArgs,
@@ -124,7 +131,7 @@ user.`,
 			}
 			var rated []string
 			if mine != "" {
-				if m, user, rated, err = a.foldIn(m, mine, reg); err != nil {
+				if m, user, rated, err = a.foldIn(m, mine, reg, skipBad); err != nil {
 					return err
 				}
 			} else if data != "" {
@@ -140,15 +147,7 @@ user.`,
 			if err != nil {
 				return fmt.Errorf("--user: %w (model %s)", err, modelPath)
 			}
-			if asJSON {
-				return json.NewEncoder(a.stdout).Encode(recs)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "rank\titem\tscore\ttitle")
-			for _, r := range recs {
-				fmt.Fprintf(tw, "%d\t%s\t%.3f\t%s\n", r.Rank, r.Item, r.Score, r.Title)
-			}
-			return tw.Flush()
+			return printRecommendations(a.stdout, recs, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&modelPath, "model", "", "model file written by privrec train")
@@ -158,34 +157,41 @@ user.`,
 	cmd.Flags().StringVar(&data, "data", "", "the ratings to exclude already-rated items from (usually the training data)")
 	cmd.Flags().IntVarP(&n, "n", "n", 10, "number of items")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&skipBad, "skip-bad", false, "with --ratings: skip lines whose item the model does not know, or that are malformed, and say how many")
 	cmd.MarkFlagRequired("model")
 	return cmd
 }
 
-// foldIn reads one user's ratings from path and returns m with that user
-// folded in, the user's ID and the IDs of the items rated.
-func (a *app) foldIn(m *model.Model, path string, reg float64) (*model.Model, string, []string, error) {
+// foldIn reads one user's ratings from path, read like --data (by its
+// header's names, else as user,item,rating) on the model's scale and
+// against its items, and returns m with that user folded in, the user's ID
+// and the IDs of the items rated. An item the model does not know is an
+// error naming the file, line and item, or under skipBad a skipped line,
+// counted on stderr.
+func (a *app) foldIn(m *model.Model, path string, reg float64, skipBad bool) (*model.Model, string, []string, error) {
 	sc := m.Scale.Declared()
-	df := dataFlags{data: path, format: "delimited", delimiter: ",", columns: "user,item,rating", header: "auto",
+	df := dataFlags{data: path, format: "delimited", header: "auto", skipBad: skipBad,
 		scale: fmt.Sprintf("%g,%g,%g", sc.Min, sc.Max, sc.Step)}
-	d, err := a.load(&df)
+	opt, err := df.options()
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("--ratings: %w", err)
 	}
+	d, rep, err := ratings.LoadForItems(path, m.ItemIDs, "the model", opt)
+	if err != nil {
+		if !skipBad {
+			return nil, "", nil, fmt.Errorf("--ratings: %w (--skip-bad skips such lines)", err)
+		}
+		return nil, "", nil, fmt.Errorf("--ratings: %w", err)
+	}
+	a.reportSkipped("--ratings "+path, rep)
 	if d.NumUsers() != 1 {
 		return nil, "", nil, fmt.Errorf("--ratings %s: ratings of %d users; the file holds one user's", path, d.NumUsers())
 	}
-	var items []int32
-	var rated []string
-	for _, i := range d.Items {
-		id := d.ItemIDs[i]
-		j, ok := m.ItemIndex(id)
-		if !ok {
-			return nil, "", nil, fmt.Errorf("--ratings %s: item %q is not in the model's %d items", path, id, m.NumItems)
-		}
-		items, rated = append(items, j), append(rated, id)
+	rated := make([]string, len(d.Items))
+	for k, i := range d.Items {
+		rated[k] = m.ItemIDs[i]
 	}
-	f, err := m.FoldIn(d.UserIDs[0], items, d.Values, reg)
+	f, err := m.FoldIn(d.UserIDs[0], d.Items, d.Values, reg)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("--ratings %s: %w", path, err)
 	}

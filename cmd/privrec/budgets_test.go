@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/privrec/privrec/method"
+)
+
+// TestDefaultBudgetsMatchResults checks the default ε of privrec methods
+// --json against the privacy the defaults experiment recorded for each
+// cell, and that every private method has one.
+func TestDefaultBudgetsMatchResults(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "..", "docs", "results", "defaults", "cells.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	type span struct{ r, t [2]float64 }
+	seen := map[string]*span{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var c struct {
+			Kind, Method string
+			Privacy      struct {
+				Unit     string
+				EpsRound float64 `json:"eps_round"`
+				EpsTotal float64 `json:"eps_total"`
+			}
+		}
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Kind != "test" || c.Privacy.Unit == "none" {
+			continue
+		}
+		s := seen[c.Method]
+		if s == nil {
+			s = &span{[2]float64{math.Inf(1), math.Inf(-1)}, [2]float64{math.Inf(1), math.Inf(-1)}}
+			seen[c.Method] = s
+		}
+		s.r = [2]float64{math.Min(s.r[0], c.Privacy.EpsRound), math.Max(s.r[1], c.Privacy.EpsRound)}
+		s.t = [2]float64{math.Min(s.t[0], c.Privacy.EpsTotal), math.Max(s.t[1], c.Privacy.EpsTotal)}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-5*math.Max(1, math.Abs(b)) }
+	for name, s := range seen {
+		b, ok := defaultBudgets[name]
+		if !ok {
+			t.Errorf("%s: measured but not in defaultBudgets", name)
+			continue
+		}
+		for k := range 2 {
+			if !near(b.Round[k], s.r[k]) || !near(b.Total[k], s.t[k]) {
+				t.Errorf("%s: table round %v total %v, results round %v total %v", name, b.Round, b.Total, s.r, s.t)
+				break
+			}
+		}
+	}
+	for _, s := range method.All() {
+		if _, ok := defaultBudgets[s.Name]; (s.Claim.Unit != "none") != ok {
+			t.Errorf("%s: claim unit %q, in defaultBudgets %v", s.Name, s.Claim.Unit, ok)
+		}
+	}
+}
+
+// TestDefaultBudgetsLive trains the cheap data-independent methods at
+// their defaults and checks what they spend is what methods --json says.
+func TestDefaultBudgetsLive(t *testing.T) {
+	for _, name := range []string{"dp-globalavg", "dp-itemavg", "dp-biases", "sd-bprmf"} {
+		out, _, err := run(t, "evaluate", "--data", "ml-latest-small", "--min-user-ratings", "1000", "--method", name, "--json")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var rep struct {
+			Privacy struct {
+				EpsRound float64 `json:"eps_round"`
+				EpsTotal float64 `json:"eps_total"`
+				Delta    float64
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := method.Lookup(name)
+		b := budgetOf(s)
+		p := rep.Privacy
+		if math.Abs(p.EpsRound-b.EpsRound) > 1e-6 || math.Abs(p.EpsTotal-b.EpsTotal) > 1e-6 || p.Delta != b.Delta {
+			t.Errorf("%s: spent round %g total %g δ %g; methods --json says %g, %g, %g", name, p.EpsRound, p.EpsTotal, p.Delta, b.EpsRound, b.EpsTotal, b.Delta)
+		}
+	}
+}

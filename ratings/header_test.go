@@ -1,0 +1,106 @@
+package ratings
+
+import (
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestHeaderLayouts checks that a delimited file with a header is read by
+// the header's names, whatever their order, spelling and company. Every
+// fixture holds the same three ratings.
+func TestHeaderLayouts(t *testing.T) {
+	want := []idRating{{"a", "x", 4}, {"a", "y", 2}, {"b", "x", 5}}
+	tests := []struct {
+		name, file string
+		opt        LoadOptions
+		format     Format
+	}{
+		{"reordered columns", "reordered.csv", LoadOptions{}, FormatDelimited},
+		{"timestamp before rating", "timestamp.csv", LoadOptions{}, FormatDelimited},
+		{"synonyms uid iid stars ts", "synonyms.tsv", LoadOptions{}, FormatDelimited},
+		{"quoted Book-Crossing names", "bookcrossing.csv", LoadOptions{}, FormatDelimited},
+		{"extra named fields", "extra_columns.csv", LoadOptions{}, FormatDelimited},
+		{"MovieLens header reordered", "mlcsv_reordered.csv", LoadOptions{}, FormatMLCSV},
+		{"header yes", "timestamp.csv", LoadOptions{Header: HeaderYes}, FormatDelimited},
+		{"explicit delimited format", "reordered.csv", LoadOptions{Format: FormatDelimited}, FormatDelimited},
+		// Explicit columns that agree with the header are used.
+		{"columns agreeing", "timestamp.csv", LoadOptions{Columns: "user,item,timestamp,rating"}, FormatDelimited},
+		{"columns agreeing, skipping", "timestamp.csv", LoadOptions{Columns: "user,item,-,rating"}, FormatDelimited},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, rep, err := Load(filepath.Join("testdata", "header", tc.file), tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLoaded(t, d, rep)
+			if got := idTriples(d); !reflect.DeepEqual(got, want) {
+				t.Errorf("ratings = %v, want %v", got, want)
+			}
+			if rep.Format != tc.format {
+				t.Errorf("format = %q, want %q", rep.Format, tc.format)
+			}
+		})
+	}
+}
+
+// TestQuotedFieldsWithDelimiter: a quoted field may hold the delimiter
+// (a title with a comma) without adding a field.
+func TestQuotedFieldsWithDelimiter(t *testing.T) {
+	d, rep, err := Load(filepath.Join("testdata", "header", "quoted_title.csv"), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLoaded(t, d, rep)
+	want := []idRating{{"1", "10", 4}, {"1", "11", 3}, {"2", "10", 5}}
+	if got := idTriples(d); !reflect.DeepEqual(got, want) {
+		t.Errorf("ratings = %v, want %v", got, want)
+	}
+	s := lineSpec{delim: ","}
+	for line, n := range map[string]int{`a,"b,c",d`: 3, `"a""b",c`: 2, `"a"x,b`: 2, `"open,b`: 2, `"a,b"`: 1, `x,"`: 2} {
+		if got := len(s.split(nil, []byte(line), 0)); got != n {
+			t.Errorf("split(%q): %d fields, want %d", line, got, n)
+		}
+	}
+}
+
+// TestHeaderErrors checks that a header naming no rating column, a row
+// that does not fit the header and columns that contradict the header are
+// errors naming file and line.
+func TestHeaderErrors(t *testing.T) {
+	tests := []struct {
+		name, file string
+		opt        LoadOptions
+		err        error
+		line       int
+		text       string // in the message
+	}{
+		{"no rating column", "no_rating.csv", LoadOptions{}, ErrFormat, 1, "names no rating column"},
+		{"row longer than header", "long_row.csv", LoadOptions{}, ErrSyntax, 3, "more fields than the header's 3"},
+		{"row shorter than header", "short_row.csv", LoadOptions{}, ErrSyntax, 3, "3 fields, the header has 4"},
+		{"column named twice", "dup_column.csv", LoadOptions{}, ErrFormat, 1, "both name the user column"},
+		{"columns contradict header", "timestamp.csv", LoadOptions{Columns: "user,item,rating"}, ErrFormat, 1, `put the rating in field 3`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join("testdata", "header", tc.file)
+			d, _, err := Load(path, tc.opt)
+			if err == nil {
+				t.Fatalf("no error; loaded %d ratings", d.Len())
+			}
+			if !errors.Is(err, tc.err) {
+				t.Errorf("err = %v, want %v", err, tc.err)
+			}
+			var pe *ParseError
+			if !errors.As(err, &pe) || pe.File != path || pe.Line != tc.line {
+				t.Errorf("err = %v, want a ParseError at %s:%d", err, path, tc.line)
+			}
+			if !strings.Contains(err.Error(), tc.text) {
+				t.Errorf("err = %v, want it to say %q", err, tc.text)
+			}
+		})
+	}
+}
