@@ -355,9 +355,10 @@ func (s *Server) ban(id uint32, why string) {
 }
 
 // awaitStep waits until every expected client sent its message of step,
-// or the deadline passed with enough of them for the protocol to go on.
-// Below the round's floor it waits up to maxWaits more deadlines (the
-// secagg server then refuses to go on below the floor).
+// or the deadline passed with enough of them for the protocol to go on:
+// the round's floor, or in the last step the shares that unmask the sum.
+// Short of that it waits up to maxWaits more deadlines (the secagg server
+// then refuses to go on).
 func (s *Server) awaitStep(ctx context.Context, sa *saRound, step int) error {
 	timer := time.NewTimer(s.cfg.RoundTimeout)
 	defer timer.Stop()
@@ -378,7 +379,13 @@ func (s *Server) awaitStep(ctx context.Context, sa *saRound, step int) error {
 		s.mu.Lock()
 		got = sa.got
 		s.mu.Unlock()
-		if got >= sa.floor || step == stepReveal || waits >= maxWaits {
+		// Enough to go on: the floor of vectors, or, when revealing,
+		// the shares that unmask the sum.
+		enough := got >= sa.floor
+		if step == stepReveal {
+			enough = sa.srv.Ready()
+		}
+		if enough || waits >= maxWaits {
 			s.log.Warn("secure aggregation step closed at its deadline", "step", step, "sent", got, "expected", want, "floor", sa.floor)
 			return nil
 		}

@@ -524,3 +524,32 @@ func TestServerRejectsWrongShares(t *testing.T) {
 		t.Fatalf("err = %v, want ErrShares", err)
 	}
 }
+
+// TestReady: the server is ready to unmask once every needed seed has T
+// revealed shares, and not before.
+func TestReady(t *testing.T) {
+	p := testParams(20, 8, 5, 32, 10)
+	in := randomInputs(rand.New(testRand(6)), p)
+	srv, cs, ur := runTo(t, p, in)
+	if srv.Ready() {
+		t.Fatal("ready before any share")
+	}
+	for k, r := range ur {
+		m, err := cs[r.To].Unmask(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.AddUnmask(m); err != nil {
+			t.Fatal(err)
+		}
+		if k < p.T-1 && srv.Ready() {
+			t.Fatalf("ready after %d answers, fewer than T = %d", k+1, p.T)
+		}
+	}
+	if !srv.Ready() {
+		t.Fatal("not ready with every answer")
+	}
+	if _, err := srv.Result(); err != nil {
+		t.Fatal(err)
+	}
+}

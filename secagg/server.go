@@ -594,6 +594,37 @@ func (s *Server) Result() ([]uint32, error) {
 	return out, nil
 }
 
+// Ready reports whether the shares revealed so far suffice for Result:
+// T of the self-mask seed of every survivor and of the mask-key seed of
+// every dropped client that a survivor masked with. It changes nothing,
+// so a caller can wait for more shares while it is false.
+func (s *Server) Ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stage != stageUnmask {
+		return false
+	}
+	for u := range s.p.N {
+		if s.in3[u] && lenHolders(s.self[uint32(u)]) < s.p.T {
+			return false
+		}
+	}
+	for v := range s.p.N {
+		if !s.sent[v] || s.in3[v] {
+			continue
+		}
+		for _, u := range s.g.Neighbours(uint32(v)) {
+			if s.in3[u] {
+				if lenHolders(s.mask[uint32(v)]) < s.p.T {
+					return false
+				}
+				break
+			}
+		}
+	}
+	return true
+}
+
 func lenHolders(s *shareSet) int {
 	if s == nil {
 		return 0
