@@ -211,8 +211,8 @@ func runAgainst(t *testing.T, method string, cfg map[string]string, script []*fe
 	spec, typed := configure(t, method, cfg)
 	h := &hostileServer{script: script, plan: &fedv1.HelloResponse{Method: method, Config: cfg,
 		Aggregation: aggregationName(spec.Federated.Aggregation(typed)),
-		Catalog: &fedv1.Catalog{ItemIds: d.ItemIDs},
-		Scale:   &fedv1.Scale{Min: float64(d.Scale.Min), Max: float64(d.Scale.Max), Step: float64(d.Scale.Step)}}}
+		Catalog:     &fedv1.Catalog{ItemIds: d.ItemIDs},
+		Scale:       &fedv1.Scale{Min: float64(d.Scale.Min), Max: float64(d.Scale.Max), Step: float64(d.Scale.Step)}}}
 	url, hc := serveHostile(t, h)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
