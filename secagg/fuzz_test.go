@@ -256,7 +256,9 @@ func FuzzClient(f *testing.F) {
 			return
 		}
 		d := &SharesDelivery{To: r.u32(), Shares: r.shares()}
-		if _, err := c.MaskedInput(d, r.u32s()); err != nil {
+		c.CheckShares(d) // reads no bytes: older seeds decode alike
+		x := r.u32s()
+		if _, err := c.MaskedInput(d, x); err != nil {
 			return
 		}
 		c.Unmask(&UnmaskRequest{To: r.u32(), Survivors: r.u32s(), Dropped: r.u32s()})
@@ -299,6 +301,8 @@ const (
 	opFinishMasked
 	opUnmask
 	opResult
+	opCheck // the check round; appended so that older seeds decode alike
+	opFinishCheck
 	numOps
 )
 
@@ -382,6 +386,11 @@ func FuzzServer(f *testing.F) {
 				s.AddUnmask(&UnmaskResponse{From: r.u32(), SelfShares: r.revealed(), MaskShares: r.revealed()})
 			case opResult:
 				s.Result()
+			case opCheck:
+				s.AddCheck(&ShareCheck{From: r.u32(), Reported: r.u32s()})
+			case opFinishCheck:
+				s.FinishCheck()
+				s.Ready()
 			}
 		}
 	})
