@@ -463,6 +463,7 @@ func (s *Server) waitEnrolment(ctx context.Context) error {
 			s.state = fedv1.RunState_RUN_STATE_RUNNING
 			started = true
 			s.log.Info("enrolment closed; run starts", "clients", len(s.enrolled), "parties", s.partiesLocked())
+			s.warnParties()
 		}
 		if started {
 			s.order = slices.Sorted(maps.Keys(s.enrolled))
@@ -885,6 +886,27 @@ func (s *Server) Parties() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.partiesLocked()
+}
+
+// warnParties warns, for a masked run, about every party that holds more
+// than the colluding fraction γ of the clients that secure aggregation
+// is provisioned for: the ids of one party (a vendor's token) count as
+// one party, so should it collude with the server, secure aggregation
+// hides from them only the other parties' clients. s.mu is held.
+func (s *Server) warnParties() {
+	if s.plan.Aggregation != "masked" || len(s.enrolled) == 0 {
+		return
+	}
+	held := map[string]int{}
+	for _, p := range s.party {
+		held[p]++
+	}
+	for p, n := range held {
+		if float64(n) > Collusion*float64(len(s.enrolled)) {
+			s.log.Warn("one party holds more of the clients than secure aggregation's collusion bound",
+				"party", p, "clients", n, "of", len(s.enrolled), "gamma", Collusion)
+		}
+	}
 }
 
 // partiesLocked is Parties with s.mu held.
