@@ -509,8 +509,9 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 			if res.Privacy.Aggregation != "masked" || res.Privacy.Noise != "skellam" {
 				t.Fatalf("privacy %+v", res.Privacy)
 			}
+			reg := prometheus.NewRegistry()
 			h := startServer(t, ServerConfig{Method: name, Config: cfg, Seed: 4, TestMode: true,
-				Catalog: catalogOf(d), StateDir: t.TempDir()}, "127.0.0.1:0")
+				Catalog: catalogOf(d), StateDir: t.TempDir(), Metrics: NewMetrics(reg)}, "127.0.0.1:0")
 			got, _ := runClients(t, h.dial(t, true, 4), spl.Train, 4)
 			if k := firstDiff(got.V, want.V); k >= 0 {
 				t.Fatalf("V[%d] = %v over the network, %v in process", k, got.V[k], want.V[k])
@@ -518,6 +519,17 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 			led, err := h.srv.Ledger()
 			if err != nil {
 				t.Fatal(err)
+			}
+			// One privacy figure: the ledger's running total by the
+			// method's accountant equals what the run reports.
+			if last := led[len(led)-1]; name == "hdpmf" {
+				if math.Abs(last.EpsTotal-res.Privacy.EpsTotal) > 1e-6*res.Privacy.EpsTotal || last.Delta != res.Privacy.Delta {
+					t.Errorf("ledger: ε %v at δ %v in total; the run reports %v at %v", last.EpsTotal, last.Delta, res.Privacy.EpsTotal, res.Privacy.Delta)
+				}
+				if g := gauge(t, reg, "privrec_epsilon_spent"); g != last.EpsTotal {
+					t.Errorf("/metrics privrec_epsilon_spent %v, the ledger's total %v", g, last.EpsTotal)
+				}
+				t.Logf("ε in total: ledger and /metrics %v, run %v (δ %v)", last.EpsTotal, res.Privacy.EpsTotal, last.Delta)
 			}
 			for _, e := range led {
 				if e.Phase == "train" && e.Coverage != 1 {
@@ -575,4 +587,20 @@ func maskedDropouts(t *testing.T, name string, d *ratings.Dataset, spl ratings.S
 	if released == 0 {
 		t.Error("no training round released")
 	}
+}
+
+// gauge returns the value of the gauge name in reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
 }

@@ -233,6 +233,8 @@ type Server struct {
 	skipped      string
 	// banned clients take no part in later masked rounds.
 	banned map[uint32]bool
+	// unbounded: a refused sum made the run's total ε unbounded.
+	unbounded bool
 	// members are the clients whose vectors are in the masked setup
 	// round's sum: only they take part in later masked rounds, whose sums
 	// are bounded by the setup's counts (nil: every client).
@@ -324,6 +326,14 @@ func (s *Server) restore() error {
 	if s.banned, err = s.st.bans(); err != nil {
 		return err
 	}
+	led, err := s.st.ledger()
+	if err != nil {
+		return err
+	}
+	for _, e := range led {
+		s.unbounded = s.unbounded || e.EpsTotal < 0
+	}
+	s.met.restore(led)
 	if have.Aggregation == "masked" {
 		ids, err := s.st.folded(0)
 		if err != nil {
@@ -541,6 +551,14 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 	case "masked":
 		if e.Skipped == "" && e.Refused == "" {
 			e.Coverage, e.Eps = s.maskedCoverage(info.Phase)
+		}
+	}
+	if sp, ok := s.srv.(protocol.Spent); ok {
+		if eps, delta, ok := sp.Spent(); ok {
+			e.EpsTotal, e.Delta = eps, delta
+			if e.Refused != "" || s.unbounded || math.IsInf(eps, 1) || math.IsNaN(eps) {
+				e.EpsTotal, s.unbounded = -1, true
+			}
 		}
 	}
 	s.mu.Unlock()

@@ -318,7 +318,15 @@ type LedgerEntry struct {
 	// released its sum): its secure aggregation failed after masked
 	// vectors were sent, or a restart interrupted it. The method folded
 	// an empty round; no ε was spent.
-	Skipped string `json:"skipped,omitempty"`
+	// EpsTotal and Delta are, for a method that accounts on the server
+	// (protocol.Spent: HDPMF and HDPMF-R on the integer path), the ε at δ
+	// spent by every round released so far, composed by the method's own
+	// accountant with the noise that actually arrived: the run's one
+	// privacy figure, which /metrics' privrec_epsilon_spent shows too.
+	// -1 once a sum was refused (no finite bound); 0 when not accounted.
+	EpsTotal float64 `json:"eps_total,omitempty"`
+	Delta    float64 `json:"delta,omitempty"`
+	Skipped  string  `json:"skipped,omitempty"`
 	// Refused says why a masked round's unmasked sum was refused: it was
 	// outside the bounds honest clients keep (protocol.ErrOutOfBounds),
 	// so one or more clients lied; the method folded an empty round. The

@@ -207,6 +207,43 @@ func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
 	return nil
 }
 
+// account adds the training round just aggregated to the composed RDP
+// curve, with the noise that arrived (NoiseCoverage at the broadcast's
+// ρ). A round that folded no arrival (skipped, or its sum refused) adds
+// nothing here; the deployment records a refused sum as unbounded.
+func (s *server) account() {
+	m := s.noise
+	if m == nil || s.plain {
+		return
+	}
+	cov, _, ok := s.NoiseCoverage(s.b.Param(protocol.ParamMinShare, 1))
+	if !ok {
+		return
+	}
+	if s.spent == nil {
+		s.spent = make(rdp.Curve, len(rdp.Orders))
+	}
+	s.spent = rdp.Compose(s.spent, rdp.SkellamCurve(cov*m.mu, m.l1, m.l2))
+}
+
+// Spent implements protocol.Spent for HDPMF and HDPMF-R on the integer
+// path: the Rényi composition of the released training rounds, each with
+// the noise that arrived, converted to ε at the configured δ, for a rating
+// of weight 1. With every share arriving in every round it is the run's
+// T·ε up to the calibration's precision. DPMF and PDPMF calibrate μ on the
+// clients' data, so the server cannot account them (ok false).
+func (s *server) Spent() (eps, delta float64, ok bool) {
+	m := s.noise
+	if m == nil || s.plain {
+		return 0, 0, false
+	}
+	if s.spent == nil {
+		return 0, m.delta, true
+	}
+	eps, _ = rdp.ToDP(s.spent, m.delta)
+	return eps, m.delta, true
+}
+
 // NoiseCoverage implements protocol.NoiseCoverage for the integer path:
 // each rater of item j drew its Skellam share for ⌊rho·n_j⌋ of the n_j
 // raters counted at setup, so the last round's noise at item j is

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/privrec/privrec/accountant"
+	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/internal/vec"
 	"math"
@@ -525,6 +526,9 @@ type server struct {
 	// HDPMF-R (nil otherwise: DPMF and PDPMF calibrate on the clients'
 	// data), for NoiseCoverage's ε.
 	noise *masking
+	// spent composes, in Rényi DP, the released training rounds of the
+	// integer path with the noise that arrived in each (Spent).
+	spent rdp.Curve
 	// chk bounds the masked sums (CheckSum), nil off the integer path.
 	chk *sumCheck
 }
@@ -676,6 +680,7 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 		if s.b.Phase == protocol.PhaseSetup {
 			return nil
 		}
+		s.account()
 		s.step(round)
 		return nil
 	}
@@ -756,12 +761,13 @@ type snapshot struct {
 	Dim, NumItems, Round int
 	V                    []float32
 	Counts               []int32
+	Spent                []float64 // the integer path's composed RDP curve, nil before a release
 }
 
 // MarshalBinary returns the server's state: a version byte, then the gob
 // encoding of a snapshot.
 func (s *server) MarshalBinary() ([]byte, error) {
-	return protocol.EncodeSnapshot(snapshotVersion, snapshot{Dim: s.k, NumItems: s.numItems, Round: s.round, V: s.v, Counts: s.counts})
+	return protocol.EncodeSnapshot(snapshotVersion, snapshot{Dim: s.k, NumItems: s.numItems, Round: s.round, V: s.v, Counts: s.counts, Spent: s.spent})
 }
 
 // UnmarshalBinary restores a state from MarshalBinary into s, a server
@@ -780,8 +786,12 @@ func (s *server) UnmarshalBinary(data []byte) error {
 	case x.Round < 0 || x.Round > s.cfg.Rounds+2:
 		return fmt.Errorf("hdpmf: server snapshot at round %d, outside 0..%d", x.Round, s.cfg.Rounds+2)
 	}
+	if x.Spent != nil && len(x.Spent) != len(rdp.Orders) {
+		return fmt.Errorf("hdpmf: server snapshot: an RDP curve of %d orders, want %d", len(x.Spent), len(rdp.Orders))
+	}
 	copy(s.v, x.V)
 	copy(s.counts, x.Counts)
 	s.round = x.Round
+	s.spent = x.Spent
 	return nil
 }

@@ -88,3 +88,11 @@ const ParamMinShare = "secagg-min-share"
 type NoiseCoverage interface {
 	NoiseCoverage(rho float64) (coverage, eps float64, ok bool)
 }
+
+// Spent is a server that accounts, by the method's own accountant, the
+// privacy its released rounds spent so far with the noise that actually
+// arrived (Rényi DP for the integer path, at the method's δ). ok is false
+// when the method does not account on the server.
+type Spent interface {
+	Spent() (eps, delta float64, ok bool)
+}

@@ -100,6 +100,14 @@ ledger of a running one (its public /ledger route).`,
 				fmt.Fprintf(a.stdout, "training rounds: %d, %.3f s each on average: %.1f rounds/min, %.0f uploads/s\n",
 					n, secs/float64(n), 60*float64(n)/secs, float64(ups)/secs)
 			}
+			if len(led) > 0 {
+				switch last := led[len(led)-1]; {
+				case last.EpsTotal < 0:
+					fmt.Fprintln(a.stdout, "ε in total: unbounded (a sum was refused as out of bounds: a client lied about its vector and its noise)")
+				case last.EpsTotal > 0:
+					fmt.Fprintf(a.stdout, "ε in total: %.4g at δ = %g (the method's Rényi accountant, with the noise that arrived in each released round)\n", last.EpsTotal, last.Delta)
+				}
+			}
 			if len(led) > 0 && led[len(led)-1].Parties > 0 {
 				e := led[len(led)-1]
 				fmt.Fprintf(a.stdout, "parties: %d among %d clients (a one-time code's client is one; the vendor token's clients are one together)\n",
