@@ -333,7 +333,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tc *tls.Config, g p
 	shutdown := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = hs.Shutdown(sctx)
+		if hs.Shutdown(sctx) != nil {
+			_ = hs.Close() // calls still running after the grace period
+		}
 	}
 	runErr := make(chan error, 1)
 	go func() { runErr <- s.Run(ctx) }()

@@ -221,6 +221,16 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 		s.mu.Unlock()
 	}()
 
+	// However the session ends, no client stays waiting in it: a session
+	// left early (the server stopping) releases its waiters with an error.
+	defer func() {
+		s.mu.Lock()
+		open := sa.err == nil && sa.step < numSteps
+		s.mu.Unlock()
+		if open {
+			s.abort(sa, b.Round, errors.New("the server is stopping"))
+		}
+	}()
 	sent := false // a masked vector may have been taken
 	fail := func(step int, err error) ([]*protocol.Upload, bool, error) {
 		s.abort(sa, b.Round, err)
