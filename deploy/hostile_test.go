@@ -31,18 +31,9 @@ func hostileRun(t *testing.T, d *ratings.Dataset, train *ratings.Dataset, attack
 	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: seed, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), MinClients: train.NumUsers() + 1, RoundTimeout: 3 * time.Second, MinParticipants: 0.5, MaxUploadBytes: 1 << 20},
 		"127.0.0.1:0")
-	hc, err := HTTPClient(h.ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := federationv1connect.NewFederationServiceClient(hc, h.url)
+	hc, api, cred := enrolAttacker(t, h, attackerID)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	resp, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{attackerID}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred := resp.Msg.GetCredentials()[0].GetToken()
 	codes := map[string]connect.Code{}
 	var wg sync.WaitGroup
 	if attack {
@@ -205,4 +196,21 @@ func TestHostileClientsAndDropouts(t *testing.T) {
 		t.Fatalf("test RMSE %.4f with 30%% dropouts, %.4f without", got, ref)
 	}
 	t.Logf("test RMSE %.4f with 30%% dropouts and an attacker, %.4f in process without dropouts", got, ref)
+}
+
+// enrolAttacker enrols one more client, id, with the vendor token on h's
+// server and returns an HTTP client and API that trust it, and the
+// attacker's credential.
+func enrolAttacker(t *testing.T, h *harness, id uint32) (*http.Client, federationv1connect.FederationServiceClient, string) {
+	t.Helper()
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := federationv1connect.NewFederationServiceClient(hc, h.url)
+	resp, err := api.Enroll(context.Background(), connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{id}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hc, api, resp.Msg.GetCredentials()[0].GetToken()
 }

@@ -401,18 +401,9 @@ func TestRedTeamBadNeighbour(t *testing.T) {
 			const attacker = 1 << 20
 			h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 6, TestMode: true, Catalog: catalogOf(d),
 				StateDir: t.TempDir(), MinClients: spl.Train.NumUsers() + 1, RoundTimeout: 2 * time.Second, MinParticipants: 0.9}, "127.0.0.1:0")
-			hc, err := HTTPClient(h.ca)
-			if err != nil {
-				t.Fatal(err)
-			}
-			api := federationv1connect.NewFederationServiceClient(hc, h.url)
+			_, api, cred := enrolAttacker(t, h, attacker)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			resp, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{attacker}}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cred := resp.Msg.GetCredentials()[0].GetToken()
 			var codes []connect.Code
 			var absent int
 			var wg sync.WaitGroup
@@ -575,18 +566,9 @@ func TestRedTeamOutOfBounds(t *testing.T) {
 			cat := catalogOf(d)
 			h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 6, TestMode: true, Catalog: cat,
 				StateDir: t.TempDir(), MinClients: spl.Train.NumUsers() + 1, RoundTimeout: 30 * time.Second}, "127.0.0.1:0")
-			hc, err := HTTPClient(h.ca)
-			if err != nil {
-				t.Fatal(err)
-			}
-			api := federationv1connect.NewFederationServiceClient(hc, h.url)
+			_, api, cred := enrolAttacker(t, h, attacker)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			resp, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{attacker}}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cred := resp.Msg.GetCredentials()[0].GetToken()
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {

@@ -264,20 +264,14 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 			if err != nil {
 				return fail(step, err)
 			}
-			sa.keys = map[uint32]*secagg.KeysBroadcast{}
-			for _, m := range kb {
-				sa.keys[m.To] = m
-			}
+			sa.keys = byRecipient(kb, func(m *secagg.KeysBroadcast) uint32 { return m.To })
 			next = len(kb)
 		case stepShares:
 			sd, err := srv.FinishShares()
 			if err != nil {
 				return fail(step, err)
 			}
-			sa.shares = map[uint32]*secagg.SharesDelivery{}
-			for _, m := range sd {
-				sa.shares[m.To] = m
-			}
+			sa.shares = byRecipient(sd, func(m *secagg.SharesDelivery) uint32 { return m.To })
 			next = len(sd)
 		case stepCheck:
 			ex, err := srv.FinishCheck()
@@ -285,20 +279,14 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 			if err != nil {
 				return fail(step, err)
 			}
-			sa.checked = map[uint32]*secagg.SharesDelivery{}
-			for _, m := range ex {
-				sa.checked[m.To] = m
-			}
+			sa.checked = byRecipient(ex, func(m *secagg.SharesDelivery) uint32 { return m.To })
 			next = len(ex)
 		case stepMasked:
 			ur, err := srv.FinishMaskedInput()
 			if err != nil {
 				return fail(step, err)
 			}
-			sa.unmask = map[uint32]*secagg.UnmaskRequest{}
-			for _, m := range ur {
-				sa.unmask[m.To] = m
-			}
+			sa.unmask = byRecipient(ur, func(m *secagg.UnmaskRequest) uint32 { return m.To })
 			next = len(ur)
 		case stepReveal:
 			if sum, err = srv.Result(); err != nil {
@@ -613,6 +601,15 @@ func fromWireRevealed(in []*fedv1.SecAggRevealed) []secagg.RevealedShare {
 	var out []secagg.RevealedShare
 	for _, r := range in {
 		out = append(out, secagg.RevealedShare{Owner: r.GetOwner(), Share: r.GetShare()})
+	}
+	return out
+}
+
+// byRecipient indexes a step's messages by the client they are for.
+func byRecipient[M any](ms []M, to func(M) uint32) map[uint32]M {
+	out := make(map[uint32]M, len(ms))
+	for _, m := range ms {
+		out[to(m)] = m
 	}
 	return out
 }
