@@ -235,6 +235,8 @@ type Server struct {
 	banned map[uint32]bool
 	// unbounded: a refused sum made the run's total ε unbounded.
 	unbounded bool
+	// epsTotal and delta are the last ledger entry's total ε and δ.
+	epsTotal, delta float64
 	// members are the clients whose vectors are in the masked setup
 	// round's sum: only they take part in later masked rounds, whose sums
 	// are bounded by the setup's counts (nil: every client).
@@ -332,6 +334,7 @@ func (s *Server) restore() error {
 	}
 	for _, e := range led {
 		s.unbounded = s.unbounded || e.EpsTotal < 0
+		s.epsTotal, s.delta = e.EpsTotal, e.Delta
 	}
 	s.met.restore(led)
 	if have.Aggregation == "masked" {
@@ -553,14 +556,7 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 			e.Coverage, e.Eps = s.maskedCoverage(info.Phase)
 		}
 	}
-	if sp, ok := s.srv.(protocol.Spent); ok {
-		if eps, delta, ok := sp.Spent(); ok {
-			e.EpsTotal, e.Delta = eps, delta
-			if e.Refused != "" || s.unbounded || math.IsInf(eps, 1) || math.IsNaN(eps) {
-				e.EpsTotal, s.unbounded = -1, true
-			}
-		}
-	}
+	s.account(&e)
 	s.mu.Unlock()
 	if e.Refused != "" {
 		s.log.Error("unmasked sum out of bounds: refused, nothing released", "round", e.Round, "err", e.Refused)
@@ -576,6 +572,40 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 	s.log.Info("round folded", "round", e.Round, "phase", e.Phase, "participants", e.Participants,
 		"enrolled", e.Enrolled, "uploads", e.Uploads, "seconds", e.Seconds)
 	return nil
+}
+
+// account fills e's privacy figures, so that every private round carries
+// its ε and every entry the run's total so far: the round's ε alone from
+// the method when it reports one (protocol.RoundSpent) and nothing set it
+// from the noise that arrived; the total from the method's own accountant
+// (protocol.Spent), or else the rounds' ε added up (basic composition, an
+// upper bound). The total is -1 from the first round without a finite
+// bound on. s.mu is held.
+func (s *Server) account(e *LedgerEntry) {
+	released := e.Skipped == "" && e.Refused == ""
+	if rs, ok := s.srv.(protocol.RoundSpent); ok && released && e.Eps == 0 {
+		if eps, ok := rs.RoundSpent(); ok {
+			e.Eps = eps
+			if math.IsInf(eps, 1) || math.IsNaN(eps) {
+				e.Eps = -1
+			}
+		}
+	}
+	sp, ok := s.srv.(protocol.Spent)
+	var eps, delta float64
+	if ok {
+		eps, delta, ok = sp.Spent()
+	}
+	switch {
+	case ok:
+		e.EpsTotal, e.Delta = eps, delta
+	case e.Eps != 0 || s.epsTotal != 0:
+		e.EpsTotal, e.Delta = s.epsTotal+max(e.Eps, 0), s.delta
+	}
+	if e.Refused != "" || e.Eps < 0 || s.unbounded || math.IsInf(e.EpsTotal, 1) || math.IsNaN(e.EpsTotal) {
+		e.EpsTotal, s.unbounded = -1, true
+	}
+	s.epsTotal, s.delta = e.EpsTotal, e.Delta
 }
 
 // maskedCoverage asks the method server, if it counts the noise shares
