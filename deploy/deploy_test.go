@@ -147,6 +147,12 @@ func startServerAt(t testing.TB, cfg ServerConfig, addr string, g prometheus.Gat
 // policy that refuses it is tested on its own (TestAggregationPolicy).
 func (h *harness) dial(t testing.TB, seeded bool, seed uint64) *Session {
 	t.Helper()
+	return h.dialWith(t, seeded, seed, nil)
+}
+
+// dialWith is dial with a progress callback.
+func (h *harness) dialWith(t testing.TB, seeded bool, seed uint64, progress func(Progress)) *Session {
+	t.Helper()
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +160,7 @@ func (h *harness) dial(t testing.TB, seeded bool, seed uint64) *Session {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: seeded, Seed: seed, Insecure: true,
-		Logger: quietLog(), Retry: 30 * time.Second})
+		Logger: quietLog(), Retry: 30 * time.Second, Progress: progress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +208,8 @@ func TestLoopbackEqualsInProcess(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			h := startServer(t, ServerConfig{Method: tc.name, Config: cfg, Seed: seed, TestMode: true,
 				Catalog: catalogOf(d), StateDir: t.TempDir(), Metrics: NewMetrics(reg)}, "127.0.0.1:0")
-			sess := h.dial(t, true, seed)
+			var seen []Progress
+			sess := h.dialWith(t, true, seed, func(p Progress) { seen = append(seen, p) })
 			got, res := runClients(t, sess, spl.Train, seed)
 			if res == nil {
 				t.Fatal("no result")
@@ -227,6 +234,13 @@ func TestLoopbackEqualsInProcess(t *testing.T) {
 				}
 			}
 			onePrivacyFigure(t, tc.name, led, reg, res)
+			// The client's progress shows the ledger's total before each
+			// round: the last round (the final one) opened after every
+			// training round was folded.
+			if len(seen) != len(led) || seen[len(seen)-1].EpsTotal != led[len(led)-2].EpsTotal {
+				t.Errorf("progress: %d rounds, the last with ε %v; the ledger has %d rounds, %v before the last",
+					len(seen), seen[len(seen)-1].EpsTotal, len(led), led[len(led)-2].EpsTotal)
+			}
 		})
 	}
 }

@@ -999,7 +999,7 @@ func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRou
 	defer wait.Stop()
 	for {
 		s.mu.Lock()
-		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot}
+		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot, EpsTotal: s.epsTotal, Delta: s.delta}
 		ready := s.state == fedv1.RunState_RUN_STATE_DONE
 		if s.open && (s.round > after || boot != s.boot || (s.sa != nil && session != "" && s.sa.session != session)) {
 			resp.Broadcast, ready = s.wire, true

@@ -140,12 +140,21 @@ before.`,
 				if p.Masked {
 					how = "secure aggregation"
 				}
+				eps := ""
+				switch {
+				case p.EpsTotal < 0:
+					eps = ", ε so far unbounded"
+				case p.EpsTotal > 0 && p.Delta > 0:
+					eps = fmt.Sprintf(", ε so far %.3g at δ %.0e", p.EpsTotal, p.Delta)
+				case p.EpsTotal > 0:
+					eps = fmt.Sprintf(", ε so far %.3g", p.EpsTotal)
+				}
 				if bar != nil {
-					bar.Describe(fmt.Sprintf("round %d (%s, %s): %.1f s, %d clients", p.Round, p.Phase, how, p.Took.Seconds(), p.Clients))
+					bar.Describe(fmt.Sprintf("round %d (%s, %s): %.1f s, %d clients%s", p.Round, p.Phase, how, p.Took.Seconds(), p.Clients, eps))
 					bar.Add(1)
 					return
 				}
-				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %d clients in %.2f s\n", p.Round, p.Phase, how, p.Clients, p.Took.Seconds())
+				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %d clients in %.2f s%s\n", p.Round, p.Phase, how, p.Clients, p.Took.Seconds(), eps)
 			}
 			sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report})
