@@ -45,6 +45,10 @@ func testData(t testing.TB, users int) (*ratings.Dataset, ratings.Split) {
 		}
 	}
 	d = d.Subset(keep)
+	// Only the kept users exist: a client per user index would enrol
+	// every user of the file, most with nothing to train (and, for
+	// LDP-OP's Basic, each with a dense upload over every item).
+	d.UserIDs = d.UserIDs[:min(users, len(d.UserIDs))]
 	sp, err := ratings.ParseSplit("random:0.9")
 	if err != nil {
 		t.Fatal(err)
