@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"strings"
@@ -238,6 +239,13 @@ func TestLoopbackEqualsInProcess(t *testing.T) {
 				}
 			}
 			onePrivacyFigure(t, tc.name, led, reg, res)
+			pub, err := model.ReadModel(bytes.NewReader(h.srv.Model()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pub.Privacy.EpsTotal != led[len(led)-1].EpsTotal || pub.Privacy.Delta != led[len(led)-1].Delta {
+				t.Errorf("the published model's privacy %+v; the ledger's total %v at %v", pub.Privacy, led[len(led)-1].EpsTotal, led[len(led)-1].Delta)
+			}
 			// The client's progress shows the ledger's total before each
 			// round: the last round (the final one) opened after every
 			// training round was folded.

@@ -235,8 +235,9 @@ type Server struct {
 	banned map[uint32]bool
 	// unbounded: a refused sum made the run's total ε unbounded.
 	unbounded bool
-	// epsTotal and delta are the last ledger entry's total ε and δ.
-	epsTotal, delta float64
+	// epsTotal and delta are the last ledger entry's total ε and δ,
+	// epsRound the largest round's ε.
+	epsTotal, delta, epsRound float64
 	// members are the clients whose vectors are in the masked setup
 	// round's sum: only they take part in later masked rounds, whose sums
 	// are bounded by the setup's counts (nil: every client).
@@ -334,7 +335,7 @@ func (s *Server) restore() error {
 	}
 	for _, e := range led {
 		s.unbounded = s.unbounded || e.EpsTotal < 0
-		s.epsTotal, s.delta = e.EpsTotal, e.Delta
+		s.epsTotal, s.delta, s.epsRound = e.EpsTotal, e.Delta, max(s.epsRound, e.Eps)
 	}
 	s.met.restore(led)
 	if have.Aggregation == "masked" {
@@ -605,7 +606,7 @@ func (s *Server) account(e *LedgerEntry) {
 	if e.Refused != "" || e.Eps < 0 || s.unbounded || math.IsInf(e.EpsTotal, 1) || math.IsNaN(e.EpsTotal) {
 		e.EpsTotal, s.unbounded = -1, true
 	}
-	s.epsTotal, s.delta = e.EpsTotal, e.Delta
+	s.epsTotal, s.delta, s.epsRound = e.EpsTotal, e.Delta, max(s.epsRound, e.Eps)
 }
 
 // maskedCoverage asks the method server, if it counts the noise shares
@@ -694,7 +695,7 @@ func (s *Server) publish() error {
 		Dim: dim, NumItems: len(s.plan.ItemIDs), V: slices.Clone(v),
 		Default: (s.plan.Scale.Min + s.plan.Scale.Max) / 2, Scale: s.plan.Scale,
 		ItemIDs: s.plan.ItemIDs, ItemTitles: s.plan.Titles,
-		Method: s.cfg.Method, Config: method.JSON(s.spec.Fields(s.cfg.Config)), Privacy: s.spec.Claim,
+		Method: s.cfg.Method, Config: method.JSON(s.spec.Fields(s.cfg.Config)), Privacy: s.spent(),
 	}
 	var buf bytes.Buffer
 	if _, err := m.WriteTo(&buf); err != nil {
@@ -713,6 +714,33 @@ func (s *Server) publish() error {
 		return s.cfg.OnPublish(buf.Bytes())
 	}
 	return nil
+}
+
+// spent is the method's claim with what the run spent by the ledger: the
+// largest round's ε, the total at δ (-1, said in the note, when
+// unbounded) and the aggregation that ran.
+func (s *Server) spent() model.Privacy {
+	p := s.spec.Claim
+	s.mu.Lock()
+	p.EpsRound, p.EpsTotal, p.Delta = s.epsRound, s.epsTotal, s.delta
+	s.mu.Unlock()
+	switch s.plan.Aggregation {
+	case "sum":
+		p.Aggregation = protocol.AggIdeal.String()
+	case "masked":
+		p.Aggregation = protocol.AggMasked.String()
+	default:
+		p.Aggregation = protocol.AggOff.String()
+	}
+	note := "ε as the server's ledger accounted the released rounds"
+	if p.EpsTotal < 0 {
+		note = "ε unbounded (-1): a round's sum was refused, or its arriving noise bounded nothing; see the ledger"
+	}
+	if p.Note != "" {
+		note = p.Note + "; " + note
+	}
+	p.Note = note
+	return p
 }
 
 // transport is the Server seen as a protocol.Transport.
