@@ -3,12 +3,14 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	crand "crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
@@ -64,6 +66,27 @@ type ClientConfig struct {
 	// with this probability. Every client answers the setup round, where
 	// the server counts who takes part. For tests and load tests.
 	Dropout float64
+
+	// Authority is the public key of the enrolment authority the clients
+	// pin (privrec client --authority-key). When set, every masked round
+	// must run secagg's active protocol (SecAggPlan.active), each
+	// neighbour's keys must carry a certificate of this authority, and
+	// the plan's K and T must withstand a lying server colluding with
+	// Collusion of the certified roster (secagg.CheckActiveParams).
+	Authority ed25519.PublicKey
+	// Certifier is the authority's private key when this process is the
+	// enrolling party and certifies its own clients' identity keys (a
+	// vendor enrolling its users; the dev authority of a walkthrough).
+	// Authority defaults to its public key.
+	Certifier ed25519.PrivateKey
+	// Run is the run label in the certificates; Roster the number of
+	// clients the authority certifies for the run (0: the clients of this
+	// session). A plan with more positions than Roster is refused.
+	Run    string
+	Roster int
+	// Collusion is the fraction of the certified roster the clients
+	// assume may collude with the server (0: the package's Collusion).
+	Collusion float64
 }
 
 // Progress describes a round the clients answered.
@@ -87,6 +110,15 @@ type Session struct {
 	// resend, for the red-team test's control only, disables the rule
 	// that a client sends its masked vector of a round once.
 	resend bool
+	// ids holds each client's certified identity (active protocol), by
+	// client ID.
+	ids map[uint32]*identity
+}
+
+// identity is one client's long-term identity key and its certificate.
+type identity struct {
+	key  ed25519.PrivateKey
+	cert *secagg.Certificate
 }
 
 // Dial connects to the server and reads its plan, retrying while it is
@@ -103,6 +135,12 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Authority == nil && cfg.Certifier != nil {
+		cfg.Authority = cfg.Certifier.Public().(ed25519.PublicKey)
+	}
+	if cfg.Collusion <= 0 {
+		cfg.Collusion = Collusion
 	}
 	s := &Session{cfg: cfg, log: cfg.Logger,
 		api: federationv1connect.NewFederationServiceClient(cfg.HTTP, cfg.URL)}
@@ -255,6 +293,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 	}
 	creds, err := s.enrol(ctx, clients)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.certify(clients); err != nil {
 		return nil, err
 	}
 	lead := creds[0]
@@ -411,6 +452,34 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 	return creds, nil
 }
 
+// certify draws each client's long-term identity key and has the
+// session's authority (ClientConfig.Certifier) certify it for the run.
+func (s *Session) certify(clients []protocol.Client) error {
+	if s.cfg.Authority == nil {
+		return nil
+	}
+	if s.cfg.Certifier == nil {
+		return errors.New("deploy: an authority key is pinned and this process holds no certifier key to certify its clients' identities (the enrolling party certifies them: privrec authority)")
+	}
+	if !bytes.Equal(s.cfg.Certifier.Public().(ed25519.PublicKey), s.cfg.Authority) {
+		return errors.New("deploy: the certifier key is not the pinned authority's")
+	}
+	roster := s.cfg.Roster
+	if roster <= 0 {
+		roster = len(clients)
+	}
+	s.ids = make(map[uint32]*identity, len(clients))
+	for _, c := range clients {
+		pub, priv, err := ed25519.GenerateKey(crand.Reader)
+		if err != nil {
+			return err
+		}
+		id := uint32(c.ID())
+		s.ids[id] = &identity{key: priv, cert: secagg.Certify(s.cfg.Certifier, s.cfg.Run, id, uint32(roster), pub)}
+	}
+	return nil
+}
+
 // answer runs every client's Round on b and keeps the wire uploads.
 func (s *Session) answer(ctx context.Context, b *protocol.Broadcast, clients []protocol.Client, cache []*fedv1.UploadRequest) error {
 	err := s.roundAll(b, clients, func(k int, up *protocol.Upload, online bool) error {
@@ -504,8 +573,12 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 	p := secagg.Params{N: len(plan.GetOrder()), K: int(plan.GetDegree()), T: int(plan.GetThreshold()),
 		Bits: int(plan.GetBits()), Len: int(plan.GetWords())}
 	copy(p.Seed[:], plan.GetSeed())
+	p.Active = plan.GetActive()
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("deploy: round %d: the server's secure-aggregation plan: %w", round, err)
+	}
+	if err := s.checkPlan(p); err != nil {
+		return fmt.Errorf("deploy: round %d: %w", round, err)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -530,7 +603,13 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 					sentMasked[k] = round
 				}
 			}
-			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, me, v, creds[k], markSent); err != nil {
+			var auth *secagg.Auth
+			if p.Active {
+				id := s.ids[uint32(clients[k].ID())]
+				auth = &secagg.Auth{Authority: s.cfg.Authority, Key: id.key, Cert: id.cert, Order: plan.GetOrder(),
+					Context: fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", s.cfg.Run, round, plan.GetSession())}
+			}
+			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, auth, me, v, creds[k], markSent); err != nil {
 				s.log.Debug("dropped out of secure aggregation", "client", clients[k].ID(), "round", round, "err", err)
 				mu.Lock()
 				dropped++
@@ -545,10 +624,46 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 	return ctx.Err()
 }
 
+// checkPlan is the clients' policy on a masked round's plan: with a
+// pinned authority the round must run the active protocol, with no more
+// positions than the certified roster, and with K and T that withstand a
+// lying server colluding with Collusion of that roster. It is checked
+// before any key leaves a client.
+func (s *Session) checkPlan(p secagg.Params) error {
+	if s.cfg.Authority == nil {
+		if p.Active {
+			return errors.New("the server runs the active secure-aggregation protocol and no enrolment authority is pinned (--authority-key): this client has no certified identity")
+		}
+		return nil
+	}
+	if !p.Active {
+		return errors.New("an enrolment authority is pinned and the server's plan is not the active secure-aggregation protocol (a server that lies could unmask a client): refusing")
+	}
+	roster := s.cfg.Roster
+	if roster <= 0 {
+		roster = len(s.ids)
+	}
+	if p.N > roster {
+		return fmt.Errorf("the plan has %d positions, the certified roster %d: refusing", p.N, roster)
+	}
+	corrupt := int(math.Floor(s.cfg.Collusion * float64(roster)))
+	if err := secagg.CheckActiveParams(p.N, p.K, p.T, corrupt); err != nil {
+		k, t, _ := secagg.ChooseParamsActive(p.N, 1-float64(p.N)/float64(roster)+0.05, s.cfg.Collusion)
+		return fmt.Errorf("refusing the server's parameters (ChooseParamsActive gives K = %d, T = %d here): %w", k, t, err)
+	}
+	return nil
+}
+
 // secaggFlow is one client's five steps. markSent is called just before
 // the masked vector leaves, whether or not it arrives.
-func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, me uint32, x []uint32, cred string, markSent func()) error {
-	c, err := secagg.NewClient(me, p, crand.Reader)
+func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, auth *secagg.Auth, me uint32, x []uint32, cred string, markSent func()) error {
+	var c *secagg.Client
+	var err error
+	if p.Active {
+		c, err = secagg.NewActiveClient(me, p, crand.Reader, auth)
+	} else {
+		c, err = secagg.NewClient(me, p, crand.Reader)
+	}
 	if err != nil {
 		return err
 	}
@@ -564,13 +679,18 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 	if err != nil {
 		return err
 	}
-	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey}}})
+	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey, Cert: ak.Cert, Sig: ak.Sig}}})
 	if err != nil {
 		return err
 	}
 	kb := &secagg.KeysBroadcast{To: me}
 	for _, k := range resp.GetKeys().GetKeys() {
-		kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.GetPosition(), MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey()})
+		kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.GetPosition(), MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey(), Cert: k.GetCert(), Sig: k.GetSig()})
+	}
+	if p.Active {
+		if kb.Committed, err = unpackCommitted(resp.GetKeys().GetCommitted()); err != nil {
+			return err
+		}
 	}
 	sk, err := c.ShareKeys(kb)
 	if err != nil {
@@ -603,8 +723,18 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: data}}}); err != nil {
 		return err
 	}
-	um := resp.GetUnmask()
-	ur, err := c.Unmask(&secagg.UnmaskRequest{To: me, Survivors: um.GetSurvivors(), Dropped: um.GetDropped()})
+	um := fromWireUnmask(me, resp.GetUnmask())
+	if p.Active {
+		sig, err := c.Consistency(um)
+		if err != nil {
+			return err
+		}
+		if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Consistency{Consistency: &fedv1.SecAggSignature{Position: me, Sig: sig.Sig}}}); err != nil {
+			return err
+		}
+		um = fromWireUnmask(me, resp.GetUnmask())
+	}
+	ur, err := c.Unmask(um)
 	if err != nil {
 		return err
 	}

@@ -259,3 +259,20 @@ func ChooseParamsActive(n int, dropout, collusion float64) (k, t int, err error)
 		}
 	}
 }
+
+// CheckActiveParams is a client's check of the K and T a server chose for
+// n positions of which at most corrupt may be corrupt: the split
+// condition of ChooseParamsActive, n · P[Hyp(n-1, corrupt, K) ≥ 2T−K] ≤
+// 2^-40 (which implies T > K/2 and secrecy). Correctness is the server's
+// concern: too large a T only makes the round abort.
+func CheckActiveParams(n, k, t, corrupt int) error {
+	p := Params{N: n, K: k, T: t, Bits: 1, Len: 1}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if 2*t-k < 1 || math.Log2(float64(n))+log2Tail(n-1, min(corrupt, n-1), k, 2*t-k) > -SecurityBits {
+		return fmt.Errorf("secagg: K = %d, T = %d for %d positions with up to %d corrupt clients: a server that lies can unmask a client (need n·P[corrupt neighbours ≥ 2T−K] ≤ 2^-%d)",
+			k, t, n, corrupt, SecurityBits)
+	}
+	return nil
+}
