@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/secagg"
 )
 
@@ -90,5 +91,59 @@ func TestActivePolicy(t *testing.T) {
 	defer cancel()
 	if _, err := sess.Run(ctx, cls.List); err == nil || !strings.Contains(err.Error(), "not the active") {
 		t.Fatalf("a client pinning an authority ran a passive masked round: %v", err)
+	}
+}
+
+// TestActiveNoisePolicy: a lying server shrinks every client's noise
+// share (μ/⌊ρ·n_j⌋) by announcing inflated counts — n_j = 2^30 made a
+// client's share vanish — or a larger ρ. A client pinning an authority
+// refuses a broadcast with a count above the certified roster (the
+// raters of an item, LDP-OP's client count) or a ρ above its pinned
+// MinShare. Before, clients took whatever the broadcast said.
+func TestActiveNoisePolicy(t *testing.T) {
+	_, certifier, _ := ed25519.GenerateKey(crand.Reader)
+	s := &Session{cfg: ClientConfig{Authority: certifier.Public().(ed25519.PublicKey), Roster: 100, MinShare: 0.8}}
+	ok := &protocol.Broadcast{Round: 2, Counts: []int32{3, 100, 0}, Params: map[string]float64{protocol.ParamMinShare: 0.8, "clients": 100}}
+	if err := s.checkBroadcast(ok, 100); err != nil {
+		t.Fatalf("an honest broadcast refused: %v", err)
+	}
+	for name, b := range map[string]*protocol.Broadcast{
+		"n_j = 2^30":   {Round: 2, Counts: []int32{3, 1 << 30}},
+		"n_j = 101":    {Round: 2, Counts: []int32{101}},
+		"clients 1e9":  {Round: 2, Params: map[string]float64{"clients": 1e9}},
+		"min share 1":  {Round: 2, Params: map[string]float64{protocol.ParamMinShare: 1}},
+		"min share .9": {Round: 2, Params: map[string]float64{protocol.ParamMinShare: 0.9}},
+	} {
+		if err := s.checkBroadcast(b, 100); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestPinnedPlan: clients pin the configuration they accept (ε, δ,
+// rounds, aggregation) and refuse a plan outside it at Dial. Before, ε,
+// δ and the rounds were whatever the server's Hello said.
+func TestPinnedPlan(t *testing.T) {
+	d, _ := smallCatalog(t, 10, 50)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "eps": "4", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir()}, "127.0.0.1:0")
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dial := func(pin map[string]string) error {
+		_, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Logger: quietLog(), Retry: 10 * time.Second, Pin: pin})
+		return err
+	}
+	if err := dial(map[string]string{"eps": "4", "epochs": "2", "aggregation": "masked"}); err != nil {
+		t.Fatalf("the plan's own values pinned: %v", err)
+	}
+	for _, pin := range []map[string]string{{"eps": "1"}, {"epochs": "20"}, {"aggregation": "sum"}} {
+		if err := dial(pin); err == nil || !strings.Contains(err.Error(), "pinned") {
+			t.Errorf("pin %v: %v, want a refusal", pin, err)
+		}
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -87,6 +89,15 @@ type ClientConfig struct {
 	// Collusion is the fraction of the certified roster the clients
 	// assume may collude with the server (0: the package's Collusion).
 	Collusion float64
+	// MinShare, in (0, 1], is the fraction of the certified roster the
+	// clients assume take part in a masked round: a broadcast that asks
+	// them to draw their noise shares for a larger fraction
+	// (protocol.ParamMinShare, so smaller shares) is refused. 0 means 1.
+	MinShare float64
+	// Pin holds configuration values the clients require of the run's
+	// plan (e.g. eps, delta, epochs, secagg): a plan whose configuration
+	// differs from itself with these values set is refused at Dial.
+	Pin map[string]string
 }
 
 // Progress describes a round the clients answered.
@@ -160,7 +171,71 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if err := s.checkAggregation(); err != nil {
 		return nil, err
 	}
+	if err := s.checkPins(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// checkPins refuses a plan whose configuration differs from what the
+// clients pinned (ClientConfig.Pin): the plan's configuration with the
+// pinned values set must be the plan's configuration.
+func (s *Session) checkPins() error {
+	if len(s.cfg.Pin) == 0 {
+		return nil
+	}
+	spec, cfg, err := s.Method()
+	if err != nil {
+		return err
+	}
+	merged := maps.Clone(s.plan.GetConfig())
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, s.cfg.Pin)
+	delete(merged, "aggregation") // the plan's, not a configuration key
+	want, err := spec.Configure(merged)
+	if err != nil {
+		return fmt.Errorf("deploy: the pinned configuration: %w", err)
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		return fmt.Errorf("deploy: the server's plan of %s is outside the pinned configuration %v (the plan: %v): refusing", spec.Name, s.cfg.Pin, s.plan.GetConfig())
+	}
+	if a, ok := s.cfg.Pin["aggregation"]; ok && a != s.plan.GetAggregation() {
+		return fmt.Errorf("deploy: the server's plan says aggregation %q, pinned %q: refusing", s.plan.GetAggregation(), a)
+	}
+	return nil
+}
+
+// checkBroadcast is the clients' policy on the quantities of a broadcast
+// that calibrate their noise shares, when an authority is pinned: no
+// count (an item's raters n_j, LDP-OP's client count) above the
+// certified roster, and no ParamMinShare above ClientConfig.MinShare. A
+// server that inflates them shrinks every share (μ/⌊ρ·n_j⌋).
+func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
+	if s.cfg.Authority == nil {
+		return nil
+	}
+	roster := s.cfg.Roster
+	if roster <= 0 {
+		roster = clients
+	}
+	for j, c := range b.Counts {
+		if int(c) > roster {
+			return fmt.Errorf("deploy: round %d announces %d raters of item %d, above the certified roster of %d: refusing (it would shrink every noise share)", b.Round, c, j, roster)
+		}
+	}
+	if n, ok := b.Params["clients"]; ok && n > float64(roster) {
+		return fmt.Errorf("deploy: round %d announces %g clients, above the certified roster of %d: refusing", b.Round, n, roster)
+	}
+	floor := s.cfg.MinShare
+	if !(floor > 0 && floor <= 1) {
+		floor = 1
+	}
+	if rho, ok := b.Params[protocol.ParamMinShare]; ok && rho > floor {
+		return fmt.Errorf("deploy: round %d asks for noise shares calibrated for %g of the clients, above the pinned %g: refusing", b.Round, rho, floor)
+	}
+	return nil
 }
 
 // checkAggregation refuses a plan whose aggregation is weaker than the
@@ -342,6 +417,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				if err != nil {
 					return nil, fmt.Errorf("deploy: broadcast of round %d: %w", r, err)
 				}
+				if err := s.checkBroadcast(b, len(clients)); err != nil {
+					return nil, err
+				}
 				if dense, err = s.answerMasked(b, clients); err != nil {
 					return nil, err
 				}
@@ -374,6 +452,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			b, err := fromWireBroadcast(w)
 			if err != nil {
 				return nil, fmt.Errorf("deploy: broadcast of round %d: %w", r, err)
+			}
+			if err := s.checkBroadcast(b, len(clients)); err != nil {
+				return nil, err
 			}
 			if err := s.answer(ctx, b, clients, cache); err != nil {
 				return nil, err

@@ -49,6 +49,8 @@ func (a *app) clientCmd() *cobra.Command {
 		run       string
 		roster    int
 		collusion float64
+		minShare  float64
+		pins      map[string]string
 	)
 	cmd := &cobra.Command{
 		Use:   "client",
@@ -156,7 +158,7 @@ before.`,
 			}
 			ccfg := deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
-				Run: run, Roster: roster, Collusion: collusion}
+				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins}
 			if err := clientAuthority(&ccfg, authPub, certWith, devAuth, log); err != nil {
 				return err
 			}
@@ -265,6 +267,8 @@ before.`,
 	f.BoolVar(&devAuth, "dev-authority", false, "DEV ONLY: certify this process's users with a throwaway authority made here (no other process can join the run's active protocol)")
 	f.StringVar(&run, "run", "", "the run label in the identity certificates")
 	f.IntVar(&roster, "roster", 0, "the number of clients the authority certifies for the run (default: the users of this process); a plan with more positions is refused")
+	f.Float64Var(&minShare, "min-share", 1, "with an authority: refuse a round that calibrates the noise shares for more than this fraction of the certified roster (a server inflating it shrinks every share)")
+	f.StringToStringVar(&pins, "pin", nil, "configuration the plan must have, e.g. --pin eps=1,delta=1e-6,epochs=20,aggregation=masked: a plan outside it is refused")
 	f.Float64Var(&collusion, "collusion", deploy.Collusion, "the fraction of the certified roster assumed to collude with the server: the plan's K and T must withstand it")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	return cmd
