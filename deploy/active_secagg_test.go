@@ -147,3 +147,19 @@ func TestPinnedPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestSurvivorFloor: a client refuses to sign (and so to reveal shares
+// for) a survivor set smaller than its pinned MinShare of the certified
+// roster: a server dropping honest clients below it would release a sum
+// with less noise than calibrated. Before, any survivor set was answered.
+func TestSurvivorFloor(t *testing.T) {
+	s := &Session{cfg: ClientConfig{Roster: 20, MinShare: 0.9}}
+	full := []byte{0xff, 0xff, 0x0f}  // 20 survivors
+	short := []byte{0xff, 0xff, 0x01} // 17
+	if err := s.checkSurvivors(full); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.checkSurvivors(short); err == nil {
+		t.Fatal("17 survivors of 20 accepted at MinShare 0.9")
+	}
+}

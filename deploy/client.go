@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
@@ -735,6 +736,30 @@ func (s *Session) checkPlan(p secagg.Params) error {
 	return nil
 }
 
+// checkSurvivors refuses, before a client signs the survivor set (and so
+// before any share is revealed), a set smaller than MinShare of the
+// certified roster: the noise shares were calibrated for that many
+// clients, and a server that dropped honest clients below it would
+// release a sum with less noise than the clients agreed to.
+func (s *Session) checkSurvivors(bitmap []byte) error {
+	roster := s.cfg.Roster
+	if roster <= 0 {
+		roster = len(s.ids)
+	}
+	floor := s.cfg.MinShare
+	if !(floor > 0 && floor <= 1) {
+		floor = 1
+	}
+	n := 0
+	for _, x := range bitmap {
+		n += bits.OnesCount8(x)
+	}
+	if need := int(math.Ceil(floor*float64(roster) - 1e-9)); n < need {
+		return fmt.Errorf("deploy: %d survivors of a certified roster of %d, below the pinned %g (%d): refusing to reveal shares", n, roster, floor, need)
+	}
+	return nil
+}
+
 // secaggFlow is one client's five steps. markSent is called just before
 // the masked vector leaves, whether or not it arrives.
 func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, auth *secagg.Auth, me uint32, x []uint32, cred string, markSent func()) error {
@@ -806,6 +831,9 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 	}
 	um := fromWireUnmask(me, resp.GetUnmask())
 	if p.Active {
+		if err := s.checkSurvivors(um.Survived); err != nil {
+			return err
+		}
 		sig, err := c.Consistency(um)
 		if err != nil {
 			return err

@@ -428,3 +428,28 @@ func TestAttackSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestChooseParamsActive prints ChooseParamsActive beside ChooseParams and
+// checks that a client's CheckActiveParams accepts the first and refuses
+// the second (the split attack works there).
+func TestChooseParamsActive(t *testing.T) {
+	for _, n := range []int{1000, 6040, 10000} {
+		for _, delta := range []float64{0.05, 0.15, 0.25} {
+			k, th, err := ChooseParamsActive(n, delta, 0.1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kp, tp, err := ChooseParams(n, delta, 0.1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("n=%5d δ=%.2f γ=0.10: active K=%3d T=%3d (2T−K=%3d); honest-but-curious K=%3d T=%3d (2T−K=%3d)", n, delta, k, th, 2*th-k, kp, tp, 2*tp-kp)
+			if err := CheckActiveParams(n, k, th, n/10); err != nil {
+				t.Errorf("CheckActiveParams refuses ChooseParamsActive's own choice: %v", err)
+			}
+			if err := CheckActiveParams(n, kp, tp, n/10); err == nil {
+				t.Errorf("n=%d δ=%g: CheckActiveParams accepts ChooseParams' K=%d T=%d", n, delta, kp, tp)
+			}
+		}
+	}
+}
