@@ -453,3 +453,85 @@ func TestChooseParamsActive(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackChosenGraph: the server fixes the positions and, in the
+// honest-but-curious protocol, the graph seed, so it can seat T corrupt
+// clients around a target u, which then hold T shares of both its seeds
+// (the control: u's neighbours under the round seed are all corrupt).
+// In the active protocol the graph comes from the committed key set,
+// fixed only after the positions: the same seating gives u a random
+// neighbourhood with fewer than T corrupt clients; and a client refuses
+// a committed set without its own advertisement or with an altered one
+// (what the server would need to steer the seed through u's entry).
+func TestAttackChosenGraph(t *testing.T) {
+	p := testParams(120, 40, 30, 32, 4)
+	const u = 7
+	seated := map[uint32]bool{}
+	for _, v := range Neighbours(p, u) { // the server seats corrupt clients here
+		seated[v] = true
+	}
+	if len(seated) < p.T {
+		t.Fatalf("control: %d corrupt neighbours, threshold %d", len(seated), p.T)
+	}
+	p.Active = true
+	_, auths, _ := testIdentities(p, testRand(21), "round 1")
+	srv, err := NewServer(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := make([]*Client, p.N)
+	for v := range cs {
+		if cs[v], err = NewActiveClient(uint32(v), p, testRand(uint64(100+v)), auths[v]); err != nil {
+			t.Fatal(err)
+		}
+		m, err := cs[v].AdvertiseKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.AddKeys(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kb, err := srv.FinishKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := 0
+	for _, v := range srv.Graph().Neighbours(u) {
+		if seated[v] {
+			corrupt++
+		}
+	}
+	t.Logf("corrupt neighbours of %d: %d under the server's seed, %d under the committed-key graph (threshold %d)", u, p.K, corrupt, p.T)
+	if corrupt >= p.T {
+		t.Fatalf("%d corrupt neighbours under the committed-key graph, threshold %d", corrupt, p.T)
+	}
+	// The server alters or drops u's own entry to steer the seed.
+	var b *KeysBroadcast
+	for _, m := range kb {
+		if m.To == u {
+			b = m
+		}
+	}
+	for name, edit := range map[string]func([]Commitment) []Commitment{
+		"unchanged": func(c []Commitment) []Commitment { return c },
+		"altered":   func(c []Commitment) []Commitment { c[u].Digest[0] ^= 1; return c },
+		"dropped":   func(c []Commitment) []Commitment { return slices.Delete(c, u, u+1) },
+	} {
+		c, err := NewActiveClient(u, p, testRand(7), auths[u])
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := c.AdvertiseKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := *b
+		bad.Committed = slices.Clone(b.Committed)
+		bad.Committed[u].Digest = advertDigest(own)
+		bad.Committed = edit(bad.Committed)
+		if err := c.commitGraph(&bad, own); (err == nil) != (name == "unchanged") {
+			t.Errorf("%s own entry: %v", name, err)
+		}
+	}
+}
