@@ -108,6 +108,11 @@ type Progress struct {
 	Masked  bool          // the round ran secure aggregation
 	Took    time.Duration // from the broadcast's arrival to the answers' end
 	Clients int           // the clients of the session that took part
+	// EpsTotal and Delta are the run's total ε at δ in the server's
+	// ledger when the round opened (the rounds before it), as the server
+	// reports it: 0 when it accounts nothing, -1 when unbounded. The
+	// clients' own report at the end comes from their accountant.
+	EpsTotal, Delta float64
 }
 
 // Session is a connection to a server and the run's public plan.
@@ -438,7 +443,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 					took++
 				}
 			}
-			s.progress(r, w.GetPhase(), true, began, took)
+			s.progress(r, resp, true, began, took)
 			continue
 		}
 		session = ""
@@ -469,15 +474,16 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		if err := s.send(ctx, r, cache, creds); err != nil {
 			return nil, err
 		}
-		s.progress(r, w.GetPhase(), false, began, nonNil(cache))
+		s.progress(r, resp, false, began, nonNil(cache))
 	}
 }
 
-// progress reports round r, which n of the session's clients answered,
-// to ClientConfig.Progress.
-func (s *Session) progress(r int, phase string, masked bool, began time.Time, n int) {
+// progress reports round r, whose response was resp and which n of the
+// session's clients answered, to ClientConfig.Progress.
+func (s *Session) progress(r int, resp *fedv1.GetRoundResponse, masked bool, began time.Time, n int) {
 	if s.cfg.Progress != nil {
-		s.cfg.Progress(Progress{Round: r, Phase: phase, Masked: masked, Took: time.Since(began), Clients: n})
+		s.cfg.Progress(Progress{Round: r, Phase: resp.GetBroadcast().GetPhase(), Masked: masked, Took: time.Since(began), Clients: n,
+			EpsTotal: resp.GetEpsTotal(), Delta: resp.GetDelta()})
 	}
 }
 

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -44,6 +46,10 @@ func testData(t testing.TB, users int) (*ratings.Dataset, ratings.Split) {
 		}
 	}
 	d = d.Subset(keep)
+	// Only the kept users exist: a client per user index would enrol
+	// every user of the file, most with nothing to train (and, for
+	// LDP-OP's Basic, each with a dense upload over every item).
+	d.UserIDs = d.UserIDs[:min(users, len(d.UserIDs))]
 	sp, err := ratings.ParseSplit("random:0.9")
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +152,12 @@ func startServerAt(t testing.TB, cfg ServerConfig, addr string, g prometheus.Gat
 // policy that refuses it is tested on its own (TestAggregationPolicy).
 func (h *harness) dial(t testing.TB, seeded bool, seed uint64) *Session {
 	t.Helper()
+	return h.dialWith(t, seeded, seed, nil)
+}
+
+// dialWith is dial with a progress callback.
+func (h *harness) dialWith(t testing.TB, seeded bool, seed uint64, progress func(Progress)) *Session {
+	t.Helper()
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +165,7 @@ func (h *harness) dial(t testing.TB, seeded bool, seed uint64) *Session {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: seeded, Seed: seed, Insecure: true,
-		Logger: quietLog(), Retry: 30 * time.Second})
+		Logger: quietLog(), Retry: 30 * time.Second, Progress: progress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,9 +210,11 @@ func TestLoopbackEqualsInProcess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			reg := prometheus.NewRegistry()
 			h := startServer(t, ServerConfig{Method: tc.name, Config: cfg, Seed: seed, TestMode: true,
-				Catalog: catalogOf(d), StateDir: t.TempDir()}, "127.0.0.1:0")
-			sess := h.dial(t, true, seed)
+				Catalog: catalogOf(d), StateDir: t.TempDir(), Metrics: NewMetrics(reg)}, "127.0.0.1:0")
+			var seen []Progress
+			sess := h.dialWith(t, true, seed, func(p Progress) { seen = append(seen, p) })
 			got, res := runClients(t, sess, spl.Train, seed)
 			if res == nil {
 				t.Fatal("no result")
@@ -224,7 +238,65 @@ func TestLoopbackEqualsInProcess(t *testing.T) {
 					t.Fatalf("round %d: noise coverage %v with every client answering", k, e.Coverage)
 				}
 			}
+			onePrivacyFigure(t, tc.name, led, reg, res)
+			pub, err := model.ReadModel(bytes.NewReader(h.srv.Model()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pub.Privacy.EpsTotal != led[len(led)-1].EpsTotal || pub.Privacy.Delta != led[len(led)-1].Delta {
+				t.Errorf("the published model's privacy %+v; the ledger's total %v at %v", pub.Privacy, led[len(led)-1].EpsTotal, led[len(led)-1].Delta)
+			}
+			// The client's progress shows the ledger's total before each
+			// round: the last round (the final one) opened after every
+			// training round was folded.
+			if len(seen) != len(led) || seen[len(seen)-1].EpsTotal != led[len(led)-2].EpsTotal {
+				t.Errorf("progress: %d rounds, the last with ε %v; the ledger has %d rounds, %v before the last",
+					len(seen), seen[len(seen)-1].EpsTotal, len(led), led[len(led)-2].EpsTotal)
+			}
 		})
+	}
+}
+
+// onePrivacyFigure checks that the ledger's total ε and δ, the /metrics
+// gauge and the clients' own report agree for a run where every client
+// answered every round, and that every round of a private method that
+// released something carries its ε.
+func onePrivacyFigure(t *testing.T, name string, led []LedgerEntry, reg *prometheus.Registry, res *method.Result) {
+	t.Helper()
+	last := led[len(led)-1]
+	want, delta := res.Privacy.EpsTotal, res.Privacy.Delta
+	switch name {
+	case "dpmf", "pdpmf":
+		// Their noise is calibrated on the clients' data (the rating
+		// groups' shares), which the server never sees: the ledger counts
+		// a rating of weight 1, the largest any rating spends, and the
+		// clients' report what their data set, which is at most that. On
+		// the integer path even μ is set by the clients' data: the ledger
+		// accounts nothing (0).
+		if !(want > 0) || last.EpsTotal != 0 && (last.EpsTotal < want || last.Delta != delta) {
+			t.Errorf("%s: ledger ε %v at δ %v in total, below the clients' report %v at %v", name, last.EpsTotal, last.Delta, want, delta)
+		}
+		want = last.EpsTotal
+	default:
+		if math.Abs(last.EpsTotal-want) > 1e-9*math.Max(1, want) || last.Delta != delta {
+			t.Errorf("%s: ledger ε %v at δ %v in total; the clients' report %v at %v", name, last.EpsTotal, last.Delta, want, delta)
+		}
+	}
+	if g := gauge(t, reg, "privrec_epsilon_spent"); g != last.EpsTotal {
+		t.Errorf("%s: /metrics privrec_epsilon_spent %v, the ledger's total %v", name, g, last.EpsTotal)
+	}
+	if want > 0 {
+		for _, e := range led {
+			if e.Phase == protocol.PhaseTrain && e.Eps <= 0 {
+				t.Errorf("%s: training round %d carries ε %v", name, e.Round, e.Eps)
+			}
+		}
+	}
+	t.Logf("%s: ε in total %v at δ %v (ledger, /metrics and the clients' report)", name, last.EpsTotal, last.Delta)
+	if t.Failed() {
+		for _, e := range led {
+			t.Logf("%+v", e)
+		}
 	}
 }
 
@@ -522,15 +594,7 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 			}
 			// One privacy figure: the ledger's running total by the
 			// method's accountant equals what the run reports.
-			if last := led[len(led)-1]; name == "hdpmf" {
-				if math.Abs(last.EpsTotal-res.Privacy.EpsTotal) > 1e-6*res.Privacy.EpsTotal || last.Delta != res.Privacy.Delta {
-					t.Errorf("ledger: ε %v at δ %v in total; the run reports %v at %v", last.EpsTotal, last.Delta, res.Privacy.EpsTotal, res.Privacy.Delta)
-				}
-				if g := gauge(t, reg, "privrec_epsilon_spent"); g != last.EpsTotal {
-					t.Errorf("/metrics privrec_epsilon_spent %v, the ledger's total %v", g, last.EpsTotal)
-				}
-				t.Logf("ε in total: ledger and /metrics %v, run %v (δ %v)", last.EpsTotal, res.Privacy.EpsTotal, last.Delta)
-			}
+			onePrivacyFigure(t, name, led, reg, res)
 			for _, e := range led {
 				if e.Phase == "train" && e.Coverage != 1 {
 					t.Errorf("round %d: noise coverage %v with every client answering", e.Round, e.Coverage)

@@ -29,7 +29,7 @@ type Metrics struct {
 //	privrec_parties_enrolled             distinct parties among them (a vendor's clients count as one)
 //	privrec_uploads_total{result,reason} uploads accepted, and refused by reason
 //	privrec_round_seconds                wall time from broadcast to commit
-//	privrec_epsilon_spent                HDPMF family: ε spent so far by a rating of weight 1, dropouts included: the ledger's eps_total where the method accounts on the server (integer path, Rényi DP), else the rounds' ε added up
+//	privrec_epsilon_spent                the ledger's eps_total: ε spent so far by the method's unit, dropouts included (+Inf when unbounded)
 //	privrec_rounds_skipped_total         masked rounds that released nothing (failed after masked vectors were sent)
 //	privrec_sums_refused_total           unmasked sums out of the bounds honest clients keep: nothing released
 //	privrec_clients_banned_total         clients banned from later rounds
@@ -90,14 +90,7 @@ func (m *Metrics) roundDone(e LedgerEntry) {
 	if m != nil {
 		m.rounds.Inc()
 		m.latency.Observe(e.Seconds)
-		switch {
-		case e.EpsTotal < 0 || e.Eps < 0: // no finite ε
-			m.eps.Set(math.Inf(1))
-		case e.EpsTotal > 0: // the method's own accountant: the run's total
-			m.eps.Set(e.EpsTotal)
-		default: // rounds composed basically (the ideal path's gamma shares)
-			m.eps.Add(e.Eps)
-		}
+		m.eps.Set(epsGauge(e))
 	}
 }
 
@@ -125,16 +118,16 @@ func (m *Metrics) restore(led []LedgerEntry) {
 	if m == nil {
 		return
 	}
-	var sum float64
-	for _, e := range led {
-		switch {
-		case e.EpsTotal < 0 || e.Eps < 0:
-			sum = math.Inf(1)
-		case e.EpsTotal > 0:
-			sum = e.EpsTotal
-		default:
-			sum += e.Eps
-		}
+	if len(led) > 0 {
+		m.eps.Set(epsGauge(led[len(led)-1]))
 	}
-	m.eps.Set(sum)
+}
+
+// epsGauge is the value of privrec_epsilon_spent after ledger entry e:
+// the run's total ε so far, +Inf when it has no finite bound.
+func epsGauge(e LedgerEntry) float64 {
+	if e.EpsTotal < 0 {
+		return math.Inf(1)
+	}
+	return e.EpsTotal
 }

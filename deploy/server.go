@@ -240,6 +240,9 @@ type Server struct {
 	banned map[uint32]bool
 	// unbounded: a refused sum made the run's total ε unbounded.
 	unbounded bool
+	// epsTotal and delta are the last ledger entry's total ε and δ,
+	// epsRound the largest round's ε.
+	epsTotal, delta, epsRound float64
 	// members are the clients whose vectors are in the masked setup
 	// round's sum: only they take part in later masked rounds, whose sums
 	// are bounded by the setup's counts (nil: every client).
@@ -337,6 +340,7 @@ func (s *Server) restore() error {
 	}
 	for _, e := range led {
 		s.unbounded = s.unbounded || e.EpsTotal < 0
+		s.epsTotal, s.delta, s.epsRound = e.EpsTotal, e.Delta, max(s.epsRound, e.Eps)
 	}
 	s.met.restore(led)
 	if have.Aggregation == "masked" {
@@ -558,14 +562,7 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 			e.Coverage, e.Eps = s.maskedCoverage(info.Phase)
 		}
 	}
-	if sp, ok := s.srv.(protocol.Spent); ok {
-		if eps, delta, ok := sp.Spent(); ok {
-			e.EpsTotal, e.Delta = eps, delta
-			if e.Refused != "" || s.unbounded || math.IsInf(eps, 1) || math.IsNaN(eps) {
-				e.EpsTotal, s.unbounded = -1, true
-			}
-		}
-	}
+	s.account(&e)
 	s.mu.Unlock()
 	if e.Refused != "" {
 		s.log.Error("unmasked sum out of bounds: refused, nothing released", "round", e.Round, "err", e.Refused)
@@ -581,6 +578,40 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 	s.log.Info("round folded", "round", e.Round, "phase", e.Phase, "participants", e.Participants,
 		"enrolled", e.Enrolled, "uploads", e.Uploads, "seconds", e.Seconds)
 	return nil
+}
+
+// account fills e's privacy figures, so that every private round carries
+// its ε and every entry the run's total so far: the round's ε alone from
+// the method when it reports one (protocol.RoundSpent) and nothing set it
+// from the noise that arrived; the total from the method's own accountant
+// (protocol.Spent), or else the rounds' ε added up (basic composition, an
+// upper bound). The total is -1 from the first round without a finite
+// bound on. s.mu is held.
+func (s *Server) account(e *LedgerEntry) {
+	released := e.Skipped == "" && e.Refused == ""
+	if rs, ok := s.srv.(protocol.RoundSpent); ok && released && e.Eps == 0 {
+		if eps, ok := rs.RoundSpent(); ok {
+			e.Eps = eps
+			if math.IsInf(eps, 1) || math.IsNaN(eps) {
+				e.Eps = -1
+			}
+		}
+	}
+	sp, ok := s.srv.(protocol.Spent)
+	var eps, delta float64
+	if ok {
+		eps, delta, ok = sp.Spent()
+	}
+	switch {
+	case ok:
+		e.EpsTotal, e.Delta = eps, delta
+	case e.Eps != 0 || s.epsTotal != 0:
+		e.EpsTotal, e.Delta = s.epsTotal+max(e.Eps, 0), s.delta
+	}
+	if e.Refused != "" || e.Eps < 0 || s.unbounded || math.IsInf(e.EpsTotal, 1) || math.IsNaN(e.EpsTotal) {
+		e.EpsTotal, s.unbounded = -1, true
+	}
+	s.epsTotal, s.delta, s.epsRound = e.EpsTotal, e.Delta, max(s.epsRound, e.Eps)
 }
 
 // maskedCoverage asks the method server, if it counts the noise shares
@@ -669,7 +700,7 @@ func (s *Server) publish() error {
 		Dim: dim, NumItems: len(s.plan.ItemIDs), V: slices.Clone(v),
 		Default: (s.plan.Scale.Min + s.plan.Scale.Max) / 2, Scale: s.plan.Scale,
 		ItemIDs: s.plan.ItemIDs, ItemTitles: s.plan.Titles,
-		Method: s.cfg.Method, Config: method.JSON(s.spec.Fields(s.cfg.Config)), Privacy: s.spec.Claim,
+		Method: s.cfg.Method, Config: method.JSON(s.spec.Fields(s.cfg.Config)), Privacy: s.spent(),
 	}
 	var buf bytes.Buffer
 	if _, err := m.WriteTo(&buf); err != nil {
@@ -688,6 +719,33 @@ func (s *Server) publish() error {
 		return s.cfg.OnPublish(buf.Bytes())
 	}
 	return nil
+}
+
+// spent is the method's claim with what the run spent by the ledger: the
+// largest round's ε, the total at δ (-1, said in the note, when
+// unbounded) and the aggregation that ran.
+func (s *Server) spent() model.Privacy {
+	p := s.spec.Claim
+	s.mu.Lock()
+	p.EpsRound, p.EpsTotal, p.Delta = s.epsRound, s.epsTotal, s.delta
+	s.mu.Unlock()
+	switch s.plan.Aggregation {
+	case "sum":
+		p.Aggregation = protocol.AggIdeal.String()
+	case "masked":
+		p.Aggregation = protocol.AggMasked.String()
+	default:
+		p.Aggregation = protocol.AggOff.String()
+	}
+	note := "ε as the server's ledger accounted the released rounds"
+	if p.EpsTotal < 0 {
+		note = "ε unbounded (-1): a round's sum was refused, or its arriving noise bounded nothing; see the ledger"
+	}
+	if p.Note != "" {
+		note = p.Note + "; " + note
+	}
+	p.Note = note
+	return p
 }
 
 // transport is the Server seen as a protocol.Transport.
@@ -974,7 +1032,7 @@ func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRou
 	defer wait.Stop()
 	for {
 		s.mu.Lock()
-		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot}
+		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot, EpsTotal: s.epsTotal, Delta: s.delta}
 		ready := s.state == fedv1.RunState_RUN_STATE_DONE
 		if s.open && (s.round > after || boot != s.boot || (s.sa != nil && session != "" && s.sa.session != session)) {
 			resp.Broadcast, ready = s.wire, true

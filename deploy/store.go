@@ -308,25 +308,29 @@ type LedgerEntry struct {
 	// when nobody dropped out. Below 1 that item's noise is weaker than
 	// the method's calibration assumes.
 	Coverage float64 `json:"noise_coverage,omitempty"`
-	// Eps is, for the HDPMF family, the round's ε for a rating of weight
-	// 1 with the noise that arrived (dp.PartialSharesLoss at Coverage);
-	// it equals the configured ε when Coverage is 1, and is +Inf (stored
-	// as -1) when half the shares or fewer arrived. 0 for other methods
-	// and for rounds that release nothing private.
+	// Eps is the round's ε alone, by the method's accountant, for its
+	// unit: with the noise that arrived for a method whose noise is split
+	// among the clients (the HDPMF family's ideal path, dp.PartialSharesLoss
+	// at Coverage; the integer path, protocol.NoiseCoverage), else the
+	// method's own figure (protocol.RoundSpent). It is +Inf (stored as -1)
+	// when the noise that arrived bounds nothing, and 0 for rounds that
+	// release nothing private or methods that cannot account on the server
+	// (DPMF and PDPMF calibrate on the clients' data).
 	Eps float64 `json:"eps"`
+	// EpsTotal and Delta are the ε at δ spent by every round released so
+	// far: composed by the method's own accountant where it accounts on
+	// the server (protocol.Spent: Rényi DP on the integer path, the
+	// method's ledger for LDP-OP and the SD family), else the rounds' Eps
+	// added up (basic composition). It is the run's one privacy figure,
+	// which /metrics' privrec_epsilon_spent shows too; -1 from the first
+	// round with no finite bound on; 0 when nothing was accounted.
+	EpsTotal float64 `json:"eps_total,omitempty"`
+	Delta    float64 `json:"delta,omitempty"`
 	// Skipped says why a masked round released nothing ("" when it
 	// released its sum): its secure aggregation failed after masked
 	// vectors were sent, or a restart interrupted it. The method folded
 	// an empty round; no ε was spent.
-	// EpsTotal and Delta are, for a method that accounts on the server
-	// (protocol.Spent: HDPMF and HDPMF-R on the integer path), the ε at δ
-	// spent by every round released so far, composed by the method's own
-	// accountant with the noise that actually arrived: the run's one
-	// privacy figure, which /metrics' privrec_epsilon_spent shows too.
-	// -1 once a sum was refused (no finite bound); 0 when not accounted.
-	EpsTotal float64 `json:"eps_total,omitempty"`
-	Delta    float64 `json:"delta,omitempty"`
-	Skipped  string  `json:"skipped,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
 	// Refused says why a masked round's unmasked sum was refused: it was
 	// outside the bounds honest clients keep (protocol.ErrOutOfBounds),
 	// so one or more clients lied; the method folded an empty round. The

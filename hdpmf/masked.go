@@ -234,7 +234,7 @@ func (s *server) account() {
 // clients' data, so the server cannot account them (ok false).
 func (s *server) Spent() (eps, delta float64, ok bool) {
 	m := s.noise
-	if m == nil || s.plain {
+	if m == nil || s.plain || !s.masked {
 		return 0, 0, false
 	}
 	if s.spent == nil {

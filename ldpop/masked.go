@@ -338,7 +338,16 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 // counting the masked vectors in the sum, and the honest reading of half
 // the shares missing stays one half.
 func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
-	if s.mk == nil || s.mk.mu == 0 || s.kind != kindTrain || s.lastRound != s.round-1 || s.arrived == 0 {
+	if s.lastRound != s.round-1 {
+		return 0, 0, false
+	}
+	return s.coverage(rho)
+}
+
+// coverage is NoiseCoverage of the training round aggregated (or being
+// aggregated) last.
+func (s *server) coverage(rho float64) (coverage, eps float64, ok bool) {
+	if s.mk == nil || s.mk.mu == 0 || s.kind != kindTrain || s.arrived == 0 {
 		return 0, 0, false
 	}
 	if !(rho > 0 && rho <= 1) {

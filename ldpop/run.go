@@ -463,6 +463,16 @@ type server struct {
 
 	last      RoundStats
 	lastRound int
+
+	// roundEps is the ε of the round aggregated last, alone, with the
+	// noise that arrived; roundOK reports that it released a sum.
+	roundEps float64
+	roundOK  bool
+	// short is set once a released masked round's noise fell short of
+	// its calibration (dropouts), and basicSum adds up the released
+	// rounds' roundEps: then the total is that sum (Spent).
+	short    bool
+	basicSum float64
 }
 
 // ledger is the accounting of releases, in units of ε: per position the
@@ -735,6 +745,7 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 		for p, g := range s.sumAll {
 			s.v[p] -= float32(lr * g * inv)
 		}
+		s.noteRound(true)
 	} else if s.mk != nil {
 		folded, err := s.aggregateMasked(round, ups)
 		if err != nil {
@@ -749,6 +760,7 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 		// released, and the round as one of the Rounds the noise was
 		// calibrated for.
 		s.led.account(s.sel)
+		s.noteRound(folded)
 	} else {
 		s.acc = slices.Grow(s.acc[:0], len(s.rows)*k)[:len(s.rows)*k]
 		clear(s.acc)
@@ -774,6 +786,7 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 			s.v[p] -= float32(lr * g)
 		}
 		s.led.account(s.sel)
+		s.noteRound(true)
 	}
 	s.t++
 	s.last = RoundStats{Round: s.t, Rounds: s.cfg.Rounds, Pass: s.pass - 1, LearnRate: lr}
@@ -787,6 +800,63 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 	}
 	s.lastRound = round
 	return nil
+}
+
+// noteRound records the ε of the training round just aggregated, alone,
+// for RoundSpent and Spent: on the integer path with the noise that
+// arrived (NoiseCoverage at the broadcast's ρ), on the float paths the
+// configured noise's ε·√(positions of one row), Basic's ε·√k. released
+// is false when no sum was folded.
+func (s *server) noteRound(released bool) {
+	s.roundEps, s.roundOK = 0, false
+	if s.cfg.Variant == RSMF || !released {
+		return
+	}
+	switch {
+	case s.mk != nil:
+		cov, eps, ok := s.coverage(s.b.Param(protocol.ParamMinShare, 1))
+		if !ok {
+			return
+		}
+		s.roundEps, s.short = eps, s.short || cov < 1
+	case s.cfg.Variant == Basic:
+		s.roundEps = s.cfg.Eps * math.Sqrt(float64(s.k))
+	default:
+		s.roundEps = s.cfg.Eps * math.Sqrt(float64(s.maxRun()))
+	}
+	s.roundOK = true
+	s.basicSum += s.roundEps
+}
+
+// RoundSpent implements protocol.RoundSpent: the ε of the training round
+// aggregated last, alone, for a rating of the unit the report's EpsRound
+// counts (u_i fixed), with the noise that arrived. RSMF spends none.
+func (s *server) RoundSpent() (eps float64, ok bool) { return s.roundEps, s.roundOK }
+
+// Spent implements protocol.Spent: what the report's EpsTotal counts for
+// the rounds released so far (u_i fixed, the paper's assumption; see the
+// package doc for the user-level figure). On the integer path it is the
+// Rényi-DP ε at δ of the worst row's releases, at full noise; once a
+// round's noise fell short (dropouts) that composition no longer holds
+// and the figure is the released rounds' ε added up, each with the noise
+// that arrived (basic composition, an upper bound). On the float paths
+// it is ε·max_j ‖c_j‖₂ (LDP-OP) or ε·√k (Basic, whose noise is drawn
+// once), at δ 0. RSMF is not private: ok false.
+func (s *server) Spent() (eps, delta float64, ok bool) {
+	switch {
+	case s.cfg.Variant == RSMF:
+		return 0, 0, false
+	case s.cfg.Variant == Basic:
+		if s.basicSum == 0 {
+			return 0, 0, true
+		}
+		return s.cfg.Eps * math.Sqrt(float64(s.k)), 0, true
+	case s.mk != nil && s.short:
+		return s.basicSum, s.mk.delta, true
+	case s.mk != nil:
+		return s.led.skMax, s.mk.delta, true
+	}
+	return s.cfg.Eps * s.led.maxRow, 0, true
 }
 
 // account counts the releases of positions sel, sorted (in units of ε,
@@ -872,6 +942,10 @@ type snapshot struct {
 	RowDone                          []float64
 	MaxRow, SumRows, RoundFactor     float64
 	Updated                          []bool
+	// Short and BasicSum: a round's noise fell short, and the released
+	// rounds' ε added up (Spent).
+	Short    bool
+	BasicSum float64
 	// The integer path's accounting (absent on the float paths): per
 	// row max_l c_l and Σ_l c_l, the closed segments' totals (four per
 	// row), the worst row's and round's ε.
@@ -885,7 +959,7 @@ type snapshot struct {
 // encoding of a snapshot.
 func (s *server) MarshalBinary() ([]byte, error) {
 	x := snapshot{Dim: s.k, NumItems: s.m, N: s.n, Round: s.round, Kind: s.kind, T: s.t,
-		V: s.v, Perm: s.perm, Used: s.used, Pass: s.pass, H: s.h}
+		V: s.v, Perm: s.perm, Used: s.used, Pass: s.pass, H: s.h, Short: s.short, BasicSum: s.basicSum}
 	if s.posSrc != nil {
 		st, err := s.posSrc.MarshalBinary()
 		if err != nil {
@@ -954,6 +1028,7 @@ func (s *server) UnmarshalBinary(data []byte) error {
 	copy(s.v, x.V)
 	s.n, s.round, s.kind, s.t = x.N, x.Round, x.Kind, x.T
 	s.perm, s.used, s.pass, s.h = x.Perm, x.Used, x.Pass, x.H
+	s.short, s.basicSum = x.Short, x.BasicSum
 	if l := s.led; l != nil {
 		copy(l.cnt, x.Cnt)
 		copy(l.rowSq, x.RowSq)

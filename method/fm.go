@@ -3,7 +3,6 @@ package method
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/privrec/privrec/fm"
 	"github.com/privrec/privrec/model"
@@ -97,7 +96,7 @@ func sdfmFederated() *Federated {
 			if c.Features != fm.IDs {
 				return nil, paramErr("features %s: the server needs the catalog's item attributes (Spec.NewServerFor, `privrec serve --items` with its side files)", c.Features)
 			}
-			return fm.NewSDServer(c, &fm.Encoding{Features: fm.IDs, NumItems: numItems})
+			return sdfmServer(c, &fm.Encoding{Features: fm.IDs, NumItems: numItems})
 		},
 		func(cfg *fm.SDConfig, train *ratings.Dataset, seed uint64) (*Clients, error) {
 			c, err := sdfmConfig(cfg, seed)
@@ -123,9 +122,19 @@ func sdfmFederated() *Federated {
 		if err != nil {
 			return nil, err
 		}
-		return fm.NewSDServer(sc, enc)
+		return sdfmServer(sc, enc)
 	}
 	return fed
+}
+
+// sdfmServer builds the SD-FM server of cfg over enc, which accounts what
+// the run spent as SDMF's does (accounted).
+func sdfmServer(cfg fm.SDConfig, enc *fm.Encoding) (protocol.Stateful, error) {
+	srv, err := fm.NewSDServer(cfg, enc)
+	if err != nil || !cfg.Private {
+		return srv, err
+	}
+	return &accounted{Stateful: srv, total: func(t int) float64 { return sdcfSpent(cfg.Config, t) }, round: sdcfRoundEps(cfg.Config)}, nil
 }
 
 func init() {
@@ -142,9 +151,7 @@ func init() {
 		var h func(sdcf.RoundStats)
 		if hook != nil {
 			h = func(s sdcf.RoundStats) {
-				t := float64(s.Round)
-				hook(Progress{Epoch: s.Round, Epochs: s.Rounds, TrainRMSE: s.TrainRMSE,
-					EpsSpent: math.Min(c.EffectiveEpsP(), t*c.EpsI) + t*c.EpsG})
+				hook(Progress{Epoch: s.Round, Epochs: s.Rounds, TrainRMSE: s.TrainRMSE, EpsSpent: sdcfSpent(c.Config, s.Round)})
 			}
 		}
 		m, rep, err := fm.TrainSD(ctx, train, c, h)

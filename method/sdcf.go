@@ -142,13 +142,7 @@ func fitSDCF(ctx context.Context, train *ratings.Dataset, cfg sdcf.Config, claim
 	var h func(sdcf.RoundStats)
 	if hook != nil {
 		h = func(s sdcf.RoundStats) {
-			spent := 0.0
-			if cfg.Private {
-				t := float64(s.Round)
-				epsP := 2 * cfg.EpsI
-				spent = math.Min(epsP, t*cfg.EpsI) + t*cfg.EpsG
-			}
-			hook(Progress{Epoch: s.Round, Epochs: s.Rounds, TrainRMSE: s.TrainRMSE, EpsSpent: spent})
+			hook(Progress{Epoch: s.Round, Epochs: s.Rounds, TrainRMSE: s.TrainRMSE, EpsSpent: sdcfSpent(cfg, s.Round)})
 		}
 	}
 	m, rep, err := sdcf.Train(ctx, train, cfg, h)
@@ -204,10 +198,58 @@ func sdcfClients(train *ratings.Dataset, cfg sdcf.Config, claim model.Privacy, f
 	}}, nil
 }
 
-// sdcfServer builds the server of cfg (the scale plays no part).
+// sdcfServer builds the server of cfg (the scale plays no part), which
+// accounts what the run spent (accounted).
 func sdcfServer(cfg sdcf.Config, numItems int) (protocol.Stateful, error) {
-	return sdcf.NewServer(cfg, numItems)
+	srv, err := sdcf.NewServer(cfg, numItems)
+	if err != nil || !cfg.Private {
+		return srv, err
+	}
+	return &accounted{Stateful: srv, total: func(t int) float64 { return sdcfSpent(cfg, t) }, round: sdcfRoundEps(cfg)}, nil
 }
+
+// sdcfSpent is the existence ε a user has spent after uploading in t
+// rounds of cfg, as the clients' ledger composes it: min(ε_P, t·ε_I) +
+// t·ε_g (ε_g for the squared loss only).
+func sdcfSpent(cfg sdcf.Config, t int) float64 {
+	if !cfg.Private {
+		return 0
+	}
+	x := float64(t)
+	return math.Min(cfg.EffectiveEpsP(), x*cfg.EpsI) + x*sdcfEpsG(cfg)
+}
+
+// sdcfRoundEps is one round's existence ε: ε_I + ε_g.
+func sdcfRoundEps(cfg sdcf.Config) float64 { return cfg.EpsI + sdcfEpsG(cfg) }
+
+// sdcfEpsG is the ε_g a round charges: the fake gradients' (squared
+// loss only).
+func sdcfEpsG(cfg sdcf.Config) float64 {
+	if cfg.Loss != sdcf.Squared {
+		return 0
+	}
+	return cfg.EpsG
+}
+
+// accounted is the server of a method whose privacy figures follow from
+// its public configuration and the number of rounds released (the SDCF
+// family: the clients' randomized response and noise are calibrated by
+// the config alone), so that a deployment's ledger reports the ε the
+// clients' own report gives: protocol.Spent and protocol.RoundSpent.
+// Each round's total is that of a user who uploaded in every round so
+// far, the worst case; the clients' report takes the maximum over the
+// users it ran, equal when one of them answered every round.
+type accounted struct {
+	protocol.Stateful
+	total func(t int) float64 // ε after t rounds
+	round float64             // ε of one round alone
+}
+
+// Spent implements protocol.Spent, at δ 0 (pure ε-DP).
+func (a *accounted) Spent() (eps, delta float64, ok bool) { return a.total(a.Round()), 0, true }
+
+// RoundSpent implements protocol.RoundSpent.
+func (a *accounted) RoundSpent() (eps float64, ok bool) { return a.round, a.Round() > 0 }
 
 // noAggregation is SecureSum of the SDCF family: the server reads single
 // uploads (the existence protection is the clients' randomized response).
@@ -255,7 +297,14 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return sdcfServer(c, numItems)
+			srv, err := sdcfServer(c, numItems)
+			if err != nil {
+				return nil, err
+			}
+			// The clients perturbed every rating once, before the first
+			// round: the whole run spends ε.
+			eps := cfg.Eps
+			return &accounted{Stateful: srv, total: func(int) float64 { return eps }, round: eps}, nil
 		},
 		func(cfg *sdcf.ISGLDConfig, train *ratings.Dataset, seed uint64) (*Clients, error) {
 			c, err := isgld.config(cfg.Config, seed)

@@ -96,3 +96,11 @@ type NoiseCoverage interface {
 type Spent interface {
 	Spent() (eps, delta float64, ok bool)
 }
+
+// RoundSpent is a server that reports the ε of the round it aggregated
+// last, taken alone, by the method's own accountant at the δ Spent
+// reports (0 for a pure-DP method). ok is false when that round released
+// nothing private (a setup round, a skipped or refused one).
+type RoundSpent interface {
+	RoundSpent() (eps float64, ok bool)
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -22,7 +23,6 @@ import (
 	"github.com/privrec/privrec/internal/progress"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
-	"github.com/privrec/privrec/ratings"
 )
 
 func (a *app) clientCmd() *cobra.Command {
@@ -71,8 +71,10 @@ round's noise come from N, as in privrec evaluate --seed N, whose numbers
 this run then equals. Without --seed the users draw from crypto/rand and
 the server never learns their streams; the split uses seed 1.
 
---ratings FILE takes part as one user instead (a CSV of user,item,rating
-lines of one user, items by the catalog's IDs, ratings on its scale) and
+--ratings FILE takes part as one user instead (one user's ratings, read
+like --data: by the header's column names, else as user,item,rating;
+items by the catalog's IDs, ratings on its scale; --skip-bad skips and
+counts items the catalog lacks and malformed lines) and
 prints that user's top --top recommendations when the run is done; the
 user's ratings and vector never leave the process. One user can join an
 hdpmf run; the other methods' clients calibrate their noise over a
@@ -149,12 +151,21 @@ before.`,
 				if p.Masked {
 					how = "secure aggregation"
 				}
+				eps := ""
+				switch {
+				case p.EpsTotal < 0:
+					eps = ", ε so far unbounded"
+				case p.EpsTotal > 0 && p.Delta > 0:
+					eps = fmt.Sprintf(", ε so far %.3g at δ %.0e", p.EpsTotal, p.Delta)
+				case p.EpsTotal > 0:
+					eps = fmt.Sprintf(", ε so far %.3g", p.EpsTotal)
+				}
 				if bar != nil {
-					bar.Describe(fmt.Sprintf("round %d (%s, %s): %.1f s, %d clients", p.Round, p.Phase, how, p.Took.Seconds(), p.Clients))
+					bar.Describe(fmt.Sprintf("round %d (%s, %s): %.1f s, %d clients%s", p.Round, p.Phase, how, p.Took.Seconds(), p.Clients, eps))
 					bar.Add(1)
 					return
 				}
-				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %d clients in %.2f s\n", p.Round, p.Phase, how, p.Clients, p.Took.Seconds())
+				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %d clients in %.2f s%s\n", p.Round, p.Phase, how, p.Clients, p.Took.Seconds(), eps)
 			}
 			ccfg := deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
@@ -171,7 +182,7 @@ before.`,
 				return err
 			}
 			if mine != "" {
-				return a.oneUser(cmd, sess, spec, cfg, mine, seed, test, top, asJSON)
+				return a.oneUser(cmd, sess, spec, cfg, mine, df.skipBad, seed, test, top, asJSON)
 			}
 			d, err := a.load(&df)
 			if err != nil {
@@ -231,19 +242,44 @@ before.`,
 				rep.Privacy = &res.Privacy
 			}
 			e := eval.Rating(m, spl.Test)
-			rep.Runs = []runResult{{Seed: seed, Train: spl.Train.Len(), Test: spl.Test.Len(),
-				RMSE: e.RMSE, MSE: e.MSE, MAE: e.MAE, TrainSeconds: secs}}
-			rep.Summary = map[string]eval.Summary{
-				"rmse": eval.Summarize([]float64{e.RMSE}), "mse": eval.Summarize([]float64{e.MSE}),
-				"mae": eval.Summarize([]float64{e.MAE}), "train_seconds": eval.Summarize([]float64{secs}),
+			run := runResult{Seed: seed, Train: spl.Train.Len(), Test: spl.Test.Len(),
+				RMSE: e.RMSE, MSE: e.MSE, MAE: e.MAE, TrainSeconds: secs}
+			rep.Summary = map[string]eval.Summary{"train_seconds": eval.Summarize([]float64{secs})}
+			rep.TrainSeconds = secs
+			rankK := 0
+			if spec.Ranks {
+				// A ranking-only method's scores are not ratings: it is
+				// judged by its lists, as privrec evaluate does.
+				rankK = defaultRankK
+				relev := defaultRelevant(d.Scale)
+				rep.Relevant, rep.RelevantNote = &relev, relevanceNote(relev, true, d.Scale)
+				rk := eval.Rank(m, spl.Train, rankable(spl.Train, spl.Test), rankK, float32(relev))
+				for _, x := range []struct {
+					key string
+					v   *float64
+					dst **float64
+				}{{"precision", &rk.Precision, &run.Precision}, {"recall", &rk.Recall, &run.Recall},
+					{"ndcg", &rk.NDCG, &run.NDCG}, {"auc", &rk.AUC, &run.AUC}} {
+					if !math.IsNaN(*x.v) {
+						*x.dst = x.v
+						rep.Summary[x.key] = eval.Summarize([]float64{*x.v})
+					}
+				}
+				rep.RankNote = fmt.Sprintf("no RMSE, MSE or MAE: %s is a ranking-only method, its scores order items and are not ratings", spec.Name)
+			} else {
+				rep.Summary["rmse"], rep.Summary["mse"], rep.Summary["mae"] = eval.Summarize([]float64{e.RMSE}), eval.Summarize([]float64{e.MSE}), eval.Summarize([]float64{e.MAE})
+				rep.RMSE, rep.MSE, rep.MAE = e.RMSE, e.MSE, e.MAE
 			}
-			rep.RMSE, rep.MSE, rep.MAE, rep.TrainSeconds = e.RMSE, e.MSE, e.MAE, secs
+			rep.Runs = []runResult{run}
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
+				if spec.Ranks {
+					return enc.Encode(rankOnly(&rep))
+				}
 				return enc.Encode(rep)
 			}
-			return printReport(a, &rep, 0)
+			return printReport(a, &rep, rankK)
 		},
 	}
 	df.register(cmd.Flags())
@@ -259,7 +295,7 @@ before.`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
 	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
-	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (user,item,rating; one user) and print their recommendations")
+	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (columns by header name, else user,item,rating; one user) and print their recommendations")
 	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print (as privrec recommend does: score is the raw score that ranks, rating the score clamped to the scale)")
 	f.BoolVar(&insecure, "insecure", false, "send plain uploads to a server that does not run secure aggregation for a method whose privacy rests on it (the server reads every upload)")
 	f.StringVar(&authPub, "authority-key", "", "pin this enrolment authority (authority.pub of privrec authority keygen): masked rounds must run the active protocol (serve --secagg-active) and every neighbour's keys carry its certificate")
@@ -293,7 +329,7 @@ func offsetIDs(list []protocol.Client, off int) []protocol.Client {
 // oneUser takes part in the run as the one user whose ratings are in
 // path, and prints that user's recommendations from the final model: the
 // user's vector never leaves this process.
-func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec, cfg any, path string, seed uint64, test bool, top int, asJSON bool) error {
+func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec, cfg any, path string, skipBad bool, seed uint64, test bool, top int, asJSON bool) error {
 	// Only methods whose client needs nothing of the other users: the
 	// HDPMF family's DPMF floor and PDPMF threshold, LDP-OP's noise split
 	// and SDCF's z are computed over the population (the vendor case).
@@ -301,32 +337,14 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 		return fmt.Errorf("--ratings: the server runs %s, whose clients calibrate their noise over a population of users; one user takes part only in hdpmf runs (use --simulate for a vendor's users)", spec.Name)
 	}
 	cat := sess.Catalog()
-	sc := cat.Scale.Declared()
-	df := dataFlags{data: path, format: "delimited", delimiter: ",", columns: "user,item,rating", header: "auto",
-		scale: fmt.Sprintf("%g,%g,%g", sc.Min, sc.Max, sc.Step)}
-	d, err := a.load(&df)
+	one, err := a.oneUserRatings(path, cat.ItemIDs, "the server's catalog", cat.Scale, skipBad)
 	if err != nil {
-		return fmt.Errorf("--ratings: %w", err)
+		return err
 	}
-	if d.NumUsers() != 1 {
-		return fmt.Errorf("--ratings %s: ratings of %d users; the file holds one user's", path, d.NumUsers())
-	}
-	index := make(map[string]int32, len(cat.ItemIDs))
-	for k, id := range cat.ItemIDs {
-		index[id] = int32(k)
-	}
-	one := &ratings.Dataset{Name: path, Scale: cat.Scale, UserIDs: d.UserIDs, ItemIDs: cat.ItemIDs, ItemTitles: cat.Titles}
-	var rated []string
-	for k, i := range d.Items {
-		id := d.ItemIDs[i]
-		j, ok := index[id]
-		if !ok {
-			return fmt.Errorf("--ratings %s: item %q is not in the server's catalog of %d items", path, id, len(cat.ItemIDs))
-		}
-		one.Users = append(one.Users, 0)
-		one.Items = append(one.Items, j)
-		one.Values = append(one.Values, d.Values[k])
-		rated = append(rated, id)
+	one.Name, one.Scale, one.ItemTitles = path, cat.Scale, cat.Titles
+	rated := make([]string, len(one.Items))
+	for k, i := range one.Items {
+		rated[k] = cat.ItemIDs[i]
 	}
 	clientSeed := seed
 	var b [8]byte
@@ -350,7 +368,7 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	if err != nil {
 		return err
 	}
-	recs, err := m.RecommendUser(d.UserIDs[0], top, rated)
+	recs, err := m.RecommendUser(one.UserIDs[0], top, rated)
 	if err != nil {
 		return err
 	}

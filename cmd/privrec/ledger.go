@@ -103,9 +103,9 @@ ledger of a running one (its public /ledger route).`,
 			if len(led) > 0 {
 				switch last := led[len(led)-1]; {
 				case last.EpsTotal < 0:
-					fmt.Fprintln(a.stdout, "ε in total: unbounded (a sum was refused as out of bounds: a client lied about its vector and its noise)")
+					fmt.Fprintln(a.stdout, "ε in total: unbounded (a round's noise bounds nothing: a sum was refused as out of bounds, or too few noise shares arrived)")
 				case last.EpsTotal > 0:
-					fmt.Fprintf(a.stdout, "ε in total: %.4g at δ = %g (the method's Rényi accountant, with the noise that arrived in each released round)\n", last.EpsTotal, last.Delta)
+					fmt.Fprintf(a.stdout, "ε in total: %.4g at δ = %g (the method's own accountant, with the noise that arrived in each released round)\n", last.EpsTotal, last.Delta)
 				}
 			}
 			if len(led) > 0 && led[len(led)-1].Parties > 0 {

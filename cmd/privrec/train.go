@@ -169,23 +169,9 @@ lines (and malformed ones) and says how many.`,
 // error naming the file, line and item, or under skipBad a skipped line,
 // counted on stderr.
 func (a *app) foldIn(m *model.Model, path string, reg float64, skipBad bool) (*model.Model, string, []string, error) {
-	sc := m.Scale.Declared()
-	df := dataFlags{data: path, format: "delimited", header: "auto", skipBad: skipBad,
-		scale: fmt.Sprintf("%g,%g,%g", sc.Min, sc.Max, sc.Step)}
-	opt, err := df.options()
+	d, err := a.oneUserRatings(path, m.ItemIDs, "the model", m.Scale, skipBad)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("--ratings: %w", err)
-	}
-	d, rep, err := ratings.LoadForItems(path, m.ItemIDs, "the model", opt)
-	if err != nil {
-		if !skipBad {
-			return nil, "", nil, fmt.Errorf("--ratings: %w (--skip-bad skips such lines)", err)
-		}
-		return nil, "", nil, fmt.Errorf("--ratings: %w", err)
-	}
-	a.reportSkipped("--ratings "+path, rep)
-	if d.NumUsers() != 1 {
-		return nil, "", nil, fmt.Errorf("--ratings %s: ratings of %d users; the file holds one user's", path, d.NumUsers())
+		return nil, "", nil, err
 	}
 	rated := make([]string, len(d.Items))
 	for k, i := range d.Items {
@@ -196,6 +182,34 @@ func (a *app) foldIn(m *model.Model, path string, reg float64, skipBad bool) (*m
 		return nil, "", nil, fmt.Errorf("--ratings %s: %w", path, err)
 	}
 	return f, d.UserIDs[0], rated, nil
+}
+
+// oneUserRatings reads one user's ratings from path, read like --data (by
+// its header's names, else as user,item,rating) on scale and against the
+// fixed catalog items (named catalog in errors): item index k of the
+// result is items[k]. An item not in the catalog is an error naming the
+// file, line and item, or under skipBad a skipped line, counted on
+// stderr. A file with more than one user's ratings is an error.
+func (a *app) oneUserRatings(path string, items []string, catalog string, scale ratings.Scale, skipBad bool) (*ratings.Dataset, error) {
+	sc := scale.Declared()
+	df := dataFlags{data: path, format: "delimited", header: "auto", skipBad: skipBad,
+		scale: fmt.Sprintf("%g,%g,%g", sc.Min, sc.Max, sc.Step)}
+	opt, err := df.options()
+	if err != nil {
+		return nil, fmt.Errorf("--ratings: %w", err)
+	}
+	d, rep, err := ratings.LoadForItems(path, items, catalog, opt)
+	if err != nil {
+		if !skipBad {
+			return nil, fmt.Errorf("--ratings: %w (--skip-bad skips such lines)", err)
+		}
+		return nil, fmt.Errorf("--ratings: %w", err)
+	}
+	a.reportSkipped("--ratings "+path, rep)
+	if d.NumUsers() != 1 {
+		return nil, fmt.Errorf("--ratings %s: ratings of %d users; the file holds one user's", path, d.NumUsers())
+	}
+	return d, nil
 }
 
 // ratedItems returns the original IDs of the items user rated in d.

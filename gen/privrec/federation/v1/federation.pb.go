@@ -607,7 +607,12 @@ type GetRoundResponse struct {
 	Boot string `protobuf:"bytes,3,opt,name=boot,proto3" json:"boot,omitempty"`
 	// When set, the round's uploads go through secure aggregation (SecAgg)
 	// instead of Upload.
-	Secagg        *SecAggPlan `protobuf:"bytes,4,opt,name=secagg,proto3" json:"secagg,omitempty"`
+	Secagg *SecAggPlan `protobuf:"bytes,4,opt,name=secagg,proto3" json:"secagg,omitempty"`
+	// The run's total ε at δ in the server's ledger, over every round
+	// folded so far: 0 when nothing is accounted, -1 when unbounded. For a
+	// client's progress display; its own report comes from its accountant.
+	EpsTotal      float64 `protobuf:"fixed64,5,opt,name=eps_total,json=epsTotal,proto3" json:"eps_total,omitempty"`
+	Delta         float64 `protobuf:"fixed64,6,opt,name=delta,proto3" json:"delta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -668,6 +673,20 @@ func (x *GetRoundResponse) GetSecagg() *SecAggPlan {
 		return x.Secagg
 	}
 	return nil
+}
+
+func (x *GetRoundResponse) GetEpsTotal() float64 {
+	if x != nil {
+		return x.EpsTotal
+	}
+	return 0
+}
+
+func (x *GetRoundResponse) GetDelta() float64 {
+	if x != nil {
+		return x.Delta
+	}
+	return 0
 }
 
 // SecAggPlan is the public setup of one secure-aggregation round.
@@ -2277,12 +2296,14 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x0fGetRoundRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\x05R\x05after\x12\x12\n" +
 	"\x04boot\x18\x02 \x01(\tR\x04boot\x12\x18\n" +
-	"\asession\x18\x03 \x01(\tR\asession\"\xd8\x01\n" +
+	"\asession\x18\x03 \x01(\tR\asession\"\x8b\x02\n" +
 	"\x10GetRoundResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.privrec.federation.v1.RunStateR\x05state\x12>\n" +
 	"\tbroadcast\x18\x02 \x01(\v2 .privrec.federation.v1.BroadcastR\tbroadcast\x12\x12\n" +
 	"\x04boot\x18\x03 \x01(\tR\x04boot\x129\n" +
-	"\x06secagg\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggPlanR\x06secagg\"\xc8\x01\n" +
+	"\x06secagg\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggPlanR\x06secagg\x12\x1b\n" +
+	"\teps_total\x18\x05 \x01(\x01R\bepsTotal\x12\x14\n" +
+	"\x05delta\x18\x06 \x01(\x01R\x05delta\"\xc8\x01\n" +
 	"\n" +
 	"SecAggPlan\x12\x14\n" +
 	"\x05order\x18\x01 \x03(\rR\x05order\x12\x16\n" +
