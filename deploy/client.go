@@ -3,14 +3,19 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	crand "crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
+	"math/bits"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -64,6 +69,36 @@ type ClientConfig struct {
 	// with this probability. Every client answers the setup round, where
 	// the server counts who takes part. For tests and load tests.
 	Dropout float64
+
+	// Authority is the public key of the enrolment authority the clients
+	// pin (privrec client --authority-key). When set, every masked round
+	// must run secagg's active protocol (SecAggPlan.active), each
+	// neighbour's keys must carry a certificate of this authority, and
+	// the plan's K and T must withstand a lying server colluding with
+	// Collusion of the certified roster (secagg.CheckActiveParams).
+	Authority ed25519.PublicKey
+	// Certifier is the authority's private key when this process is the
+	// enrolling party and certifies its own clients' identity keys (a
+	// vendor enrolling its users; the dev authority of a walkthrough).
+	// Authority defaults to its public key.
+	Certifier ed25519.PrivateKey
+	// Run is the run label in the certificates; Roster the number of
+	// clients the authority certifies for the run (0: the clients of this
+	// session). A plan with more positions than Roster is refused.
+	Run    string
+	Roster int
+	// Collusion is the fraction of the certified roster the clients
+	// assume may collude with the server (0: the package's Collusion).
+	Collusion float64
+	// MinShare, in (0, 1], is the fraction of the certified roster the
+	// clients assume take part in a masked round: a broadcast that asks
+	// them to draw their noise shares for a larger fraction
+	// (protocol.ParamMinShare, so smaller shares) is refused. 0 means 1.
+	MinShare float64
+	// Pin holds configuration values the clients require of the run's
+	// plan (e.g. eps, delta, epochs, secagg): a plan whose configuration
+	// differs from itself with these values set is refused at Dial.
+	Pin map[string]string
 }
 
 // Progress describes a round the clients answered.
@@ -92,6 +127,15 @@ type Session struct {
 	// resend, for the red-team test's control only, disables the rule
 	// that a client sends its masked vector of a round once.
 	resend bool
+	// ids holds each client's certified identity (active protocol), by
+	// client ID.
+	ids map[uint32]*identity
+}
+
+// identity is one client's long-term identity key and its certificate.
+type identity struct {
+	key  ed25519.PrivateKey
+	cert *secagg.Certificate
 }
 
 // Dial connects to the server and reads its plan, retrying while it is
@@ -108,6 +152,12 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Authority == nil && cfg.Certifier != nil {
+		cfg.Authority = cfg.Certifier.Public().(ed25519.PublicKey)
+	}
+	if cfg.Collusion <= 0 {
+		cfg.Collusion = Collusion
 	}
 	s := &Session{cfg: cfg, log: cfg.Logger,
 		api: federationv1connect.NewFederationServiceClient(cfg.HTTP, cfg.URL)}
@@ -127,7 +177,71 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if err := s.checkAggregation(); err != nil {
 		return nil, err
 	}
+	if err := s.checkPins(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// checkPins refuses a plan whose configuration differs from what the
+// clients pinned (ClientConfig.Pin): the plan's configuration with the
+// pinned values set must be the plan's configuration.
+func (s *Session) checkPins() error {
+	if len(s.cfg.Pin) == 0 {
+		return nil
+	}
+	spec, cfg, err := s.Method()
+	if err != nil {
+		return err
+	}
+	merged := maps.Clone(s.plan.GetConfig())
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, s.cfg.Pin)
+	delete(merged, "aggregation") // the plan's, not a configuration key
+	want, err := spec.Configure(merged)
+	if err != nil {
+		return fmt.Errorf("deploy: the pinned configuration: %w", err)
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		return fmt.Errorf("deploy: the server's plan of %s is outside the pinned configuration %v (the plan: %v): refusing", spec.Name, s.cfg.Pin, s.plan.GetConfig())
+	}
+	if a, ok := s.cfg.Pin["aggregation"]; ok && a != s.plan.GetAggregation() {
+		return fmt.Errorf("deploy: the server's plan says aggregation %q, pinned %q: refusing", s.plan.GetAggregation(), a)
+	}
+	return nil
+}
+
+// checkBroadcast is the clients' policy on the quantities of a broadcast
+// that calibrate their noise shares, when an authority is pinned: no
+// count (an item's raters n_j, LDP-OP's client count) above the
+// certified roster, and no ParamMinShare above ClientConfig.MinShare. A
+// server that inflates them shrinks every share (μ/⌊ρ·n_j⌋).
+func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
+	if s.cfg.Authority == nil {
+		return nil
+	}
+	roster := s.cfg.Roster
+	if roster <= 0 {
+		roster = clients
+	}
+	for j, c := range b.Counts {
+		if int(c) > roster {
+			return fmt.Errorf("deploy: round %d announces %d raters of item %d, above the certified roster of %d: refusing (it would shrink every noise share)", b.Round, c, j, roster)
+		}
+	}
+	if n, ok := b.Params["clients"]; ok && n > float64(roster) {
+		return fmt.Errorf("deploy: round %d announces %g clients, above the certified roster of %d: refusing", b.Round, n, roster)
+	}
+	floor := s.cfg.MinShare
+	if !(floor > 0 && floor <= 1) {
+		floor = 1
+	}
+	if rho, ok := b.Params[protocol.ParamMinShare]; ok && rho > floor {
+		return fmt.Errorf("deploy: round %d asks for noise shares calibrated for %g of the clients, above the pinned %g: refusing", b.Round, rho, floor)
+	}
+	return nil
 }
 
 // checkAggregation refuses a plan whose aggregation is weaker than the
@@ -262,6 +376,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 	if err != nil {
 		return nil, err
 	}
+	if err := s.certify(clients); err != nil {
+		return nil, err
+	}
 	lead := creds[0]
 	cache := make([]*fedv1.UploadRequest, len(clients))
 	var dense [][]uint32 // a masked round's vectors, nil for a client sitting it out
@@ -306,6 +423,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				if err != nil {
 					return nil, fmt.Errorf("deploy: broadcast of round %d: %w", r, err)
 				}
+				if err := s.checkBroadcast(b, len(clients)); err != nil {
+					return nil, err
+				}
 				if dense, err = s.answerMasked(b, clients); err != nil {
 					return nil, err
 				}
@@ -338,6 +458,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			b, err := fromWireBroadcast(w)
 			if err != nil {
 				return nil, fmt.Errorf("deploy: broadcast of round %d: %w", r, err)
+			}
+			if err := s.checkBroadcast(b, len(clients)); err != nil {
+				return nil, err
 			}
 			if err := s.answer(ctx, b, clients, cache); err != nil {
 				return nil, err
@@ -415,6 +538,34 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 		}
 	}
 	return creds, nil
+}
+
+// certify draws each client's long-term identity key and has the
+// session's authority (ClientConfig.Certifier) certify it for the run.
+func (s *Session) certify(clients []protocol.Client) error {
+	if s.cfg.Authority == nil {
+		return nil
+	}
+	if s.cfg.Certifier == nil {
+		return errors.New("deploy: an authority key is pinned and this process holds no certifier key to certify its clients' identities (the enrolling party certifies them: privrec authority)")
+	}
+	if !bytes.Equal(s.cfg.Certifier.Public().(ed25519.PublicKey), s.cfg.Authority) {
+		return errors.New("deploy: the certifier key is not the pinned authority's")
+	}
+	roster := s.cfg.Roster
+	if roster <= 0 {
+		roster = len(clients)
+	}
+	s.ids = make(map[uint32]*identity, len(clients))
+	for _, c := range clients {
+		pub, priv, err := ed25519.GenerateKey(crand.Reader)
+		if err != nil {
+			return err
+		}
+		id := uint32(c.ID())
+		s.ids[id] = &identity{key: priv, cert: secagg.Certify(s.cfg.Certifier, s.cfg.Run, id, uint32(roster), pub)}
+	}
+	return nil
 }
 
 // answer runs every client's Round on b and keeps the wire uploads.
@@ -510,8 +661,12 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 	p := secagg.Params{N: len(plan.GetOrder()), K: int(plan.GetDegree()), T: int(plan.GetThreshold()),
 		Bits: int(plan.GetBits()), Len: int(plan.GetWords())}
 	copy(p.Seed[:], plan.GetSeed())
+	p.Active = plan.GetActive()
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("deploy: round %d: the server's secure-aggregation plan: %w", round, err)
+	}
+	if err := s.checkPlan(p); err != nil {
+		return fmt.Errorf("deploy: round %d: %w", round, err)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -536,7 +691,13 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 					sentMasked[k] = round
 				}
 			}
-			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, me, v, creds[k], markSent); err != nil {
+			var auth *secagg.Auth
+			if p.Active {
+				id := s.ids[uint32(clients[k].ID())]
+				auth = &secagg.Auth{Authority: s.cfg.Authority, Key: id.key, Cert: id.cert, Order: plan.GetOrder(),
+					Context: fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", s.cfg.Run, round, plan.GetSession())}
+			}
+			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, auth, me, v, creds[k], markSent); err != nil {
 				s.log.Debug("dropped out of secure aggregation", "client", clients[k].ID(), "round", round, "err", err)
 				mu.Lock()
 				dropped++
@@ -551,10 +712,70 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 	return ctx.Err()
 }
 
+// checkPlan is the clients' policy on a masked round's plan: with a
+// pinned authority the round must run the active protocol, with no more
+// positions than the certified roster, and with K and T that withstand a
+// lying server colluding with Collusion of that roster. It is checked
+// before any key leaves a client.
+func (s *Session) checkPlan(p secagg.Params) error {
+	if s.cfg.Authority == nil {
+		if p.Active {
+			return errors.New("the server runs the active secure-aggregation protocol and no enrolment authority is pinned (--authority-key): this client has no certified identity")
+		}
+		return nil
+	}
+	if !p.Active {
+		return errors.New("an enrolment authority is pinned and the server's plan is not the active secure-aggregation protocol (a server that lies could unmask a client): refusing")
+	}
+	roster := s.cfg.Roster
+	if roster <= 0 {
+		roster = len(s.ids)
+	}
+	if p.N > roster {
+		return fmt.Errorf("the plan has %d positions, the certified roster %d: refusing", p.N, roster)
+	}
+	corrupt := int(math.Floor(s.cfg.Collusion * float64(roster)))
+	if err := secagg.CheckActiveParams(p.N, p.K, p.T, corrupt); err != nil {
+		k, t, _ := secagg.ChooseParamsActive(p.N, 1-float64(p.N)/float64(roster)+0.05, s.cfg.Collusion)
+		return fmt.Errorf("refusing the server's parameters (ChooseParamsActive gives K = %d, T = %d here): %w", k, t, err)
+	}
+	return nil
+}
+
+// checkSurvivors refuses, before a client signs the survivor set (and so
+// before any share is revealed), a set smaller than MinShare of the
+// certified roster: the noise shares were calibrated for that many
+// clients, and a server that dropped honest clients below it would
+// release a sum with less noise than the clients agreed to.
+func (s *Session) checkSurvivors(bitmap []byte) error {
+	roster := s.cfg.Roster
+	if roster <= 0 {
+		roster = len(s.ids)
+	}
+	floor := s.cfg.MinShare
+	if !(floor > 0 && floor <= 1) {
+		floor = 1
+	}
+	n := 0
+	for _, x := range bitmap {
+		n += bits.OnesCount8(x)
+	}
+	if need := int(math.Ceil(floor*float64(roster) - 1e-9)); n < need {
+		return fmt.Errorf("deploy: %d survivors of a certified roster of %d, below the pinned %g (%d): refusing to reveal shares", n, roster, floor, need)
+	}
+	return nil
+}
+
 // secaggFlow is one client's five steps. markSent is called just before
 // the masked vector leaves, whether or not it arrives.
-func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, me uint32, x []uint32, cred string, markSent func()) error {
-	c, err := secagg.NewClient(me, p, crand.Reader)
+func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, auth *secagg.Auth, me uint32, x []uint32, cred string, markSent func()) error {
+	var c *secagg.Client
+	var err error
+	if p.Active {
+		c, err = secagg.NewActiveClient(me, p, crand.Reader, auth)
+	} else {
+		c, err = secagg.NewClient(me, p, crand.Reader)
+	}
 	if err != nil {
 		return err
 	}
@@ -570,13 +791,18 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 	if err != nil {
 		return err
 	}
-	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey}}})
+	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey, Cert: ak.Cert, Sig: ak.Sig}}})
 	if err != nil {
 		return err
 	}
 	kb := &secagg.KeysBroadcast{To: me}
 	for _, k := range resp.GetKeys().GetKeys() {
-		kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.GetPosition(), MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey()})
+		kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.GetPosition(), MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey(), Cert: k.GetCert(), Sig: k.GetSig()})
+	}
+	if p.Active {
+		if kb.Committed, err = unpackCommitted(resp.GetKeys().GetCommitted()); err != nil {
+			return err
+		}
 	}
 	sk, err := c.ShareKeys(kb)
 	if err != nil {
@@ -609,8 +835,21 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: data}}}); err != nil {
 		return err
 	}
-	um := resp.GetUnmask()
-	ur, err := c.Unmask(&secagg.UnmaskRequest{To: me, Survivors: um.GetSurvivors(), Dropped: um.GetDropped()})
+	um := fromWireUnmask(me, resp.GetUnmask())
+	if p.Active {
+		if err := s.checkSurvivors(um.Survived); err != nil {
+			return err
+		}
+		sig, err := c.Consistency(um)
+		if err != nil {
+			return err
+		}
+		if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Consistency{Consistency: &fedv1.SecAggSignature{Position: me, Sig: sig.Sig}}}); err != nil {
+			return err
+		}
+		um = fromWireUnmask(me, resp.GetUnmask())
+	}
+	ur, err := c.Unmask(um)
 	if err != nil {
 		return err
 	}

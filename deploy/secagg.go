@@ -26,11 +26,12 @@ const Collusion = 0.1
 
 // The steps of a masked round, as the server runs them.
 const (
-	stepKeys   = iota // AdvertiseKeys
-	stepShares        // ShareKeys
-	stepCheck         // ShareCheck: neighbours whose shares failed
-	stepMasked        // MaskedInput
-	stepReveal        // UnmaskResponse
+	stepKeys    = iota // AdvertiseKeys
+	stepShares         // ShareKeys
+	stepCheck          // ShareCheck: neighbours whose shares failed
+	stepMasked         // MaskedInput
+	stepConsist        // SurvivorSig: the active protocol's consistency round
+	stepReveal         // UnmaskResponse
 	numSteps
 )
 
@@ -76,8 +77,12 @@ type saRound struct {
 	shares  map[uint32]*secagg.SharesDelivery
 	checked map[uint32]*secagg.SharesDelivery // the check's answers: Excluded
 	unmask  map[uint32]*secagg.UnmaskRequest
-	inputs  []uint32 // positions whose masked vector was taken
-	err     error
+	signed  map[uint32]*secagg.UnmaskRequest // active: after the consistency round
+	// committed is the active protocol's committed key set on the wire
+	// (the same for every client).
+	committed []byte
+	inputs    []uint32 // positions whose masked vector was taken
+	err       error
 }
 
 // exchangeMasked runs round b through SecAgg+ with the enrolled clients
@@ -170,7 +175,11 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 		return nil, false, fmt.Errorf("deploy: round %d: %d clients not banned of %d enrolled, below the floor of %d (--min-participants %g); secure aggregation cannot release anything",
 			b.Round, n, enrolled, floor, s.cfg.MinParticipants)
 	}
-	k, t, err := secagg.ChooseParams(n, 1-s.cfg.MinParticipants+0.05, Collusion)
+	choose := secagg.ChooseParams
+	if s.cfg.ActiveSecAgg {
+		choose = secagg.ChooseParamsActive
+	}
+	k, t, err := choose(n, 1-s.cfg.MinParticipants+0.05, Collusion)
 	if err != nil {
 		return nil, false, fmt.Errorf("deploy: secure aggregation parameters for %d clients: %w", n, err)
 	}
@@ -179,7 +188,7 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	// keys are fresh too).
 	seed := rng.Seed(s.plan.Seed, streamGraph, uint64(b.Round))
 	seed = sha256.Sum256(append(seed[:], session...))
-	p := secagg.Params{N: n, K: k, T: t, Bits: b.Bits, Len: b.Words, Seed: seed, MinClients: floor}
+	p := secagg.Params{N: n, K: k, T: t, Bits: b.Bits, Len: b.Words, Seed: seed, MinClients: floor, Active: s.cfg.ActiveSecAgg}
 	srv, err := secagg.NewServer(p)
 	if err != nil {
 		return nil, false, err
@@ -187,7 +196,7 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	sa := &saRound{p: p, srv: srv, session: session, floor: floor, expect: n, seen: map[uint32]bool{}, full: make(chan struct{}),
 		slot: make(map[uint32]uint32, n),
 		plan: &fedv1.SecAggPlan{Order: roster, Degree: uint32(k), Threshold: uint32(t), Bits: uint32(b.Bits),
-			Words: uint32(b.Words), Seed: p.Seed[:], Session: session}}
+			Words: uint32(b.Words), Seed: p.Seed[:], Session: session, Active: p.Active}}
 	for pos, id := range roster {
 		sa.slot[id] = uint32(pos)
 	}
@@ -239,6 +248,13 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	}
 	var sum []uint32
 	for step := range numSteps {
+		if step == stepConsist && !p.Active {
+			s.mu.Lock()
+			sa.step = step + 1
+			s.mu.Unlock()
+			close(sa.done[step])
+			continue
+		}
 		if step == stepMasked {
 			// Record that masked vectors may now be sent, before any
 			// client can send one: a restart then never opens another
@@ -265,6 +281,9 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 				return fail(step, err)
 			}
 			sa.keys = byRecipient(kb, func(m *secagg.KeysBroadcast) uint32 { return m.To })
+			if len(kb) > 0 && p.Active {
+				sa.committed = packCommitted(kb[0].Committed)
+			}
 			next = len(kb)
 		case stepShares:
 			sd, err := srv.FinishShares()
@@ -287,6 +306,13 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 				return fail(step, err)
 			}
 			sa.unmask = byRecipient(ur, func(m *secagg.UnmaskRequest) uint32 { return m.To })
+			next = len(ur)
+		case stepConsist:
+			ur, err := srv.FinishConsistency()
+			if err != nil {
+				return fail(step, err)
+			}
+			sa.signed = byRecipient(ur, func(m *secagg.UnmaskRequest) uint32 { return m.To })
 			next = len(ur)
 		case stepReveal:
 			if sum, err = srv.Result(); err != nil {
@@ -429,6 +455,8 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 		step = stepMasked
 	case *fedv1.SecAggRequest_Reveal:
 		step = stepReveal
+	case *fedv1.SecAggRequest_Consistency:
+		step = stepConsist
 	default:
 		return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "no step")
 	}
@@ -465,9 +493,9 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 		if !ok {
 			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("dropped from the round's keys"))
 		}
-		list := &fedv1.SecAggKeyList{}
+		list := &fedv1.SecAggKeyList{Committed: sa.committed}
 		for _, k := range kb.Keys {
-			list.Keys = append(list.Keys, &fedv1.SecAggKeys{Position: k.From, MaskKey: k.MaskKey, EncKey: k.EncKey})
+			list.Keys = append(list.Keys, &fedv1.SecAggKeys{Position: k.From, MaskKey: k.MaskKey, EncKey: k.EncKey, Cert: k.Cert, Sig: k.Sig})
 		}
 		resp.Next = &fedv1.SecAggResponse_Keys{Keys: list}
 	case stepShares:
@@ -487,7 +515,13 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 		if !ok {
 			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("dropped from the round's masked inputs"))
 		}
-		resp.Next = &fedv1.SecAggResponse_Unmask{Unmask: &fedv1.SecAggUnmask{Survivors: ur.Survivors, Dropped: ur.Dropped}}
+		resp.Next = &fedv1.SecAggResponse_Unmask{Unmask: toWireUnmask(ur)}
+	case stepConsist:
+		ur, ok := sa.signed[me]
+		if !ok {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("dropped from the round's consistency check"))
+		}
+		resp.Next = &fedv1.SecAggResponse_Unmask{Unmask: toWireUnmask(ur)}
 	case stepReveal:
 		resp.Next = &fedv1.SecAggResponse_Done{Done: &fedv1.SecAggDone{}}
 	}
@@ -532,7 +566,7 @@ func (s *Server) addStep(sa *saRound, step int, id, me uint32, msg *fedv1.SecAgg
 			s.mu.Unlock()
 			return s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d sends as %d", me, k.GetPosition())
 		}
-		err = sa.srv.AddKeys(&secagg.AdvertiseKeys{From: me, MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey()})
+		err = sa.srv.AddKeys(&secagg.AdvertiseKeys{From: me, MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey(), Cert: k.GetCert(), Sig: k.GetSig()})
 	case stepShares:
 		var shares []secagg.EncryptedShare
 		for _, sh := range msg.GetShares().GetShares() {
@@ -547,6 +581,13 @@ func (s *Server) addStep(sa *saRound, step int, id, me uint32, msg *fedv1.SecAgg
 		err = sa.srv.AddCheck(&secagg.ShareCheck{From: me, Reported: msg.GetCheck().GetReported()})
 	case stepMasked:
 		err = sa.srv.AddMaskedInput(&secagg.MaskedInput{From: me, Y: y})
+	case stepConsist:
+		c := msg.GetConsistency()
+		if c.GetPosition() != me {
+			s.mu.Unlock()
+			return s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d signs as %d", me, c.GetPosition())
+		}
+		err = sa.srv.AddConsistency(&secagg.SurvivorSig{From: me, Sig: c.GetSig()})
 	case stepReveal:
 		rv := msg.GetReveal()
 		err = sa.srv.AddUnmask(&secagg.UnmaskResponse{From: me,
@@ -612,4 +653,45 @@ func byRecipient[M any](ms []M, to func(M) uint32) map[uint32]M {
 		out[to(m)] = m
 	}
 	return out
+}
+
+// commitSize is the wire size of one entry of the committed key set.
+const commitSize = 4 + 32
+
+func packCommitted(cs []secagg.Commitment) []byte {
+	out := make([]byte, 0, commitSize*len(cs))
+	for _, c := range cs {
+		out = binary.BigEndian.AppendUint32(out, c.From)
+		out = append(out, c.Digest[:]...)
+	}
+	return out
+}
+
+func unpackCommitted(b []byte) ([]secagg.Commitment, error) {
+	if len(b)%commitSize != 0 {
+		return nil, fmt.Errorf("deploy: committed key set of %d bytes, not a multiple of %d", len(b), commitSize)
+	}
+	out := make([]secagg.Commitment, len(b)/commitSize)
+	for i := range out {
+		e := b[i*commitSize:]
+		out[i].From = binary.BigEndian.Uint32(e)
+		copy(out[i].Digest[:], e[4:commitSize])
+	}
+	return out, nil
+}
+
+func toWireUnmask(ur *secagg.UnmaskRequest) *fedv1.SecAggUnmask {
+	w := &fedv1.SecAggUnmask{Survivors: ur.Survivors, Dropped: ur.Dropped, Survived: ur.Survived}
+	for _, sg := range ur.Signatures {
+		w.Signatures = append(w.Signatures, &fedv1.SecAggSignature{Position: sg.From, Sig: sg.Sig})
+	}
+	return w
+}
+
+func fromWireUnmask(to uint32, w *fedv1.SecAggUnmask) *secagg.UnmaskRequest {
+	ur := &secagg.UnmaskRequest{To: to, Survivors: w.GetSurvivors(), Dropped: w.GetDropped(), Survived: w.GetSurvived()}
+	for _, sg := range w.GetSignatures() {
+		ur.Signatures = append(ur.Signatures, secagg.SurvivorSig{From: sg.GetPosition(), Sig: sg.GetSig()})
+	}
+	return ur
 }

@@ -79,6 +79,11 @@ type ServerConfig struct {
 	// and waits on, one more RoundTimeout at a time.
 	RoundTimeout    time.Duration
 	MinParticipants float64
+	// ActiveSecAgg runs masked rounds with secagg's protocol against a
+	// server that lies (signed, certified keys; a graph seeded by the
+	// committed key set; a consistency round; ChooseParamsActive). Clients
+	// that pin an enrolment authority refuse masked rounds without it.
+	ActiveSecAgg bool
 	// MaxAbs bounds every uploaded value; MaxUploadBytes bounds a request
 	// on the wire and decompressed (default 64 MiB; Upload and SecAgg are
 	// capped tighter, by the open round's size, see Handler).

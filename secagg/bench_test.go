@@ -20,7 +20,9 @@ func BenchmarkExpander(b *testing.B) {
 
 // Bytes of the messages with a plain fixed-width encoding (4-byte IDs and
 // words); a transport adds its own framing.
-func sizeKeys(m *AdvertiseKeys) int { return 4 + len(m.MaskKey) + len(m.EncKey) }
+func sizeKeys(m *AdvertiseKeys) int {
+	return 4 + len(m.MaskKey) + len(m.EncKey) + len(m.Cert) + len(m.Sig)
+}
 func sizeShares(s []EncryptedShare) int {
 	n := 4
 	for _, e := range s {
@@ -55,8 +57,49 @@ func BenchmarkRound(b *testing.B) {
 	}
 }
 
+// BenchmarkRoundActive is BenchmarkRound beside the active protocol
+// (Params.Active: certificates and signatures, the committed key set,
+// the consistency round) at the deploy package's parameters for
+// --min-participants 0.9 (δ = 0.15, γ = 0.1): ChooseParams for the
+// honest-but-curious protocol, ChooseParamsActive for the active one.
+// Run with -benchtime=1x.
+func BenchmarkRoundActive(b *testing.B) {
+	for _, n := range []int{1000, 6040, 10000} {
+		for _, active := range []bool{false, true} {
+			choose := ChooseParams
+			if active {
+				choose = ChooseParamsActive
+			}
+			k, th, err := choose(n, 0.15, 0.1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("n=%d/active=%v/K=%d/T=%d", n, active, k, th), func(b *testing.B) {
+				p := Params{N: n, K: k, T: th, Bits: 32, Len: 3706 * 10, Active: active}
+				p.Seed[0] = 1
+				x := make([]uint32, p.Len)
+				for i := range x {
+					x[i] = uint32(i)
+				}
+				drop := dropSome(rand.New(testRand(1)), n, 0.1, DropBeforeInput)
+				var auths []*Auth
+				if active {
+					_, auths, _ = testIdentities(p, testRand(7), "bench")
+				}
+				for b.Loop() {
+					benchRoundAuth(b, p, auths, x, drop)
+				}
+			})
+		}
+	}
+}
+
 func benchRound(b *testing.B, p Params, x []uint32, drop []Phase) {
-	var tKeys, tShare, tMask, tUnmask, tServer time.Duration
+	benchRoundAuth(b, p, nil, x, drop)
+}
+
+func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Phase) {
+	var tKeys, tShare, tMask, tConsist, tUnmask, tServer time.Duration
 	var up, down [4]int
 	timed := func(d *time.Duration, f func()) {
 		t0 := time.Now()
@@ -73,7 +116,11 @@ func benchRound(b *testing.B, p Params, x []uint32, drop []Phase) {
 	rnd := testRand(2)
 	cs := make([]*Client, p.N)
 	for u := range cs {
-		cs[u], err = NewClient(uint32(u), p, rnd)
+		if p.Active {
+			cs[u], err = NewActiveClient(uint32(u), p, rnd, auths[u])
+		} else {
+			cs[u], err = NewClient(uint32(u), p, rnd)
+		}
 		must(err)
 		var m *AdvertiseKeys
 		timed(&tKeys, func() { m, err = cs[u].AdvertiseKeys() })
@@ -86,7 +133,7 @@ func benchRound(b *testing.B, p Params, x []uint32, drop []Phase) {
 	timed(&tServer, func() { kb, err = srv.FinishKeys() })
 	must(err)
 	for _, m := range kb {
-		down[0] += 4
+		down[0] += 4 + 36*len(m.Committed)
 		for i := range m.Keys {
 			down[0] += sizeKeys(&m.Keys[i])
 		}
@@ -115,8 +162,21 @@ func benchRound(b *testing.B, p Params, x []uint32, drop []Phase) {
 	var ur []*UnmaskRequest
 	timed(&tServer, func() { ur, err = srv.FinishMaskedInput() })
 	must(err)
+	if p.Active {
+		for _, r := range ur {
+			down[3] += len(r.Survived)
+			var m *SurvivorSig
+			timed(&tConsist, func() { m, err = cs[r.To].Consistency(r) })
+			must(err)
+			up[3] += 4 + len(m.Sig)
+			timed(&tServer, func() { err = srv.AddConsistency(m) })
+			must(err)
+		}
+		timed(&tServer, func() { ur, err = srv.FinishConsistency() })
+		must(err)
+	}
 	for _, r := range ur {
-		down[3] += 4 + 4*(len(r.Survivors)+len(r.Dropped))
+		down[3] += 4 + 4*(len(r.Survivors)+len(r.Dropped)) + len(r.Survived) + 68*len(r.Signatures)
 		var m *UnmaskResponse
 		timed(&tUnmask, func() { m, err = cs[r.To].Unmask(r) })
 		must(err)
@@ -143,6 +203,9 @@ func benchRound(b *testing.B, p Params, x []uint32, drop []Phase) {
 	b.ReportMetric(ms(tShare, float64(len(kb))), "ms-sharekeys/client")
 	b.ReportMetric(ms(tMask, nin), "ms-maskedinput/client")
 	b.ReportMetric(ms(tUnmask, nin), "ms-unmask/client")
+	if p.Active {
+		b.ReportMetric(ms(tConsist, nin), "ms-consistency/client")
+	}
 	b.ReportMetric(ms(tServer, 1), "ms-server")
 	b.ReportMetric(float64(up[0]+up[1]+up[3])/nin, "B-up-excl-vector/client")
 	b.ReportMetric(float64(up[2])/nin, "B-up-vector/client")
@@ -151,5 +214,5 @@ func benchRound(b *testing.B, p Params, x []uint32, drop []Phase) {
 		p.N, float64(up[0])/n, float64(up[1])/float64(len(kb)), float64(up[2])/nin, float64(up[3])/nin,
 		float64(down[0])/float64(len(kb)), float64(down[1])/float64(len(sd)), float64(down[3])/nin)
 	b.Logf("n=%d: time: clients %.0f ms total (%.1f ms each), server %.0f ms",
-		p.N, ms(tKeys+tShare+tMask+tUnmask, 1), ms(tKeys+tShare+tMask+tUnmask, n), ms(tServer, 1))
+		p.N, ms(tKeys+tShare+tMask+tConsist+tUnmask, 1), ms(tKeys+tShare+tMask+tConsist+tUnmask, n), ms(tServer, 1))
 }

@@ -1,7 +1,9 @@
 package secagg
 
 import (
+	"bytes"
 	"crypto/ecdh"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -47,11 +49,12 @@ var expanders = sync.Pool{New: func() any { return new(expander) }}
 // peer is what a client knows about one neighbour that advertised keys.
 type peer struct {
 	maskPub   *ecdh.PublicKey
-	encSecret []byte // X25519 secret of the two encryption key pairs
-	inU2      bool   // its shares reached us
-	bad       bool   // excluded by the server after the check: a dropout
-	maskShare []byte // our share of its mask-key seed
-	selfShare []byte // our share of its self-mask seed
+	encSecret []byte            // X25519 secret of the two encryption key pairs
+	inU2      bool              // its shares reached us
+	bad       bool              // excluded by the server after the check: a dropout
+	maskShare []byte            // our share of its mask-key seed
+	selfShare []byte            // our share of its self-mask seed
+	idKey     ed25519.PublicKey // active protocol: its certified identity key
 }
 
 // Client is one client's side of a round. Its methods must be called in
@@ -71,6 +74,12 @@ type Client struct {
 	encPriv  *ecdh.PrivateKey
 	peers    map[uint32]*peer
 	checked  bool // CheckShares was called
+
+	// The active protocol (p.Active).
+	auth      *Auth
+	graphSeed [32]byte
+	survived  []byte         // the survivor set this client signed
+	own       *AdvertiseKeys // its own advertisement
 }
 
 // NewClient returns client id's side of the round with parameters p.
@@ -82,7 +91,30 @@ func NewClient(id uint32, p Params, rand io.Reader) (*Client, error) {
 	if int64(id) >= int64(p.N) {
 		return nil, fmt.Errorf("secagg: client ID %d out of range [0, %d)", id, p.N)
 	}
+	if p.Active {
+		return nil, fmt.Errorf("%w: the active protocol needs NewActiveClient", ErrIdentity)
+	}
 	return &Client{id: id, p: p, rand: rand, nbrs: Neighbours(p, id)}, nil
+}
+
+// NewActiveClient returns client id's side of a round of the active
+// protocol (p.Active): a holds the pinned authority key, the client's
+// identity and the session context. Its neighbours are known only once
+// the committed key set arrives (ShareKeys).
+func NewActiveClient(id uint32, p Params, rand io.Reader, a *Auth) (*Client, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if !p.Active {
+		return nil, fmt.Errorf("secagg: NewActiveClient with Params.Active unset")
+	}
+	if int64(id) >= int64(p.N) {
+		return nil, fmt.Errorf("secagg: client ID %d out of range [0, %d)", id, p.N)
+	}
+	if err := a.check(p, id); err != nil {
+		return nil, err
+	}
+	return &Client{id: id, p: p, rand: rand, auth: a}, nil
 }
 
 // ID returns the client's ID.
@@ -124,11 +156,61 @@ func (c *Client) AdvertiseKeys() (*AdvertiseKeys, error) {
 	c.encPriv = enc
 	c.maskPriv = maskKeyFromSeed(&c.maskSeed, &c.p.Seed)
 	c.stage = stageShares
-	return &AdvertiseKeys{
+	m := &AdvertiseKeys{
 		From:    c.id,
 		MaskKey: c.maskPriv.PublicKey().Bytes(),
 		EncKey:  enc.PublicKey().Bytes(),
-	}, nil
+	}
+	if c.p.Active {
+		m.Cert = c.auth.Cert.Marshal()
+		m.Sig = ed25519.Sign(c.auth.Key, advertMsg(c.auth.Context, &c.p.Seed, c.id, c.auth.Cert.Client, m.MaskKey, m.EncKey))
+		c.own = m
+	}
+	return m, nil
+}
+
+// commitGraph (active protocol) checks the committed key set of b — sorted
+// positions, the client's own advertisement in it unchanged — and fixes
+// the neighbour graph from its hash.
+func (c *Client) commitGraph(b *KeysBroadcast, own *AdvertiseKeys) error {
+	for i, cm := range b.Committed {
+		if int64(cm.From) >= int64(c.p.N) || (i > 0 && cm.From <= b.Committed[i-1].From) {
+			return fmt.Errorf("%w: committed key set not sorted by position or out of range", ErrIdentity)
+		}
+	}
+	i, ok := slices.BinarySearchFunc(b.Committed, c.id, func(cm Commitment, v uint32) int { return int(int64(cm.From) - int64(v)) })
+	if !ok || b.Committed[i].Digest != advertDigest(own) {
+		return fmt.Errorf("%w: the committed key set does not hold client %d's own advertisement", ErrIdentity, c.id)
+	}
+	c.graphSeed = GraphSeed(c.p.Seed, b.Committed)
+	c.nbrs = Neighbours(graphParams(c.p, c.graphSeed), c.id)
+	return nil
+}
+
+// verifyAdvert (active protocol) checks a neighbour's advertisement: a
+// certificate of the pinned authority for this run, naming the client ID
+// of the position, a valid signature by the certified key, and the digest
+// committed in the key set.
+func (c *Client) verifyAdvert(k *AdvertiseKeys, committed []Commitment) (ed25519.PublicKey, error) {
+	cert, err := ParseCertificate(k.Cert)
+	if err != nil {
+		return nil, fmt.Errorf("advertisement of %d: %w", k.From, err)
+	}
+	if err := cert.Verify(c.auth.Authority); err != nil {
+		return nil, err
+	}
+	if cert.Run != c.auth.Cert.Run || cert.Client != c.auth.Order[k.From] {
+		return nil, fmt.Errorf("%w: position %d shows a certificate of client %d in run %q, want client %d in run %q",
+			ErrIdentity, k.From, cert.Client, cert.Run, c.auth.Order[k.From], c.auth.Cert.Run)
+	}
+	if !ed25519.Verify(cert.Key, advertMsg(c.auth.Context, &c.p.Seed, k.From, cert.Client, k.MaskKey, k.EncKey), k.Sig) {
+		return nil, fmt.Errorf("%w: keys of position %d are not signed by its certified identity", ErrIdentity, k.From)
+	}
+	i, ok := slices.BinarySearchFunc(committed, k.From, func(cm Commitment, v uint32) int { return int(int64(cm.From) - int64(v)) })
+	if !ok || committed[i].Digest != advertDigest(k) {
+		return nil, fmt.Errorf("%w: keys of position %d are not the ones committed", ErrIdentity, k.From)
+	}
+	return cert.Key, nil
 }
 
 // ShareKeys (round 1) reads the neighbours' public keys, Shamir-shares
@@ -141,6 +223,11 @@ func (c *Client) ShareKeys(b *KeysBroadcast) (*ShareKeys, error) {
 	}
 	if b.To != c.id {
 		return nil, c.abort(fmt.Errorf("%w: keys for client %d delivered to %d", ErrMessage, b.To, c.id))
+	}
+	if c.p.Active {
+		if err := c.commitGraph(b, c.own); err != nil {
+			return nil, c.abort(err)
+		}
 	}
 	c.peers = make(map[uint32]*peer, len(b.Keys))
 	ids := make([]uint32, 0, len(b.Keys))
@@ -155,12 +242,28 @@ func (c *Client) ShareKeys(b *KeysBroadcast) (*ShareKeys, error) {
 		if err != nil {
 			return nil, c.abort(err)
 		}
+		var idKey ed25519.PublicKey
+		if c.p.Active {
+			if idKey, err = c.verifyAdvert(&k, b.Committed); err != nil {
+				return nil, c.abort(err)
+			}
+		}
 		s, err := c.encPriv.ECDH(ep)
 		if err != nil {
 			return nil, c.abort(fmt.Errorf("%w: encryption key of %d: %v", ErrMessage, k.From, err))
 		}
-		c.peers[k.From] = &peer{maskPub: mp, encSecret: s}
+		c.peers[k.From] = &peer{maskPub: mp, encSecret: s, idKey: idKey}
 		ids = append(ids, k.From)
+	}
+	if c.p.Active {
+		// Every committed neighbour's keys must be delivered: the server
+		// may not thin a neighbourhood it has committed to.
+		for _, v := range c.nbrs {
+			_, ok := slices.BinarySearchFunc(b.Committed, v, func(cm Commitment, v uint32) int { return int(int64(cm.From) - int64(v)) })
+			if ok && c.peers[v] == nil {
+				return nil, c.abort(fmt.Errorf("%w: neighbour %d is in the committed key set and its keys were withheld", ErrIdentity, v))
+			}
+		}
 	}
 	if len(ids) < c.p.T {
 		return nil, c.abort(fmt.Errorf("%w: client %d has %d neighbours with keys, threshold %d", ErrTooFew, c.id, len(ids), c.p.T))
@@ -359,6 +462,12 @@ func (c *Client) Unmask(r *UnmaskRequest) (*UnmaskResponse, error) {
 	if r.To != c.id {
 		return nil, c.abort(fmt.Errorf("%w: unmask request for %d delivered to %d", ErrMessage, r.To, c.id))
 	}
+	if c.p.Active {
+		if err := c.verifySurvivors(r); err != nil {
+			return nil, c.abort(err)
+		}
+		r = c.derivedRequest()
+	}
 	kind := make(map[uint32]bool, len(r.Survivors)+len(r.Dropped)) // true: survivor
 	out := &UnmaskResponse{From: c.id}
 	add := func(v uint32, survivor bool) error {
@@ -399,4 +508,95 @@ func (c *Client) Unmask(r *UnmaskRequest) (*UnmaskResponse, error) {
 	c.stage = stageDone
 	c.peers = nil
 	return out, nil
+}
+
+// ErrInconsistent is returned (wrapped) by Client.Consistency and
+// Client.Unmask in the active protocol when the survivor set the server
+// presents is inconsistent with what the client knows, or fewer than T
+// neighbours signed the same set: the server told different clients
+// different things, and the client reveals nothing.
+var ErrInconsistent = errors.New("secagg: inconsistent survivor sets")
+
+// Consistency (active protocol, after MaskedInput) checks the survivor set
+// U3 that the server announces (r.Survived) against what the client
+// knows — it survived itself; each neighbour listed as a survivor sent it
+// shares and was not excluded — and signs it. It may be called once; the
+// signature commits the client to that one set: Unmask reveals only
+// according to it.
+func (c *Client) Consistency(r *UnmaskRequest) (*SurvivorSig, error) {
+	if err := c.enter(stageUnmask); err != nil {
+		return nil, err
+	}
+	if !c.p.Active || c.survived != nil {
+		return nil, fmt.Errorf("%w: consistency round outside the active protocol, or twice", ErrState)
+	}
+	if r.To != c.id {
+		return nil, c.abort(fmt.Errorf("%w: unmask request for %d delivered to %d", ErrMessage, r.To, c.id))
+	}
+	if len(r.Survived) != (c.p.N+7)/8 {
+		return nil, c.abort(fmt.Errorf("%w: survivor bitmap of %d bytes for %d clients", ErrMessage, len(r.Survived), c.p.N))
+	}
+	if !bit(r.Survived, c.id) {
+		return nil, c.abort(fmt.Errorf("%w: client %d is told it did not survive", ErrInconsistent, c.id))
+	}
+	if c.p.N%8 != 0 && r.Survived[len(r.Survived)-1]>>(c.p.N%8) != 0 {
+		return nil, c.abort(fmt.Errorf("%w: survivor bitmap has bits past N", ErrMessage))
+	}
+	for _, v := range c.nbrs {
+		pr := c.peers[v]
+		if bit(r.Survived, v) && (pr == nil || !pr.inU2 || pr.bad) {
+			return nil, c.abort(fmt.Errorf("%w: neighbour %d is listed as a survivor and sent client %d no valid shares", ErrInconsistent, v, c.id))
+		}
+	}
+	c.survived = slices.Clone(r.Survived)
+	sig := ed25519.Sign(c.auth.Key, consistMsg(c.auth.Context, &c.p.Seed, &c.graphSeed, c.survived))
+	return &SurvivorSig{From: c.id, Sig: sig}, nil
+}
+
+// verifySurvivors checks, before any share is revealed, that the request
+// repeats the survivor set the client signed and carries valid signatures
+// of that same set from at least T neighbours that it lists as survivors;
+// any signature that does not verify (a neighbour told another set, or a
+// forgery) aborts.
+func (c *Client) verifySurvivors(r *UnmaskRequest) error {
+	if c.survived == nil {
+		return fmt.Errorf("%w: Unmask before the consistency round", ErrState)
+	}
+	if !bytes.Equal(r.Survived, c.survived) {
+		return fmt.Errorf("%w: the unmask request's survivor set differs from the one client %d signed", ErrInconsistent, c.id)
+	}
+	msg := consistMsg(c.auth.Context, &c.p.Seed, &c.graphSeed, c.survived)
+	seen := make(map[uint32]bool, len(r.Signatures))
+	for _, sg := range r.Signatures {
+		pr := c.peers[sg.From]
+		if pr == nil || pr.idKey == nil || seen[sg.From] || !bit(c.survived, sg.From) {
+			return fmt.Errorf("%w: a survivor signature from %d, not a surviving neighbour of %d, or twice", ErrInconsistent, sg.From, c.id)
+		}
+		if !ed25519.Verify(pr.idKey, msg, sg.Sig) {
+			return fmt.Errorf("%w: neighbour %d did not sign the survivor set client %d was told of", ErrInconsistent, sg.From, c.id)
+		}
+		seen[sg.From] = true
+	}
+	if len(seen) < c.p.T {
+		return fmt.Errorf("%w: %d neighbours of client %d signed its survivor set, threshold %d", ErrInconsistent, len(seen), c.id, c.p.T)
+	}
+	return nil
+}
+
+// derivedRequest is the unmask request that the signed survivor set
+// implies for the client's neighbourhood: the server's own lists are not
+// used.
+func (c *Client) derivedRequest() *UnmaskRequest {
+	r := &UnmaskRequest{To: c.id}
+	for _, v := range c.nbrs {
+		pr := c.peers[v]
+		switch {
+		case pr == nil || !pr.inU2 || pr.bad:
+		case bit(c.survived, v):
+			r.Survivors = append(r.Survivors, v)
+		default:
+			r.Dropped = append(r.Dropped, v)
+		}
+	}
+	return r
 }

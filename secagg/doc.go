@@ -23,7 +23,8 @@
 //
 // The round has four message rounds, each a pair of plain structs (see
 // messages.go): AdvertiseKeys (U1 survive), ShareKeys (U2), MaskedInput
-// (U3, whose inputs are summed) and Unmasking. Client and Server are
+// (U3, whose inputs are summed) and Unmasking; the active protocol adds
+// a consistency round before the unmasking. Client and Server are
 // small explicit state machines; any protocol error makes the party abort
 // and release nothing further. Simulate runs a round in process.
 //
@@ -90,30 +91,88 @@
 //	10000   0.30  0.10  106  43
 //	10000   0.30  0.20  182  87
 //
-// What this does not guarantee: the model is an honest-but-curious server
-// (and colluding clients; a client may deviate from the protocol, and
-// then it is only a dropout). The corrupt set and the dropouts must not
-// depend on the round seed, so the seed must be unpredictable when the
-// round's participants are fixed (e.g. drawn from a public beacon or
-// committed to in advance). There is no PKI: the public keys are not
-// signed, so a server that substitutes keys (a man in the middle) breaks
-// secrecy; there is no consistency-check round, so a server that tells
-// different clients different survivor sets is not detected. The rule
-// "never both shares of one neighbour" blocks the direct attack of an
-// active server on client u (asking some neighbours for b_u and others for
-// u's mask key) only when 2T > K + c_u, c_u being u's corrupt neighbours:
-// in the δ = 0.1 rows T is a little above K/2, so this holds only for a
-// few corrupt neighbours (c_u < 2T−K, e.g. < 6 for n = 1000), not at the
-// 2^-40 level; in the δ = 0.3 rows T < K/2 and it does not hold at all.
-// The sum's integrity is not protected either: a client may upload any
-// vector. Callers bound the unmasked sum instead (protocol.SumChecker:
-// arrivals at most the announced counts, each coordinate within arrivals
-// times the clip plus the noise tail); without per-client range proofs a
-// lying client can still move the sum anywhere inside those bounds, and
-// withhold its noise share. A client that sends wrong Shamir shares in
-// the unmasking (valid ciphertexts of wrong values) makes Result fail
-// with ErrShares: the round releases nothing (robust reconstruction from
-// more than T shares is not implemented).
+// That is the honest-but-curious protocol (Params.Active unset): the
+// server follows the protocol and colludes with clients. Against a server
+// that deviates it does not hold — with no cryptographic attack: the keys
+// are not bound to identities (the server substitutes a target's
+// neighbours' keys and reads its shares), the server tells some of a
+// client's neighbours it survived and others it dropped (the split
+// attack, which needs 2T ≤ K + c with c corrupt neighbours: in the δ =
+// 0.1 rows above 2T−K is 6–8; at δ ≥ 0.25 it is negative and no corrupt
+// client is needed), it chooses the graph seed and the position order,
+// and K and T. The active protocol below closes these.
+//
+// # Against a server that lies
+//
+// Params.Active selects the protocol for an active server that colludes
+// with at most a fraction γ of the certified clients (TestAttack* mount
+// each attack against the real Client; each recovers a client's input
+// exactly on the honest-but-curious protocol and fails here):
+//
+//   - Identities the server cannot mint. Each client holds a long-term
+//     Ed25519 key, certified (Certify) by an enrolment authority the
+//     server does not control, for a run, a client ID and a roster size.
+//     Every AdvertiseKeys is signed over (session context, round seed,
+//     position, client ID, both keys); a client verifies each neighbour's
+//     certificate under its pinned authority key, that it names the
+//     client ID of that position (IDs distinct, so one identity fills one
+//     position) and the signature. A bad one aborts the client's session
+//     (ErrIdentity) rather than making the neighbour a dropout: only the
+//     server or a relay can produce it, and a server caught lying gets
+//     nothing further. TestAttackKeySubstitution.
+//   - A graph the server cannot choose. The graph seed is GraphSeed: a
+//     hash of the round seed and of the committed key set (the digest of
+//     every advertisement of U1, sorted by position), which every client
+//     receives whole (36 B per client), checks holds its own
+//     advertisement, and checks against each neighbour's delivered keys;
+//     a committed neighbour whose keys are withheld is an abort. The
+//     positions are fixed (and signed) before any key is, so the server
+//     cannot place corrupt clients beside a target. Residual: the server
+//     and its corrupt clients see the honest keys before the set closes,
+//     so they can grind the seed (re-drawing corrupt keys, leaving
+//     clients out): each try costs a hash over N·36 bytes and a graph,
+//     and 2^g tries lower the 2^-40 secrecy margin to 2^-(40−g). A
+//     commit-then-reveal round would remove this at one more round trip.
+//   - Parameters the server cannot weaken. ChooseParamsActive adds to
+//     ChooseParams' conditions n·P[corrupt neighbours ≥ 2T−K] ≤ 2^-40: the
+//     split attack needs T shares of each kind of u's seeds from u's K
+//     neighbours, each honest one revealing one kind, so it needs 2T ≤ K
+//   - c. Clients recompute the condition (CheckActiveParams) with their
+//     own γ and the certified roster before any key leaves them.
+//   - A consistency round (Bonawitz et al. 2017, round 4, per
+//     neighbourhood). After the masked inputs, each survivor signs the
+//     survivor set U3 (a bitmap over positions) it is told of
+//     (Client.Consistency), after checking that it is itself in U3 and
+//     that every neighbour listed there sent it valid shares. Unmask then
+//     reveals only according to that signed set (the server's own lists
+//     are ignored), and only with valid signatures of the same set from
+//     at least T neighbours that it lists as survivors; any bad signature
+//     aborts (ErrInconsistent). With T > (K+c)/2 no two groups of a
+//     neighbourhood can each gather T agreeing signatures for different
+//     sets, so the signatures make the server's equivocation fail closed
+//     and attributable; the counting bound above is what makes the split
+//     attack impossible. TestAttackSplit at ρ = 0.8 and ρ = 1.
+//
+// What still does not hold against a lying server: the sum's integrity
+// (a corrupt client may upload any vector; the server may release a
+// wrong sum, or none); availability (the server can abort any session);
+// and dropping honest clients, which the server can always do. The
+// deploy package's clients refuse to sign a survivor set smaller than
+// their pinned fraction ρ of the certified roster, so a released sum
+// holds at least ρ·N_cert vectors, of which at most γ·N_cert corrupt;
+// how much noise that leaves is the caller's accounting (see the deploy
+// package and the README).
+//
+// In both protocols: the corrupt set must not depend on the graph seed
+// (static corruption, fixed before the round's keys); a client may upload
+// any vector, so callers bound the unmasked sum instead
+// (protocol.SumChecker: arrivals at most the announced counts, each
+// coordinate within arrivals times the clip plus the noise tail), and a
+// lying client can still move the sum anywhere inside those bounds and
+// withhold its noise share; a client that sends wrong Shamir shares in
+// the unmasking makes Result fail with ErrShares and the round releases
+// nothing (robust reconstruction from more than T shares is not
+// implemented).
 //
 // # Cryptographic choices
 //
@@ -155,6 +214,11 @@
 //	up per client: vector      148 244 B              148 244 B              148 244 B
 //	up per client: the rest    6 851 B                7 734 B                8 028 B
 //	down per client            8 784 B                9 928 B                10 309 B
+//
+// BenchmarkRoundActive runs the active protocol beside this one at the
+// deploy package's parameters; its figures are in the README (at n =
+// 1,000 and δ = 0.15 the active K is 138 against 54, and a client's time
+// about 5 times larger, mostly the larger K and the Ed25519 checks).
 //
 // A client's cost is O(K·L) words of PRG and 2K X25519 agreements,
 // independent of n; the vector itself (4·L bytes, or b·L/8 packed)

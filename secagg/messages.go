@@ -13,6 +13,11 @@ type AdvertiseKeys struct {
 	MaskKey []byte
 	// EncKey is the public key for encrypting shares to neighbours.
 	EncKey []byte
+	// In the active protocol (Params.Active): the sender's certificate
+	// (Certificate.Marshal) and its Ed25519 signature over the session
+	// context, the round seed, its position, its client ID and both keys.
+	Cert []byte
+	Sig  []byte
 }
 
 // KeysBroadcast is round 0, server → client: the keys of the client's
@@ -20,6 +25,11 @@ type AdvertiseKeys struct {
 type KeysBroadcast struct {
 	To   uint32
 	Keys []AdvertiseKeys
+	// Committed, in the active protocol, is the committed key set: the
+	// digest of every advertisement in U1, sorted by position. The graph
+	// seed is its hash (GraphSeed); the client checks its own entry and
+	// each neighbour's against the keys it receives.
+	Committed []Commitment
 }
 
 // EncryptedShare carries, from one client to one neighbour, AES-GCM
@@ -67,6 +77,21 @@ type UnmaskRequest struct {
 	To        uint32
 	Survivors []uint32
 	Dropped   []uint32
+	// In the active protocol: Survived is the set U3 as a bitmap over
+	// positions (bit v%8 of byte v/8), which the client signs
+	// (Client.Consistency); Signatures are its neighbours' signatures of
+	// the survivor sets they were told of, delivered after the
+	// consistency round for Client.Unmask to verify.
+	Survived   []byte
+	Signatures []SurvivorSig
+}
+
+// SurvivorSig is the active protocol's consistency round, client →
+// server: the client's Ed25519 signature over the survivor set it was
+// told of (UnmaskRequest.Survived).
+type SurvivorSig struct {
+	From uint32
+	Sig  []byte
 }
 
 // RevealedShare is the recipient's share of one neighbour's seed.

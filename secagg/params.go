@@ -31,6 +31,12 @@ type Params struct {
 	// is mixed into every key derivation, so keys of one round are useless
 	// in another.
 	Seed [32]byte
+	// Active selects the protocol against a server that lies: signed,
+	// certified key advertisements (clients need an Auth), a neighbour
+	// graph seeded by the committed key set (GraphSeed) rather than by
+	// Seed, and a consistency round (Client.Consistency) before any
+	// share is revealed.
+	Active bool
 }
 
 // Validate reports whether p is usable.

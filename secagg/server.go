@@ -3,6 +3,7 @@ package secagg
 import (
 	"bytes"
 	"crypto/ecdh"
+	"crypto/ed25519"
 	"fmt"
 	"runtime"
 	"slices"
@@ -43,6 +44,14 @@ type Server struct {
 	checks   []*ShareCheck
 	checking bool
 	excluded []bool
+
+	// The active protocol: the graph seed, the unmask requests of
+	// FinishMaskedInput, the survivors' signatures, and whether the
+	// consistency round closed.
+	graphSeed [32]byte
+	requests  map[uint32]*UnmaskRequest
+	sigs      map[uint32]*SurvivorSig
+	consisted bool
 }
 
 // NewServer returns the server's side of the round with parameters p.
@@ -50,15 +59,20 @@ func NewServer(p Params) (*Server, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{
-		p: p, g: NewGraph(p),
+	s := &Server{
+		p:    p,
 		keys: make([]*AdvertiseKeys, p.N), sent: make([]bool, p.N),
 		inbox: make([][]EncryptedShare, p.N), in3: make([]bool, p.N),
 		unmsk: make([]bool, p.N), sum: make([]uint32, p.Len),
-	}, nil
+	}
+	if !p.Active { // the active protocol's graph is fixed by FinishKeys
+		s.g = NewGraph(p)
+	}
+	return s, nil
 }
 
-// Graph returns the round's neighbour graph.
+// Graph returns the round's neighbour graph (in the active protocol, nil
+// before FinishKeys).
 func (s *Server) Graph() *Graph { return s.g }
 
 func (s *Server) enter(st stage) error {
@@ -170,7 +184,11 @@ func (s *Server) AddKeys(m *AdvertiseKeys) error {
 	if err := checkOrder(m.From, "encryption", ek); err != nil {
 		return err
 	}
-	s.keys[m.From] = &AdvertiseKeys{From: m.From, MaskKey: slices.Clone(m.MaskKey), EncKey: slices.Clone(m.EncKey)}
+	if s.p.Active && (len(m.Cert) == 0 || len(m.Sig) == 0) {
+		return fmt.Errorf("%w: keys of %d carry no certificate or signature", ErrMessage, m.From)
+	}
+	s.keys[m.From] = &AdvertiseKeys{From: m.From, MaskKey: slices.Clone(m.MaskKey), EncKey: slices.Clone(m.EncKey),
+		Cert: slices.Clone(m.Cert), Sig: slices.Clone(m.Sig)}
 	return nil
 }
 
@@ -182,12 +200,22 @@ func (s *Server) FinishKeys() ([]*KeysBroadcast, error) {
 	if err := s.enter(stageKeys); err != nil {
 		return nil, err
 	}
+	var committed []Commitment
+	if s.p.Active {
+		for _, k := range s.keys {
+			if k != nil {
+				committed = append(committed, Commitment{From: k.From, Digest: advertDigest(k)})
+			}
+		}
+		s.graphSeed = GraphSeed(s.p.Seed, committed)
+		s.g = NewGraph(graphParams(s.p, s.graphSeed))
+	}
 	var out []*KeysBroadcast
 	for u, k := range s.keys {
 		if k == nil {
 			continue
 		}
-		b := &KeysBroadcast{To: uint32(u)}
+		b := &KeysBroadcast{To: uint32(u), Committed: committed}
 		for _, v := range s.g.Neighbours(uint32(u)) {
 			if s.keys[v] != nil {
 				b.Keys = append(b.Keys, *s.keys[v])
@@ -425,12 +453,23 @@ func (s *Server) FinishMaskedInput() ([]*UnmaskRequest, error) {
 		return nil, err
 	}
 	var out []*UnmaskRequest
+	var survived []byte
+	if s.p.Active {
+		survived = make([]byte, (s.p.N+7)/8)
+		for u, ok := range s.in3 {
+			if ok {
+				survived[u/8] |= 1 << (u % 8)
+			}
+		}
+		s.requests = make(map[uint32]*UnmaskRequest)
+		s.sigs = make(map[uint32]*SurvivorSig)
+	}
 	for u := range s.p.N {
 		if !s.sent[u] {
 			continue
 		}
 		holders, dropped := 0, 0
-		r := &UnmaskRequest{To: uint32(u)}
+		r := &UnmaskRequest{To: uint32(u), Survived: survived}
 		for _, v := range s.g.Neighbours(uint32(u)) {
 			switch {
 			case s.in3[v]:
@@ -448,6 +487,9 @@ func (s *Server) FinishMaskedInput() ([]*UnmaskRequest, error) {
 		}
 		if s.in3[u] {
 			out = append(out, r)
+			if s.requests != nil {
+				s.requests[uint32(u)] = r
+			}
 		}
 	}
 	s.self = make(map[uint32]*shareSet)
@@ -470,6 +512,9 @@ func (s *Server) AddUnmask(m *UnmaskResponse) error {
 	}
 	if !s.in3[m.From] || s.unmsk[m.From] {
 		return fmt.Errorf("%w: unmask response from %d, which is not a survivor or answered twice", ErrMessage, m.From)
+	}
+	if s.p.Active && (!s.consisted || s.sigs[m.From] == nil) {
+		return fmt.Errorf("%w: unmask response from %d before the consistency round closed, or without its signature", ErrMessage, m.From)
 	}
 	seen := make(map[uint32]bool)
 	check := func(list []RevealedShare, survivor bool) error {
@@ -644,4 +689,70 @@ func (s *Server) Survivors() []uint32 {
 		}
 	}
 	return out
+}
+
+// AddConsistency records a survivor's signature of the survivor set
+// (active protocol, between FinishMaskedInput and FinishConsistency). The
+// server does not verify it: each client verifies its neighbours'.
+func (s *Server) AddConsistency(m *SurvivorSig) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageUnmask); err != nil {
+		return err
+	}
+	if !s.p.Active || s.consisted {
+		return fmt.Errorf("%w: consistency signature outside the consistency round", ErrState)
+	}
+	if err := s.from(m.From); err != nil {
+		return err
+	}
+	if !s.in3[m.From] || s.sigs[m.From] != nil || len(m.Sig) != ed25519.SignatureSize {
+		return fmt.Errorf("%w: consistency signature from %d, not a survivor, twice, or malformed", ErrMessage, m.From)
+	}
+	s.sigs[m.From] = &SurvivorSig{From: m.From, Sig: slices.Clone(m.Sig)}
+	return nil
+}
+
+// FinishConsistency closes the consistency round: for each survivor that
+// signed, its unmask request with the signatures of its neighbours that
+// signed. Only those clients are asked for shares.
+func (s *Server) FinishConsistency() ([]*UnmaskRequest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageUnmask); err != nil {
+		return nil, err
+	}
+	if !s.p.Active || s.consisted {
+		return nil, fmt.Errorf("%w: FinishConsistency outside the consistency round", ErrState)
+	}
+	if err := s.enough("Consistency", len(s.sigs)); err != nil {
+		return nil, err
+	}
+	var out []*UnmaskRequest
+	for u := range s.p.N {
+		if s.sigs[uint32(u)] == nil {
+			continue
+		}
+		r := *s.requests[uint32(u)]
+		for _, v := range s.g.Neighbours(uint32(u)) {
+			if sg := s.sigs[v]; sg != nil {
+				r.Signatures = append(r.Signatures, *sg)
+			}
+		}
+		out = append(out, &r)
+	}
+	s.consisted = true
+	return out, nil
+}
+
+// GraphSeed returns the seed of the round's neighbour graph: Params.Seed,
+// or in the active protocol the hash of the committed key set (zero
+// before FinishKeys).
+func (s *Server) GraphSeed() [32]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.p.Active {
+		return s.p.Seed
+	}
+	return s.graphSeed
 }

@@ -45,6 +45,20 @@ func (l *lockedReader) Read(p []byte) (int, error) {
 // clients' randomness (nil: crypto/rand). It returns the server's result,
 // or the first error of the server or of any client that did not drop.
 func Simulate(p Params, inputs [][]uint32, drop []Phase, rnd io.Reader) ([]uint32, error) {
+	return simulate(p, nil, inputs, drop, rnd)
+}
+
+// SimulateActive is Simulate for the active protocol (p.Active): client
+// u holds auths[u]. A client dropping before the unmasking drops before
+// the consistency round.
+func SimulateActive(p Params, auths []*Auth, inputs [][]uint32, drop []Phase, rnd io.Reader) ([]uint32, error) {
+	if !p.Active || len(auths) != p.N {
+		return nil, fmt.Errorf("secagg: SimulateActive needs Params.Active and %d identities", p.N)
+	}
+	return simulate(p, auths, inputs, drop, rnd)
+}
+
+func simulate(p Params, auths []*Auth, inputs [][]uint32, drop []Phase, rnd io.Reader) ([]uint32, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -67,7 +81,13 @@ func Simulate(p Params, inputs [][]uint32, drop []Phase, rnd io.Reader) ([]uint3
 	}
 	clients := make([]*Client, p.N)
 	err = parallel(p.N, func(u int) error {
-		c, err := NewClient(uint32(u), p, rnd)
+		var c *Client
+		var err error
+		if auths != nil {
+			c, err = NewActiveClient(uint32(u), p, rnd, auths[u])
+		} else {
+			c, err = NewClient(uint32(u), p, rnd)
+		}
 		if err != nil {
 			return err
 		}
@@ -123,6 +143,25 @@ func Simulate(p Params, inputs [][]uint32, drop []Phase, rnd io.Reader) ([]uint3
 	ur, err := srv.FinishMaskedInput()
 	if err != nil {
 		return nil, err
+	}
+	if p.Active {
+		err = parallel(len(ur), func(i int) error {
+			u := ur[i].To
+			if phase(u) == DropBeforeUnmask {
+				return nil
+			}
+			m, err := clients[u].Consistency(ur[i])
+			if err != nil {
+				return fmt.Errorf("client %d: %w", u, err)
+			}
+			return srv.AddConsistency(m)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if ur, err = srv.FinishConsistency(); err != nil {
+			return nil, err
+		}
 	}
 	err = parallel(len(ur), func(i int) error {
 		u := ur[i].To

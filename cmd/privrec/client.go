@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
@@ -42,6 +43,14 @@ func (a *app) clientCmd() *cobra.Command {
 		insecure  bool
 		mine      string
 		top       int
+		authPub   string
+		certWith  string
+		devAuth   bool
+		run       string
+		roster    int
+		collusion float64
+		minShare  float64
+		pins      map[string]string
 	)
 	cmd := &cobra.Command{
 		Use:   "client",
@@ -158,8 +167,13 @@ before.`,
 				}
 				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %d clients in %.2f s%s\n", p.Round, p.Phase, how, p.Clients, p.Took.Seconds(), eps)
 			}
-			sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
-				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report})
+			ccfg := deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
+				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
+				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins}
+			if err := clientAuthority(&ccfg, authPub, certWith, devAuth, log); err != nil {
+				return err
+			}
+			sess, err := deploy.Dial(ctx, ccfg)
 			if err != nil {
 				return err
 			}
@@ -284,6 +298,14 @@ before.`,
 	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (columns by header name, else user,item,rating; one user) and print their recommendations")
 	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print (as privrec recommend does: score is the raw score that ranks, rating the score clamped to the scale)")
 	f.BoolVar(&insecure, "insecure", false, "send plain uploads to a server that does not run secure aggregation for a method whose privacy rests on it (the server reads every upload)")
+	f.StringVar(&authPub, "authority-key", "", "pin this enrolment authority (authority.pub of privrec authority keygen): masked rounds must run the active protocol (serve --secagg-active) and every neighbour's keys carry its certificate")
+	f.StringVar(&certWith, "certify-with", "", "the authority's private key (authority.key): this process is the enrolling party and certifies its own users' identity keys; pins its public key")
+	f.BoolVar(&devAuth, "dev-authority", false, "DEV ONLY: certify this process's users with a throwaway authority made here (no other process can join the run's active protocol)")
+	f.StringVar(&run, "run", "", "the run label in the identity certificates")
+	f.IntVar(&roster, "roster", 0, "the number of clients the authority certifies for the run (default: the users of this process); a plan with more positions is refused")
+	f.Float64Var(&minShare, "min-share", 1, "with an authority: refuse a round that calibrates the noise shares for more than this fraction of the certified roster (a server inflating it shrinks every share)")
+	f.StringToStringVar(&pins, "pin", nil, "configuration the plan must have, e.g. --pin eps=1,delta=1e-6,epochs=20,aggregation=masked: a plan outside it is refused")
+	f.Float64Var(&collusion, "collusion", deploy.Collusion, "the fraction of the certified roster assumed to collude with the server: the plan's K and T must withstand it")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	return cmd
 }
@@ -362,4 +384,36 @@ func federatedNames() []string {
 		}
 	}
 	return out
+}
+
+// clientAuthority sets the client's pinned authority and certifier from
+// --authority-key, --certify-with and --dev-authority.
+func clientAuthority(c *deploy.ClientConfig, pubFile, keyFile string, dev bool, log *slog.Logger) error {
+	if dev {
+		if pubFile != "" || keyFile != "" {
+			return errors.New("--dev-authority makes its own authority: drop --authority-key and --certify-with")
+		}
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return err
+		}
+		log.Warn("DEV AUTHORITY: this process certifies its own users with a throwaway key; use privrec authority keygen and --certify-with in a deployment")
+		c.Certifier = priv
+		return nil
+	}
+	if keyFile != "" {
+		priv, err := readAuthorityKey(keyFile)
+		if err != nil {
+			return err
+		}
+		c.Certifier = priv
+	}
+	if pubFile != "" {
+		pub, err := readAuthorityPub(pubFile)
+		if err != nil {
+			return err
+		}
+		c.Authority = pub
+	}
+	return nil
 }

@@ -78,7 +78,7 @@ The default dataset, ml-latest-small (MovieLens, GroupLens), is embedded.`,
 	root.AddCommand(a.evaluateCmd(), a.trainCmd(), a.recommendCmd(), a.methodsCmd(), a.dataCmd())
 	root.AddCommand(a.experimentCmd())
 	root.AddCommand(a.auditCmd())
-	root.AddCommand(a.serveCmd(), a.clientCmd(), a.ledgerCmd(), a.benchCmd(), a.enrollCodesCmd())
+	root.AddCommand(a.serveCmd(), a.clientCmd(), a.ledgerCmd(), a.benchCmd(), a.enrollCodesCmd(), a.authorityCmd())
 	root.AddCommand(a.versionCmd())
 	return root
 }

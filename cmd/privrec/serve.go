@@ -32,6 +32,7 @@ func (a *app) serveCmd() *cobra.Command {
 		listen, state   string
 		cert, key, out  string
 		devTLS          bool
+		secaggActive    bool
 		seed            uint64
 		minClients      int
 		roundTimeout    time.Duration
@@ -160,7 +161,7 @@ report excludes it from that round only.`,
 				Method: mfl.spec.Name, Config: mfl.cfg, Seed: seed, TestMode: cmd.Flags().Changed("seed"),
 				Catalog:  deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale, Side: d.Side},
 				StateDir: state, Token: token, MinClients: minClients, EnrollQuiet: enrollQuiet,
-				RoundTimeout: roundTimeout, MinParticipants: minParticipants, MaxAbs: maxAbs,
+				RoundTimeout: roundTimeout, MinParticipants: minParticipants, MaxAbs: maxAbs, ActiveSecAgg: secaggActive,
 				MaxUploadBytes: maxUploadMiB << 20, Logger: log, Metrics: deploy.NewMetrics(reg),
 				OnPublish: func(raw []byte) error { // at the end of the run, before --linger
 					if out == "" {
@@ -214,6 +215,7 @@ report excludes it from that round only.`,
 	f.StringVar(&state, "state", "", "state directory (required): bbolt state, enrolment token, dev TLS pair")
 	f.StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM)")
 	f.StringVar(&key, "tls-key", "", "TLS key file (PEM)")
+	f.BoolVar(&secaggActive, "secagg-active", false, "run masked rounds with the protocol against a lying server: certified, signed keys (clients: --authority-key or --certify-with), a graph from the committed keys, a consistency round, larger K and T")
 	f.BoolVar(&devTLS, "dev-tls", false, "make a self-signed pair for localhost in STATE/tls (clients: --ca STATE/tls/cert.pem)")
 	f.StringVar(&out, "out", "", "write the final model here (model format, for privrec recommend)")
 	f.Uint64Var(&seed, "seed", 0, "reproducible test mode: seed the server and accept seeded client uploads")

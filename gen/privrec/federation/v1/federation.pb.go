@@ -706,7 +706,13 @@ type SecAggPlan struct {
 	// The session of the round: a new one after a restart or a failed
 	// session. A client sends its masked vector of a round in one session
 	// only, ever.
-	Session       string `protobuf:"bytes,7,opt,name=session,proto3" json:"session,omitempty"`
+	Session string `protobuf:"bytes,7,opt,name=session,proto3" json:"session,omitempty"`
+	// The protocol against a server that lies (secagg Params.Active):
+	// certified and signed key advertisements, a neighbour graph seeded by
+	// the committed key set (seed is then the round seed only), and a
+	// consistency round before the shares are revealed. A client that pins
+	// an enrolment authority refuses a plan without it.
+	Active        bool `protobuf:"varint,8,opt,name=active,proto3" json:"active,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -790,6 +796,13 @@ func (x *SecAggPlan) GetSession() string {
 	return ""
 }
 
+func (x *SecAggPlan) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
 // SecAggRequest is a client's message for one step of a round.
 type SecAggRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -803,6 +816,7 @@ type SecAggRequest struct {
 	//	*SecAggRequest_Masked
 	//	*SecAggRequest_Reveal
 	//	*SecAggRequest_Check
+	//	*SecAggRequest_Consistency
 	Step          isSecAggRequest_Step `protobuf_oneof:"step"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -904,6 +918,15 @@ func (x *SecAggRequest) GetCheck() *SecAggCheck {
 	return nil
 }
 
+func (x *SecAggRequest) GetConsistency() *SecAggSignature {
+	if x != nil {
+		if x, ok := x.Step.(*SecAggRequest_Consistency); ok {
+			return x.Consistency
+		}
+	}
+	return nil
+}
+
 type isSecAggRequest_Step interface {
 	isSecAggRequest_Step()
 }
@@ -931,6 +954,12 @@ type SecAggRequest_Check struct {
 	Check *SecAggCheck `protobuf:"bytes,6,opt,name=check,proto3,oneof"`
 }
 
+type SecAggRequest_Consistency struct {
+	// Active protocol, after the unmask request: the caller's signature
+	// over the survivor set it was told of (SecAggUnmask.survived).
+	Consistency *SecAggSignature `protobuf:"bytes,8,opt,name=consistency,proto3,oneof"`
+}
+
 func (*SecAggRequest_Keys) isSecAggRequest_Step() {}
 
 func (*SecAggRequest_Shares) isSecAggRequest_Step() {}
@@ -940,6 +969,8 @@ func (*SecAggRequest_Masked) isSecAggRequest_Step() {}
 func (*SecAggRequest_Reveal) isSecAggRequest_Step() {}
 
 func (*SecAggRequest_Check) isSecAggRequest_Step() {}
+
+func (*SecAggRequest_Consistency) isSecAggRequest_Step() {}
 
 // SecAggResponse is the caller's input for the next step.
 type SecAggResponse struct {
@@ -1053,7 +1084,9 @@ type SecAggResponse_Shares struct {
 }
 
 type SecAggResponse_Unmask struct {
-	// After the masked vector: which neighbours survived and dropped.
+	// After the masked vector: which neighbours survived and dropped;
+	// in the active protocol, after the consistency signature too, then
+	// with the neighbours' signatures.
 	Unmask *SecAggUnmask `protobuf:"bytes,3,opt,name=unmask,proto3,oneof"`
 }
 
@@ -1080,10 +1113,15 @@ func (*SecAggResponse_Excluded) isSecAggResponse_Next() {}
 
 // SecAggKeys holds a client's two public X25519 keys for the round.
 type SecAggKeys struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Position      uint32                 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`
-	MaskKey       []byte                 `protobuf:"bytes,2,opt,name=mask_key,json=maskKey,proto3" json:"mask_key,omitempty"`
-	EncKey        []byte                 `protobuf:"bytes,3,opt,name=enc_key,json=encKey,proto3" json:"enc_key,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Position uint32                 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`
+	MaskKey  []byte                 `protobuf:"bytes,2,opt,name=mask_key,json=maskKey,proto3" json:"mask_key,omitempty"`
+	EncKey   []byte                 `protobuf:"bytes,3,opt,name=enc_key,json=encKey,proto3" json:"enc_key,omitempty"`
+	// Active protocol: the sender's certificate from the enrolment
+	// authority (secagg Certificate.Marshal) and its Ed25519 signature
+	// over the session context, position, client ID and both keys.
+	Cert          []byte `protobuf:"bytes,4,opt,name=cert,proto3" json:"cert,omitempty"`
+	Sig           []byte `protobuf:"bytes,5,opt,name=sig,proto3" json:"sig,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1139,10 +1177,28 @@ func (x *SecAggKeys) GetEncKey() []byte {
 	return nil
 }
 
+func (x *SecAggKeys) GetCert() []byte {
+	if x != nil {
+		return x.Cert
+	}
+	return nil
+}
+
+func (x *SecAggKeys) GetSig() []byte {
+	if x != nil {
+		return x.Sig
+	}
+	return nil
+}
+
 // SecAggKeyList holds neighbours' public keys.
 type SecAggKeyList struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Keys          []*SecAggKeys          `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Keys  []*SecAggKeys          `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// Active protocol: the committed key set, 36 bytes per advertisement
+	// of the round (big-endian position, SHA-256 digest), sorted by
+	// position; its hash seeds the neighbour graph.
+	Committed     []byte `protobuf:"bytes,2,opt,name=committed,proto3" json:"committed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1180,6 +1236,13 @@ func (*SecAggKeyList) Descriptor() ([]byte, []int) {
 func (x *SecAggKeyList) GetKeys() []*SecAggKeys {
 	if x != nil {
 		return x.Keys
+	}
+	return nil
+}
+
+func (x *SecAggKeyList) GetCommitted() []byte {
+	if x != nil {
+		return x.Committed
 	}
 	return nil
 }
@@ -1292,9 +1355,13 @@ func (x *SecAggShares) GetShares() []*SecAggShare {
 
 // SecAggUnmask names the caller's neighbours that survived and dropped.
 type SecAggUnmask struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Survivors     []uint32               `protobuf:"varint,1,rep,packed,name=survivors,proto3" json:"survivors,omitempty"`
-	Dropped       []uint32               `protobuf:"varint,2,rep,packed,name=dropped,proto3" json:"dropped,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Survivors []uint32               `protobuf:"varint,1,rep,packed,name=survivors,proto3" json:"survivors,omitempty"`
+	Dropped   []uint32               `protobuf:"varint,2,rep,packed,name=dropped,proto3" json:"dropped,omitempty"`
+	// Active protocol: the survivor set as a bitmap over positions, and,
+	// after the consistency round, the neighbours' signatures of it.
+	Survived      []byte             `protobuf:"bytes,3,opt,name=survived,proto3" json:"survived,omitempty"`
+	Signatures    []*SecAggSignature `protobuf:"bytes,4,rep,name=signatures,proto3" json:"signatures,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1343,6 +1410,73 @@ func (x *SecAggUnmask) GetDropped() []uint32 {
 	return nil
 }
 
+func (x *SecAggUnmask) GetSurvived() []byte {
+	if x != nil {
+		return x.Survived
+	}
+	return nil
+}
+
+func (x *SecAggUnmask) GetSignatures() []*SecAggSignature {
+	if x != nil {
+		return x.Signatures
+	}
+	return nil
+}
+
+// SecAggSignature is one client's signature of the survivor set.
+type SecAggSignature struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Position      uint32                 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`
+	Sig           []byte                 `protobuf:"bytes,2,opt,name=sig,proto3" json:"sig,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggSignature) Reset() {
+	*x = SecAggSignature{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggSignature) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggSignature) ProtoMessage() {}
+
+func (x *SecAggSignature) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggSignature.ProtoReflect.Descriptor instead.
+func (*SecAggSignature) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SecAggSignature) GetPosition() uint32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *SecAggSignature) GetSig() []byte {
+	if x != nil {
+		return x.Sig
+	}
+	return nil
+}
+
 // SecAggRevealed is one revealed share of a neighbour's secret.
 type SecAggRevealed struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1354,7 +1488,7 @@ type SecAggRevealed struct {
 
 func (x *SecAggRevealed) Reset() {
 	*x = SecAggRevealed{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1500,7 @@ func (x *SecAggRevealed) String() string {
 func (*SecAggRevealed) ProtoMessage() {}
 
 func (x *SecAggRevealed) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1513,7 @@ func (x *SecAggRevealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggRevealed.ProtoReflect.Descriptor instead.
 func (*SecAggRevealed) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{17}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SecAggRevealed) GetOwner() uint32 {
@@ -1408,7 +1542,7 @@ type SecAggReveal struct {
 
 func (x *SecAggReveal) Reset() {
 	*x = SecAggReveal{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1554,7 @@ func (x *SecAggReveal) String() string {
 func (*SecAggReveal) ProtoMessage() {}
 
 func (x *SecAggReveal) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1567,7 @@ func (x *SecAggReveal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggReveal.ProtoReflect.Descriptor instead.
 func (*SecAggReveal) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{18}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SecAggReveal) GetSelfShares() []*SecAggRevealed {
@@ -1461,7 +1595,7 @@ type SecAggCheck struct {
 
 func (x *SecAggCheck) Reset() {
 	*x = SecAggCheck{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1607,7 @@ func (x *SecAggCheck) String() string {
 func (*SecAggCheck) ProtoMessage() {}
 
 func (x *SecAggCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1620,7 @@ func (x *SecAggCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggCheck.ProtoReflect.Descriptor instead.
 func (*SecAggCheck) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{19}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SecAggCheck) GetReported() []uint32 {
@@ -1506,7 +1640,7 @@ type SecAggExcluded struct {
 
 func (x *SecAggExcluded) Reset() {
 	*x = SecAggExcluded{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1652,7 @@ func (x *SecAggExcluded) String() string {
 func (*SecAggExcluded) ProtoMessage() {}
 
 func (x *SecAggExcluded) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1665,7 @@ func (x *SecAggExcluded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggExcluded.ProtoReflect.Descriptor instead.
 func (*SecAggExcluded) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{20}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SecAggExcluded) GetExcluded() []uint32 {
@@ -1550,7 +1684,7 @@ type SecAggDone struct {
 
 func (x *SecAggDone) Reset() {
 	*x = SecAggDone{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1696,7 @@ func (x *SecAggDone) String() string {
 func (*SecAggDone) ProtoMessage() {}
 
 func (x *SecAggDone) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1709,7 @@ func (x *SecAggDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggDone.ProtoReflect.Descriptor instead.
 func (*SecAggDone) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 // Broadcast is what the server sends every client at the start of a round.
@@ -1607,7 +1741,7 @@ type Broadcast struct {
 
 func (x *Broadcast) Reset() {
 	*x = Broadcast{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1753,7 @@ func (x *Broadcast) String() string {
 func (*Broadcast) ProtoMessage() {}
 
 func (x *Broadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1766,7 @@ func (x *Broadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Broadcast.ProtoReflect.Descriptor instead.
 func (*Broadcast) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Broadcast) GetRound() int32 {
@@ -1737,7 +1871,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1883,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1896,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UploadRequest) GetRound() int32 {
@@ -1841,7 +1975,7 @@ type SparseUpload struct {
 
 func (x *SparseUpload) Reset() {
 	*x = SparseUpload{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1987,7 @@ func (x *SparseUpload) String() string {
 func (*SparseUpload) ProtoMessage() {}
 
 func (x *SparseUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +2000,7 @@ func (x *SparseUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseUpload.ProtoReflect.Descriptor instead.
 func (*SparseUpload) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SparseUpload) GetItems() []int32 {
@@ -1911,7 +2045,7 @@ type MaskedUpload struct {
 
 func (x *MaskedUpload) Reset() {
 	*x = MaskedUpload{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2057,7 @@ func (x *MaskedUpload) String() string {
 func (*MaskedUpload) ProtoMessage() {}
 
 func (x *MaskedUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2070,7 @@ func (x *MaskedUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaskedUpload.ProtoReflect.Descriptor instead.
 func (*MaskedUpload) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MaskedUpload) GetModulusBits() uint32 {
@@ -1965,7 +2099,7 @@ type UploadMeta struct {
 
 func (x *UploadMeta) Reset() {
 	*x = UploadMeta{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2111,7 @@ func (x *UploadMeta) String() string {
 func (*UploadMeta) ProtoMessage() {}
 
 func (x *UploadMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2124,7 @@ func (x *UploadMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadMeta.ProtoReflect.Descriptor instead.
 func (*UploadMeta) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UploadMeta) GetSeeded() bool {
@@ -2009,7 +2143,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2155,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2168,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{28}
 }
 
 // GetModelRequest asks for the final model.
@@ -2046,7 +2180,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2192,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2205,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{28}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 // GetModelResponse carries the final model.
@@ -2087,7 +2221,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2233,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2246,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{29}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetModelResponse) GetModel() []byte {
@@ -2169,7 +2303,7 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x04boot\x18\x03 \x01(\tR\x04boot\x129\n" +
 	"\x06secagg\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggPlanR\x06secagg\x12\x1b\n" +
 	"\teps_total\x18\x05 \x01(\x01R\bepsTotal\x12\x14\n" +
-	"\x05delta\x18\x06 \x01(\x01R\x05delta\"\xb0\x01\n" +
+	"\x05delta\x18\x06 \x01(\x01R\x05delta\"\xc8\x01\n" +
 	"\n" +
 	"SecAggPlan\x12\x14\n" +
 	"\x05order\x18\x01 \x03(\rR\x05order\x12\x16\n" +
@@ -2178,7 +2312,8 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x04bits\x18\x04 \x01(\rR\x04bits\x12\x14\n" +
 	"\x05words\x18\x05 \x01(\rR\x05words\x12\x12\n" +
 	"\x04seed\x18\x06 \x01(\fR\x04seed\x12\x18\n" +
-	"\asession\x18\a \x01(\tR\asession\"\xf9\x02\n" +
+	"\asession\x18\a \x01(\tR\asession\x12\x16\n" +
+	"\x06active\x18\b \x01(\bR\x06active\"\xc5\x03\n" +
 	"\rSecAggRequest\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x18\n" +
 	"\asession\x18\a \x01(\tR\asession\x127\n" +
@@ -2186,7 +2321,8 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x06shares\x18\x03 \x01(\v2#.privrec.federation.v1.SecAggSharesH\x00R\x06shares\x12=\n" +
 	"\x06masked\x18\x04 \x01(\v2#.privrec.federation.v1.MaskedUploadH\x00R\x06masked\x12=\n" +
 	"\x06reveal\x18\x05 \x01(\v2#.privrec.federation.v1.SecAggRevealH\x00R\x06reveal\x12:\n" +
-	"\x05check\x18\x06 \x01(\v2\".privrec.federation.v1.SecAggCheckH\x00R\x05checkB\x06\n" +
+	"\x05check\x18\x06 \x01(\v2\".privrec.federation.v1.SecAggCheckH\x00R\x05check\x12J\n" +
+	"\vconsistency\x18\b \x01(\v2&.privrec.federation.v1.SecAggSignatureH\x00R\vconsistencyB\x06\n" +
 	"\x04step\"\xd0\x02\n" +
 	"\x0eSecAggResponse\x12:\n" +
 	"\x04keys\x18\x01 \x01(\v2$.privrec.federation.v1.SecAggKeyListH\x00R\x04keys\x12=\n" +
@@ -2194,14 +2330,17 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x06unmask\x18\x03 \x01(\v2#.privrec.federation.v1.SecAggUnmaskH\x00R\x06unmask\x127\n" +
 	"\x04done\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggDoneH\x00R\x04done\x12C\n" +
 	"\bexcluded\x18\x05 \x01(\v2%.privrec.federation.v1.SecAggExcludedH\x00R\bexcludedB\x06\n" +
-	"\x04next\"\\\n" +
+	"\x04next\"\x82\x01\n" +
 	"\n" +
 	"SecAggKeys\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\rR\bposition\x12\x19\n" +
 	"\bmask_key\x18\x02 \x01(\fR\amaskKey\x12\x17\n" +
-	"\aenc_key\x18\x03 \x01(\fR\x06encKey\"F\n" +
+	"\aenc_key\x18\x03 \x01(\fR\x06encKey\x12\x12\n" +
+	"\x04cert\x18\x04 \x01(\fR\x04cert\x12\x10\n" +
+	"\x03sig\x18\x05 \x01(\fR\x03sig\"d\n" +
 	"\rSecAggKeyList\x125\n" +
-	"\x04keys\x18\x01 \x03(\v2!.privrec.federation.v1.SecAggKeysR\x04keys\"Q\n" +
+	"\x04keys\x18\x01 \x03(\v2!.privrec.federation.v1.SecAggKeysR\x04keys\x12\x1c\n" +
+	"\tcommitted\x18\x02 \x01(\fR\tcommitted\"Q\n" +
 	"\vSecAggShare\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\rR\x02to\x12\x1e\n" +
@@ -2209,10 +2348,17 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"ciphertext\x18\x03 \x01(\fR\n" +
 	"ciphertext\"J\n" +
 	"\fSecAggShares\x12:\n" +
-	"\x06shares\x18\x01 \x03(\v2\".privrec.federation.v1.SecAggShareR\x06shares\"F\n" +
+	"\x06shares\x18\x01 \x03(\v2\".privrec.federation.v1.SecAggShareR\x06shares\"\xaa\x01\n" +
 	"\fSecAggUnmask\x12\x1c\n" +
 	"\tsurvivors\x18\x01 \x03(\rR\tsurvivors\x12\x18\n" +
-	"\adropped\x18\x02 \x03(\rR\adropped\"<\n" +
+	"\adropped\x18\x02 \x03(\rR\adropped\x12\x1a\n" +
+	"\bsurvived\x18\x03 \x01(\fR\bsurvived\x12F\n" +
+	"\n" +
+	"signatures\x18\x04 \x03(\v2&.privrec.federation.v1.SecAggSignatureR\n" +
+	"signatures\"?\n" +
+	"\x0fSecAggSignature\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\rR\bposition\x12\x10\n" +
+	"\x03sig\x18\x02 \x01(\fR\x03sig\"<\n" +
 	"\x0eSecAggRevealed\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\rR\x05owner\x12\x14\n" +
 	"\x05share\x18\x02 \x01(\fR\x05share\"\x9e\x01\n" +
@@ -2292,7 +2438,7 @@ func file_privrec_federation_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_privrec_federation_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_privrec_federation_v1_federation_proto_goTypes = []any{
 	(RunState)(0),            // 0: privrec.federation.v1.RunState
 	(*HelloRequest)(nil),     // 1: privrec.federation.v1.HelloRequest
@@ -2312,66 +2458,69 @@ var file_privrec_federation_v1_federation_proto_goTypes = []any{
 	(*SecAggShare)(nil),      // 15: privrec.federation.v1.SecAggShare
 	(*SecAggShares)(nil),     // 16: privrec.federation.v1.SecAggShares
 	(*SecAggUnmask)(nil),     // 17: privrec.federation.v1.SecAggUnmask
-	(*SecAggRevealed)(nil),   // 18: privrec.federation.v1.SecAggRevealed
-	(*SecAggReveal)(nil),     // 19: privrec.federation.v1.SecAggReveal
-	(*SecAggCheck)(nil),      // 20: privrec.federation.v1.SecAggCheck
-	(*SecAggExcluded)(nil),   // 21: privrec.federation.v1.SecAggExcluded
-	(*SecAggDone)(nil),       // 22: privrec.federation.v1.SecAggDone
-	(*Broadcast)(nil),        // 23: privrec.federation.v1.Broadcast
-	(*UploadRequest)(nil),    // 24: privrec.federation.v1.UploadRequest
-	(*SparseUpload)(nil),     // 25: privrec.federation.v1.SparseUpload
-	(*MaskedUpload)(nil),     // 26: privrec.federation.v1.MaskedUpload
-	(*UploadMeta)(nil),       // 27: privrec.federation.v1.UploadMeta
-	(*UploadResponse)(nil),   // 28: privrec.federation.v1.UploadResponse
-	(*GetModelRequest)(nil),  // 29: privrec.federation.v1.GetModelRequest
-	(*GetModelResponse)(nil), // 30: privrec.federation.v1.GetModelResponse
-	nil,                      // 31: privrec.federation.v1.HelloResponse.ConfigEntry
-	nil,                      // 32: privrec.federation.v1.Broadcast.ParamsEntry
+	(*SecAggSignature)(nil),  // 18: privrec.federation.v1.SecAggSignature
+	(*SecAggRevealed)(nil),   // 19: privrec.federation.v1.SecAggRevealed
+	(*SecAggReveal)(nil),     // 20: privrec.federation.v1.SecAggReveal
+	(*SecAggCheck)(nil),      // 21: privrec.federation.v1.SecAggCheck
+	(*SecAggExcluded)(nil),   // 22: privrec.federation.v1.SecAggExcluded
+	(*SecAggDone)(nil),       // 23: privrec.federation.v1.SecAggDone
+	(*Broadcast)(nil),        // 24: privrec.federation.v1.Broadcast
+	(*UploadRequest)(nil),    // 25: privrec.federation.v1.UploadRequest
+	(*SparseUpload)(nil),     // 26: privrec.federation.v1.SparseUpload
+	(*MaskedUpload)(nil),     // 27: privrec.federation.v1.MaskedUpload
+	(*UploadMeta)(nil),       // 28: privrec.federation.v1.UploadMeta
+	(*UploadResponse)(nil),   // 29: privrec.federation.v1.UploadResponse
+	(*GetModelRequest)(nil),  // 30: privrec.federation.v1.GetModelRequest
+	(*GetModelResponse)(nil), // 31: privrec.federation.v1.GetModelResponse
+	nil,                      // 32: privrec.federation.v1.HelloResponse.ConfigEntry
+	nil,                      // 33: privrec.federation.v1.Broadcast.ParamsEntry
 }
 var file_privrec_federation_v1_federation_proto_depIdxs = []int32{
-	31, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
+	32, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
 	3,  // 1: privrec.federation.v1.HelloResponse.catalog:type_name -> privrec.federation.v1.Catalog
 	4,  // 2: privrec.federation.v1.HelloResponse.scale:type_name -> privrec.federation.v1.Scale
 	0,  // 3: privrec.federation.v1.HelloResponse.state:type_name -> privrec.federation.v1.RunState
 	7,  // 4: privrec.federation.v1.EnrollResponse.credentials:type_name -> privrec.federation.v1.Credential
 	0,  // 5: privrec.federation.v1.GetRoundResponse.state:type_name -> privrec.federation.v1.RunState
-	23, // 6: privrec.federation.v1.GetRoundResponse.broadcast:type_name -> privrec.federation.v1.Broadcast
+	24, // 6: privrec.federation.v1.GetRoundResponse.broadcast:type_name -> privrec.federation.v1.Broadcast
 	10, // 7: privrec.federation.v1.GetRoundResponse.secagg:type_name -> privrec.federation.v1.SecAggPlan
 	13, // 8: privrec.federation.v1.SecAggRequest.keys:type_name -> privrec.federation.v1.SecAggKeys
 	16, // 9: privrec.federation.v1.SecAggRequest.shares:type_name -> privrec.federation.v1.SecAggShares
-	26, // 10: privrec.federation.v1.SecAggRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
-	19, // 11: privrec.federation.v1.SecAggRequest.reveal:type_name -> privrec.federation.v1.SecAggReveal
-	20, // 12: privrec.federation.v1.SecAggRequest.check:type_name -> privrec.federation.v1.SecAggCheck
-	14, // 13: privrec.federation.v1.SecAggResponse.keys:type_name -> privrec.federation.v1.SecAggKeyList
-	16, // 14: privrec.federation.v1.SecAggResponse.shares:type_name -> privrec.federation.v1.SecAggShares
-	17, // 15: privrec.federation.v1.SecAggResponse.unmask:type_name -> privrec.federation.v1.SecAggUnmask
-	22, // 16: privrec.federation.v1.SecAggResponse.done:type_name -> privrec.federation.v1.SecAggDone
-	21, // 17: privrec.federation.v1.SecAggResponse.excluded:type_name -> privrec.federation.v1.SecAggExcluded
-	13, // 18: privrec.federation.v1.SecAggKeyList.keys:type_name -> privrec.federation.v1.SecAggKeys
-	15, // 19: privrec.federation.v1.SecAggShares.shares:type_name -> privrec.federation.v1.SecAggShare
-	18, // 20: privrec.federation.v1.SecAggReveal.self_shares:type_name -> privrec.federation.v1.SecAggRevealed
-	18, // 21: privrec.federation.v1.SecAggReveal.mask_shares:type_name -> privrec.federation.v1.SecAggRevealed
-	32, // 22: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
-	25, // 23: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
-	26, // 24: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
-	27, // 25: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
-	1,  // 26: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
-	5,  // 27: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
-	8,  // 28: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
-	24, // 29: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
-	29, // 30: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
-	11, // 31: privrec.federation.v1.FederationService.SecAgg:input_type -> privrec.federation.v1.SecAggRequest
-	2,  // 32: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
-	6,  // 33: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
-	9,  // 34: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
-	28, // 35: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
-	30, // 36: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
-	12, // 37: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
-	32, // [32:38] is the sub-list for method output_type
-	26, // [26:32] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	27, // 10: privrec.federation.v1.SecAggRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
+	20, // 11: privrec.federation.v1.SecAggRequest.reveal:type_name -> privrec.federation.v1.SecAggReveal
+	21, // 12: privrec.federation.v1.SecAggRequest.check:type_name -> privrec.federation.v1.SecAggCheck
+	18, // 13: privrec.federation.v1.SecAggRequest.consistency:type_name -> privrec.federation.v1.SecAggSignature
+	14, // 14: privrec.federation.v1.SecAggResponse.keys:type_name -> privrec.federation.v1.SecAggKeyList
+	16, // 15: privrec.federation.v1.SecAggResponse.shares:type_name -> privrec.federation.v1.SecAggShares
+	17, // 16: privrec.federation.v1.SecAggResponse.unmask:type_name -> privrec.federation.v1.SecAggUnmask
+	23, // 17: privrec.federation.v1.SecAggResponse.done:type_name -> privrec.federation.v1.SecAggDone
+	22, // 18: privrec.federation.v1.SecAggResponse.excluded:type_name -> privrec.federation.v1.SecAggExcluded
+	13, // 19: privrec.federation.v1.SecAggKeyList.keys:type_name -> privrec.federation.v1.SecAggKeys
+	15, // 20: privrec.federation.v1.SecAggShares.shares:type_name -> privrec.federation.v1.SecAggShare
+	18, // 21: privrec.federation.v1.SecAggUnmask.signatures:type_name -> privrec.federation.v1.SecAggSignature
+	19, // 22: privrec.federation.v1.SecAggReveal.self_shares:type_name -> privrec.federation.v1.SecAggRevealed
+	19, // 23: privrec.federation.v1.SecAggReveal.mask_shares:type_name -> privrec.federation.v1.SecAggRevealed
+	33, // 24: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
+	26, // 25: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
+	27, // 26: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
+	28, // 27: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
+	1,  // 28: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
+	5,  // 29: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
+	8,  // 30: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
+	25, // 31: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
+	30, // 32: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
+	11, // 33: privrec.federation.v1.FederationService.SecAgg:input_type -> privrec.federation.v1.SecAggRequest
+	2,  // 34: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
+	6,  // 35: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
+	9,  // 36: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
+	29, // 37: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
+	31, // 38: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
+	12, // 39: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
+	34, // [34:40] is the sub-list for method output_type
+	28, // [28:34] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_privrec_federation_v1_federation_proto_init() }
@@ -2385,6 +2534,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 		(*SecAggRequest_Masked)(nil),
 		(*SecAggRequest_Reveal)(nil),
 		(*SecAggRequest_Check)(nil),
+		(*SecAggRequest_Consistency)(nil),
 	}
 	file_privrec_federation_v1_federation_proto_msgTypes[11].OneofWrappers = []any{
 		(*SecAggResponse_Keys)(nil),
@@ -2393,7 +2543,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 		(*SecAggResponse_Done)(nil),
 		(*SecAggResponse_Excluded)(nil),
 	}
-	file_privrec_federation_v1_federation_proto_msgTypes[23].OneofWrappers = []any{
+	file_privrec_federation_v1_federation_proto_msgTypes[24].OneofWrappers = []any{
 		(*UploadRequest_Sparse)(nil),
 		(*UploadRequest_Masked)(nil),
 	}
@@ -2403,7 +2553,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_privrec_federation_v1_federation_proto_rawDesc), len(file_privrec_federation_v1_federation_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,165 @@
+package deploy
+
+import (
+	"context"
+	"crypto/ed25519"
+	crand "crypto/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/secagg"
+)
+
+// TestActiveSecAgg: a run of masked rounds under secagg's active protocol
+// over TLS: clients certified by their own authority, signed keys, a
+// graph from the committed key set, the consistency round. Every masked
+// round is released with all clients' vectors.
+func TestActiveSecAgg(t *testing.T) {
+	d, spl := smallCatalog(t, 40, 150)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: 5 * time.Second, ActiveSecAgg: true}, "127.0.0.1:0")
+	sess := h.dial(t, true, 3)
+	_, certifier, _ := ed25519.GenerateKey(crand.Reader)
+	sess.cfg.Certifier, sess.cfg.Authority, sess.cfg.Run = certifier, certifier.Public().(ed25519.PublicKey), "test-run"
+	runClients(t, sess, spl.Train, 3)
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := spl.Train.NumUsers()
+	masked := 0
+	for _, e := range led {
+		if e.Phase == "final" {
+			continue
+		}
+		if e.Skipped != "" || e.Uploads != n {
+			t.Errorf("round %d: %d masked vectors of %d, skipped %q", e.Round, e.Uploads, n, e.Skipped)
+		}
+		masked++
+	}
+	if masked == 0 {
+		t.Fatal("no masked round")
+	}
+}
+
+// TestActivePolicy: a client that pins an enrolment authority refuses,
+// before any key leaves it, a passive plan, a plan with more positions
+// than the certified roster, and a K, T that a lying server could break
+// (T = 1, where each share is the secret; T at the honest-but-curious
+// ChooseParams, where the split attack works). Before, the client took
+// any plan the server sent.
+func TestActivePolicy(t *testing.T) {
+	_, certifier, _ := ed25519.GenerateKey(crand.Reader)
+	s := &Session{cfg: ClientConfig{Authority: certifier.Public().(ed25519.PublicKey), Certifier: certifier, Collusion: Collusion, Roster: 1000}}
+	k, th, _ := secagg.ChooseParamsActive(1000, 0.25, Collusion)
+	ok := secagg.Params{N: 1000, K: k, T: th, Bits: 32, Len: 1, Active: true}
+	if err := s.checkPlan(ok); err != nil {
+		t.Fatalf("ChooseParamsActive's plan refused: %v", err)
+	}
+	kp, tp, _ := secagg.ChooseParams(1000, 0.25, Collusion)
+	for _, c := range []struct {
+		name string
+		p    secagg.Params
+		want string
+	}{
+		{"passive", secagg.Params{N: 1000, K: k, T: th, Bits: 32, Len: 1}, "not the active"},
+		{"T=1", secagg.Params{N: 1000, K: k, T: 1, Bits: 32, Len: 1, Active: true}, "can unmask"},
+		{"honest-but-curious K, T", secagg.Params{N: 1000, K: kp, T: tp, Bits: 32, Len: 1, Active: true}, "can unmask"},
+		{"above the roster", secagg.Params{N: 1001, K: k, T: th, Bits: 32, Len: 1, Active: true}, "certified roster"},
+	} {
+		err := s.checkPlan(c.p)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+	// Over the wire: a server running the passive protocol.
+	d, spl := smallCatalog(t, 20, 100)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "1", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: 2 * time.Second}, "127.0.0.1:0")
+	sess := h.dial(t, true, 3)
+	sess.cfg.Certifier, sess.cfg.Authority = certifier, certifier.Public().(ed25519.PublicKey)
+	spec, mcfg, _ := sess.Method()
+	cls, err := spec.NewClients(mcfg, spl.Train, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := sess.Run(ctx, cls.List); err == nil || !strings.Contains(err.Error(), "not the active") {
+		t.Fatalf("a client pinning an authority ran a passive masked round: %v", err)
+	}
+}
+
+// TestActiveNoisePolicy: a lying server shrinks every client's noise
+// share (μ/⌊ρ·n_j⌋) by announcing inflated counts — n_j = 2^30 made a
+// client's share vanish — or a larger ρ. A client pinning an authority
+// refuses a broadcast with a count above the certified roster (the
+// raters of an item, LDP-OP's client count) or a ρ above its pinned
+// MinShare. Before, clients took whatever the broadcast said.
+func TestActiveNoisePolicy(t *testing.T) {
+	_, certifier, _ := ed25519.GenerateKey(crand.Reader)
+	s := &Session{cfg: ClientConfig{Authority: certifier.Public().(ed25519.PublicKey), Roster: 100, MinShare: 0.8}}
+	ok := &protocol.Broadcast{Round: 2, Counts: []int32{3, 100, 0}, Params: map[string]float64{protocol.ParamMinShare: 0.8, "clients": 100}}
+	if err := s.checkBroadcast(ok, 100); err != nil {
+		t.Fatalf("an honest broadcast refused: %v", err)
+	}
+	for name, b := range map[string]*protocol.Broadcast{
+		"n_j = 2^30":   {Round: 2, Counts: []int32{3, 1 << 30}},
+		"n_j = 101":    {Round: 2, Counts: []int32{101}},
+		"clients 1e9":  {Round: 2, Params: map[string]float64{"clients": 1e9}},
+		"min share 1":  {Round: 2, Params: map[string]float64{protocol.ParamMinShare: 1}},
+		"min share .9": {Round: 2, Params: map[string]float64{protocol.ParamMinShare: 0.9}},
+	} {
+		if err := s.checkBroadcast(b, 100); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestPinnedPlan: clients pin the configuration they accept (ε, δ,
+// rounds, aggregation) and refuse a plan outside it at Dial. Before, ε,
+// δ and the rounds were whatever the server's Hello said.
+func TestPinnedPlan(t *testing.T) {
+	d, _ := smallCatalog(t, 10, 50)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "eps": "4", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir()}, "127.0.0.1:0")
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dial := func(pin map[string]string) error {
+		_, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Logger: quietLog(), Retry: 10 * time.Second, Pin: pin})
+		return err
+	}
+	if err := dial(map[string]string{"eps": "4", "epochs": "2", "aggregation": "masked"}); err != nil {
+		t.Fatalf("the plan's own values pinned: %v", err)
+	}
+	for _, pin := range []map[string]string{{"eps": "1"}, {"epochs": "20"}, {"aggregation": "sum"}} {
+		if err := dial(pin); err == nil || !strings.Contains(err.Error(), "pinned") {
+			t.Errorf("pin %v: %v, want a refusal", pin, err)
+		}
+	}
+}
+
+// TestSurvivorFloor: a client refuses to sign (and so to reveal shares
+// for) a survivor set smaller than its pinned MinShare of the certified
+// roster: a server dropping honest clients below it would release a sum
+// with less noise than calibrated. Before, any survivor set was answered.
+func TestSurvivorFloor(t *testing.T) {
+	s := &Session{cfg: ClientConfig{Roster: 20, MinShare: 0.9}}
+	full := []byte{0xff, 0xff, 0x0f}  // 20 survivors
+	short := []byte{0xff, 0xff, 0x01} // 17
+	if err := s.checkSurvivors(full); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.checkSurvivors(short); err == nil {
+		t.Fatal("17 survivors of 20 accepted at MinShare 0.9")
+	}
+}
