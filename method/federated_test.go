@@ -23,7 +23,8 @@ var fedParams = map[string]params{
 	"ldp-op-basic": {"epochs": "5"}, "rsmf": {"epochs": "40", "per-round": "5"},
 	"sgld-mf": {"epochs": "5"}, "sdmf": {"epochs": "5"}, "sdmf-alpha-inf": {"epochs": "5"},
 	"bpr-sgld": {"epochs": "5"}, "sd-bprmf": {"epochs": "5"}, "isgld": {"epochs": "5"},
-	"sd-fm": {"epochs": "5", "features": "items"},
+	"sd-fm":  {"epochs": "5", "features": "items"},
+	"dp-als": {"rounds": "2", "max-ratings": "6", "beta": "0.5", "init-items": "20", "top-items": "30"}, "dp-biases": {"max-ratings": "6"},
 }
 
 // fedData returns a small synthetic training set on scale sc.
@@ -45,7 +46,7 @@ func fedData(t *testing.T, sc ratings.Scale) *ratings.Dataset {
 // runHalves builds the halves of s with seed and runs them in process.
 func runHalves(t *testing.T, s method.Spec, cfg any, train *ratings.Dataset, seed uint64) (*model.Model, *method.Result) {
 	t.Helper()
-	srv, err := s.NewServerFor(cfg, &ratings.Dataset{Scale: train.Scale, ItemIDs: train.ItemIDs, Side: train.Side}, seed)
+	srv, err := s.NewServerFor(cfg, &ratings.Dataset{Scale: train.Scale, ItemIDs: train.ItemIDs, ItemTitles: train.ItemTitles, Side: train.Side}, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +178,8 @@ func TestServerResumes(t *testing.T) {
 		{"sdmf", params{"epochs": "5"}, []int{0, 2}},
 		{"sdmf", params{"epochs": "5", "lambda": "0"}, []int{3}},
 		{"sd-bprmf", params{"epochs": "5"}, []int{1}},
+		{"dp-als", params{"rounds": "2", "shared-gram": "false"}, []int{0, 3, 9, 10, 11}},
+		{"dp-biases", params{}, []int{0, 8}},
 	} {
 		s, err := method.Lookup(tc.name)
 		if err != nil {
@@ -247,7 +250,7 @@ func TestServerResumes(t *testing.T) {
 // TestSnapshotErrors: corrupt snapshots and snapshots of another shape
 // are errors, never panics, and leave the server usable.
 func TestSnapshotErrors(t *testing.T) {
-	for _, name := range []string{"hdpmf", "dpmf", "ldp-op", "ldp-op-basic", "sdmf"} {
+	for _, name := range []string{"hdpmf", "dpmf", "ldp-op", "ldp-op-basic", "sdmf", "dp-als"} {
 		t.Run(name, func(t *testing.T) {
 			s, err := method.Lookup(name)
 			if err != nil {
