@@ -43,8 +43,16 @@ func dpalsFields(c *dpals.Config) []Field {
 	}
 }
 
-// dpalsResult is the Result of a run with config cfg.
-func dpalsResult(cfg *dpals.Config, rep *dpals.Report) *Result {
+// NoCatalog is the assumption a dp-als run states when its training data
+// declares no public item catalog (ratings.Dataset.Catalog empty).
+const NoCatalog = "ASSUMPTION: no public item catalog was declared, so the item index is the set of items rated in the " +
+	"training data, assumed public; if it is not, a user who is the only rater of an item gets no finite ε (removing them " +
+	"changes the length of every release). Declare the catalog: privrec loads the dataset's item list (movies.dat, " +
+	"movies.csv, u.item) for dp-als; Go callers set ratings.LoadOptions.Catalog or call Dataset.WithCatalog; privrec serve " +
+	"takes it from --items"
+
+// dpalsResult is the Result of a run with config cfg on train.
+func dpalsResult(cfg *dpals.Config, rep *dpals.Report, train *ratings.Dataset) *Result {
 	p := dpals.Claim
 	p.EpsTotal, p.Delta = rep.Eps, cfg.Delta
 	p.Releases = rep.Ledger.Releases()
@@ -60,6 +68,12 @@ func dpalsResult(cfg *dpals.Config, rep *dpals.Report) *Result {
 	}
 	stats := rep.Stats
 	stats["eps_replace_one"] = rep.EpsReplace
+	stats["catalog_items"] = float64(train.NumItems())
+	if train.Catalog != "" {
+		p.Note += fmt.Sprintf("; item index: the public catalog %s (%d items, rated or not)", train.Catalog, train.NumItems())
+	} else {
+		p.Note = NoCatalog + "; " + p.Note
+	}
 	return &Result{Privacy: p, Stats: stats}
 }
 
@@ -76,7 +90,7 @@ func fitDPALS(ctx context.Context, train *ratings.Dataset, cfg *dpals.Config, se
 	if hook != nil {
 		hook(Progress{Epoch: 1, Epochs: 1, TrainRMSE: rep.Stats["train_rmse"], EpsSpent: rep.Eps})
 	}
-	return m, dpalsResult(cfg, rep), nil
+	return m, dpalsResult(cfg, rep, train), nil
 }
 
 // dpalsFederated is the client/server protocol of dp-als and dp-biases in
@@ -104,7 +118,7 @@ func dpalsFederated() *Federated {
 				if err != nil {
 					return nil, nil, err
 				}
-				return m, dpalsResult(cfg, rep), nil
+				return m, dpalsResult(cfg, rep, train), nil
 			}}, nil
 		},
 		func(cfg *dpals.Config) protocol.Aggregation { return cfg.Aggregation })
@@ -125,11 +139,11 @@ func init() {
 	define(Spec{
 		Name:    "dp-als",
 		Summary: "user-level (ε, δ) joint-DP alternating least squares: noisy per-item statistics, user vectors on the device (Chien et al. 2021, Krichene et al. 2023)",
-		Claim:   dpals.Claim, Federated: dpalsFederated(),
+		Claim:   dpals.Claim, Federated: dpalsFederated(), Catalog: true,
 	}, dpals.DefaultConfig, dpalsFields, fitDPALS)
 	define(Spec{
 		Name:    "dp-biases",
 		Summary: "user-level (ε, δ) joint-DP biases-only model: noisy global mean and item biases, user biases on the device",
-		Claim:   dpals.Claim, Federated: dpalsFederated(),
+		Claim:   dpals.Claim, Federated: dpalsFederated(), Catalog: true,
 	}, dpals.BiasesConfig, dpalsFields, fitDPALS)
 }

@@ -145,7 +145,7 @@ report excludes it from that round only.`,
 			if err != nil {
 				return err
 			}
-			df := dataFlags{data: items, header: "auto", scale: scale}
+			df := dataFlags{data: items, header: "auto", scale: scale, catalog: mfl.spec.Catalog}
 			d, err := a.load(&df)
 			if err != nil {
 				return fmt.Errorf("--items: %w", err)

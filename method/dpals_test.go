@@ -1,0 +1,49 @@
+package method_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/ratings"
+)
+
+// TestDPALSCatalog: with a declared catalog, items nobody rated stay in
+// the model's index and the claim names the catalog; without one, the
+// Result states the assumption and how to give a catalog.
+func TestDPALSCatalog(t *testing.T) {
+	s, err := method.Lookup("dp-biases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Catalog {
+		t.Fatal("dp-biases does not ask for the public catalog")
+	}
+	train := fedData(t, ratings.Scale{})
+	cat := map[string]string{}
+	for _, id := range train.ItemIDs {
+		cat[id] = ""
+	}
+	cat["unrated-1"], cat["unrated-2"] = "Nobody (1999)", "Nor this (2001)"
+	with := train.WithCatalog(cat, "catalog.csv")
+	for name, tc := range map[string]struct {
+		d     *ratings.Dataset
+		items int
+		note  string
+	}{
+		"catalog":    {with, train.NumItems() + 2, "item index: the public catalog catalog.csv"},
+		"no catalog": {train, train.NumItems(), "ASSUMPTION: no public item catalog"},
+	} {
+		m, res, err := s.Fit(context.Background(), tc.d, s.New(), 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.NumItems != tc.items || !strings.Contains(res.Privacy.Note, tc.note) {
+			t.Errorf("%s: %d items (want %d), note %q lacks %q", name, m.NumItems, tc.items, res.Privacy.Note, tc.note)
+		}
+		if !strings.Contains(res.Privacy.Note, "add/remove one user") || !(res.Stats["eps_replace_one"] > res.Privacy.EpsTotal) {
+			t.Errorf("%s: neighbouring relation or replace-one ε missing: %q, %v", name, res.Privacy.Note, res.Stats)
+		}
+	}
+}
