@@ -47,3 +47,35 @@ func TestDPALSCatalog(t *testing.T) {
 		}
 	}
 }
+
+// TestDPALSSecretNoise: outside the test mode two runs with the same seed
+// draw different noise (crypto/rand); in it they are identical and the
+// Result says the model is not a release.
+func TestDPALSSecretNoise(t *testing.T) {
+	s, _ := method.Lookup("dp-biases")
+	train := fedData(t, ratings.Scale{})
+	fit := func(ctx context.Context) ([]float32, *method.Result) {
+		m, res, err := s.Fit(ctx, train, s.New(), 3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.BI, res
+	}
+	a, ra := fit(context.Background())
+	b, _ := fit(context.Background())
+	if sameBits(a, b) {
+		t.Error("two runs outside the test mode drew the same noise from seed 3")
+	}
+	if strings.Contains(ra.Privacy.Note, "TEST MODE") || !strings.Contains(ra.Privacy.Note, "crypto/rand") {
+		t.Errorf("note outside the test mode: %q", ra.Privacy.Note)
+	}
+	ctx := method.WithTestMode(context.Background())
+	c, rc := fit(ctx)
+	d, _ := fit(ctx)
+	if !sameBits(c, d) {
+		t.Error("two runs in the test mode with seed 3 differ")
+	}
+	if !strings.HasPrefix(rc.Privacy.Note, method.TestModeNote) || rc.Stats["test_mode"] != 1 {
+		t.Errorf("test mode not labelled: %q, %v", rc.Privacy.Note, rc.Stats)
+	}
+}
