@@ -42,6 +42,38 @@
 //     towards the bias rounds' estimate (the DP item average, as a prior)
 //     and the factors towards 0.
 //
+// The protocol runs in halves (NewServer, NewClients; method.Federated):
+// the server is built from public information only (the config, the item
+// catalog's size and titles, its own seed) and each client from one
+// user's own ratings, one client per user; Train, and so Fit, runs them in
+// process over protocol.InMem, and privrec serve and privrec client over
+// the network (a lone device can join with client --ratings). Every
+// round's upload is one dense float64 vector (protocol.Upload.Scalars)
+// over the whole item catalog (or, for the warm start, the m×m upper
+// triangle), so the sum's shape never depends on the data; the broadcast
+// carries μ as a float64 and the per-item public values (b_j, p_j, v_j,
+// the features) as float32, as on the wire.
+//
+// # The item catalog
+//
+// The item index must be a public catalog, not the set of items someone
+// rated: removing an item's only rater would otherwise change the length
+// of every release and the model's item IDs. privrec loads the dataset's
+// item list for dp-als (ratings.LoadOptions.Catalog: movies.dat,
+// movies.csv, u.item), and privrec serve takes it from --items; items
+// nobody rated stay in the index. Without a declared catalog
+// (ratings.Dataset.Catalog empty) the Result states the assumption that
+// the rated-item set is public (method.NoCatalog).
+//
+// # Secret noise
+//
+// The server's seed drives the aggregate noise: whoever knows it can
+// remove the noise. privrec serve draws it from crypto/rand unless --seed
+// starts the reproducible test mode; Fit draws it from crypto/rand unless
+// its context is in that test mode (method.WithTestMode, which privrec
+// sets when --seed is given), and then the Result and the model file say
+// the model is not a release (method.TestModeNote).
+//
 // The last step releases nothing: each device's final solve fits, besides
 // b_u and u, the user's own coefficients on UserFeatures public item
 // features appended to v_j (ridge RegFeature): the released item bias
@@ -73,7 +105,15 @@
 // config's fractions alone. The claim is user-level joint DP: the server's
 // view (everything released) and every other user's model are (ε, δ)-DP
 // in one user's entire rating history; a user's own predictions use their
-// own ratings, as joint DP allows. The ridge of the item solve grows with
+// own ratings, as joint DP allows.
+//
+// The neighbouring relation is add/remove one user (datasets that differ
+// by one user's whole rating history, the user present or absent): the
+// sensitivities above are for it. Replacing one user by another moves
+// every sum by up to twice as much, so the same noise gives four times
+// the ρ: Report.EpsReplace (model.Privacy.EpsReplace, --json
+// eps_replace_one) converts 4ρ by the same rdp.ZCDPToDP. At ε = 1, δ =
+// 1e-6 (add/remove) that is ε = 2.112 for replace-one. The ridge of the item solve grows with
 // the noise σ (RegNoise), so items with few raters shrink to the prior.
 //
 // TestOneUserMovesEveryReleaseByAtMostItsSensitivity checks every kind of

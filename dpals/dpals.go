@@ -56,7 +56,7 @@ var Claim = model.Privacy{
 		"secure aggregation, the noise drawn once as the sum of the clients' Gaussian shares); on the device each user also fits " +
 		"their own coefficients on public item features (the released item bias and count, the release year in the public " +
 		"catalog's title), which releases nothing; hyperparameter tuning is not counted",
-	Aggregation: "ideal", Noise: "gaussian",
+	Aggregation: "ideal", Noise: "gaussian", Neighbouring: Neighbouring,
 }
 
 // Train fits the model on train (ratings on 1..5) with cfg and seed, by

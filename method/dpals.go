@@ -60,6 +60,7 @@ func dpalsResult(cfg *dpals.Config, rep *dpals.Report, train *ratings.Dataset) *
 		p.EpsRound = rep.Eps // every round's release is part of one user-level total
 	}
 	p.Aggregation = cfg.Aggregation.String()
+	p.Neighbouring, p.EpsReplace = dpals.Neighbouring, rep.EpsReplace
 	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total; neighbouring relation: %s, ε = %.4g at δ = %g; "+
 		"replace-one: ε = %.4g at the same δ", p.Note, len(p.Releases), rep.Ledger.Rho(), dpals.Neighbouring, rep.Eps, cfg.Delta, rep.EpsReplace)
 	if !cfg.Aggregation.Secure() {
