@@ -30,6 +30,21 @@ type Clients struct {
 type observer struct {
 	mu    sync.Mutex
 	final *protocol.Broadcast
+	plan  *maskPlan // the integer path's calibration, built on first use
+}
+
+// maskPlan returns the integer path's calibration for ni items.
+func (o *observer) maskPlan(cfg Config, ni int) (*maskPlan, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.plan == nil || len(o.plan.steps) > 0 && o.plan.ni != ni {
+		p, err := newMaskPlan(cfg, ni)
+		if err != nil {
+			return nil, err
+		}
+		o.plan = p
+	}
+	return o.plan, nil
 }
 
 // client is one user's device: its ratings, bias and vector never leave
@@ -44,6 +59,7 @@ type client struct {
 	u      []float64
 	failed int
 	up     protocol.Upload
+	noise  []int64
 	// scratch
 	pos          []int
 	w, ys, a, b  []float64
@@ -94,6 +110,10 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 			return nil, fmt.Errorf("dpals: round %d: the user's item %d is outside the server's catalog of %d", b.Round, j, b.NumItems)
 		}
 	}
+	if kind == kindSetup {
+		c.up = protocol.Upload{Client: c.id, Round: b.Round, Words: []uint32{1}}
+		return &c.up, nil
+	}
 	cols := map[int]int{kindMean: 0, kindBias: 2, kindInit: 3, kindFactor: 3 + int(b.Param(paramK, 0)), kindFinal: 1 + int(b.Param(paramK, 0))}
 	want, ok := cols[kind]
 	if !ok || b.AuxDim != want || len(b.Aux) != b.NumItems*want {
@@ -118,8 +138,8 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 			return nil, fmt.Errorf("dpals: round %d: a warm start on %d of %d items", b.Round, m, ni)
 		}
 		c.up.Scalars = make([]float64, m*(m+1)/2)
-		if !c.init(b, mu, m, r, c.up.Scalars) {
-			return nil, nil
+		if !c.init(b, mu, m, r, c.up.Scalars) && b.Words == 0 {
+			return nil, nil // nothing to add (the integer path still adds its noise share)
 		}
 	case kindFactor:
 		k := int(b.Param(paramK, 0))
@@ -144,6 +164,16 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 		}
 		c.obs.mu.Unlock()
 		return nil, nil
+	}
+	if b.Words > 0 {
+		p, err := c.obs.maskPlan(*c.cfg, ni)
+		if err != nil {
+			return nil, err
+		}
+		if b.Round >= len(p.steps) || p.steps[b.Round].d+1 != b.Words || len(c.up.Scalars) != p.steps[b.Round].d {
+			return nil, fmt.Errorf("dpals: round %d asks for %d words, the integer path's plan has another shape", b.Round, b.Words)
+		}
+		c.up.Words, c.up.Scalars = c.encode(b, &p.steps[b.Round], c.up.Scalars, r), nil
 	}
 	return &c.up, nil
 }
@@ -505,5 +535,15 @@ func (cs *Clients) Finish(v []float32) (*model.Model, *Report, error) {
 	rep := &Report{Ledger: *led, Rho: rho, Mean: mu, Stats: stats}
 	rep.Eps = rep.Ledger.Epsilon(cs.cfg.Delta)
 	rep.EpsReplace = epsReplace(rep.Ledger.Rho(), cs.cfg.Delta)
+	if cs.cfg.Aggregation == protocol.AggMasked {
+		// The integer path: Skellam curves composed by Rényi accounting
+		// (every share arriving; eps_spent: with the arrivals counted).
+		p, err := newMaskPlan(cs.cfg, ni)
+		if err != nil {
+			return nil, nil, err
+		}
+		rep.Eps, rep.EpsReplace = p.eps, p.epsR
+		stats["skellam_eta"] = p.eta
+	}
 	return m, rep, nil
 }

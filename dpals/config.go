@@ -111,7 +111,9 @@ type Config struct {
 	InitScale float64
 	// Aggregation is how the server receives the clients' statistics:
 	// AggIdeal (the default: only their sums, the ideal functionality of
-	// secure aggregation, to which the server adds the noise) or AggOff
+	// secure aggregation, to which the server adds the noise), AggMasked
+	// (the integer path: quantized dense vectors with the clients'
+	// Skellam noise shares, summed by SecAgg+; see masked.go) or AggOff
 	// (it reads every user's vector, and the claim does not hold against
 	// it).
 	Aggregation protocol.Aggregation
@@ -202,8 +204,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dpals: TopItems = %d must be ≥ 0", c.TopItems)
 	case !(c.InitScale > 0) || !fin(c.InitScale):
 		return fmt.Errorf("dpals: InitScale = %g must be > 0 and finite", c.InitScale)
-	case c.Aggregation != protocol.AggIdeal && c.Aggregation != protocol.AggOff:
-		return fmt.Errorf("dpals: aggregation %v: want ideal or off (the integer path of masked is not built)", c.Aggregation)
+	case c.Aggregation != protocol.AggIdeal && c.Aggregation != protocol.AggOff && c.Aggregation != protocol.AggMasked:
+		return fmt.Errorf("dpals: aggregation %v: want masked, ideal or off", c.Aggregation)
 	}
 	return nil
 }

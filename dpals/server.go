@@ -21,6 +21,7 @@ const (
 	kindInit          // the spectral warm start
 	kindFactor        // a factor round
 	kindFinal         // the devices' final solve; no upload
+	kindSetup         // the integer path's setup: the clients count themselves
 )
 
 // Broadcast parameters.
@@ -50,6 +51,9 @@ func schedule(cfg Config, rho float64) ([]step, bool) {
 		rhoBias = cfg.FracBias * rho
 	}
 	s := []step{{kind: kindMean, rho: rhoMean}}
+	if cfg.Aggregation == protocol.AggMasked {
+		s = append([]step{{kind: kindSetup}}, s...)
+	}
 	for r := range cfg.BiasRounds {
 		s = append(s, step{kind: kindBias, idx: r, rho: rhoBias / float64(cfg.BiasRounds)})
 	}
@@ -189,6 +193,13 @@ type server struct {
 	b   protocol.Broadcast
 	aux []float32
 	sum []float64
+
+	// The integer path (nil mask on the float paths): its calibration,
+	// the clients counted at setup, and per round the arrivals and the
+	// share count the clients drew their noise for.
+	mask       *maskPlan
+	clients    int
+	arrA, arrS []int
 }
 
 // NewServer returns the server half of cfg for the public item catalog
@@ -219,6 +230,12 @@ func newServer(cfg Config, ni int, titles []string, seed uint64) (*server, error
 	if factors {
 		s.k = cfg.Dim
 	}
+	if cfg.Aggregation == protocol.AggMasked {
+		if s.mask, err = newMaskPlan(cfg, ni); err != nil {
+			return nil, err
+		}
+		s.arrA, s.arrS = make([]int, len(steps)), make([]int, len(steps))
+	}
 	s.bi = make([]float64, ni)
 	s.weight = make([]float64, ni)
 	for j := range s.weight {
@@ -229,6 +246,15 @@ func newServer(cfg Config, ni int, titles []string, seed uint64) (*server, error
 
 // numRounds returns the number of rounds of the run.
 func (s *server) numRounds() int { return len(s.steps) }
+
+// gauss returns a standard normal draw from r, or 0 on the integer path,
+// whose sums arrive with the clients' Skellam noise in them.
+func (s *server) gauss(r *rand.Rand) float64 {
+	if s.mask != nil {
+		return 0
+	}
+	return r.NormFloat64()
+}
 
 // noise returns the stream of the aggregate noise of release r.
 func (s *server) noise(r uint64) *rand.Rand { return rng.New(s.seed, streamNoise, r) }
@@ -302,6 +328,16 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 	b := &s.b
 	*b = protocol.Broadcast{Round: round, Phase: protocol.PhaseTrain, NumItems: s.ni,
 		Params: map[string]float64{paramKind: float64(st.kind), paramIndex: float64(st.idx), paramMu: s.mu}}
+	if s.mask != nil {
+		switch st.kind {
+		case kindSetup:
+			b.Phase, b.Words, b.Bits = protocol.PhaseSetup, 1, 32
+		case kindFinal:
+		default:
+			b.Words, b.Bits = s.mask.steps[round].d+1, 32
+			b.Params[paramClients] = float64(s.clients)
+		}
+	}
 	cols := 0
 	switch st.kind {
 	case kindBias:
@@ -371,6 +407,9 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 	n := s.words(st)
 	s.sum = slices.Grow(s.sum[:0], n)[:n]
 	clear(s.sum)
+	if s.mask != nil && st.kind != kindFinal {
+		return s.aggregateMasked(round, st, ups)
+	}
 	for _, u := range ups {
 		if u == nil || st.kind == kindFinal {
 			continue
@@ -387,6 +426,41 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 	}
 	s.release(st, s.sum)
 	s.round++
+	return nil
+}
+
+// aggregateMasked folds the integer path's summed words of round.
+func (s *server) aggregateMasked(round int, st step, ups []*protocol.Upload) error {
+	want := 1
+	if st.kind != kindSetup {
+		want = s.mask.steps[round].d + 1
+	}
+	var words []uint32
+	for _, u := range ups {
+		if u == nil {
+			continue
+		}
+		if words != nil || len(u.Words) != want || u.Scalars != nil {
+			return fmt.Errorf("%w: dpals round %d: want one summed upload of %d words (secagg=masked)", protocol.ErrMessage, round, want)
+		}
+		words = u.Words
+	}
+	if st.kind == kindSetup {
+		if words != nil {
+			s.clients = int(words[0])
+		}
+		s.round++
+		return nil
+	}
+	if words != nil {
+		s.arrA[round] = s.mask.steps[round].decode(words, s.sum)
+	}
+	s.arrS[round] = shares(&s.b)
+	s.release(st, s.sum)
+	s.round++
+	if s.steps[s.round].kind == kindFinal {
+		s.stats["eps_spent"], _, _ = s.Spent()
+	}
 	return nil
 }
 
@@ -413,8 +487,8 @@ func (s *server) releaseMean(sums []float64, sigma float64) {
 	x, n := sums[0], sums[1]
 	s.record("mean", []float64{x, n})
 	r := s.noise(0)
-	x += sigma * r.NormFloat64()
-	n += sigma * r.NormFloat64()
+	x += sigma * s.gauss(r)
+	n += sigma * s.gauss(r)
 	s.mu = min(max(3+x/max(n, 1), 1), 5)
 }
 
@@ -430,8 +504,8 @@ func (s *server) releaseBias(r int, sums []float64, sg, sh float64) {
 	nz := s.noise(uint64(1 + r))
 	lam := s.cfg.RegItem + s.cfg.RegNoise*sg
 	for j := range s.ni {
-		g[j] += sg * nz.NormFloat64()
-		h[j] += sh * nz.NormFloat64()
+		g[j] += sg * s.gauss(nz)
+		h[j] += sh * s.gauss(nz)
 	}
 	if s.cfg.PoolBias {
 		if s.poolG == nil {
@@ -515,7 +589,7 @@ func (s *server) releaseFactor(r int, sums []float64, sg, sc, sh float64) {
 	var global []float64
 	if shared {
 		for e := range gram {
-			gram[e] += sg * nz.NormFloat64()
+			gram[e] += sg * s.gauss(nz)
 		}
 		global = make([]float64, nt)
 		for e := range gram {
@@ -531,10 +605,10 @@ func (s *server) releaseFactor(r int, sums []float64, sg, sc, sh float64) {
 		// public catalog); inactive items are not solved.
 		hj := rhs[j*k1 : j*k1+k1]
 		for e := range hj {
-			hj[e] += sh * nz.NormFloat64()
+			hj[e] += sh * s.gauss(nz)
 		}
 		if shared {
-			cnt[j] += sc * nz.NormFloat64()
+			cnt[j] += sc * s.gauss(nz)
 			c := max(cnt[j], 0)
 			for e := range gj {
 				gj[e] = c * global[e]
@@ -542,7 +616,7 @@ func (s *server) releaseFactor(r int, sums []float64, sg, sc, sh float64) {
 		} else {
 			copy(gj, gram[j*nt:j*nt+nt])
 			for e := range gj {
-				gj[e] += sg * nz.NormFloat64()
+				gj[e] += sg * s.gauss(nz)
 			}
 			cnt[j] = gj[0]
 		}
@@ -602,7 +676,7 @@ func (s *server) releaseInit(upper []float64, sigma float64) {
 	nz := s.noise(releaseInit)
 	for i := range m {
 		for k := i; k < m; k++ {
-			a[i*m+k] += sigma * nz.NormFloat64()
+			a[i*m+k] += sigma * s.gauss(nz)
 			a[k*m+i] = a[i*m+k]
 		}
 	}
@@ -668,6 +742,8 @@ type snapshot struct {
 	Active               []bool
 	Releases             []rdp.Release
 	Stats                map[string]float64
+	Clients              int
+	ArrA, ArrS           []int
 }
 
 // MarshalBinary returns the server's state: a version byte, then the gob
@@ -677,6 +753,7 @@ func (s *server) MarshalBinary() ([]byte, error) {
 		NumItems: s.ni, Dim: s.k, Round: s.round, Mu: s.mu, PoolVar: s.poolVar,
 		BI: s.bi, BBias: s.bBias, V: s.v, Weight: s.weight, Count: s.count, PoolG: s.poolG, PoolH: s.poolH,
 		Active: s.active, Releases: s.led.Releases(), Stats: s.stats,
+		Clients: s.clients, ArrA: s.arrA, ArrS: s.arrS,
 	})
 }
 
@@ -699,6 +776,9 @@ func (s *server) UnmarshalBinary(data []byte) error {
 	case x.Active != nil && len(x.Active) != s.ni, x.V != nil && len(x.V) != s.ni*s.k:
 		return fmt.Errorf("dpals: server snapshot: %d factors, %d active flags", len(x.V), len(x.Active))
 	}
+	if (s.mask != nil) != (x.ArrA != nil) || x.ArrA != nil && (len(x.ArrA) != len(s.steps) || len(x.ArrS) != len(s.steps)) {
+		return fmt.Errorf("dpals: server snapshot: integer-path arrivals of %d rounds, the server has %d (masked: %v)", len(x.ArrA), len(s.steps), s.mask != nil)
+	}
 	var l rdp.Ledger
 	for _, r := range x.Releases {
 		if !(r.Sigma > 0) || !(r.L2 > 0) || r.Count < 1 || math.IsInf(r.Sigma, 0) || math.IsInf(r.L2, 0) {
@@ -712,5 +792,6 @@ func (s *server) UnmarshalBinary(data []byte) error {
 	s.round, s.mu, s.poolVar = x.Round, x.Mu, x.PoolVar
 	s.bi, s.bBias, s.v, s.weight, s.count, s.poolG, s.poolH = x.BI, x.BBias, x.V, x.Weight, x.Count, x.PoolG, x.PoolH
 	s.active, s.led, s.stats = x.Active, l, x.Stats
+	s.clients, s.arrA, s.arrS = x.Clients, x.ArrA, x.ArrS
 	return nil
 }

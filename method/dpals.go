@@ -3,6 +3,7 @@ package method
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/privrec/privrec/dpals"
 	"github.com/privrec/privrec/model"
@@ -39,7 +40,7 @@ func dpalsFields(c *dpals.Config) []Field {
 		floatF("frac-init", &c.FracInit, "share of the factor budget spent on the warm start when rounds > 0"),
 		floatF("init-floor", &c.InitFloor, "warm-start components kept above this multiple of the noise's spectral norm"),
 		floatF("init", &c.InitScale, "standard deviation of the public initial item factors"),
-		aggF("secagg", &c.Aggregation, "aggregation: ideal (the server receives only the sums of the users' statistics and adds the noise; in process, the ideal functionality of secure aggregation) or off (the server reads every user's statistics, and the claim does not hold against it)"),
+		aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation for real: quantized dense vectors with distributed Skellam noise, the server sees only sums), ideal (the server receives only the sums of the users' statistics and adds the noise; in process, the ideal functionality of secure aggregation) or off (the server reads every user's statistics, and the claim does not hold against it)"),
 	}
 }
 
@@ -60,6 +61,13 @@ func dpalsResult(cfg *dpals.Config, rep *dpals.Report, train *ratings.Dataset) *
 		p.EpsRound = rep.Eps // every round's release is part of one user-level total
 	}
 	p.Aggregation = cfg.Aggregation.String()
+	if cfg.Aggregation == protocol.AggMasked {
+		p.Noise = "skellam"
+		p.Note += fmt.Sprintf("; integer path (secagg=masked): every release is a dense quantized vector summed mod 2^32 by "+
+			"secure aggregation, with distributed Skellam noise calibrated so that the Skellam Rényi curves of all releases "+
+			"(quantization's rounding inflation and the Skellam divergence excess included) compose to ε at δ; the releases "+
+			"below are the Gaussian plan the integer noise stands for (its σ scaled by %.4g)", math.Sqrt(1+rep.Stats["skellam_eta"]))
+	}
 	p.Neighbouring, p.EpsReplace = dpals.Neighbouring, rep.EpsReplace
 	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total; neighbouring relation: %s, ε = %.4g at δ = %g; "+
 		"replace-one: ε = %.4g at the same δ", p.Note, len(p.Releases), rep.Ledger.Rho(), dpals.Neighbouring, rep.Eps, cfg.Delta, rep.EpsReplace)

@@ -2,6 +2,7 @@ package method_test
 
 import (
 	"context"
+	"github.com/privrec/privrec/protocol"
 	"strings"
 	"testing"
 
@@ -77,5 +78,77 @@ func TestDPALSSecretNoise(t *testing.T) {
 	}
 	if !strings.HasPrefix(rc.Privacy.Note, method.TestModeNote) || rc.Stats["test_mode"] != 1 {
 		t.Errorf("test mode not labelled: %q, %v", rc.Privacy.Note, rc.Stats)
+	}
+}
+
+// TestDPALSMasked: the integer path run as halves through the real
+// SecAgg+ protocol in process gives Fit's model bit for bit; its server
+// accounts the total ε (protocol.Spent) at most the target, and a server
+// restored from a snapshot mid-run ends the same.
+func TestDPALSMasked(t *testing.T) {
+	for _, name := range []string{"dp-biases", "dp-als"} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := method.Lookup(name)
+			cfg, err := s.Configure(params{"secagg": "masked", "bias-rounds": "3", "rounds": "1", "init-items": "20"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			train := fedData(t, ratings.Scale{})
+			ctx := method.WithTestMode(context.Background())
+			want, wantRes, err := s.Fit(ctx, train, cfg, 5, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			untestMode(want, wantRes)
+			srv, err := s.NewServerFor(cfg, &ratings.Dataset{Scale: train.Scale, ItemIDs: train.ItemIDs}, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := s.NewClients(cfg, train, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt := protocol.RunOptions{Seed: 5, Aggregation: protocol.AggMasked, MaskProtocol: true}
+			stop := 2
+			opt.OnRound = func(info protocol.RoundInfo) error {
+				if info.Round == stop {
+					return errStop
+				}
+				return nil
+			}
+			if err := protocol.Run(ctx, srv, cl.List, opt); err != errStop {
+				t.Fatalf("run: %v", err)
+			}
+			snap, err := srv.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, _ := s.NewServerFor(cfg, &ratings.Dataset{Scale: train.Scale, ItemIDs: train.ItemIDs}, 5)
+			if err := fresh.UnmarshalBinary(snap); err != nil {
+				t.Fatal(err)
+			}
+			opt.OnRound, opt.StartRound = nil, fresh.Round()
+			if err := protocol.Run(ctx, fresh, cl.List, opt); err != nil {
+				t.Fatal(err)
+			}
+			v, _ := fresh.Factors()
+			got, gotRes, err := cl.Finish(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameBits(want.V, got.V) || !sameBits(want.U, got.U) || !sameBits(want.BI, got.BI) || !sameBits(want.BU, got.BU) {
+				t.Fatal("the halves over SecAgg+ differ from Fit")
+			}
+			if gotRes.Privacy.Noise != "skellam" || gotRes.Privacy.Aggregation != "masked" || gotRes.Privacy.EpsTotal > 1+1e-9 {
+				t.Errorf("privacy %+v", gotRes.Privacy)
+			}
+			eps, delta, ok := fresh.(protocol.Spent).Spent()
+			if !ok || eps > 1+1e-9 || eps < 0.9 || delta != 1e-6 {
+				t.Errorf("Spent: ε %g at δ %g (ok %v), want just below 1 at 1e-6", eps, delta, ok)
+			}
+			if spent := gotRes.Stats["eps_spent"]; spent != eps {
+				t.Errorf("eps_spent %g in the Result, Spent %g", spent, eps)
+			}
+		})
 	}
 }
