@@ -114,10 +114,23 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 		c.up = protocol.Upload{Client: c.id, Round: b.Round, Words: []uint32{1}}
 		return &c.up, nil
 	}
-	cols := map[int]int{kindMean: 0, kindBias: 2, kindInit: 3, kindFactor: 3 + int(b.Param(paramK, 0)), kindFinal: 1 + int(b.Param(paramK, 0))}
+	// The shapes follow from the public config: a broadcast of another
+	// shape is refused before anything is allocated for it.
+	kf := 0
+	if c.cfg.Dim > 0 && (c.cfg.Rounds > 0 || c.cfg.InitItems > 0) {
+		kf = c.cfg.Dim
+	}
+	kaug := kf + min(c.cfg.UserFeatures, 3)
+	cols := map[int]int{kindMean: 0, kindBias: 2, kindInit: 3, kindFactor: 3 + kf, kindFinal: 1 + kaug}
 	want, ok := cols[kind]
-	if !ok || b.AuxDim != want || len(b.Aux) != b.NumItems*want {
+	k := int(b.Param(paramK, 0))
+	switch {
+	case !ok || b.AuxDim != want || len(b.Aux) != b.NumItems*want || b.Round < 0:
 		return nil, fmt.Errorf("dpals: round %d: a broadcast of kind %d with %d values per item", b.Round, kind, b.AuxDim)
+	case kind == kindFactor && (kf == 0 || k != kf), kind == kindFinal && k != kaug:
+		return nil, fmt.Errorf("dpals: round %d: %d item dimensions, the config has %d", b.Round, k, kf)
+	case kind == kindInit && int(b.Param(paramM, -1)) != min(c.cfg.InitItems, b.NumItems):
+		return nil, fmt.Errorf("dpals: round %d: a warm start on %g items, the config asks for %d", b.Round, b.Param(paramM, -1), min(c.cfg.InitItems, b.NumItems))
 	}
 	ni := b.NumItems
 	c.up = protocol.Upload{Client: c.id, Round: b.Round}

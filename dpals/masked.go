@@ -220,6 +220,9 @@ func (s *server) Spent() (eps, delta float64, ok bool) {
 		}
 		cs = append(cs, rdp.SkellamCurve(ms.mu*float64(a)/float64(max(s.arrS[i], 1)), ms.l1, ms.l2))
 	}
+	if len(cs) == 0 {
+		return 0, s.cfg.Delta, true // nothing released yet
+	}
 	eps, _ = rdp.ToDP(rdp.Compose(cs...), s.cfg.Delta)
 	return eps, s.cfg.Delta, true
 }
