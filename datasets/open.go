@@ -137,6 +137,9 @@ func openEmbeddedDataset(opt ratings.LoadOptions) (*ratings.Dataset, *ratings.Lo
 		for i, id := range d.ItemIDs {
 			d.ItemTitles[i] = titles[id]
 		}
+		if opt.Catalog {
+			d = d.WithCatalog(titles, Default+"/movies.csv")
+		}
 		d.Side = ratings.ItemSideSource(Default+"/movies.csv", func() ([]byte, error) { return EmbeddedFile("movies.csv") })
 	}
 	return d, rep, nil

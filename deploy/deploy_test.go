@@ -195,6 +195,8 @@ var federatedCases = []struct {
 	{"sd-bprmf", map[string]string{"epochs": "2"}},
 	{"isgld", map[string]string{"epochs": "2"}},
 	{"sd-fm", map[string]string{"epochs": "2", "features": "items"}},
+	{"dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "1", "init-items": "10"}},
+	{"dp-biases", map[string]string{"bias-rounds": "2"}},
 }
 
 // TestLoopbackEqualsInProcess: for a fixed seed in test mode, the final V
@@ -206,7 +208,9 @@ func TestLoopbackEqualsInProcess(t *testing.T) {
 	for _, tc := range federatedCases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec, cfg := configure(t, tc.name, tc.params)
-			want, _, err := spec.Fit(context.Background(), spl.Train, cfg, seed, nil)
+			// Test mode in process too: methods with secret noise
+			// (dp-als) draw it from the seed only then.
+			want, _, err := spec.Fit(method.WithTestMode(context.Background()), spl.Train, cfg, seed, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

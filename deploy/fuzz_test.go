@@ -26,7 +26,11 @@ import (
 var fuzzCases = func() []fuzzCase {
 	var cs []fuzzCase
 	for _, c := range federatedCases {
-		cs = append(cs, fuzzCase{c.name, map[string]string{"epochs": "3"}})
+		p := map[string]string{"epochs": "3"}
+		if _, ok := c.params["epochs"]; !ok {
+			p = c.params // dp-als and dp-biases have no epochs
+		}
+		cs = append(cs, fuzzCase{c.name, p})
 	}
 	// sd-fm runs on item IDs: its clients are sdcf's whatever the
 	// features, and the tiny catalog has no side files.

@@ -3,6 +3,8 @@ package dpals
 import (
 	"fmt"
 	"math"
+
+	"github.com/privrec/privrec/protocol"
 )
 
 // Config configures Train. Ratings are on the method registry's internal
@@ -107,6 +109,14 @@ type Config struct {
 	// InitScale is the standard deviation of the initial item factors
 	// (public random numbers), > 0.
 	InitScale float64
+	// Aggregation is how the server receives the clients' statistics:
+	// AggIdeal (the default: only their sums, the ideal functionality of
+	// secure aggregation, to which the server adds the noise), AggMasked
+	// (the integer path: quantized dense vectors with the clients'
+	// Skellam noise shares, summed by SecAgg+; see masked.go) or AggOff
+	// (it reads every user's vector, and the claim does not hold against
+	// it).
+	Aggregation protocol.Aggregation
 }
 
 // DefaultConfig returns the defaults of dp-als at ε = 1, δ = 1e-6, chosen
@@ -131,6 +141,7 @@ func DefaultConfig() Config {
 		TopItems: 500, SharedGram: true,
 		InitItems: 60, FracInit: 0.5, InitFloor: 1, InitScale: 0.5,
 		UserFeatures: 3, RegFeature: 5,
+		Aggregation: protocol.AggIdeal,
 	}
 }
 
@@ -193,6 +204,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dpals: TopItems = %d must be ≥ 0", c.TopItems)
 	case !(c.InitScale > 0) || !fin(c.InitScale):
 		return fmt.Errorf("dpals: InitScale = %g must be > 0 and finite", c.InitScale)
+	case c.Aggregation != protocol.AggIdeal && c.Aggregation != protocol.AggOff && c.Aggregation != protocol.AggMasked:
+		return fmt.Errorf("dpals: aggregation %v: want masked, ideal or off", c.Aggregation)
 	}
 	return nil
 }

@@ -6,72 +6,79 @@ import (
 	"strconv"
 )
 
-// addFeatures appends UserFeatures public item features to the item
-// factors, so that each device fits its own coefficients on them in its
-// final solve (free: it reads only the user's own ratings and public
-// quantities): the item bias b_j (the user's own slope on the item
-// average, beside the shared slope 1), then the standardized log of the
-// item's released weighted count (how the user rates popular against rare
-// items), then the item's standardized release year, read from its title
-// in the public catalog ("Toy Story (1995)"; 0, the mean, when the title
-// has none). The coefficients get the ridge RegFeature, the factors keep
-// RegUser.
-func (t *trainer) addFeatures() {
-	f := min(t.cfg.UserFeatures, 3)
-	if f == 0 {
-		return
-	}
-	k := t.k + f
-	v := make([]float64, t.ni*k)
+// finalTable returns the item table of the final round and its columns:
+// the item factors followed by UserFeatures public item features, so that
+// each device fits its own coefficients on them in its final solve (free:
+// it reads only the user's own ratings and public quantities): the item
+// bias b_j (the user's own slope on the item average, beside the shared
+// slope 1), then the standardized log of the item's released weighted
+// count (how the user rates popular against rare items), then the item's
+// standardized release year, read from its title in the public catalog
+// ("Toy Story (1995)"; 0, the mean, when the title has none). The
+// coefficients get the ridge RegFeature, the factors RegUser
+// (featureRidge). It depends only on the server's released state.
+func (s *server) finalTable() ([]float64, int) {
+	f := min(s.cfg.UserFeatures, 3)
+	k := s.k + f
+	v := make([]float64, s.ni*k)
 	var lc []float64
 	if f >= 2 {
-		lc = make([]float64, t.ni)
-		var s, s2 float64
-		for j := range t.ni {
-			lc[j] = math.Log1p(max(t.itemCount(j), 0))
-			s += lc[j]
+		lc = make([]float64, s.ni)
+		var sm, s2 float64
+		for j := range s.ni {
+			lc[j] = math.Log1p(max(s.itemCount(j), 0))
+			sm += lc[j]
 			s2 += lc[j] * lc[j]
 		}
-		m := s / float64(t.ni)
-		sd := math.Sqrt(max(s2/float64(t.ni)-m*m, 1e-12))
+		m := sm / float64(s.ni)
+		sd := math.Sqrt(max(s2/float64(s.ni)-m*m, 1e-12))
 		for j := range lc {
 			lc[j] = (lc[j] - m) / sd
 		}
 	}
 	var yr []float64
 	if f >= 3 {
-		yr = standardYears(t.d.ItemTitles, t.ni)
+		yr = standardYears(s.titles, s.ni)
 	}
-	for j := range t.ni {
+	for j := range s.ni {
 		row := v[j*k : j*k+k]
-		copy(row, t.v[j*t.k:j*t.k+t.k])
-		row[t.k] = t.bi[j]
+		if s.v != nil {
+			copy(row, s.v[j*s.k:j*s.k+s.k])
+		}
+		if f >= 1 {
+			row[s.k] = s.bi[j]
+		}
 		if f >= 2 {
-			row[t.k+1] = lc[j]
+			row[s.k+1] = lc[j]
 		}
 		if f >= 3 {
-			row[t.k+2] = yr[j]
+			row[s.k+2] = yr[j]
 		}
 	}
-	t.ridge = make([]float64, k)
+	return v, k
+}
+
+// featureRidge returns the ridge of each of the k columns of the final
+// table whose first kf are item factors: RegUser, then RegFeature.
+func featureRidge(cfg Config, kf, k int) []float64 {
+	r := make([]float64, k)
 	for p := range k {
-		t.ridge[p] = t.cfg.RegUser
-		if p >= t.k {
-			t.ridge[p] = t.cfg.RegFeature
+		r[p] = cfg.RegUser
+		if p >= kf {
+			r[p] = cfg.RegFeature
 		}
 	}
-	t.v, t.k = v, k
-	t.u = make([]float64, t.nu*k)
+	return r
 }
 
 // itemCount is item j's weighted count per bias round from the released
 // bias statistics: the pooled counts over the bias rounds when PoolBias,
 // else the last round's.
-func (t *trainer) itemCount(j int) float64 {
-	if t.cfg.PoolBias && t.poolG != nil {
-		return t.poolG[j] / float64(t.cfg.BiasRounds)
+func (s *server) itemCount(j int) float64 {
+	if s.cfg.PoolBias && s.poolG != nil {
+		return s.poolG[j] / float64(s.cfg.BiasRounds)
 	}
-	return t.count[j]
+	return s.count[j]
 }
 
 // yearRE matches a year in parentheses, as MovieLens titles end.

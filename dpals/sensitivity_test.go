@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 )
@@ -31,13 +32,57 @@ func withCanary(d *ratings.Dataset, rate func(j int) float32) (without, with *ra
 	return without, with
 }
 
+// trainer runs single releases of the protocol on a server with pinned
+// public state and the clients of a dataset, for tests.
+type trainer struct {
+	*server
+	cl *Clients
+}
+
+// run runs step st as one round of the protocol: the server's broadcast,
+// every client's upload, their sum and the server's release.
+func (t *trainer) run(st step) {
+	t.steps, t.round = []step{st, {kind: kindFinal}}, 0
+	b, err := t.Broadcast(0)
+	if err != nil {
+		panic(err)
+	}
+	var ups []*protocol.Upload
+	for _, c := range t.cl.List {
+		up, err := c.Round(b, rng.New(t.seed, uint64(c.ID()), 0))
+		if err != nil {
+			panic(err)
+		}
+		if up != nil {
+			cp := *up
+			ups = append(ups, &cp)
+		}
+	}
+	if err := t.Aggregate(0, ups); err != nil {
+		panic(err)
+	}
+}
+
+func (t *trainer) releaseMean(rho float64)        { t.run(step{kind: kindMean, rho: rho}) }
+func (t *trainer) biasRound(r int, rho float64)   { t.run(step{kind: kindBias, idx: r, rho: rho}) }
+func (t *trainer) factorRound(r int, rho float64) { t.run(step{kind: kindFactor, idx: r, rho: rho}) }
+func (t *trainer) spectralInit(rho float64)       { t.run(step{kind: kindInit, rho: rho}) }
+
 // pinned returns a trainer on d whose public state (μ, item biases and
 // factors, popularity weights and counts, active items) is fixed by seed,
 // whatever d holds, so that a release run on two neighbouring datasets
 // differs only by the one user's contribution.
 func pinned(d *ratings.Dataset, cfg Config, seed uint64) *trainer {
-	t := &trainer{cfg: cfg, seed: 1, d: d, byUser: d.ByUser(), nu: d.NumUsers(), ni: d.NumItems(), k: cfg.Dim,
-		rep: &Report{Stats: map[string]float64{}}}
+	s, err := newServer(cfg, d.NumItems(), nil, 1)
+	if err != nil {
+		panic(err)
+	}
+	cl, err := NewClients(d, cfg)
+	if err != nil {
+		panic(err)
+	}
+	t := &trainer{server: s, cl: cl}
+	t.k, t.factors = cfg.Dim, true
 	g := rng.New(seed, 99)
 	t.mu = 3.5
 	t.bi, t.bBias, t.weight, t.count = make([]float64, t.ni), make([]float64, t.ni), make([]float64, t.ni), make([]float64, t.ni)
@@ -49,12 +94,10 @@ func pinned(d *ratings.Dataset, cfg Config, seed uint64) *trainer {
 		t.weight[j] = math.Pow(t.count[j]+1, -0.5)
 		t.active[j] = g.IntN(3) > 0
 	}
-	t.bu = make([]float64, t.nu)
 	t.v = make([]float64, t.ni*t.k)
 	for k := range t.v {
 		t.v[k] = g.NormFloat64()
 	}
-	t.u = make([]float64, t.nu*t.k)
 	return t
 }
 
@@ -104,7 +147,7 @@ func TestOneUserMovesEveryReleaseByAtMostItsSensitivity(t *testing.T) {
 					tr := pinned(ds, cfg, 5)
 					tr.rec = func(n string, s []float64) { sums[k][n] = s; names = append(names, n) }
 					rel(tr)
-					for _, r := range tr.rep.Ledger.Releases() {
+					for _, r := range tr.led.Releases() {
 						charged = append(charged, r.L2)
 					}
 				}

@@ -3,9 +3,11 @@ package method
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/privrec/privrec/dpals"
 	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -38,40 +40,133 @@ func dpalsFields(c *dpals.Config) []Field {
 		floatF("frac-init", &c.FracInit, "share of the factor budget spent on the warm start when rounds > 0"),
 		floatF("init-floor", &c.InitFloor, "warm-start components kept above this multiple of the noise's spectral norm"),
 		floatF("init", &c.InitScale, "standard deviation of the public initial item factors"),
+		aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation for real: quantized dense vectors with distributed Skellam noise, the server sees only sums), ideal (the server receives only the sums of the users' statistics and adds the noise; in process, the ideal functionality of secure aggregation) or off (the server reads every user's statistics, and the claim does not hold against it)"),
 	}
 }
 
-// fitDPALS is the Fit of dp-als and dp-biases.
-func fitDPALS(ctx context.Context, train *ratings.Dataset, cfg *dpals.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, invalid(err)
-	}
-	m, rep, err := dpals.Train(ctx, train, *cfg, seed)
-	if err != nil {
-		return nil, nil, err
-	}
+// NoCatalog is the assumption a dp-als run states when its training data
+// declares no public item catalog (ratings.Dataset.Catalog empty).
+const NoCatalog = "ASSUMPTION: no public item catalog was declared, so the item index is the set of items rated in the " +
+	"training data, assumed public; if it is not, a user who is the only rater of an item gets no finite ε (removing them " +
+	"changes the length of every release). Declare the catalog: privrec loads the dataset's item list (movies.dat, " +
+	"movies.csv, u.item) for dp-als; Go callers set ratings.LoadOptions.Catalog or call Dataset.WithCatalog; privrec serve " +
+	"takes it from --items"
+
+// dpalsResult is the Result of a run with config cfg on train.
+func dpalsResult(cfg *dpals.Config, rep *dpals.Report, train *ratings.Dataset) *Result {
 	p := dpals.Claim
 	p.EpsTotal, p.Delta = rep.Eps, cfg.Delta
 	p.Releases = rep.Ledger.Releases()
 	if n := len(p.Releases); n > 0 {
 		p.EpsRound = rep.Eps // every round's release is part of one user-level total
 	}
-	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total", p.Note, len(p.Releases), rep.Ledger.Rho())
+	p.Aggregation = cfg.Aggregation.String()
+	if cfg.Aggregation == protocol.AggMasked {
+		p.Noise = "skellam"
+		p.Note += fmt.Sprintf("; integer path (secagg=masked): every release is a dense quantized vector summed mod 2^32 by "+
+			"secure aggregation, with distributed Skellam noise calibrated so that the Skellam Rényi curves of all releases "+
+			"(quantization's rounding inflation and the Skellam divergence excess included) compose to ε at δ; the releases "+
+			"below are the Gaussian plan the integer noise stands for (its σ scaled by %.4g)", math.Sqrt(1+rep.Stats["skellam_eta"]))
+	}
+	p.Neighbouring, p.EpsReplace = dpals.Neighbouring, rep.EpsReplace
+	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total; neighbouring relation: %s, ε = %.4g at δ = %g; "+
+		"replace-one: ε = %.4g at the same δ", p.Note, len(p.Releases), rep.Ledger.Rho(), dpals.Neighbouring, rep.Eps, cfg.Delta, rep.EpsReplace)
+	if !cfg.Aggregation.Secure() {
+		p.Note = "secagg=off: the server read every user's statistics, so the ε below does not hold against the server, " +
+			"only against an observer of the released sums; " + p.Note
+	}
+	stats := rep.Stats
+	stats["eps_replace_one"] = rep.EpsReplace
+	stats["catalog_items"] = float64(train.NumItems())
+	if train.Catalog != "" {
+		p.Note += fmt.Sprintf("; item index: the public catalog %s (%d items, rated or not)", train.Catalog, train.NumItems())
+	} else {
+		p.Note = NoCatalog + "; " + p.Note
+	}
+	return &Result{Privacy: p, Stats: stats}
+}
+
+// fitDPALS is the Fit of dp-als and dp-biases: the client/server
+// protocol (dpalsFederated's halves) run in process. Outside the
+// reproducible test mode (WithTestMode) the seed is replaced by one from
+// crypto/rand, so the noise is secret; in it the Result says the model is
+// not a release.
+func fitDPALS(ctx context.Context, train *ratings.Dataset, cfg *dpals.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, invalid(err)
+	}
+	test := TestMode(ctx)
+	if !test {
+		seed = secretSeed() // the noise and the devices' samples: no flag reproduces them
+	}
+	m, rep, err := dpals.Train(ctx, train, *cfg, seed)
+	if err != nil {
+		return nil, nil, err
+	}
 	if hook != nil {
 		hook(Progress{Epoch: 1, Epochs: 1, TrainRMSE: rep.Stats["train_rmse"], EpsSpent: rep.Eps})
 	}
-	return m, &Result{Privacy: p, Stats: rep.Stats}, nil
+	res := dpalsResult(cfg, rep, train)
+	if test {
+		res.Privacy.Note = TestModeNote + "; " + res.Privacy.Note
+		res.Stats["test_mode"] = 1
+	} else {
+		res.Privacy.Note += "; the noise was drawn from crypto/rand (no seed reproduces it)"
+	}
+	return m, res, nil
+}
+
+// dpalsFederated is the client/server protocol of dp-als and dp-biases in
+// halves: the server from the public catalog (its size, or with ServerFor
+// its titles, which the release-year feature reads), the clients from
+// their users' own ratings.
+func dpalsFederated() *Federated {
+	f := federated(
+		func(cfg *dpals.Config, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error) {
+			if err := cfg.Validate(); err != nil {
+				return nil, invalid(err)
+			}
+			return dpals.NewServer(*cfg, &ratings.Dataset{ItemIDs: make([]string, numItems), Scale: scale}, seed)
+		},
+		func(cfg *dpals.Config, train *ratings.Dataset, seed uint64) (*Clients, error) {
+			if err := cfg.Validate(); err != nil {
+				return nil, invalid(err)
+			}
+			cl, err := dpals.NewClients(train, *cfg)
+			if err != nil {
+				return nil, err
+			}
+			return &Clients{List: cl.List, Finish: func(v []float32) (*model.Model, *Result, error) {
+				m, rep, err := cl.Finish(v)
+				if err != nil {
+					return nil, nil, err
+				}
+				return m, dpalsResult(cfg, rep, train), nil
+			}}, nil
+		},
+		func(cfg *dpals.Config) protocol.Aggregation { return cfg.Aggregation })
+	f.ServerFor = func(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
+		c, ok := cfg.(*dpals.Config)
+		if !ok || c == nil {
+			return nil, fmt.Errorf("%w: the config is a %T, want a non-nil %T", ErrParam, cfg, c)
+		}
+		if err := c.Validate(); err != nil {
+			return nil, invalid(err)
+		}
+		return dpals.NewServer(*c, items, seed)
+	}
+	return f
 }
 
 func init() {
 	define(Spec{
 		Name:    "dp-als",
 		Summary: "user-level (ε, δ) joint-DP alternating least squares: noisy per-item statistics, user vectors on the device (Chien et al. 2021, Krichene et al. 2023)",
-		Claim:   dpals.Claim,
+		Claim:   dpals.Claim, Federated: dpalsFederated(), Catalog: true,
 	}, dpals.DefaultConfig, dpalsFields, fitDPALS)
 	define(Spec{
 		Name:    "dp-biases",
 		Summary: "user-level (ε, δ) joint-DP biases-only model: noisy global mean and item biases, user biases on the device",
-		Claim:   dpals.Claim,
+		Claim:   dpals.Claim, Federated: dpalsFederated(), Catalog: true,
 	}, dpals.BiasesConfig, dpalsFields, fitDPALS)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/privrec/privrec/datasets"
@@ -23,7 +24,8 @@ var fedParams = map[string]params{
 	"ldp-op-basic": {"epochs": "5"}, "rsmf": {"epochs": "40", "per-round": "5"},
 	"sgld-mf": {"epochs": "5"}, "sdmf": {"epochs": "5"}, "sdmf-alpha-inf": {"epochs": "5"},
 	"bpr-sgld": {"epochs": "5"}, "sd-bprmf": {"epochs": "5"}, "isgld": {"epochs": "5"},
-	"sd-fm": {"epochs": "5", "features": "items"},
+	"sd-fm":  {"epochs": "5", "features": "items"},
+	"dp-als": {"rounds": "2", "max-ratings": "6", "beta": "0.5", "init-items": "20", "top-items": "30"}, "dp-biases": {"max-ratings": "6"},
 }
 
 // fedData returns a small synthetic training set on scale sc.
@@ -45,7 +47,7 @@ func fedData(t *testing.T, sc ratings.Scale) *ratings.Dataset {
 // runHalves builds the halves of s with seed and runs them in process.
 func runHalves(t *testing.T, s method.Spec, cfg any, train *ratings.Dataset, seed uint64) (*model.Model, *method.Result) {
 	t.Helper()
-	srv, err := s.NewServerFor(cfg, &ratings.Dataset{Scale: train.Scale, ItemIDs: train.ItemIDs, Side: train.Side}, seed)
+	srv, err := s.NewServerFor(cfg, &ratings.Dataset{Scale: train.Scale, ItemIDs: train.ItemIDs, ItemTitles: train.ItemTitles, Side: train.Side}, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +65,18 @@ func runHalves(t *testing.T, s method.Spec, cfg any, train *ratings.Dataset, see
 		t.Fatal(err)
 	}
 	return m, res
+}
+
+// untestMode removes from a Fit run in the test mode the label that only
+// Fit adds (the halves do not know whether their server's seed is
+// secret: a deployment's plan says so).
+func untestMode(m *model.Model, res *method.Result) {
+	if _, ok := res.Stats["test_mode"]; !ok {
+		return
+	}
+	delete(res.Stats, "test_mode")
+	res.Privacy.Note = strings.TrimPrefix(res.Privacy.Note, method.TestModeNote+"; ")
+	m.Privacy.Note = strings.TrimPrefix(m.Privacy.Note, method.TestModeNote+"; ")
 }
 
 // sameBits reports whether a and b hold the same float32 bits.
@@ -131,10 +145,11 @@ func TestFederatedMatchesFit(t *testing.T) {
 					t.Fatal(err)
 				}
 				const seed = 7
-				want, wantRes, err := s.Fit(context.Background(), train, cfg, seed, nil)
+				want, wantRes, err := s.Fit(method.WithTestMode(context.Background()), train, cfg, seed, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
+				untestMode(want, wantRes)
 				got, gotRes := runHalves(t, s, cfg, train, seed)
 				if !sameBits(want.V, got.V) || !sameBits(want.U, got.U) || !sameBits(want.Offset, got.Offset) {
 					t.Fatal("factors differ from Fit's")
@@ -177,6 +192,8 @@ func TestServerResumes(t *testing.T) {
 		{"sdmf", params{"epochs": "5"}, []int{0, 2}},
 		{"sdmf", params{"epochs": "5", "lambda": "0"}, []int{3}},
 		{"sd-bprmf", params{"epochs": "5"}, []int{1}},
+		{"dp-als", params{"rounds": "2", "shared-gram": "false"}, []int{0, 3, 9, 10, 11}},
+		{"dp-biases", params{}, []int{0, 8}},
 	} {
 		s, err := method.Lookup(tc.name)
 		if err != nil {
@@ -247,7 +264,7 @@ func TestServerResumes(t *testing.T) {
 // TestSnapshotErrors: corrupt snapshots and snapshots of another shape
 // are errors, never panics, and leave the server usable.
 func TestSnapshotErrors(t *testing.T) {
-	for _, name := range []string{"hdpmf", "dpmf", "ldp-op", "ldp-op-basic", "sdmf"} {
+	for _, name := range []string{"hdpmf", "dpmf", "ldp-op", "ldp-op-basic", "sdmf", "dp-als"} {
 		t.Run(name, func(t *testing.T) {
 			s, err := method.Lookup(name)
 			if err != nil {

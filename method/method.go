@@ -77,6 +77,11 @@ type Spec struct {
 	Name    string        // registry key, like "mf" or "hdpmf"
 	Summary string        // one line for listings
 	Claim   model.Privacy // the privacy claim, without the spent amounts
+	// Catalog marks a method whose releases span the whole item index,
+	// which must then be a public catalog (ratings.Dataset.Catalog), not
+	// the items that happen to be rated: privrec loads the dataset's item
+	// list for it (ratings.LoadOptions.Catalog).
+	Catalog bool
 	// Ranks marks one-class ranking methods, whose predictions are scores
 	// rather than ratings: evaluate them by ranking metrics (AUC).
 	Ranks bool

@@ -58,7 +58,7 @@ func TestScaleInvariance(t *testing.T) {
 					p["epochs"] = "3"
 				}
 				rmse := func(train, test *ratings.Dataset) float64 {
-					m, _, err := fitText(context.Background(), spec.Name, train, p, 1, nil)
+					m, _, err := fitText(method.WithTestMode(context.Background()), spec.Name, train, p, 1, nil)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -104,6 +104,9 @@ type privacyJSON struct {
 	Note     string    `json:"note,omitempty"`
 	// Releases is Privacy.Releases (finite numbers only).
 	Releases []rdp.Release `json:"releases,omitempty"`
+	// Neighbouring and EpsReplace are Privacy's (absent when empty).
+	Neighbouring string    `json:"neighbouring,omitempty"`
+	EpsReplace   jsonFloat `json:"eps_replace_one,omitempty"`
 }
 
 // jsonFloat is a float64 whose non-finite values are the JSON strings
@@ -150,6 +153,7 @@ func (m *Model) encodeMeta() ([]byte, error) {
 	err := enc.Encode(metadata{Method: m.Method, Config: m.Config, Privacy: privacyJSON{
 		Unit: p.Unit, Trusted: p.Trusted, EpsRound: jsonFloat(p.EpsRound),
 		EpsTotal: jsonFloat(p.EpsTotal), Delta: jsonFloat(p.Delta), Note: p.Note, Releases: p.Releases,
+		Neighbouring: p.Neighbouring, EpsReplace: jsonFloat(p.EpsReplace),
 	}})
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), err
 }
@@ -523,7 +527,8 @@ func (m *Model) decodeMeta(b []byte) error {
 	p := md.Privacy
 	m.Method, m.Config = md.Method, md.Config
 	m.Privacy = Privacy{Unit: p.Unit, Trusted: p.Trusted, EpsRound: float64(p.EpsRound),
-		EpsTotal: float64(p.EpsTotal), Delta: float64(p.Delta), Note: p.Note, Releases: p.Releases}
+		EpsTotal: float64(p.EpsTotal), Delta: float64(p.Delta), Note: p.Note, Releases: p.Releases,
+		Neighbouring: p.Neighbouring, EpsReplace: float64(p.EpsReplace)}
 	if m.Config != nil {
 		m.Config = bytes.Clone(m.Config)
 	}

@@ -61,6 +61,11 @@ func saved() map[string]*Model {
 	nan.Privacy.EpsTotal, nan.Privacy.EpsRound = math.Inf(-1), 2
 	nan.Method = "mf"
 	ms["negative inf"] = nan
+	user := handModel(false)
+	user.Method = "dp-als"
+	user.Privacy = Privacy{Unit: "user", Trusted: "nobody", EpsRound: 1, EpsTotal: 1, Delta: 1e-6,
+		Neighbouring: "add/remove one user", EpsReplace: 2.112}
+	ms["neighbouring relation"] = user
 	return ms
 }
 

@@ -109,6 +109,13 @@ type Privacy struct {
 	// Gaussian release of the run that read the private data, with its
 	// sensitivity, σ and ρ; EpsTotal is their composition at Delta.
 	Releases []rdp.Release `json:"releases,omitempty"`
+	// Neighbouring, when the method states it, names the neighbouring
+	// relation EpsTotal holds for, such as "add/remove one user".
+	Neighbouring string `json:"neighbouring,omitempty"`
+	// EpsReplace, when not 0, is the total ε at Delta for neighbours that
+	// replace one unit by another (same noise, sensitivities doubled),
+	// when EpsTotal is for adding or removing one.
+	EpsReplace float64 `json:"eps_replace_one,omitempty"`
 }
 
 // Check reports whether m's fields are mutually consistent: dimensions in

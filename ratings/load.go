@@ -53,6 +53,15 @@ type LoadOptions struct {
 	// shared ML-1M ratings_uir_dense.tsv, whose item IDs are not MovieIDs).
 	// It also leaves out the side features (Dataset.Side, see SideFiles).
 	NoTitles bool
+	// Catalog extends the item index with every item of the title file
+	// (the public catalog: movies.dat, movies.csv, u.item, ...) that has
+	// no rating, after the rated items (Dataset.WithCatalog), and sets
+	// Dataset.Catalog to the file, so that methods whose releases span the
+	// item index (dp-als) do not take it from the ratings. With an item map
+	// (the shared ML-1M copy), movies outside the map get the ID
+	// "movie:MovieID". Nothing changes when there is no title file or
+	// NoTitles is set.
+	Catalog bool
 }
 
 // LoadReport describes what a load read.
@@ -119,11 +128,14 @@ func Load(path string, opt LoadOptions) (*Dataset, *LoadReport, error) {
 		return nil, nil, err
 	}
 	if !opt.NoTitles {
-		titles, err := loadTitles(files[0], l.rep.Format, opt.SkipBad, l)
+		titles, err := loadTitles(files[0], l.rep.Format, opt.SkipBad, l, opt.Catalog)
 		if err != nil {
 			return nil, nil, err
 		}
-		if titles != nil {
+		if titles != nil && opt.Catalog {
+			tf, _ := titleFile(files[0], l.rep.Format)
+			d = d.WithCatalog(titles, tf)
+		} else if titles != nil {
 			d.ItemTitles = make([]string, len(d.ItemIDs))
 			for i, id := range d.ItemIDs {
 				d.ItemTitles[i] = titles[id]

@@ -36,7 +36,7 @@ func OfficialSplit(dir string, fold string) (train, test *Dataset, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	titles, err := loadTitles(data, FormatML100K, false, full)
+	titles, err := loadTitles(data, FormatML100K, false, full, false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,7 +3,9 @@ package ratings
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Scale is the range of valid ratings. Step is the rating granularity (1
@@ -94,6 +96,53 @@ type Dataset struct {
 	// Side locates the side features of the users and items (keyed by ID,
 	// shared by every split), or is nil; see SideSource.
 	Side *SideSource
+	// Catalog, when not empty, names the public item catalog ItemIDs
+	// holds (the file listing the items, such as MovieLens's movie list):
+	// every item of it is indexed, rated or not, so the item index does
+	// not depend on the ratings (LoadOptions.Catalog, WithCatalog). Splits
+	// keep it; filters that drop items clear it.
+	Catalog string
+}
+
+// WithCatalog returns d with its item index extended by every item of the
+// public catalog items (item ID → title) that d does not index yet, after
+// d's own items in increasing ID order (numerically for numbers), with
+// their titles, and Catalog set to source. The items already indexed keep
+// their indices.
+func (d *Dataset) WithCatalog(items map[string]string, source string) *Dataset {
+	out := *d
+	have := make(map[string]bool, len(d.ItemIDs))
+	for _, id := range d.ItemIDs {
+		have[id] = true
+	}
+	var extra []string
+	for id := range items {
+		if !have[id] {
+			extra = append(extra, id)
+		}
+	}
+	slices.SortFunc(extra, func(a, b string) int {
+		if len(a) != len(b) && isDigits([]byte(a)) && isDigits([]byte(b)) {
+			return len(a) - len(b)
+		}
+		return strings.Compare(a, b)
+	})
+	n := len(d.ItemIDs)
+	out.ItemIDs = append(d.ItemIDs[:n:n], extra...)
+	titles := make([]string, n, n+len(extra))
+	if d.ItemTitles != nil {
+		copy(titles, d.ItemTitles)
+	} else {
+		for k, id := range d.ItemIDs {
+			titles[k] = items[id]
+		}
+	}
+	for _, id := range extra {
+		titles = append(titles, items[id])
+	}
+	out.ItemTitles = titles
+	out.Catalog = source
+	return &out
 }
 
 // Len returns the number of ratings.
@@ -150,6 +199,7 @@ func (d *Dataset) empty(n int) *Dataset {
 		ItemIDs:    d.ItemIDs,
 		ItemTitles: d.ItemTitles,
 		Side:       d.Side,
+		Catalog:    d.Catalog,
 	}
 }
 

@@ -38,7 +38,9 @@ func titleFile(ratingFile string, f Format) (path, itemMap string) {
 }
 
 // loadTitles returns the item titles by item ID for a rating file, or nil.
-func loadTitles(ratingFile string, f Format, skipBad bool, l *loader) (map[string]string, error) {
+// With catalog, the titles of an item map's movies that the map does not
+// name are added under the ID "movie:MovieID".
+func loadTitles(ratingFile string, f Format, skipBad bool, l *loader, catalog bool) (map[string]string, error) {
 	path, mapPath := titleFile(ratingFile, f)
 	if path == "" {
 		return nil, nil
@@ -82,8 +84,17 @@ func loadTitles(ratingFile string, f Format, skipBad bool, l *loader) (map[strin
 		return nil, err
 	}
 	out := make(map[string]string, len(m))
+	mapped := make(map[string]bool, len(m))
 	for dense, movie := range m {
 		out[dense] = titles[movie]
+		mapped[movie] = true
+	}
+	if catalog {
+		for movie, t := range titles {
+			if !mapped[movie] {
+				out["movie:"+movie] = t
+			}
+		}
 	}
 	return out, nil
 }

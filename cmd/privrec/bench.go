@@ -55,6 +55,7 @@ median when there are several. It also names the vector kernels in use
 			if err := mfl.validate(); err != nil {
 				return err
 			}
+			df.catalog = mfl.spec.Catalog
 			d, err := a.load(&df)
 			if err != nil {
 				return err

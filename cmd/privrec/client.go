@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/privrec/privrec/deploy"
+	"github.com/privrec/privrec/dpals"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/internal/progress"
@@ -184,6 +185,7 @@ before.`,
 			if mine != "" {
 				return a.oneUser(cmd, sess, spec, cfg, mine, df.skipBad, seed, test, top, asJSON)
 			}
+			df.catalog = spec.Catalog
 			d, err := a.load(&df)
 			if err != nil {
 				return err
@@ -333,8 +335,9 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	// Only methods whose client needs nothing of the other users: the
 	// HDPMF family's DPMF floor and PDPMF threshold, LDP-OP's noise split
 	// and SDCF's z are computed over the population (the vendor case).
-	if c, ok := cfg.(*hdpmf.Config); !ok || (c.Variant != hdpmf.HDPMF && c.Variant != hdpmf.HDPMFR) {
-		return fmt.Errorf("--ratings: the server runs %s, whose clients calibrate their noise over a population of users; one user takes part only in hdpmf runs (use --simulate for a vendor's users)", spec.Name)
+	_, isDPALS := cfg.(*dpals.Config) // a dp-als device needs only its own ratings and the broadcasts
+	if c, ok := cfg.(*hdpmf.Config); !isDPALS && (!ok || (c.Variant != hdpmf.HDPMF && c.Variant != hdpmf.HDPMFR)) {
+		return fmt.Errorf("--ratings: the server runs %s, whose clients calibrate their noise over a population of users; one user takes part only in hdpmf, dp-als and dp-biases runs (use --simulate for a vendor's users)", spec.Name)
 	}
 	cat := sess.Catalog()
 	one, err := a.oneUserRatings(path, cat.ItemIDs, "the server's catalog", cat.Scale, skipBad)

@@ -178,6 +178,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 			if err := mfl.validate(); err != nil {
 				return err
 			}
+			df.catalog = mfl.spec.Catalog
 			if repeats < 1 {
 				return fmt.Errorf("--repeats %d: must be ≥ 1", repeats)
 			}

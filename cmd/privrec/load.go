@@ -18,6 +18,7 @@ import (
 type dataFlags struct {
 	data, format, delimiter, columns, header, scale string
 	skipBad                                         bool
+	catalog                                         bool // load the public item catalog too (LoadOptions.Catalog): set for methods with Spec.Catalog
 	minUser, minItem                                int
 	scaleFrom                                       string // where the loaded scale came from, set by load
 }
@@ -35,7 +36,7 @@ func (f *dataFlags) register(fs *pflag.FlagSet) {
 }
 
 func (f *dataFlags) options() (ratings.LoadOptions, error) {
-	opt := ratings.LoadOptions{SkipBad: f.skipBad}
+	opt := ratings.LoadOptions{SkipBad: f.skipBad, Catalog: f.catalog}
 	var err error
 	if opt.Format, err = ratings.ParseFormat(f.format); err != nil {
 		return opt, fmt.Errorf("--format: %w", err)

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/privrec/privrec/method"
 	"io"
 	"log/slog"
 	"os"
@@ -67,6 +68,11 @@ The default dataset, ml-latest-small (MovieLens, GroupLens), is embedded.`,
 				level = slog.LevelDebug
 			}
 			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+			if f := cmd.Flags().Lookup("seed"); f != nil && f.Changed {
+				// --seed given: the reproducible test mode, as serve and
+				// client define it (methods with secret noise label it).
+				cmd.SetContext(method.WithTestMode(cmd.Context()))
+			}
 		},
 	}
 	root.Version = readVersion().String()

@@ -96,9 +96,10 @@ and waits on. Uploads that are late, duplicate, malformed, of the wrong
 shape, non-finite or out of range (|value| > --max-abs) are refused with an
 error saying why, counted in /metrics by reason, and change nothing.
 
-Aggregation: the HDPMF family, LDP-OP and RSMF run with --secagg masked by
-default here: each round's uploads are quantized integer vectors over
-every coordinate of the round (every item; LDP-OP: every named position),
+Aggregation: the HDPMF family, LDP-OP, RSMF, dp-als and dp-biases run with
+--secagg masked by default here: each round's uploads are quantized integer
+vectors over every coordinate of the round (every item; LDP-OP: every named
+position; dp-als: every statistic of the release),
 aggregated by the SecAgg+ protocol between the clients and the server
 (key agreement, encrypted Shamir shares, masked vectors, unmasking of the
 survivors' sum), so the server learns each round's sum and nothing else,
@@ -146,7 +147,7 @@ report excludes it from that round only.`,
 			if err != nil {
 				return err
 			}
-			df := dataFlags{data: items, header: "auto", scale: scale}
+			df := dataFlags{data: items, header: "auto", scale: scale, catalog: mfl.spec.Catalog}
 			d, err := a.load(&df)
 			if err != nil {
 				return fmt.Errorf("--items: %w", err)

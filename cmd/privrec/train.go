@@ -35,6 +35,7 @@ written whole or not at all.`,
 			if err := mfl.validate(); err != nil {
 				return err
 			}
+			df.catalog = mfl.spec.Catalog
 			if out == "" {
 				return fmt.Errorf("--out: a model file is required")
 			}

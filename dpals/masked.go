@@ -1,0 +1,228 @@
+package dpals
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/dp"
+	"github.com/privrec/privrec/protocol"
+)
+
+// The integer path (Config.Aggregation = protocol.AggMasked): every
+// release — the global mean and count, the bias rounds, the warm start,
+// the factor rounds — is one dense integer vector per user over all the
+// release's coordinates, summed mod 2^32 by secure aggregation (SecAgg+),
+// with the noise added by the clients as shares of distributed Skellam
+// noise (Agarwal, Kairouz and Liu, NeurIPS 2021), as HDPMF's integer path.
+//
+// Quantization: each coordinate e of a user's float statistics x_u (the
+// Gaussian path's upload) is divided by the Gaussian σ of its block (the
+// counts', the sums', the Gramians' ... σ the ledger would charge), so the
+// normalized vector has L2 sensitivity √(2ρ_t) for the release's zCDP
+// share ρ_t, then scaled by γ_t = G/√(2ρ_t) (G = maskG integer units) and
+// rounded stochastically (unbiased). A user moves the integer sum by at
+// most Δ2 = G + √d in L2 (the rounding adds at most 1 per coordinate, d
+// the release's coordinates) and Δ1 = min(√d·Δ2, Δ2²) in L1.
+//
+// Calibration: release t gets Skellam(μ_t) in total per coordinate, μ_t =
+// (1+η)·Δ2²/(4ρ_t), so that its Rényi curve's Gaussian term is the
+// ledger's αρ_t/(1+η); η is the least value for which the Skellam curves
+// of all releases (with their divergence excess) compose to the target
+// (ε, δ) by rdp.ToDP. Each client adds Skellam(μ_t/s) with s = ⌊ρ·N⌋ (N
+// the clients counted in the setup round, ρ the deployment's
+// protocol.ParamMinShare, 1 in process): any s arriving shares carry the
+// calibrated noise. Each upload ends with an arrival word 1, so the server
+// knows how many shares arrived, and Spent accounts the noise that did.
+const maskG = 1 << 15
+
+// Broadcast parameter of the integer path.
+const paramClients = "clients" // N, the clients counted at setup
+
+// maskStep is one release's integer-path calibration.
+type maskStep struct {
+	d      int       // coordinates (without the arrival word)
+	sigmas []float64 // per-coordinate block σ, by block
+	sizes  []int     // block sizes
+	gamma  float64   // integer units per normalized unit
+	l1, l2 float64   // sensitivities in integer units
+	rho    float64   // the release's zCDP share of the plan
+	mu     float64   // Poisson mean of the summed Skellam noise per coordinate
+}
+
+// maskPlan is the integer path's public calibration: a function of the
+// config and the catalog's size alone, known to the server and clients.
+type maskPlan struct {
+	ni    int
+	steps []maskStep // parallel to the schedule (zero for setup and final)
+	eta   float64
+	eps   float64 // total ε at Delta, every share arriving
+	epsR  float64 // the same for replace-one neighbours
+}
+
+// blocks returns the block sizes of step st's upload for ni items and k
+// factor dimensions, and their σ from sig (noiseSigmas).
+func blocks(cfg Config, st step, sig []float64, ni, k int) (sizes []int, sigmas []float64) {
+	k1 := k + 1
+	nt := k1 * (k1 + 1) / 2
+	switch st.kind {
+	case kindMean:
+		return []int{2}, []float64{sig[0]}
+	case kindBias:
+		return []int{ni, ni}, []float64{sig[0], sig[1]}
+	case kindInit:
+		m := min(cfg.InitItems, ni)
+		return []int{m * (m + 1) / 2}, []float64{sig[0]}
+	case kindFactor:
+		if cfg.SharedGram {
+			return []int{nt, ni, ni * k1}, []float64{sig[0], sig[1], sig[2]}
+		}
+		return []int{ni * nt, ni * k1}, []float64{sig[0], sig[2]}
+	}
+	return nil, nil
+}
+
+// newMaskPlan calibrates the integer path of cfg for ni items.
+func newMaskPlan(cfg Config, ni int) (*maskPlan, error) {
+	rho, err := rdp.ZCDPRhoFor(cfg.Eps, cfg.Delta)
+	if err != nil {
+		return nil, fmt.Errorf("dpals: %w", err)
+	}
+	steps, factors := schedule(cfg, rho)
+	k := 0
+	if factors {
+		k = cfg.Dim
+	}
+	p := &maskPlan{ni: ni, steps: make([]maskStep, len(steps))}
+	var scratch rdp.Ledger
+	for i, st := range steps {
+		sig := noiseSigmas(cfg, st, &scratch, nil)
+		if sig == nil {
+			continue
+		}
+		ms := &p.steps[i]
+		ms.sizes, ms.sigmas = blocks(cfg, st, sig, ni, k)
+		for _, n := range ms.sizes {
+			ms.d += n
+		}
+		ms.rho = st.rho
+		ms.gamma = maskG / math.Sqrt(2*st.rho)
+		ms.l2 = maskG + math.Sqrt(float64(ms.d))
+		ms.l1 = math.Min(math.Sqrt(float64(ms.d))*ms.l2, ms.l2*ms.l2)
+	}
+	curve := func(eta float64, scale float64) rdp.Curve {
+		var cs []rdp.Curve
+		for _, ms := range p.steps {
+			if ms.rho > 0 {
+				mu := (1 + eta) * ms.l2 * ms.l2 / (4 * ms.rho)
+				cs = append(cs, rdp.SkellamCurve(mu, scale*ms.l1, scale*ms.l2))
+			}
+		}
+		return rdp.Compose(cs...)
+	}
+	ok := func(eta float64) bool {
+		e, _ := rdp.ToDP(curve(eta, 1), cfg.Delta)
+		return e <= cfg.Eps
+	}
+	lo, hi := -0.5, 1.0
+	for !ok(hi) {
+		lo, hi = hi, 2*hi+1
+		if hi > 1e6 {
+			return nil, fmt.Errorf("dpals: the integer path cannot reach ε = %g", cfg.Eps)
+		}
+	}
+	if ok(lo) {
+		hi = lo
+	}
+	for hi-lo > 1e-9 {
+		m := (lo + hi) / 2
+		if ok(m) {
+			hi = m
+		} else {
+			lo = m
+		}
+	}
+	p.eta = hi
+	for i := range p.steps {
+		if ms := &p.steps[i]; ms.rho > 0 {
+			ms.mu = (1 + hi) * ms.l2 * ms.l2 / (4 * ms.rho)
+		}
+	}
+	p.eps, _ = rdp.ToDP(curve(hi, 1), cfg.Delta)
+	p.epsR, _ = rdp.ToDP(curve(hi, 2), cfg.Delta)
+	return p, nil
+}
+
+// shares returns the number of clients each client's noise share is drawn
+// for: ⌊ρ·N⌋, at least 1.
+func shares(b *protocol.Broadcast) int {
+	rho := b.Param(protocol.ParamMinShare, 1)
+	if !(rho > 0 && rho <= 1) {
+		rho = 1
+	}
+	return max(1, int(math.Floor(rho*b.Param(paramClients, 1))))
+}
+
+// encode writes the client's integer upload of step ms from its float
+// statistics x: normalized, scaled, rounded stochastically, plus its
+// Skellam share, mod 2^32, and the arrival word.
+func (c *client) encode(b *protocol.Broadcast, ms *maskStep, x []float64, r *rand.Rand) []uint32 {
+	w := make([]uint32, ms.d+1)
+	if len(c.noise) < ms.d {
+		c.noise = make([]int64, ms.d)
+	}
+	noise := c.noise[:ms.d]
+	dp.FillSkellamShare(r, ms.mu, shares(b), noise)
+	e := 0
+	for bl, n := range ms.sizes {
+		f := ms.gamma / ms.sigmas[bl]
+		for range n {
+			v := x[e] * f
+			q := math.Floor(v)
+			if r.Float64() < v-q {
+				q++
+			}
+			w[e] = uint32(int64(q) + noise[e])
+			e++
+		}
+	}
+	w[ms.d] = 1
+	return w
+}
+
+// decode turns the summed words of step ms into float sums (the noise
+// included) and returns the arrivals.
+func (ms *maskStep) decode(words []uint32, out []float64) int {
+	e := 0
+	for bl, n := range ms.sizes {
+		f := ms.sigmas[bl] / ms.gamma
+		for range n {
+			out[e] = float64(int32(words[e])) * f
+			e++
+		}
+	}
+	return int(words[ms.d])
+}
+
+// Spent implements protocol.Spent on the integer path: the ε at Delta of
+// the releases so far with the noise that arrived (μ_t·A_t/s of the
+// Skellam shares, A_t the arrival count), by Rényi accounting.
+func (s *server) Spent() (eps, delta float64, ok bool) {
+	if s.mask == nil {
+		return 0, 0, false
+	}
+	var cs []rdp.Curve
+	for i, a := range s.arrA[:min(s.round, len(s.arrA))] {
+		ms := s.mask.steps[i]
+		if ms.rho == 0 {
+			continue
+		}
+		cs = append(cs, rdp.SkellamCurve(ms.mu*float64(a)/float64(max(s.arrS[i], 1)), ms.l1, ms.l2))
+	}
+	if len(cs) == 0 {
+		return 0, s.cfg.Delta, true // nothing released yet
+	}
+	eps, _ = rdp.ToDP(rdp.Compose(cs...), s.cfg.Delta)
+	return eps, s.cfg.Delta, true
+}
