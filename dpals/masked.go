@@ -208,9 +208,15 @@ func (ms *maskStep) decode(words []uint32, out []float64) int {
 // Spent implements protocol.Spent on the integer path: the ε at Delta of
 // the releases so far with the noise that arrived (μ_t·A_t/s of the
 // Skellam shares, A_t the arrival count), by Rényi accounting.
+//
+// On the Gaussian path it is the zCDP composition of the releases so far
+// (the ledger the Result lists), converted at Delta.
 func (s *server) Spent() (eps, delta float64, ok bool) {
 	if s.mask == nil {
-		return 0, 0, false
+		if s.led.Rho() == 0 {
+			return 0, s.cfg.Delta, true
+		}
+		return s.led.Epsilon(s.cfg.Delta), s.cfg.Delta, true
 	}
 	var cs []rdp.Curve
 	for i, a := range s.arrA[:min(s.round, len(s.arrA))] {
@@ -225,4 +231,24 @@ func (s *server) Spent() (eps, delta float64, ok bool) {
 	}
 	eps, _ = rdp.ToDP(rdp.Compose(cs...), s.cfg.Delta)
 	return eps, s.cfg.Delta, true
+}
+
+// RoundSpent implements protocol.RoundSpent: the ε at Delta of the round
+// aggregated last, alone: its zCDP share ρ_t on the Gaussian path, its
+// Skellam noise as it arrived on the integer path.
+func (s *server) RoundSpent() (eps float64, ok bool) {
+	i := s.round - 1
+	if i < 0 || i >= len(s.steps) || s.steps[i].rho == 0 {
+		return 0, false
+	}
+	if s.mask == nil {
+		return rdp.ZCDPToDP(s.steps[i].rho, s.cfg.Delta), true
+	}
+	ms := s.mask.steps[i]
+	if ms.rho == 0 || s.arrA[i] == 0 {
+		return 0, false
+	}
+	c := rdp.SkellamCurve(ms.mu*float64(s.arrA[i])/float64(max(s.arrS[i], 1)), ms.l1, ms.l2)
+	eps, _ = rdp.ToDP(c, s.cfg.Delta)
+	return eps, true
 }
