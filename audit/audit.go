@@ -223,7 +223,7 @@ func register(a *Attack) { attacks = append(attacks, a) }
 
 // Attacks returns every attack in report order.
 func Attacks() []*Attack {
-	order := map[string]int{"inversion": 0, "difference": 1, "average": 2, "shape": 3, "grid": 4, "server-h": 5}
+	order := map[string]int{"inversion": 0, "difference": 1, "average": 2, "shape": 3, "grid": 4, "server-h": 5, "canary": 6}
 	out := slices.Clone(attacks)
 	slices.SortStableFunc(out, func(a, b *Attack) int { return order[a.Name] - order[b.Name] })
 	return out

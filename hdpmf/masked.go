@@ -9,7 +9,6 @@ import (
 	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/dp"
-	"github.com/privrec/privrec/internal/vec"
 	"github.com/privrec/privrec/protocol"
 )
 
@@ -52,6 +51,11 @@ type masking struct {
 	epsRound float64 // ε of one round at Delta (alone)
 	epsTotal float64 // ε of all rounds at Delta
 	delta    float64
+	// ul1 and ul2 are the user-level sensitivities in integer units: one
+	// user's values changed moves the sum by at most twice the user
+	// clip's L2 norm, and an integer vector's L1 norm is at most its
+	// squared L2 norm. +Inf without a user clip.
+	ul1, ul2 float64
 	// tables holds the Skellam(μ/n) samplers of the share sizes in use:
 	// public functions of μ and n, shared by the clients of a process.
 	tables dp.SkellamTables
@@ -75,7 +79,24 @@ func newMasking(cfg Config, eps, sens float64) (*masking, error) {
 	m.mu = mu
 	m.epsTotal = rdp.SkellamEpsilon(mu, cfg.Rounds, m.l1, m.l2, delta)
 	m.epsRound = rdp.SkellamEpsilon(mu, 1, m.l1, m.l2, delta)
+	m.ul1, m.ul2 = math.Inf(1), math.Inf(1)
+	if cfg.UserClip > 0 {
+		m.ul2 = 2 * cfg.UserClip * sens * maskScale
+		m.ul1 = m.ul2 * m.ul2
+	}
 	return m, nil
+}
+
+// userEps returns the user-level ε of rounds releases at δ (+Inf without
+// a user clip).
+func (m *masking) userEps(rounds int) float64 {
+	if math.IsInf(m.ul2, 1) {
+		return math.Inf(1)
+	}
+	if rounds == 0 {
+		return 0
+	}
+	return rdp.SkellamEpsilon(m.mu, rounds, m.ul1, m.ul2, m.delta)
 }
 
 // bits returns the modulus exponent for sums over at most n raters of an
@@ -110,9 +131,10 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 	if c.sh.variant != Plain {
 		tabs = c.tables(b, rho)
 	}
+	c.sent++
+	es := c.residuals(b)
 	for n, j := range c.items {
-		v := b.V[int(j)*k : int(j)*k+k]
-		e := 2 * (vec.Dot(u, v) - c.y[n])
+		e := es[n]
 		for d := range c.row {
 			c.row[d] = e * u[d]
 		}
@@ -223,14 +245,15 @@ func (s *server) account() {
 	if s.spent == nil {
 		s.spent = make(rdp.Curve, len(rdp.Orders))
 	}
-	s.spent = rdp.Compose(s.spent, rdp.SkellamCurve(cov*m.mu, m.l1, m.l2))
+	s.spent = rdp.Compose(s.spent, rdp.SkellamCurve(cov*m.mu, m.ul1, m.ul2))
 }
 
 // Spent implements protocol.Spent for HDPMF and HDPMF-R on the integer
 // path: the Rényi composition of the released training rounds, each with
-// the noise that arrived, converted to ε at the configured δ, for a rating
-// of weight 1. With every share arriving in every round it is the run's
-// T·ε up to the calibration's precision. DPMF and PDPMF calibrate μ on the
+// the noise that arrived, converted to ε at the configured δ, for the
+// proven unit, one user's rating values, at the user clip's sensitivity
+// (+Inf without a clip). The paper's per-rating T·ε is not a bound and
+// is not what the ledger records. DPMF and PDPMF calibrate μ on the
 // clients' data, so the server cannot account them (ok false).
 func (s *server) Spent() (eps, delta float64, ok bool) {
 	m := s.noise
@@ -250,8 +273,10 @@ func (s *server) Spent() (eps, delta float64, ok bool) {
 // Skellam(arrived_j/⌊rho·n_j⌋·μ). Coverage is the least such fraction
 // over the items that received uploads, capped at 1. ε is that of the
 // round alone with that noise (Rényi DP at δ) for HDPMF and HDPMF-R,
-// whose μ is public; DPMF and PDPMF calibrate μ on the clients' data, so
-// the server reports their ε as 0, unknown. ok is false after a round
+// whose μ is public, for the proven unit (one user's rating values, at
+// the user clip's sensitivity; +Inf without a clip); DPMF and PDPMF
+// calibrate μ on the clients' data, so the server reports their ε as 0,
+// unknown. ok is false after a round
 // that folded no arrival (a sum CheckSum refused, or none).
 //
 // What the figure assumes: arrived_j is a sum of the clients' own arrival
@@ -287,7 +312,10 @@ func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 		return 0, 0, false
 	}
 	if m := s.noise; m != nil {
-		eps = rdp.SkellamEpsilon(coverage*m.mu, 1, m.l1, m.l2, m.delta)
+		eps = math.Inf(1)
+		if !math.IsInf(m.ul2, 1) {
+			eps = rdp.SkellamEpsilon(coverage*m.mu, 1, m.ul1, m.ul2, m.delta)
+		}
 	}
 	return coverage, eps, true
 }
