@@ -32,11 +32,14 @@ import (
 // min(√K·L2, L2²).
 //
 // Calibration: μ is the least Poisson mean for which Rounds releases
-// compose, in Rényi DP, to (Rounds·ε, Delta)-DP at the variant's per-round
-// ε of a weight-1 rating (HDPMF: Eps; DPMF: the specification's floor;
-// PDPMF: the threshold): the same total ε as the gamma path's basic
-// composition, so the two can be compared at equal total ε. A rating of
-// weight W < 1 has sensitivity W times smaller and spends less.
+// compose, in Rényi DP, to (Rounds·C·ε, Delta)-DP for the proven unit,
+// one user's rating values, at the user clip's sensitivities (C =
+// Config.UserClip; ε the variant's per-round ε of a weight-1 rating,
+// HDPMF: Eps, DPMF: the specification's floor, PDPMF: the threshold):
+// the float path's proven total, so the two compare at equal proven ε.
+// Without a clip (C = 0) it is the paper's per-rating Rounds·ε at the
+// per-rating sensitivities (then no proven figure). The per-rating
+// figures (masking.epsRound, epsTotal) are the paper's, at the μ chosen.
 const (
 	maskScale      = 64 // integer units per float unit
 	maskClipFactor = 4  // row clip, in units of the rating range
@@ -71,19 +74,22 @@ func newMasking(cfg Config, eps, sens float64) (*masking, error) {
 	m := &masking{q: dp.Quantizer{Clip: maskClipFactor * sens, Scale: maskScale, Bits: 32}, delta: delta}
 	m.l2 = 2*sens*maskScale + 2*math.Sqrt(float64(cfg.Dim))
 	m.l1 = math.Min(math.Sqrt(float64(cfg.Dim))*m.l2, m.l2*m.l2)
-	total := eps * float64(cfg.Rounds)
-	mu, err := rdp.SkellamMuFor(total, delta, cfg.Rounds, m.l1, m.l2)
+	m.ul1, m.ul2 = math.Inf(1), math.Inf(1)
+	total, l1, l2 := eps*float64(cfg.Rounds), m.l1, m.l2
+	if cfg.UserClip > 0 {
+		m.ul2 = 2 * cfg.UserClip * sens * maskScale
+		m.ul1 = m.ul2 * m.ul2
+		// The proven figure: the float path's C·ε a round, T·C·ε in
+		// total, reached in Rényi DP at the user sensitivities.
+		total, l1, l2 = total*cfg.UserClip, m.ul1, m.ul2
+	}
+	mu, err := rdp.SkellamMuFor(total, delta, cfg.Rounds, l1, l2)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Skellam calibration: %w", ErrConfig, err)
 	}
 	m.mu = mu
 	m.epsTotal = rdp.SkellamEpsilon(mu, cfg.Rounds, m.l1, m.l2, delta)
 	m.epsRound = rdp.SkellamEpsilon(mu, 1, m.l1, m.l2, delta)
-	m.ul1, m.ul2 = math.Inf(1), math.Inf(1)
-	if cfg.UserClip > 0 {
-		m.ul2 = 2 * cfg.UserClip * sens * maskScale
-		m.ul1 = m.ul2 * m.ul2
-	}
 	return m, nil
 }
 
