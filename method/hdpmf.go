@@ -74,10 +74,10 @@ func aggF(name string, p *protocol.Aggregation, usage string) Field {
 // with help true for that variant.
 func hdpmfFields(v hdpmf.Variant) func(c *hdpmf.Config) []Field {
 	return func(c *hdpmf.Config) []Field {
-		eps := "ε of every rating in every round (DPMF's uniform budget: the smallest of the specification)"
+		eps := "ε of every rating in every round as the paper computes it (DPMF's uniform budget: the smallest of the specification); the proven user-level ε a round is user-clip times it"
 		switch v {
 		case hdpmf.HDPMF:
-			eps = "ε of one round for a rating of weight 1 (the largest budget); a rating of weight W_ij spends W_ij·ε a round"
+			eps = "ε of one round for a rating of weight 1 (the largest budget) as the paper computes it; a rating of weight W_ij spends W_ij·ε a round; the proven user-level ε a round is user-clip × eps"
 		case hdpmf.PDPMF:
 			eps = "ε of one round for the most exposed rating: the sampled ratings' personal budgets are capped at the threshold"
 		}
