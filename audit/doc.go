@@ -39,6 +39,19 @@
 //   - server-h: the server-knows-h audit of the papers' distributed
 //     Laplace (mixture shares, control) versus the server-blind gamma
 //     shares.
+//   - canary: the sensitivity canary. Each private federated method
+//     (HDPMF, HDPMF-R, DPMF, PDPMF, LDP-OP) runs on two neighbouring
+//     datasets under its own unit (a rating changed 1→5, a rating added,
+//     all of a user's ratings changed or removed), the noise off and the
+//     same random streams on both sides, the server's broadcasts replayed
+//     to both; every round's release is compared with the sensitivity the
+//     figure charged. Protected rows (the proven user-level figures) must
+//     stay at a ratio ≤ 1; controls (each paper's per-rating figure, HDPMF
+//     without its user clip, the proven figure understated) must exceed
+//     it. dp-als has its own canary in its package's tests; the SDCF
+//     family's local randomizers are audited by the attacks above. The
+//     integer path (secagg=masked) is not canaried: its sensitivity
+//     argument (clip after rounding) is the float path's plus rounding.
 //
 // Run runs them (all, or one attack, or the attacks of one method) and
 // Report.Markdown writes the report, docs/results/audit.md in the

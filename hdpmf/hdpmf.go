@@ -25,8 +25,10 @@ type Variant int
 // server (trusting nobody with raw ratings, secure aggregation assumed:
 // the ε below holds for the per-item sums, which is all the server sees
 // under Config.Aggregation, ideal by default), with per-rating budgets
-// ε_ij = W_ij·ε drawn from Config.Spec (HDPMF's Table 2 by default).
-// Plain protects nothing.
+// ε_ij = W_ij·ε drawn from Config.Spec (HDPMF's Table 2 by default):
+// those per-rating figures are the papers', not upper bounds; the proven
+// figure is user-level, C·ε_w a round with the user clip C (package
+// documentation, Privacy). Plain protects nothing.
 const (
 	// HDPMF stretches rating (i, j) by W_ij on the device, adds item
 	// gradient noise Laplace(2√KΔ/ε) split among the item's raters, and
@@ -117,9 +119,20 @@ type Config struct {
 	// each user rated.
 	Aggregation protocol.Aggregation
 	// Delta is the δ of the integer path's (ε, δ) guarantee (Aggregation
-	// = protocol.AggMasked, Skellam noise accounted in Rényi DP); 0 means
-	// DefaultDelta. The gamma-share paths are pure ε and ignore it.
+	// = protocol.AggMasked, Skellam noise accounted in Rényi DP), and of
+	// the zCDP composition of the user-level figure; 0 means DefaultDelta.
 	Delta float64
+	// UserClip is C, the bound on one user's whole contribution to a
+	// round, in units of one rating's: before adding its noise share, a
+	// client scales its whole noise-free upload (every rated item's row)
+	// down, if needed, to L2 norm C·Δ and L1 norm C·√K·Δ (Δ the rating
+	// range; on the integer path to L2 norm C·Δ·64 integer units after
+	// rounding). All of one user's rating values then move a round's
+	// release by at most 2C·Δ in L2 and 2C·√K·Δ in L1, which is what the
+	// proven user-level figure (Report.UserEpsTotal) rests on; see the
+	// package documentation. 0 switches the clip off, and with it the
+	// proof (UserEps* are then +Inf). DefaultConfig sets 1.
+	UserClip float64
 
 	Workers int    // client goroutines; the result does not depend on it
 	Seed    uint64 // labels every random stream of the run
@@ -148,7 +161,17 @@ func DefaultConfig(v Variant) Config {
 		Variant: v, Dim: 10, Rounds: 100, LearnRate: 0.5, UserLearnRate: 0.5, Reg: 0.01, Pseudo: 50,
 		InitScale: 0.1, Eps: 1, Spec: budget.DefaultHDPMF(), SpecSeed: 1,
 		Threshold: "mean", Noise: dp.GammaShares, Aggregation: protocol.SecureIf(v != Plain), Seed: 1,
+		UserClip: userClipFor(v),
 	}
+}
+
+// userClipFor is the default UserClip of v: 1, and 0 for Plain, which
+// protects nothing.
+func userClipFor(v Variant) float64 {
+	if v == Plain {
+		return 0
+	}
+	return 8
 }
 
 // Validate reports the first invalid field of c.
@@ -184,6 +207,8 @@ func (c Config) Validate() error {
 		return bad("Aggregation", c.Aggregation, "off, ideal or masked")
 	case c.Aggregation == protocol.AggMasked && c.Noise == dp.MixtureShares:
 		return bad("Noise", "mixture", "gamma with masked aggregation (the integer path draws Skellam shares)")
+	case !(c.UserClip >= 0) || !finite(c.UserClip):
+		return bad("UserClip", c.UserClip, "a finite number >= 0 (0: no clip, no proven bound)")
 	case !(c.Delta >= 0 && c.Delta < 1):
 		return bad("Delta", c.Delta, "in [0, 1) (0: DefaultDelta)")
 	}
@@ -213,9 +238,19 @@ func schedule(lr float64, t, rounds int) float64 {
 
 // Report is what a run spent and measured.
 type Report struct {
+	// UserEpsRound and UserEpsTotal are the proven figures, the headline:
+	// the ε of one user's rating values (all of them, changed in any way)
+	// in one round and over the run, with δ UserDelta (0 when the total is
+	// pure ε by basic composition; the zCDP composition's δ when that is
+	// smaller). They rest on Config.UserClip and are +Inf without it. See
+	// the package documentation, Privacy.
+	UserEpsRound, UserEpsTotal, UserDelta float64
 	// EpsRound is the largest ε any rating spends in one round; EpsTotal the
 	// largest total by basic composition, AdvEpsTotal by advanced
-	// composition with δ' = AdvDelta.
+	// composition with δ' = AdvDelta. These are the per-rating figures as
+	// the paper computes them, assuming one rating moves only its item's
+	// row: not upper bounds, since from round 2 u_i carries every rating
+	// of the user into every row (privrec/audit's canary measures it).
 	EpsRound, EpsTotal    float64
 	AdvEpsTotal, AdvDelta float64
 	// NoiseScale is the Laplace scale per coordinate of each item's noise.
@@ -331,3 +366,40 @@ func (c *Clients) Report() *Report { return c.run.report() }
 // NoiseScale returns the Laplace scale per coordinate of each item's
 // summed noise.
 func (c *Clients) NoiseScale() float64 { return c.run.noise }
+
+// Sensitivity is the change of one round's release, in L1 and L2 norm
+// over every coordinate of the per-item sums, that a privacy figure
+// charges for: the figure's ε of the round is L1 over the Laplace scale
+// per coordinate.
+type Sensitivity struct{ L1, L2 float64 }
+
+// Charged returns the per-round sensitivities the two figures of client
+// u charge on the float paths: rating, the paper's, for one rating of
+// user u's most exposed weight (what the accountant charges: the row of
+// that rating's item, 2W·Δ in L2 and 2√K·W·Δ in L1, W = the user's ε per
+// round over the weight-1 ε the noise is calibrated for); user, the
+// proven one, for all of user u's rating values (twice the user clip:
+// 2C·Δ and 2C·√K·Δ; +Inf without a clip). privrec/audit's canary checks
+// measured changes against them.
+func (c *Clients) Charged(u int) (rating, user Sensitivity) {
+	r := c.run
+	sens := float64(r.train.Scale.Max - r.train.Scale.Min)
+	k := math.Sqrt(float64(r.cfg.Dim))
+	w := 0.0
+	if r.epsEff > 0 {
+		w = r.cls[u].charge / r.epsEff
+	}
+	rating = Sensitivity{L1: 2 * k * w * sens, L2: 2 * w * sens}
+	user = Sensitivity{L1: 2 * r.sh.clipL1, L2: 2 * r.sh.clipL2}
+	if r.sh.clipL1 == 0 {
+		user = Sensitivity{L1: math.Inf(1), L2: math.Inf(1)}
+	}
+	return rating, user
+}
+
+// Noiseless switches the float paths' noise shares off, so that the
+// uploads carry only their data: for privrec/audit's sensitivity canary,
+// which replays the same broadcasts to the clients of two neighbouring
+// datasets and compares the noise-free releases. The uploads then protect
+// nothing.
+func (c *Clients) Noiseless() { c.run.sh.noiseless = true }

@@ -9,7 +9,6 @@ import (
 	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/budget"
 	"github.com/privrec/privrec/dp"
-	"github.com/privrec/privrec/internal/vec"
 	"github.com/privrec/privrec/protocol"
 )
 
@@ -33,11 +32,14 @@ import (
 // min(√K·L2, L2²).
 //
 // Calibration: μ is the least Poisson mean for which Rounds releases
-// compose, in Rényi DP, to (Rounds·ε, Delta)-DP at the variant's per-round
-// ε of a weight-1 rating (HDPMF: Eps; DPMF: the specification's floor;
-// PDPMF: the threshold): the same total ε as the gamma path's basic
-// composition, so the two can be compared at equal total ε. A rating of
-// weight W < 1 has sensitivity W times smaller and spends less.
+// compose, in Rényi DP, to (Rounds·C·ε, Delta)-DP for the proven unit,
+// one user's rating values, at the user clip's sensitivities (C =
+// Config.UserClip; ε the variant's per-round ε of a weight-1 rating,
+// HDPMF: Eps, DPMF: the specification's floor, PDPMF: the threshold):
+// the float path's proven total, so the two compare at equal proven ε.
+// Without a clip (C = 0) it is the paper's per-rating Rounds·ε at the
+// per-rating sensitivities (then no proven figure). The per-rating
+// figures (masking.epsRound, epsTotal) are the paper's, at the μ chosen.
 const (
 	maskScale      = 64 // integer units per float unit
 	maskClipFactor = 4  // row clip, in units of the rating range
@@ -52,6 +54,11 @@ type masking struct {
 	epsRound float64 // ε of one round at Delta (alone)
 	epsTotal float64 // ε of all rounds at Delta
 	delta    float64
+	// ul1 and ul2 are the user-level sensitivities in integer units: one
+	// user's values changed moves the sum by at most twice the user
+	// clip's L2 norm, and an integer vector's L1 norm is at most its
+	// squared L2 norm. +Inf without a user clip.
+	ul1, ul2 float64
 	// tables holds the Skellam(μ/n) samplers of the share sizes in use:
 	// public functions of μ and n, shared by the clients of a process.
 	tables dp.SkellamTables
@@ -67,8 +74,16 @@ func newMasking(cfg Config, eps, sens float64) (*masking, error) {
 	m := &masking{q: dp.Quantizer{Clip: maskClipFactor * sens, Scale: maskScale, Bits: 32}, delta: delta}
 	m.l2 = 2*sens*maskScale + 2*math.Sqrt(float64(cfg.Dim))
 	m.l1 = math.Min(math.Sqrt(float64(cfg.Dim))*m.l2, m.l2*m.l2)
-	total := eps * float64(cfg.Rounds)
-	mu, err := rdp.SkellamMuFor(total, delta, cfg.Rounds, m.l1, m.l2)
+	m.ul1, m.ul2 = math.Inf(1), math.Inf(1)
+	total, l1, l2 := eps*float64(cfg.Rounds), m.l1, m.l2
+	if cfg.UserClip > 0 {
+		m.ul2 = 2 * cfg.UserClip * sens * maskScale
+		m.ul1 = m.ul2 * m.ul2
+		// The proven figure: the float path's C·ε a round, T·C·ε in
+		// total, reached in Rényi DP at the user sensitivities.
+		total, l1, l2 = total*cfg.UserClip, m.ul1, m.ul2
+	}
+	mu, err := rdp.SkellamMuFor(total, delta, cfg.Rounds, l1, l2)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Skellam calibration: %w", ErrConfig, err)
 	}
@@ -76,6 +91,18 @@ func newMasking(cfg Config, eps, sens float64) (*masking, error) {
 	m.epsTotal = rdp.SkellamEpsilon(mu, cfg.Rounds, m.l1, m.l2, delta)
 	m.epsRound = rdp.SkellamEpsilon(mu, 1, m.l1, m.l2, delta)
 	return m, nil
+}
+
+// userEps returns the user-level ε of rounds releases at δ (+Inf without
+// a user clip).
+func (m *masking) userEps(rounds int) float64 {
+	if math.IsInf(m.ul2, 1) {
+		return math.Inf(1)
+	}
+	if rounds == 0 {
+		return 0
+	}
+	return rdp.SkellamEpsilon(m.mu, rounds, m.ul1, m.ul2, m.delta)
 }
 
 // bits returns the modulus exponent for sums over at most n raters of an
@@ -110,9 +137,10 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 	if c.sh.variant != Plain {
 		tabs = c.tables(b, rho)
 	}
+	c.sent++
+	es := c.residuals(b)
 	for n, j := range c.items {
-		v := b.V[int(j)*k : int(j)*k+k]
-		e := 2 * (vec.Dot(u, v) - c.y[n])
+		e := es[n]
 		for d := range c.row {
 			c.row[d] = e * u[d]
 		}
@@ -223,14 +251,15 @@ func (s *server) account() {
 	if s.spent == nil {
 		s.spent = make(rdp.Curve, len(rdp.Orders))
 	}
-	s.spent = rdp.Compose(s.spent, rdp.SkellamCurve(cov*m.mu, m.l1, m.l2))
+	s.spent = rdp.Compose(s.spent, rdp.SkellamCurve(cov*m.mu, m.ul1, m.ul2))
 }
 
 // Spent implements protocol.Spent for HDPMF and HDPMF-R on the integer
 // path: the Rényi composition of the released training rounds, each with
-// the noise that arrived, converted to ε at the configured δ, for a rating
-// of weight 1. With every share arriving in every round it is the run's
-// T·ε up to the calibration's precision. DPMF and PDPMF calibrate μ on the
+// the noise that arrived, converted to ε at the configured δ, for the
+// proven unit, one user's rating values, at the user clip's sensitivity
+// (+Inf without a clip). The paper's per-rating T·ε is not a bound and
+// is not what the ledger records. DPMF and PDPMF calibrate μ on the
 // clients' data, so the server cannot account them (ok false).
 func (s *server) Spent() (eps, delta float64, ok bool) {
 	m := s.noise
@@ -250,8 +279,10 @@ func (s *server) Spent() (eps, delta float64, ok bool) {
 // Skellam(arrived_j/⌊rho·n_j⌋·μ). Coverage is the least such fraction
 // over the items that received uploads, capped at 1. ε is that of the
 // round alone with that noise (Rényi DP at δ) for HDPMF and HDPMF-R,
-// whose μ is public; DPMF and PDPMF calibrate μ on the clients' data, so
-// the server reports their ε as 0, unknown. ok is false after a round
+// whose μ is public, for the proven unit (one user's rating values, at
+// the user clip's sensitivity; +Inf without a clip); DPMF and PDPMF
+// calibrate μ on the clients' data, so the server reports their ε as 0,
+// unknown. ok is false after a round
 // that folded no arrival (a sum CheckSum refused, or none).
 //
 // What the figure assumes: arrived_j is a sum of the clients' own arrival
@@ -287,7 +318,10 @@ func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 		return 0, 0, false
 	}
 	if m := s.noise; m != nil {
-		eps = rdp.SkellamEpsilon(coverage*m.mu, 1, m.l1, m.l2, m.delta)
+		eps = math.Inf(1)
+		if !math.IsInf(m.ul2, 1) {
+			eps = rdp.SkellamEpsilon(coverage*m.mu, 1, m.ul1, m.ul2, m.delta)
+		}
 	}
 	return coverage, eps, true
 }

@@ -47,7 +47,7 @@ func TestMaskedProtocolGivesTheSameModel(t *testing.T) {
 }
 
 // TestIntegerPath: the masked run reports Skellam noise whose rounds
-// compose to T·ε at δ, learns (test RMSE well below the global mean's,
+// compose to the proven T·C·ε at δ (user level, the clip's sensitivity), learns (test RMSE well below the global mean's,
 // within reach of the float path), and its quantization alone (no noise,
 // the Plain variant) changes V only by rounding.
 func TestIntegerPath(t *testing.T) {
@@ -62,8 +62,12 @@ func TestIntegerPath(t *testing.T) {
 	if rep.Noise != "skellam" || rep.Aggregation != "masked" || rep.Delta != DefaultDelta {
 		t.Fatalf("report: noise %q, aggregation %q, δ %v", rep.Noise, rep.Aggregation, rep.Delta)
 	}
-	if want := float64(cfg.Rounds) * cfg.Eps; math.Abs(rep.EpsTotal-want) > 1e-6*want || rep.EpsRound >= want {
-		t.Fatalf("ε total %v (want %v), per round %v", rep.EpsTotal, want, rep.EpsRound)
+	if want := float64(cfg.Rounds) * cfg.UserClip * cfg.Eps; math.Abs(rep.UserEpsTotal-want) > 1e-6*want || rep.UserEpsRound >= want ||
+		rep.UserDelta != DefaultDelta {
+		t.Fatalf("proven ε total %v (want T·C·ε = %v), per round %v, δ %v", rep.UserEpsTotal, want, rep.UserEpsRound, rep.UserDelta)
+	}
+	if rep.EpsTotal > float64(cfg.Rounds)*cfg.Eps {
+		t.Fatalf("the paper's per-rating total %v above T·ε at the user-level calibration", rep.EpsTotal)
 	}
 	cfg.Aggregation = protocol.AggIdeal
 	fm, _, err := Train(context.Background(), train, cfg)
@@ -74,7 +78,7 @@ func TestIntegerPath(t *testing.T) {
 	if math.IsNaN(got) || got > ref+0.1 {
 		t.Fatalf("integer path test RMSE %.4f, float path %.4f", got, ref)
 	}
-	t.Logf("test RMSE at T·ε = %v: integer path (Skellam, RDP) %.4f, float path (gamma shares, basic composition) %.4f", rep.EpsTotal, got, ref)
+	t.Logf("test RMSE at proven T·C·ε = %v: integer path (Skellam, RDP) %.4f, float path (gamma shares, basic composition) %.4f", rep.UserEpsTotal, got, ref)
 
 	// Quantization alone: Plain (no noise) over the integer path and over
 	// the float sums.

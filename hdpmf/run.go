@@ -40,6 +40,7 @@ type run struct {
 	thresh  float64 // PDPMF's t
 	epsEff  float64 // the per-round ε of a weight-1 rating the noise is calibrated for
 	mask    *masking
+	sh      *shared
 }
 
 // newRun builds the client half of a run: the privacy weights, the noise
@@ -203,6 +204,13 @@ func (r *run) newClients(perRound []float64, byUser *ratings.CSR) {
 		reg: float32(cfg.Reg), pseudo: cfg.Pseudo, acct: r.acct, item: w.Item,
 		eps: cfg.Eps, thresh: r.thresh, label: cfg.Variant.String() + "/grad-V", mask: r.mask,
 	}
+	if cfg.UserClip > 0 && cfg.Variant != Plain {
+		sens := float64(r.train.Scale.Max - r.train.Scale.Min)
+		sh.clipL2 = cfg.UserClip * sens
+		sh.clipL1 = cfg.UserClip * math.Sqrt(float64(cfg.Dim)) * sens
+		sh.clipInt = cfg.UserClip * sens * maskScale
+	}
+	r.sh = sh
 	maxLen := 0
 	for u := range nu {
 		maxLen = max(maxLen, byUser.RowLen(u))
@@ -294,8 +302,10 @@ func (r *run) report() *Report {
 		rep.EpsRound, rep.EpsTotal, rep.Delta = m.epsRound, m.epsTotal, m.delta
 		rep.NoiseScale = math.Sqrt(2*m.mu) / m.q.Scale
 	}
+	rep.UserEpsRound, rep.UserEpsTotal, rep.UserDelta = r.userEps()
 	if r.cfg.Variant == Plain { // exact gradients: no guarantee at all
 		rep.EpsRound, rep.EpsTotal, rep.Noise = math.Inf(1), math.Inf(1), "none"
+		rep.UserEpsRound, rep.UserEpsTotal, rep.UserDelta = math.Inf(1), math.Inf(1), 0
 	}
 	if r.cfg.Variant == PDPMF {
 		var kept int
@@ -305,6 +315,41 @@ func (r *run) report() *Report {
 		rep.Kept = float64(kept) / float64(r.train.Len())
 	}
 	return rep
+}
+
+// userEps returns the proven figures: the ε of one user's rating values
+// in one round and over the rounds the most active client uploaded in,
+// and the δ of the total (see the package documentation, Privacy).
+//
+// Float paths: a round's release is Laplace with scale b per coordinate
+// (r.noise), and one user's values move it by at most 2·clipL1 in L1, so
+// a round is ε_r = 2·clipL1/b-DP (= UserClip times the per-round ε of a
+// weight-1 rating). n rounds compose to the smaller of n·ε_r (basic, δ =
+// 0) and the (ε, δ) of n·ε_r²/2-zCDP (pure ε-DP implies ε²/2-zCDP; Bun
+// and Steinke 2016). Integer path: Skellam in Rényi DP at the user
+// sensitivities (masking.userEps).
+func (r *run) userEps() (round, total, delta float64) {
+	sh := r.sh
+	sent := 0
+	for _, c := range r.cls {
+		sent = max(sent, c.sent)
+	}
+	delta = r.cfg.Delta
+	if delta == 0 {
+		delta = DefaultDelta
+	}
+	if m := r.mask; m != nil {
+		return m.userEps(1), m.userEps(sent), m.delta
+	}
+	if sh.clipL1 == 0 || !(r.noise > 0) {
+		return math.Inf(1), math.Inf(1), 0
+	}
+	round = 2 * sh.clipL1 / r.noise
+	total = float64(sent) * round
+	if z := rdp.ZCDPToDP(float64(sent)*round*round/2, delta); z < total {
+		return round, z, delta
+	}
+	return round, total, 0
 }
 
 // shared is the public configuration every client knows.
@@ -323,6 +368,11 @@ type shared struct {
 	label   string
 	ones    []int32
 	mask    *masking // the integer path, nil on the float paths
+	// clipL2 and clipL1 bound the norms of one client's whole noise-free
+	// upload on the float paths (Config.UserClip·Δ and ·√K·Δ), clipInt the
+	// L2 norm of its quantized words on the integer path; 0: no clip.
+	clipL2, clipL1, clipInt float64
+	noiseless               bool // Clients.Noiseless: no noise shares (the canary)
 }
 
 // client is one user's device. Its fields never leave it except through
@@ -336,6 +386,8 @@ type client struct {
 	y      []float32 // ratings, stretched by W_ij for HDPMF
 	u      []float32 // user vector, ‖u‖ ≤ 1
 	grad   []float32 // scratch, K
+	es     []float32 // scratch: the residual factor of each rated item's row
+	sent   int       // training rounds this client uploaded in
 	up     protocol.Upload
 	// The integer path's buffers.
 	words       []uint32
@@ -375,15 +427,16 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	if b.Words > 0 {
 		return c.maskedRound(b, r), nil
 	}
+	c.sent++
 	k := c.sh.k
 	vals := c.up.Values[:len(c.items)*k]
 	u := c.u
+	es := c.residuals(b)
 	for n, j := range c.items {
-		v := b.V[int(j)*k : int(j)*k+k]
-		e := 2 * (vec.Dot(u, v) - c.y[n])
+		e := es[n]
 		row := vals[n*k : n*k+k]
 		switch {
-		case c.sh.variant == Plain:
+		case c.sh.variant == Plain || c.sh.noiseless:
 			clear(row)
 		case c.sh.scheme == dp.MixtureShares:
 			dp.FillMixShares(r, c.sh.noise, b.Aux[int(j)*k:int(j)*k+k], int(b.Counts[j]), row)
@@ -395,6 +448,57 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	c.up.Client, c.up.Round, c.up.Items, c.up.Values = c.id, b.Round, c.items, vals
 	c.up.Counts = c.sh.ones[:len(c.items)]
 	return &c.up, nil
+}
+
+// residuals returns the factor e_n = 2(u·v_j − y_n) of each rated item's
+// row e_n·u against b's V, scaled down so that the whole noise-free
+// upload meets the user clip (Config.UserClip): on the float paths its L2
+// norm ‖u‖₂·√Σe² ≤ clipL2 and its L1 norm ‖u‖₁·Σ|e| ≤ clipL1; on the
+// integer path (clipInt) its L2 norm in integer units, after the row clip
+// and stochastic rounding (each coordinate moves by less than 1), is at
+// most clipInt: the float rows are scaled to clipInt − √(K·n) units.
+func (c *client) residuals(b *protocol.Broadcast) []float32 {
+	k := c.sh.k
+	if cap(c.es) < len(c.items) {
+		c.es = make([]float32, len(c.items))
+	}
+	es := c.es[:len(c.items)]
+	u := c.u
+	var s2, s1 float64
+	for n, j := range c.items {
+		v := b.V[int(j)*k : int(j)*k+k]
+		e := 2 * (vec.Dot(u, v) - c.y[n])
+		es[n] = e
+		s2 += float64(e) * float64(e)
+		s1 += math.Abs(float64(e))
+	}
+	var n2, n1 float64
+	for _, x := range u {
+		n2 += float64(x) * float64(x)
+		n1 += math.Abs(float64(x))
+	}
+	l2, l1 := math.Sqrt(s2*n2), s1*n1
+	f := 1.0
+	switch sh := c.sh; {
+	case b.Words > 0 && sh.clipInt > 0:
+		room := math.Max(0, sh.clipInt-math.Sqrt(float64(k*len(c.items))))
+		if l2*maskScale > room {
+			f = room / (l2 * maskScale)
+		}
+	case b.Words == 0 && sh.clipL2 > 0:
+		if l2 > sh.clipL2 {
+			f = sh.clipL2 / l2
+		}
+		if l1*f > sh.clipL1 {
+			f = sh.clipL1 / l1
+		}
+	}
+	if f < 1 {
+		for n := range es {
+			es[n] *= float32(f)
+		}
+	}
+	return es
 }
 
 // needUserRate names the parameter of the user step.

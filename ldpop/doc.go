@@ -118,25 +118,44 @@
 //
 // # Privacy, honestly
 //
-// Protected unit: one rating, its value and its existence; trusted:
-// nobody. The ε below holds for the per-position sums over all users
-// (what the paper's proof bounds). The paper's server reads every upload;
-// one upload carries only a share of the noise (variance 2b²/n), so
-// against such a server there is no useful guarantee, whatever the paper
-// says. Config.Aggregation ideal (the default for LDP-OP, not for the
-// basic scheme) runs the rounds under protocol.SecureSum, where the server
-// sees only sums.
+// The proven claim (the headline: Report.EpsRoundUser, EpsTotalUser;
+// method's eps_round, eps_total):
 //
-// Per released position (j, l) a rating (i, j) moves the sum by at most
-// 2Δ|u_il|, so with u_i held fixed (as Thm 1 assumes) the releases of row
-// j compose to ε·Σ_l c_jl|u_il|/B ≤ ε·‖c_j‖₂, c_jl the times (j, l) was
-// released: ε per round with one position per round, and at most ε·√d
-// per pass (the paper's ε-LDP assumes an L2 sensitivity with a
-// per-coordinate Laplace, which is off by up to √d). Report.EpsTotal is
-// ε·max_j ‖c_j‖₂ (summed over the refit segments when Refit > 0).
-// u_i itself is computed from the user's ratings, so a changed rating also
-// moves u_i and every upload of that user: the user-level bound, 2ε·‖c_j‖₂
-// summed over every row, is Report.EpsTotalUser; the paper ignores it.
+//   - Unit and neighbouring relation: two training sets that differ in
+//     any of one user's ratings, values and existence; the user takes
+//     part on both (every user announces herself and adds noise shares,
+//     rated items or not, so the number of users n is the same).
+//   - Trusted: nobody with raw data; the server sees only the
+//     per-position sums (Config.Aggregation ideal or masked). The paper's
+//     server reads every upload; one upload carries only a share of the
+//     noise (variance 2b²/n), so against such a server there is no
+//     guarantee (the method layer reports ε Inf at secagg=off).
+//   - Per round: given the broadcasts, which both neighbours see alike,
+//     only user i's own upload depends on her data. At a released position
+//     (j, l) it is scale·(λv_jl − e_ij·u_il) with e_ij = 2·clip(r_ij −
+//     u_i·v_j) ∈ [−2Δ, 2Δ] for a rated j and 0 otherwise, and |u_il| ≤ ‖u_i‖
+//     ≤ B; u_i is fitted to all of her ratings, so both e_ij and u_i
+//     change, and the position moves by at most 4ΔB·scale, twice the
+//     2ΔB·scale the Laplace noise b·scale is calibrated to; within a row,
+//     ‖e_ij u_i − e'_ij u'_i‖₂ ≤ 4ΔB. So the releases of row j in a round
+//     cost 2ε·√(positions of row j), and a round 2ε·Σ_j √(positions of
+//     row j): 2ε with one position per round.
+//   - In total: basic composition over the rounds, row by row (Cauchy–
+//     Schwarz over a row's positions): 2ε·Σ_j ‖c_j‖₂, c_jl the times
+//     (j, l) was released, summed over refit segments. On the integer
+//     path the same rows compose in Rényi DP with the Skellam curve at
+//     twice the per-rating sensitivity.
+//
+// As the paper computes it (Report.EpsRound, EpsTotal; method stats
+// eps_round_paper, eps_total_paper), and not an upper bound: per
+// released position a rating (i, j) moves the sum by at most 2Δ|u_il|
+// with u_i held fixed (as Thm 1 assumes), so the releases of row j
+// compose to ε·Σ_l c_jl|u_il|/B ≤ ε·‖c_j‖₂: ε per round with one position
+// per round, ε·max_j ‖c_j‖₂ in total (at most ε·√d per pass; the paper's
+// ε-LDP assumes an L2 sensitivity with a per-coordinate Laplace, which is
+// off by up to √d). A changed or added rating moves u_i and so every row
+// the user rated, which that figure charges nothing for: privrec/audit's
+// canary measures releases of other rows moving.
 //
 // # The integer path
 //
@@ -159,8 +178,11 @@
 // over 20 passes is what buys the difference.
 //
 // The basic scheme releases the whole gradient with the same noise every
-// round. The rating values enter each round's sum only through the fixed
-// term −2Σ_i y_ij u_i r_ij, so against the sums all rounds together reveal
-// the values at ε·√d (the first round's); existence is not protected at
-// all, since differences cancel the noise.
+// round, so it has no proven ε: differences of rounds cancel the noise,
+// also in the sums, where S_j^t − S_j^(t−1) = nλΔv_j + 2·Σ_i y_ij (u_i·Δv_j)u_i
+// exposes every rater's u_i u_iᵀ, and u_i is fitted to her ratings; and
+// existence falls to the difference attack. The paper's reading (stats
+// eps_total_paper) is that the values enter each round's sum only through
+// the fixed term −2Σ_i y_ij u_i r_ij, at ε·√d in total, which holds only
+// with u_i independent of the ratings.
 package ldpop

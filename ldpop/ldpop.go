@@ -186,8 +186,12 @@ type Report struct {
 	// against the per-position sums. 0 for RSMF, which protects nothing.
 	EpsRound, EpsTotal float64
 	// EpsTotalUser bounds a whole user's data (ratings and thus u_i)
-	// against the sums, by basic composition over every released row.
-	EpsTotalUser float64
+	// against the sums, by basic composition over every released row;
+	// EpsRoundUser the same for one round. These are the proven figures:
+	// EpsRound and EpsTotal are the paper's, which assume u_i fixed while
+	// u_i is fitted to the user's own ratings, so a changed rating moves
+	// every row she rated (privrec/audit's canary measures it).
+	EpsTotalUser, EpsRoundUser float64
 	// NoiseScale is b = 2ΔB/ε, the Laplace scale of a position's summed
 	// noise (0 for RSMF).
 	NoiseScale float64
@@ -300,3 +304,48 @@ func (c *Clients) Report(mod *model.Model) *Report { return c.run.report(mod) }
 
 // NoiseScale returns b, the Laplace scale of a position's summed noise.
 func (c *Clients) NoiseScale() float64 { return c.run.sh.b }
+
+// Sensitivity is the change of one round's release, in L1 and L2 norm
+// over its released positions, that a privacy figure charges for: the
+// figure's ε of the round is L1 over the Laplace scale b.
+type Sensitivity struct{ L1, L2 float64 }
+
+// Charged returns the sensitivities of the release of b's round (a
+// sampled training round) that the two figures charge, for a unit whose
+// rating is at item j: rating, the paper's (Thm 1, u_i held fixed),
+// 2ΔB·scale at each released position of row j and nothing elsewhere;
+// user, the user-level figure's (u_i is fitted to the user's own
+// ratings, so all of them move every row the user rated, and e·u_l ∈
+// [−2ΔB, 2ΔB] on either side), 4ΔB·scale at every released position.
+// scale is the round's unbiasing factor of C2 line 5. privrec/audit's
+// canary checks measured changes against them.
+func (c *Clients) Charged(b *protocol.Broadcast, j int32) (rating, user Sensitivity) {
+	sh := c.run.sh
+	k := sh.k
+	scale := math.Abs(b.Param(paramScale, 0))
+	per := 2 * sh.delta * sh.bound * scale
+	var inRow, all float64
+	if b.AuxDim >= k {
+		for q, row := range b.Items {
+			for _, on := range b.Aux[q*b.AuxDim : q*b.AuxDim+k] {
+				if on == 0 {
+					continue
+				}
+				all++
+				if row == j {
+					inRow++
+				}
+			}
+		}
+	}
+	rating = Sensitivity{L1: per * inRow, L2: per * math.Sqrt(inRow)}
+	user = Sensitivity{L1: 2 * per * all, L2: 2 * per * math.Sqrt(all)}
+	return rating, user
+}
+
+// Noiseless switches the float paths' noise shares off, so that the
+// uploads carry only their data: for privrec/audit's sensitivity canary,
+// which replays the same broadcasts to the clients of two neighbouring
+// datasets and compares the noise-free releases. The uploads then protect
+// nothing.
+func (c *Clients) Noiseless() { c.run.sh.b = 0 }

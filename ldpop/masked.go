@@ -324,7 +324,9 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 // NoiseCoverage implements protocol.NoiseCoverage: every client drew its
 // Skellam share for ⌊rho·n⌋ of the n announced clients, so the last
 // round's noise is Skellam(coverage·μ) with coverage = arrived/⌊rho·n⌋,
-// capped at 1; ε is that of the round's worst row alone. ok is false
+// capped at 1; ε is that of the round alone for the proven unit, all of
+// one user's ratings (every row the round released, at twice the
+// per-rating sensitivity: see the package documentation). ok is false
 // after a round that folded no arrival (a sum CheckSum refused, or none).
 //
 // What the figure assumes: arrived is the sum of the clients' arrival
@@ -355,12 +357,14 @@ func (s *server) coverage(rho float64) (coverage, eps float64, ok bool) {
 	}
 	need := max(1, math.Floor(rho*float64(s.n)))
 	coverage = math.Min(1, float64(s.arrived)/need)
-	return coverage, s.mk.rowEpsAt(coverage*s.mk.mu, runTotals(s.maxRun()), s.mk.a), true
+	return coverage, s.mk.rowEpsAt(coverage*s.mk.mu, s.roundTotals(), 2*s.mk.a), true
 }
 
-// maxRun returns the most positions of one row named this round.
-func (s *server) maxRun() int {
-	best, run := 0, 0
+// roundTotals returns the totals of this round's releases summed over
+// its rows: one user's ratings enter every row she rated.
+func (s *server) roundTotals() rowTotals {
+	var t rowTotals
+	run := 0
 	k := int32(s.k)
 	for n, p := range s.sel {
 		if n > 0 && s.sel[n-1]/k == p/k {
@@ -368,7 +372,9 @@ func (s *server) maxRun() int {
 		} else {
 			run = 1
 		}
-		best = max(best, run)
+		if n+1 == len(s.sel) || s.sel[n+1]/k != p/k {
+			t.add(runTotals(run))
+		}
 	}
-	return best
+	return t
 }

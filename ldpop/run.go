@@ -132,14 +132,17 @@ func (r *run) report(mod *model.Model) *Report {
 		l := o.led
 		rep.EpsRound, rep.EpsTotal = l.skRound, l.skMax
 		rep.EpsTotalUser = r.sh.mask.rowEps(l.sumTotals(), 2*r.sh.mask.a)
+		rep.EpsRoundUser = l.skUserRound
 	case r.cfg.Variant == LDPOP:
 		rep.EpsRound = eps * o.led.roundFactor
 		rep.EpsTotal = eps * o.led.maxRow
 		rep.EpsTotalUser = 2 * eps * o.led.sumRows
+		rep.EpsRoundUser = 2 * eps * o.led.userRound
 	case r.cfg.Variant == Basic:
 		rep.EpsRound = eps * math.Sqrt(float64(r.cfg.Dim))
 		rep.EpsTotal = rep.EpsRound
 		rep.EpsTotalUser = math.Inf(1) // existence: the difference attack
+		rep.EpsRoundUser = math.Inf(1)
 	}
 	if o.led != nil {
 		rep.Passes = int((o.released + int64(md) - 1) / int64(md))
@@ -488,7 +491,11 @@ type ledger struct {
 	maxRow      float64 // max_j (rowDone_j + sqrt(rowSq_j))
 	sumRows     float64 // Σ_j (rowDone_j + sqrt(rowSq_j))
 	roundFactor float64 // max over rounds of sqrt(positions of one row)
-	updated     []bool
+	// userRound is the max over rounds of Σ_j sqrt(positions of row j):
+	// the user-level per-round factor (a user's data enter every row);
+	// skUserRound its integer-path ε at δ, from the rows' totals.
+	userRound, skUserRound float64
+	updated                []bool
 
 	mk      *masking
 	rowMax  []int32
@@ -865,6 +872,14 @@ func (s *server) Spent() (eps, delta float64, ok bool) {
 func (l *ledger) account(sel []int32) {
 	k := int32(l.k)
 	run := 0
+	var roundSum float64
+	var roundTot rowTotals
+	defer func() {
+		l.userRound = max(l.userRound, roundSum)
+		if l.mk != nil {
+			l.skUserRound = max(l.skUserRound, l.mk.rowEps(roundTot, 2*l.mk.a))
+		}
+	}()
 	for n, p := range sel {
 		j := p / k
 		c := int64(l.cnt[p])
@@ -881,6 +896,10 @@ func (l *ledger) account(sel []int32) {
 			run = 1
 		}
 		l.roundFactor = max(l.roundFactor, math.Sqrt(float64(run)))
+		if n+1 == len(sel) || sel[n+1]/k != j {
+			roundSum += math.Sqrt(float64(run))
+			roundTot.add(runTotals(run))
+		}
 		if l.mk == nil {
 			continue
 		}

@@ -25,11 +25,13 @@ func Example() {
 	fmt.Println(s.Summary)
 	fmt.Printf("protects %s, trusts %s\n", res.Privacy.Unit, res.Privacy.Trusted)
 	fmt.Printf("ε per round %g, in total %g\n", res.Privacy.EpsRound, res.Privacy.EpsTotal)
+	fmt.Printf("as the paper computes it: %g, %g\n", res.Stats["eps_round_paper"], res.Stats["eps_total_paper"])
 	fmt.Println(m.Method, m.NumUsers, m.NumItems)
 	// Output:
 	// HDPMF: decentralized MF with heterogeneous DP (stretch W⊙R, distributed Laplace gradient noise, rescaled predictions)
-	// protects rating value, trusts nobody
-	// ε per round 0.5, in total 2.5
+	// protects user's rating values, trusts nobody
+	// ε per round 4, in total 20
+	// as the paper computes it: 0.5, 2.5
 	// hdpmf 60 40
 }
 

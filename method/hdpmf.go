@@ -13,14 +13,21 @@ import (
 	"github.com/privrec/privrec/ratings"
 )
 
-// hdpmfClaim is the claim of the untrusted-server Laplace family.
+// hdpmfClaim is the claim of the untrusted-server Laplace family: the
+// proven one (see the hdpmf package documentation, Privacy).
 var hdpmfClaim = model.Privacy{
-	Unit: "rating value", Trusted: "nobody",
-	Note: "per-item noisy gradient sums; ε per round for the most exposed rating, total by basic composition over the rounds " +
-		"(the paper's Thm 2 states it for one round); holds against a server that sees only the per-item sums, which secure aggregation " +
-		"(secagg=ideal, the default: its ideal functionality with float gamma shares; secagg=masked: SecAgg+ masked integer sums with " +
-		"distributed Skellam noise, (ε, δ) by Rényi DP) ensures; with secagg=off the server " +
-		"reads single uploads, carrying 1/n_j of the noise (no finite ε), and learns which items each user rated",
+	Unit: "user's rating values", Trusted: "nobody",
+	Note: "per-item noisy gradient sums; the unit is all of one user's rating values (which items a user rated is not protected: " +
+		"the setup round's counts are exact); each device clips its whole noise-free upload to user-clip ratings' worth " +
+		"(L2 C·Δ, L1 C·√K·Δ), so one user's values move a round's release by at most 2C·Δ (L2), 2C·√K·Δ (L1): " +
+		"ε per round C times the per-round ε of a weight-1 rating, composed over the rounds by the smaller of basic composition " +
+		"(δ = 0) and zCDP (pure ε-DP is ε²/2-zCDP; δ = delta); holds against a server that sees only the per-item sums, which " +
+		"secure aggregation (secagg=ideal, the default: its ideal functionality with float gamma shares; secagg=masked: SecAgg+ " +
+		"masked integer sums with distributed Skellam noise, (ε, δ) by Rényi DP at the clip's integer sensitivity) ensures; " +
+		"with secagg=off the server reads single uploads carrying 1/n_j of the noise: no ε against it (Inf). " +
+		"As the paper computes it (stats eps_round_paper, eps_total_paper): W_ij·ε per rating per round, T·W_ij·ε in total, " +
+		"assuming a rating moves only its item's row; not an upper bound, since from round 2 u_i carries a changed rating into " +
+		"every row of the user (privrec audit --attack canary)",
 }
 
 // schemeValue is a field holding a dp.ShareScheme.
@@ -67,10 +74,10 @@ func aggF(name string, p *protocol.Aggregation, usage string) Field {
 // with help true for that variant.
 func hdpmfFields(v hdpmf.Variant) func(c *hdpmf.Config) []Field {
 	return func(c *hdpmf.Config) []Field {
-		eps := "ε of every rating in every round (DPMF's uniform budget: the smallest of the specification)"
+		eps := "ε of every rating in every round as the paper computes it (DPMF's uniform budget: the smallest of the specification); the proven user-level ε a round is user-clip times it"
 		switch v {
 		case hdpmf.HDPMF:
-			eps = "ε of one round for a rating of weight 1 (the largest budget); a rating of weight W_ij spends W_ij·ε a round"
+			eps = "ε of one round for a rating of weight 1 (the largest budget) as the paper computes it; a rating of weight W_ij spends W_ij·ε a round; the proven user-level ε a round is user-clip × eps"
 		case hdpmf.PDPMF:
 			eps = "ε of one round for the most exposed rating: the sampled ratings' personal budgets are capped at the threshold"
 		}
@@ -94,7 +101,8 @@ func hdpmfFields(v hdpmf.Variant) func(c *hdpmf.Config) []Field {
 			floatF("eps-im", &c.Spec.Item.Mid, "lowest weight of moderately sensitive items, in (0, 1]"),
 			uintF("spec-seed", &c.SpecSeed, "seed of the simulated privacy specification (public: it is not the data)"),
 			schemeF("noise", &c.Noise, "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's, leaks to a server that knows h)"),
-			floatF("delta", &c.Delta, "δ of the integer path's (ε, δ) guarantee with secagg=masked (0: 1e-6)"),
+			floatF("delta", &c.Delta, "δ of the integer path's (ε, δ) guarantee with secagg=masked, and of the zCDP composition of the user-level total (0: 1e-6)"),
+			floatF("user-clip", &c.UserClip, "C: each round a device scales its whole noise-free upload to at most C ratings' worth (L2 C·Δ, L1 C·√K·Δ), so that one user's rating values spend C·eps a round: the proven figure (0: no clip and no proven ε)"),
 			aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation with quantized uploads and Skellam noise: the server sees only sums), ideal (in-process ideal functionality with float gamma shares) or off (the server reads every upload, and the claim does not hold)"),
 			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
 		}
@@ -124,34 +132,53 @@ func hdpmfConfig(cfg *hdpmf.Config, seed uint64) (hdpmf.Config, error) {
 	return c, invalid(c.Validate())
 }
 
-// hdpmfResult is the Result of a run of variant v with config c.
+// hdpmfResult is the Result of a run of variant v with config c: the
+// proven user-level figures as the headline, the paper's per-rating ones
+// in Stats, and no ε against the server at secagg=off.
 func hdpmfResult(v hdpmf.Variant, c hdpmf.Config, rep *hdpmf.Report) *Result {
 	priv := hdpmfClaim
-	priv.EpsRound, priv.EpsTotal, priv.Delta = rep.EpsRound, rep.EpsTotal, rep.Delta
+	priv.EpsRound, priv.EpsTotal, priv.Delta = rep.UserEpsRound, rep.UserEpsTotal, rep.UserDelta
 	priv.Aggregation, priv.Noise = rep.Aggregation, rep.Noise
+	paper := fmt.Sprintf("as the paper computes it (per rating, not a bound): ε %.4g per round, %.4g in total", rep.EpsRound, rep.EpsTotal)
+	if rep.Noise == "skellam" {
+		paper += fmt.Sprintf(" at δ %.2g", rep.Delta)
+	}
 	if !c.Aggregation.Secure() {
-		priv.Note = "secagg=off: the server reads single uploads, so the ε below holds only for an observer of the per-item sums, " +
-			"not for the server; " + priv.Note
+		priv.EpsRound, priv.EpsTotal, priv.Delta = math.Inf(1), math.Inf(1), 0
+		priv.Note = NotApplicable("secagg=off: the server reads single uploads, each carrying 1/n_j of an item's noise, "+
+			fmt.Sprintf("so no ε holds against it (against an observer of the per-item sums only: user-level %.4g in total)", rep.UserEpsTotal)) +
+			"; " + priv.Note
+	}
+	if c.UserClip == 0 {
+		priv.Note = "user-clip=0: no clip, so no proven ε (Inf); " + priv.Note
 	}
 	if rep.Noise == "skellam" {
 		priv.Note += "; integer path: uploads quantized (clipped rows, unbiased rounding) over every item and summed mod 2^32 " +
 			"by secure aggregation, with distributed Skellam noise calibrated so that the rounds compose in Rényi DP to " +
-			"T·ε at δ; ε per round is one round alone at that δ"
+			"the paper's T·ε per rating at δ"
 	} else {
-		priv.Note += fmt.Sprintf("; advanced composition: ε %.4g at δ %.2g", rep.AdvEpsTotal, rep.AdvDelta)
+		priv.Note += fmt.Sprintf("; the paper's advanced composition: ε %.4g at δ %.2g", rep.AdvEpsTotal, rep.AdvDelta)
 	}
+	priv.Note += "; " + paper
 	if v == hdpmf.PDPMF {
 		priv.Note += fmt.Sprintf("; sampling threshold t = %.4g, kept %.1f%% of the ratings", rep.Threshold, 100*rep.Kept)
 	}
 	stats := map[string]float64{
 		"noise_scale": rep.NoiseScale, "eps_total_advanced": rep.AdvEpsTotal,
 		"kept_fraction": rep.Kept, "refused": float64(rep.Refused),
+		"eps_round_paper": rep.EpsRound, "eps_total_paper": rep.EpsTotal,
+		"user_clip": c.UserClip,
 	}
 	if v == hdpmf.PDPMF {
 		stats["threshold"] = rep.Threshold
 	}
 	return &Result{Privacy: priv, Stats: stats}
 }
+
+// NotApplicable returns a privacy note saying that the run's ε does not
+// hold against the server, and why: what a Result of a run whose privacy
+// rests on an aggregation it did not run reports (with ε +Inf).
+func NotApplicable(why string) string { return "ε not applicable against the server: " + why }
 
 // hdpmfFederated is the client/server protocol of variant v in halves.
 func hdpmfFederated(v hdpmf.Variant) *Federated {

@@ -181,6 +181,9 @@ type TuneReport struct {
 	// tuning is not private: in a private selection only the best is
 	// released.
 	Trials []Trial `json:"trials,omitempty"`
+	// ScoreKind names the validation score, whose sensitivity depends on
+	// the method's privacy unit (see Tune).
+	ScoreKind string `json:"score_kind"`
 	// Trusted is the method's trusted party; "nobody" makes Eps EpsAll.
 	Trusted string `json:"trusted"`
 	// Private says whether the scores carried noise and the selection is
@@ -241,12 +244,16 @@ const (
 // Talwar's random stopping (J. Liu and K. Talwar, Private Selection from
 // Private Candidates, STOC 2019, Algorithm 1): repeat { draw a candidate
 // uniformly from the grid; train it on the tuning part (ε_c-DP, δ_c, by
-// the method's own claim, its Result's EpsTotal and Delta); score it by
-// the mean over the n held-out ratings of the squared error clipped to
-// the scale's range R², plus Laplace noise of scale R²/(n·ε_s) (ε_s-DP:
-// one rating moves the clipped sum by at most R², and n is public like
-// the rating counts the methods use; when nobody is trusted, the devices
-// compute the terms from the released candidate and the sum is taken
+// the method's own claim, its Result's EpsTotal and Delta); score it on
+// the held-out ratings with squared errors clipped to the scale's range
+// R², plus Laplace noise of the score's sensitivity for the method's unit
+// over ε_s (scoreFor: for a rating value with a trusted curator, the
+// mean over the n held-out ratings, sensitivity R²/n; for any other unit
+// within one user, the mean over the N users of each user's mean, R²/N,
+// since a rating's existence changes n and, when nobody is trusted, the
+// devices' u_i carry all of a user's ratings into every held-out term of
+// hers; a user added or removed is refused with ErrNotTunable; when
+// nobody is trusted, the devices compute the terms and the sum is taken
 // under secure aggregation like the methods' uploads, which Tune computes
 // in process); stop with probability γ or after T candidates }, and
 // return the candidate of lowest noisy score. One round is an
@@ -310,6 +317,12 @@ func Tune(ctx context.Context, s Spec, base any, train *ratings.Dataset, opt Tun
 	}
 	rep = &TuneReport{Method: s.Name, Grid: grid, ValFrac: frac, TuneRatings: tunePart.Len(), ValRatings: val.Len(),
 		Trusted: s.Claim.Trusted, Private: s.Claim.Unit != "none" && opt.Public == nil, BestScore: math.Inf(1)}
+	// The score and its sensitivity for the method's unit (scoreFor).
+	scoreOf, scoreSens, scoreKind, err := scoreFor(s, data, val, rangeSq, rep.Private)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep.ScoreKind = scoreKind
 	if opt.Public != nil {
 		rep.Public = opt.Public.Name
 		if rep.Public == "" {
@@ -333,7 +346,7 @@ func Tune(ctx context.Context, s Spec, base any, train *ratings.Dataset, opt Tun
 		case err != nil:
 			return fmt.Errorf("tune %s: candidate %v: %w", s.Name, c, err)
 		default:
-			if t.Score, err = score(clippedMSE(m, val, rangeSq), res); err != nil {
+			if t.Score, err = score(scoreOf(m), res); err != nil {
 				return err
 			}
 			if rep.Model == nil || t.Score < rep.BestScore {
@@ -385,7 +398,7 @@ func Tune(ctx context.Context, s Spec, base any, train *ratings.Dataset, opt Tun
 			// then DP at the largest ε, which the composition below uses.
 			rep.EpsTrain = math.Max(rep.EpsTrain, p.EpsTotal)
 			rep.DeltaTrain = math.Max(rep.DeltaTrain, p.Delta)
-			return mse + dp.SampleLaplace(lap, rangeSq/(float64(val.Len())*rep.EpsScore)), nil
+			return mse + dp.SampleLaplace(lap, scoreSens/rep.EpsScore), nil
 		}
 		for n := 1; ; n++ {
 			if err := try(n, grid[draws.IntN(len(grid))], noisy); err != nil {
@@ -541,6 +554,69 @@ func withCandidate(s Spec, base any, c Candidate) (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// scoreFor returns the validation score of s's candidates on val, the
+// sensitivity of that score for s's privacy unit (the Laplace scale of
+// the private score is it over ε_s), and the score's name; an error
+// wrapping ErrNotTunable where no score with a bounded sensitivity is
+// known for the unit.
+//
+//   - A rating value with a trusted curator (the model, users' factors
+//     included, is the released output): the mean over the n held-out
+//     ratings of the squared error clipped to R². One rating changes one
+//     term by at most R², and n does not change: R²/n.
+//   - Any unit within one user who takes part either way (a rating's
+//     value or existence, all of a user's rating values or ratings) when
+//     nobody is trusted, and a rating's existence: the devices keep u_i,
+//     which is fitted to all of the user's ratings, so one change moves
+//     every held-out term of that user; and a rating's existence changes
+//     n. The score is the mean over the N users of the data (a public
+//     count: every user takes part, with or without ratings) of each
+//     user's mean clipped squared error (0 for a user without held-out
+//     ratings): one user's data move one user's term by at most R², so
+//     R²/N.
+//   - A user added or removed changes N as well: refused.
+func scoreFor(s Spec, data, val *ratings.Dataset, rangeSq float64, private bool) (func(*model.Model) float64, float64, string, error) {
+	perRating := func(m *model.Model) float64 { return clippedMSE(m, val, rangeSq) }
+	unit := s.Claim.Unit
+	switch {
+	case !private:
+		return perRating, 0, "mean clipped squared error", nil
+	case unit == "rating value" && s.Claim.Trusted != "nobody":
+		return perRating, rangeSq / float64(max(1, val.Len())), "mean clipped squared error", nil
+	case unit == "user":
+		return nil, 0, "", fmt.Errorf("%w: tune %s: its unit is a user added or removed, which changes the number of users a "+
+			"private validation score averages over; no score with a bounded sensitivity is known (tune on public data: --tune-on)",
+			ErrNotTunable, s.Name)
+	}
+	n := data.NumUsers()
+	return func(m *model.Model) float64 { return userClippedMSE(m, val, rangeSq, n) }, rangeSq / float64(max(1, n)),
+		"mean over users of each user's mean clipped squared error", nil
+}
+
+// userClippedMSE returns the mean over n users of each user's mean
+// squared error on val, each error clipped to rangeSq (a NaN prediction
+// counts rangeSq); a user without held-out ratings adds 0.
+func userClippedMSE(m *model.Model, val *ratings.Dataset, rangeSq float64, n int) float64 {
+	sum := make([]float64, max(n, val.NumUsers()))
+	cnt := make([]int, len(sum))
+	for k := range val.Len() {
+		e := float64(m.Predict(val.Users[k], val.Items[k]) - val.Values[k])
+		e *= e
+		if !(e <= rangeSq) {
+			e = rangeSq
+		}
+		sum[val.Users[k]] += e
+		cnt[val.Users[k]]++
+	}
+	var t float64
+	for u, x := range sum { // in user order: the same sum every time
+		if cnt[u] > 0 {
+			t += x / float64(cnt[u])
+		}
+	}
+	return t / float64(max(1, n))
 }
 
 // clippedMSE is the mean over val of m's squared error clipped to

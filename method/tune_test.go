@@ -144,9 +144,10 @@ func TestTuneEpsFormula(t *testing.T) {
 			func(int) float64 { return 3*(2+epsS) + 2 }},
 		{"dp-pmf", map[string]string{"epochs": "5", "eps": "2"}, 2, true,
 			func(int) float64 { return 3 * (2 + epsS) }},
-		// hdpmf trusts nobody: the server sees all K candidates.
-		{"hdpmf", map[string]string{"epochs": "4", "eps": "0.5"}, 4 * 0.5, false,
-			func(k int) float64 { return float64(k)*(2+epsS) + 2 }},
+		// hdpmf trusts nobody: the server sees all K candidates. Its
+		// proven ε is user-level: the user clip C = 8 times ε a round.
+		{"hdpmf", map[string]string{"epochs": "4", "eps": "0.5"}, 8 * 4 * 0.5, false,
+			func(k int) float64 { return float64(k)*(16+epsS) + 16 }},
 	}
 	d := tuneData(t, 1)
 	for _, tc := range tests {
@@ -323,5 +324,40 @@ func TestFitTunedKeepsCandidateWhenRefitDiverges(t *testing.T) {
 	base.Limit = 0 // every candidate diverges: nothing to fall back to
 	if _, _, _, err := FitTuned(context.Background(), s, base, d, 1, nil, TuneOptions{Seed: 1, Grid: grid}); err == nil {
 		t.Error("every candidate diverged, but FitTuned returned no error")
+	}
+}
+
+// TestTuneScoreSensitivityPerUnit checks the private score's sensitivity
+// for each kind of unit: R²/n for a rating value with a trusted curator,
+// R²/N (users) for units within one user when the devices keep u_i or a
+// rating's existence changes n, and a refusal for a user added or removed.
+func TestTuneScoreSensitivityPerUnit(t *testing.T) {
+	d, err := ratings.Synthetic(ratings.SyntheticConfig{Users: 50, Items: 30, Rank: 2, PerUser: 10}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, val, err := tuneSplit(d, 0.2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := 16.0
+	for _, tc := range []struct {
+		name string
+		want float64 // 0: refused
+	}{
+		{"dp-pmf", r2 / float64(val.Len())},
+		{"hdpmf", r2 / float64(d.NumUsers())},
+		{"ldp-op", r2 / float64(d.NumUsers())},
+		{"sdmf", r2 / float64(d.NumUsers())},
+		{"dp-als", 0},
+	} {
+		s, _ := Lookup(tc.name)
+		_, sens, kind, err := scoreFor(s, d, val, r2, true)
+		switch {
+		case tc.want == 0 && !errors.Is(err, ErrNotTunable):
+			t.Errorf("%s (unit %s): err %v, want ErrNotTunable", tc.name, s.Claim.Unit, err)
+		case tc.want != 0 && (err != nil || math.Abs(sens-tc.want) > 1e-12):
+			t.Errorf("%s (unit %s): sensitivity %g (%s), err %v; want %g", tc.name, s.Claim.Unit, sens, kind, err, tc.want)
+		}
 	}
 }

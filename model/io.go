@@ -575,3 +575,33 @@ func Load(path string) (*Model, error) {
 	}
 	return m, nil
 }
+
+// MarshalJSON writes p with its ε and δ as JSON-safe numbers: a
+// non-finite figure (ε +Inf: no guarantee against the server, or none
+// proven) is the string "Inf", as in a model file's metadata.
+func (p Privacy) MarshalJSON() ([]byte, error) {
+	type plain Privacy
+	return json.Marshal(struct {
+		plain
+		EpsRound jsonFloat `json:"eps_round"`
+		EpsTotal jsonFloat `json:"eps_total"`
+		Delta    jsonFloat `json:"delta"`
+	}{plain(p), jsonFloat(p.EpsRound), jsonFloat(p.EpsTotal), jsonFloat(p.Delta)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *Privacy) UnmarshalJSON(b []byte) error {
+	type plain Privacy
+	var x struct {
+		*plain
+		EpsRound jsonFloat `json:"eps_round"`
+		EpsTotal jsonFloat `json:"eps_total"`
+		Delta    jsonFloat `json:"delta"`
+	}
+	x.plain = (*plain)(p)
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	p.EpsRound, p.EpsTotal, p.Delta = float64(x.EpsRound), float64(x.EpsTotal), float64(x.Delta)
+	return nil
+}

@@ -36,7 +36,7 @@ the audit can be trusted. Attacks: ` + strings.Join(audit.AttackNames(), ", ") +
 Targets: ` + strings.Join(audit.MethodNames(), ", ") + `.
 
   privrec audit --attack inversion --method dpmf
-  privrec audit --all --quick                        (CI: about 50 s of CPU, under a minute on 2 cores)
+  privrec audit --all --quick                        (CI: about a minute of CPU)
   privrec audit --all --data ml-100k                 (writes ` + defaultAuditReport + `)
 
 The command fails (exit status 1) when a control is not broken or a
@@ -101,7 +101,7 @@ protected method leaks beyond its bound.`,
 	f.StringVar(&attack, "attack", "", "run one attack: "+strings.Join(audit.AttackNames(), ", "))
 	f.StringVar(&method, "method", "", "run the attacks on one target (with their controls): "+strings.Join(audit.MethodNames(), ", "))
 	f.BoolVar(&all, "all", false, "run every attack on every target")
-	f.BoolVar(&quick, "quick", false, "a reduced audit (first 200 users, fewer rounds and samples): about 50 s of CPU, under a minute on 2 cores")
+	f.BoolVar(&quick, "quick", false, "a reduced audit (first 200 users, fewer rounds and samples): about a minute of CPU")
 	f.Uint64Var(&seed, "seed", 1, "seed of every random stream")
 	f.IntVar(&workers, "workers", 0, "client goroutines (0: all cores); results do not depend on it")
 	f.StringVar(&out, "out", "", `write the Markdown report here ("-": stdout; default: `+defaultAuditReport+` for a full --all run, stdout otherwise)`)

@@ -112,10 +112,10 @@ func read(file string) ([]*point, error) {
 				p.eps = math.Inf(1) // "Inf"
 			}
 		}
-		switch p.unit {
-		case "none":
+		switch {
+		case p.unit == "none":
 			p.userEps = math.Inf(1)
-		case "user":
+		case userLevel(p.unit):
 			p.userEps = p.eps
 		default:
 			p.userEps = r.K * p.eps
@@ -148,7 +148,7 @@ func table(pts []*point, file string) error {
 		if p.unit != "none" {
 			eps = fmt.Sprintf("%.4g", p.eps)
 			ue = fmt.Sprintf("%.4g", p.userEps)
-			if p.unit != "user" {
+			if !userLevel(p.unit) {
 				ue += " (group)"
 			}
 		}
@@ -248,3 +248,8 @@ func draw2(pts []*point, dir string) error {
 	}
 	return nil
 }
+
+// userLevel reports whether unit is a whole user's (a user added or
+// removed, or all of one user's ratings or rating values, issue 32's
+// proven units): its ε is placed as it is, without group privacy.
+func userLevel(unit string) bool { return unit == "user" || strings.HasPrefix(unit, "user's") }
