@@ -551,8 +551,11 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 		case protocol.PhaseTrain:
 			e.Coverage = coverage(s.ups, s.shares)
 			if c, ok := s.cfg.Config.(*hdpmf.Config); ok && c.Variant != hdpmf.Plain {
-				e.Eps = dp.PartialSharesLoss(e.Coverage, c.Eps, c.Dim)
-				if math.IsInf(e.Eps, 1) {
+				// The proven unit is one user's rating values, each
+				// device's upload clipped to UserClip ratings' worth:
+				// C times a rating's ε (none without a clip).
+				e.Eps = c.UserClip * dp.PartialSharesLoss(e.Coverage, c.Eps, c.Dim)
+				if math.IsInf(e.Eps, 1) || c.UserClip == 0 || !c.Aggregation.Secure() {
 					e.Eps = -1
 				}
 			}

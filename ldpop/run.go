@@ -820,50 +820,75 @@ func (s *server) noteRound(released bool) {
 		return
 	}
 	switch {
+	case s.cfg.Variant == Basic || !s.cfg.Aggregation.Secure():
+		// Basic: existence leaks by the difference attack; off: the
+		// server reads single uploads. No finite ε holds against it.
+		s.roundEps = math.Inf(1)
 	case s.mk != nil:
 		cov, eps, ok := s.coverage(s.b.Param(protocol.ParamMinShare, 1))
 		if !ok {
 			return
 		}
 		s.roundEps, s.short = eps, s.short || cov < 1
-	case s.cfg.Variant == Basic:
-		s.roundEps = s.cfg.Eps * math.Sqrt(float64(s.k))
 	default:
-		s.roundEps = s.cfg.Eps * math.Sqrt(float64(s.maxRun()))
+		s.roundEps = 2 * s.cfg.Eps * s.roundRows()
 	}
 	s.roundOK = true
 	s.basicSum += s.roundEps
 }
 
-// RoundSpent implements protocol.RoundSpent: the ε of the training round
-// aggregated last, alone, for a rating of the unit the report's EpsRound
-// counts (u_i fixed), with the noise that arrived. RSMF spends none.
+// roundRows returns Σ_j √(positions of row j named this round): a user's
+// ratings enter every row she rated, so her round costs 2ε times it.
+func (s *server) roundRows() float64 {
+	var sum float64
+	run := 0
+	k := int32(s.k)
+	for n, p := range s.sel {
+		if n > 0 && s.sel[n-1]/k == p/k {
+			run++
+		} else {
+			run = 1
+		}
+		if n+1 == len(s.sel) || s.sel[n+1]/k != p/k {
+			sum += math.Sqrt(float64(run))
+		}
+	}
+	return sum
+}
+
+// RoundSpent implements protocol.RoundSpent: the user-level ε of the
+// training round aggregated last, alone (the report's EpsRound), with the
+// noise that arrived; +Inf for Basic and without secure aggregation.
+// RSMF spends none.
 func (s *server) RoundSpent() (eps float64, ok bool) { return s.roundEps, s.roundOK }
 
-// Spent implements protocol.Spent: what the report's EpsTotal counts for
-// the rounds released so far (u_i fixed, the paper's assumption; see the
-// package doc for the user-level figure). On the integer path it is the
-// Rényi-DP ε at δ of the worst row's releases, at full noise; once a
+// Spent implements protocol.Spent: the report's user-level EpsTotal for
+// the rounds released so far. On the integer path it is the Rényi-DP ε
+// at δ of one user's releases over every row, at full noise; once a
 // round's noise fell short (dropouts) that composition no longer holds
 // and the figure is the released rounds' ε added up, each with the noise
-// that arrived (basic composition, an upper bound). On the float paths
-// it is ε·max_j ‖c_j‖₂ (LDP-OP) or ε·√k (Basic, whose noise is drawn
-// once), at δ 0. RSMF is not private: ok false.
+// that arrived (basic composition, an upper bound). On the float path it
+// is 2ε·Σ_j ‖c_j‖₂ at δ 0. Basic and runs without secure aggregation
+// have no finite figure (+Inf once a round is released). RSMF is not
+// private: ok false.
 func (s *server) Spent() (eps, delta float64, ok bool) {
 	switch {
 	case s.cfg.Variant == RSMF:
 		return 0, 0, false
-	case s.cfg.Variant == Basic:
+	case s.cfg.Variant == Basic || !s.cfg.Aggregation.Secure():
 		if s.basicSum == 0 {
 			return 0, 0, true
 		}
-		return s.cfg.Eps * math.Sqrt(float64(s.k)), 0, true
+		return math.Inf(1), 0, true
 	case s.mk != nil && s.short:
 		return s.basicSum, s.mk.delta, true
 	case s.mk != nil:
-		return s.led.skMax, s.mk.delta, true
+		if s.basicSum == 0 {
+			return 0, s.mk.delta, true
+		}
+		return s.mk.rowEps(s.led.sumTotals(), 2*s.mk.a), s.mk.delta, true
 	}
-	return s.cfg.Eps * s.led.maxRow, 0, true
+	return 2 * s.cfg.Eps * s.led.sumRows, 0, true
 }
 
 // account counts the releases of positions sel, sorted (in units of ε,
