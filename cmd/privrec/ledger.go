@@ -103,7 +103,7 @@ ledger of a running one (its public /ledger route).`,
 			if len(led) > 0 {
 				switch last := led[len(led)-1]; {
 				case last.EpsTotal < 0:
-					fmt.Fprintln(a.stdout, "ε in total: unbounded (a round's noise bounds nothing: a sum was refused as out of bounds, or too few noise shares arrived)")
+					fmt.Fprintln(a.stdout, "ε in total: unbounded (no finite ε holds against this server: a sum was refused as out of bounds, too few noise shares arrived, or the method's claim needs an aggregation the run did not use)")
 				case last.EpsTotal > 0:
 					fmt.Fprintf(a.stdout, "ε in total: %.4g at δ = %g (the method's own accountant, with the noise that arrived in each released round)\n", last.EpsTotal, last.Delta)
 				}
