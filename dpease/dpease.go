@@ -118,8 +118,8 @@ type Server struct {
 	sigmaG float64
 	noise  *rand.Rand
 	st     state
-	mu     sync.Mutex
 	led    rdp.Ledger
+	gram   []float64 // the last released noisy Gram triangle (for tests)
 }
 
 // state is the server's state between rounds (its snapshot).
@@ -219,6 +219,7 @@ func (s *Server) Aggregate(round int, ups []*protocol.Upload) error {
 		for p := range g {
 			g[p] += s.sigmaG * s.noise.NormFloat64()
 		}
+		s.gram = g
 		s.led.Gaussian(fmt.Sprintf("Gram of the top %d items (upper triangle, weights 1/max(n', %d))", s.m, s.cfg.Cap), 1, GramL2(s.cfg.Cap), s.sigmaG)
 		v, err := s.solve(g)
 		if err != nil {
