@@ -4,12 +4,12 @@
 //
 // The protocol has two rounds between the users' devices and a server.
 //
-//  1. Counts (setup): each device uploads its item indicator vector
+//  1. Counts: each device uploads its item indicator vector
 //     scaled by 1/√n_u (n_u its number of items), so a user's whole
 //     upload has L2 norm 1. The server receives the sum (secure
 //     aggregation) and adds N(0, σ_c²) to every item: the noisy
 //     popularity ŝ.
-//  2. Gram (train): the server broadcasts the M items with the largest ŝ.
+//  2. Gram: the server broadcasts the M items with the largest ŝ.
 //     Each device forms x_u, its indicator on those items (n'_u of them),
 //     and uploads the upper triangle (diagonal included) of
 //     x_u x_uᵀ / max(n'_u, c): its L2 norm is at most √((1+1/c)/2). The
@@ -72,8 +72,8 @@ type Config struct {
 // DefaultConfig returns the defaults (tuned on a validation split of the
 // ML-1M training part, docs/results/private-topn.md).
 func DefaultConfig() Config {
-	return Config{Eps: 1, Delta: 1e-6, TopItems: 1000, Cap: 50, FracCounts: 0.1,
-		Lambda: 1, LambdaNoise: 3, PopWeight: 0.05}
+	return Config{Eps: 1, Delta: 1e-6, TopItems: 300, Cap: 10, FracCounts: 0.1,
+		Lambda: 1, LambdaNoise: 6, PopWeight: 0.3}
 }
 
 // Validate checks the config.
@@ -167,7 +167,7 @@ func pairIndex(a, b, m int) int { return a*m - a*(a-1)/2 + (b - a) }
 func (s *Server) Broadcast(round int) (*protocol.Broadcast, error) {
 	switch round {
 	case 0:
-		return &protocol.Broadcast{Round: 0, Phase: protocol.PhaseSetup, Dim: 1, NumItems: s.n}, nil
+		return &protocol.Broadcast{Round: 0, Phase: protocol.PhaseTrain, Dim: 1, NumItems: s.n}, nil
 	case 1:
 		// The uploads index the pairs of the top items' upper triangle:
 		// the index space is the larger of the catalog and the pairs.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/privrec/privrec/dpease"
 	"log/slog"
 	"os"
 	"slices"
@@ -275,8 +276,10 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	// Only methods whose client needs nothing of the other users: the
 	// HDPMF family's DPMF floor and PDPMF threshold, LDP-OP's noise split
 	// and SDCF's z are computed over the population (the vendor case).
-	if c, ok := cfg.(*hdpmf.Config); !ok || (c.Variant != hdpmf.HDPMF && c.Variant != hdpmf.HDPMFR) {
-		return fmt.Errorf("--ratings: the server runs %s, whose clients calibrate their noise over a population of users; one user takes part only in hdpmf runs (use --simulate for a vendor's users)", spec.Name)
+	// dp-ease's device uploads its own indicators and adds no noise.
+	if _, ease := cfg.(*dpease.Config); ease {
+	} else if c, ok := cfg.(*hdpmf.Config); !ok || (c.Variant != hdpmf.HDPMF && c.Variant != hdpmf.HDPMFR) {
+		return fmt.Errorf("--ratings: the server runs %s, whose clients calibrate their noise over a population of users; one user takes part only in hdpmf and dp-ease runs (use --simulate for a vendor's users)", spec.Name)
 	}
 	cat := sess.Catalog()
 	sc := cat.Scale.Declared()
