@@ -23,7 +23,8 @@ var fedParams = map[string]params{
 	"ldp-op-basic": {"epochs": "5"}, "rsmf": {"epochs": "40", "per-round": "5"},
 	"sgld-mf": {"epochs": "5"}, "sdmf": {"epochs": "5"}, "sdmf-alpha-inf": {"epochs": "5"},
 	"bpr-sgld": {"epochs": "5"}, "sd-bprmf": {"epochs": "5"}, "isgld": {"epochs": "5"},
-	"sd-fm": {"epochs": "5", "features": "items"},
+	"sd-fm":   {"epochs": "5", "features": "items"},
+	"dp-ease": {"seeded": "true", "top-items": "20", "eps": "5"},
 }
 
 // fedData returns a small synthetic training set on scale sc.
