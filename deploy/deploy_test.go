@@ -183,6 +183,7 @@ var federatedCases = []struct {
 	{"sd-bprmf", map[string]string{"epochs": "2"}},
 	{"isgld", map[string]string{"epochs": "2"}},
 	{"sd-fm", map[string]string{"epochs": "2", "features": "items"}},
+	{"dp-ease", map[string]string{"seeded": "true", "top-items": "20", "eps": "5"}},
 }
 
 // TestLoopbackEqualsInProcess: for a fixed seed in test mode, the final V
