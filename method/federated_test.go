@@ -26,6 +26,7 @@ var fedParams = map[string]params{
 	"bpr-sgld": {"epochs": "5"}, "sd-bprmf": {"epochs": "5"}, "isgld": {"epochs": "5"},
 	"sd-fm":  {"epochs": "5", "features": "items"},
 	"dp-als": {"rounds": "2", "max-ratings": "6", "beta": "0.5", "init-items": "20", "top-items": "30"}, "dp-biases": {"max-ratings": "6"},
+	"dp-ease": {"seeded": "true", "top-items": "20", "eps": "5"},
 }
 
 // fedData returns a small synthetic training set on scale sc.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/privrec/privrec/dpease"
 	"log/slog"
 	"math"
 	"os"
@@ -335,9 +336,12 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	// Only methods whose client needs nothing of the other users: the
 	// HDPMF family's DPMF floor and PDPMF threshold, LDP-OP's noise split
 	// and SDCF's z are computed over the population (the vendor case).
-	_, isDPALS := cfg.(*dpals.Config) // a dp-als device needs only its own ratings and the broadcasts
-	if c, ok := cfg.(*hdpmf.Config); !isDPALS && (!ok || (c.Variant != hdpmf.HDPMF && c.Variant != hdpmf.HDPMFR)) {
-		return fmt.Errorf("--ratings: the server runs %s, whose clients calibrate their noise over a population of users; one user takes part only in hdpmf, dp-als and dp-biases runs (use --simulate for a vendor's users)", spec.Name)
+	// A dp-als device needs only its own ratings and the broadcasts;
+	// dp-ease's uploads its own indicators and adds no noise.
+	_, isDPALS := cfg.(*dpals.Config)
+	_, isEase := cfg.(*dpease.Config)
+	if c, ok := cfg.(*hdpmf.Config); !isDPALS && !isEase && (!ok || (c.Variant != hdpmf.HDPMF && c.Variant != hdpmf.HDPMFR)) {
+		return fmt.Errorf("--ratings: the server runs %s, whose clients calibrate their noise over a population of users; one user takes part only in hdpmf, dp-als, dp-biases and dp-ease runs (use --simulate for a vendor's users)", spec.Name)
 	}
 	cat := sess.Catalog()
 	one, err := a.oneUserRatings(path, cat.ItemIDs, "the server's catalog", cat.Scale, skipBad)
