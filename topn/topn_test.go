@@ -74,3 +74,32 @@ func TestEASEAndIALSRankCoRatedItems(t *testing.T) {
 		}
 	}
 }
+
+// TestEASEHistoryMatchesModel checks that EASE's fold-in of a training
+// user's own items reproduces the model's scores.
+func TestEASEHistoryMatchesModel(t *testing.T) {
+	d := tiny()
+	m, err := EASE(context.Background(), d, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Method = "ease"
+	h, err := History(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := binaryRows(d.ByUser())
+	for u, r := range rows {
+		want := m.ScoreItems(int32(u), nil)
+		got := h.ScoreHistory(r, make([]float32, 0, 5))
+		for i := range want {
+			if math.Abs(float64(got[i]-want[i])) > 1e-5 {
+				t.Fatalf("user %d item %d: fold-in %v, model %v", u, i, got[i], want[i])
+			}
+		}
+	}
+	m.Method = "mf"
+	if _, err := History(m); err == nil {
+		t.Error("History of mf: no error")
+	}
+}
