@@ -149,6 +149,7 @@ func (a *app) evaluateCmd() *cobra.Command {
 		asJSON  bool
 		rankK   int
 		rankArg string
+		proto   string
 		relev   float64
 		test    string
 	)
@@ -210,6 +211,17 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 			}
 			if rankK > 0 && !cmd.Flags().Changed("relevant") {
 				relev = defaultRelevant(d.Scale)
+			}
+			if strong, frac, err := parseProtocol(proto); err != nil {
+				return err
+			} else if strong {
+				if len(ks) == 0 {
+					ks = eval.DefaultKs
+				}
+				if !cmd.Flags().Changed("relevant") {
+					relev = defaultRelevant(d.Scale)
+				}
+				return a.evaluateStrong(cmd, &df, &mfl, &tun, d, frac, seed, ks, relev, asJSON)
 			}
 			ctx := cmd.Context()
 			rep := evalReport{Dataset: df.data, Ratings: d.Len(), Users: d.NumUsers(), Items: d.NumItems(),
@@ -305,6 +317,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 	cmd.Flags().IntVar(&repeats, "repeats", 1, "number of seeds to repeat over")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&rankArg, "rank", "", "also report precision, recall and NDCG at these cut-offs, like 10,20, and AUC (0 or empty: off; ranking-only methods such as pop, ease, ials, bpr-sgld report only these, at 10,20 by default)")
+	cmd.Flags().StringVar(&proto, "protocol", "", "random (the --split) or strong[:F]: Liang et al.'s strong generalisation, F of the users held out (default 0.1), each one's ratings split 80/20 into a fold-in history and a test part; ranking metrics only, for pop, dp-pop, ease and ials")
 	cmd.Flags().Float64Var(&relev, "relevant", 0, "with --rank: a test rating at least this is relevant (default: the top quarter of the scale, min + 0.75·(max−min): 4 on 1–5)")
 	cmd.Flags().StringVar(&test, "test", "", "test on this rating file (read like --data, on its scale) after training on all of --data; not with --split")
 	return cmd
