@@ -30,6 +30,7 @@ var defaultBudgets = map[string]defaultBudget{
 	"dp-biases":      {Round: [2]float64{1, 1}, Total: [2]float64{1, 1}, Delta: 1e-06, Datasets: 5, Note: "one user-level total over the whole run (zCDP, converted at δ)"},
 	"dp-globalavg":   {Round: [2]float64{1, 1}, Total: [2]float64{1, 1}, Datasets: 5},
 	"dp-itemavg":     {Round: [2]float64{1, 1}, Total: [2]float64{1, 1}, Datasets: 5},
+	"dp-pop":         {Round: [2]float64{1, 1}, Total: [2]float64{1, 1}, Delta: 1e-06, Datasets: 1, Note: "one user-level Gaussian release (zCDP, converted at δ); measured by privrec evaluate on ml-1m (docs/results/ranking.md)"},
 	"dp-pmf":         {Round: [2]float64{1, 1}, Total: [2]float64{1, 1}, Datasets: 5},
 	"dpmf":           {Round: [2]float64{0.0100367, 0.0103725}, Total: [2]float64{1.00367, 1.03725}, Datasets: 5, Note: "the smallest budget of the rating groups, set by the data's group shares"},
 	"hdpmf":          {Round: [2]float64{1, 1}, Total: [2]float64{100, 100}, Datasets: 5, Note: "basic composition over 100 rounds"},
