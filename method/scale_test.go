@@ -57,6 +57,12 @@ func TestScaleInvariance(t *testing.T) {
 				if spec.Has("epochs") {
 					p["epochs"] = "3"
 				}
+				if spec.Has("reproducible") { // dp-pop: seeded noise, the same in both runs
+					p["reproducible"] = "true"
+				}
+				if spec.Name == "ease" && d.NumItems() > 5000 {
+					t.Skipf("ease inverts a %d² item Gramian: too slow for a unit test", d.NumItems())
+				}
 				rmse := func(train, test *ratings.Dataset) float64 {
 					m, _, err := fitText(method.WithTestMode(context.Background()), spec.Name, train, p, 1, nil)
 					if err != nil {

@@ -43,6 +43,7 @@ var defaultBudgets = map[string]defaultBudget{
 	"dp-ease":        {Round: [2]float64{1, 1}, Total: [2]float64{1, 1}, Delta: 1e-06, Datasets: 1, Note: "one user-level total over both releases (zCDP, converted at δ); measured on ML-1M, docs/results/private-topn.md, not yet in the defaults report"},
 	"dp-globalavg":   {Round: [2]float64{1, 1}, Total: [2]float64{1, 1}, Datasets: 5},
 	"dp-itemavg":     {Round: [2]float64{1, 1}, Total: [2]float64{1, 1}, Datasets: 5},
+	"dp-pop":         {Round: [2]float64{1, 1}, Total: [2]float64{1, 1}, Delta: 1e-06, Datasets: 1, Note: "one user-level Gaussian release (zCDP, converted at δ); measured by privrec evaluate on ml-1m (docs/results/ranking.md)"},
 	"dp-pmf":         {Round: [2]float64{1, 1}, Total: [2]float64{1, 1}, Datasets: 5},
 	"dpmf":           {Round: [2]float64{0.0802936, 0.0829799}, Total: [2]float64{4.08036, 4.23319}, Delta: 1e-06, Datasets: 5, Note: "user-level: C = 8 times the smallest budget of the rating groups (set by the data's group shares) a round; 100 rounds composed in zCDP at δ 1e-6", Paper: &[2][2]float64{{0.0100367, 0.0103725}, {1.00367, 1.03725}}},
 	"hdpmf":          {Round: [2]float64{8, 8}, Total: [2]float64{800, 800}, Datasets: 5, Note: "user-level: C = 8 times ε = 1 a round, basic composition over 100 rounds", Paper: &[2][2]float64{{1, 1}, {100, 100}}},

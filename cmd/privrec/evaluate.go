@@ -97,6 +97,10 @@ type evalReport struct {
 	RelevantNote string   `json:"-"`
 	// RankNote says why a ranking-only method has no rating metrics.
 	RankNote string `json:"-"`
+	// RankKs are the cut-offs of --rank; Protocol states the ranking
+	// protocol.
+	RankKs   []int  `json:"rank_ks,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
 	// TestFileReport describes the test file of --test or --split given.
 	*TestFileReport
 }
@@ -144,6 +148,8 @@ func (a *app) evaluateCmd() *cobra.Command {
 		repeats int
 		asJSON  bool
 		rankK   int
+		rankArg string
+		proto   string
 		relev   float64
 		test    string
 	)
@@ -186,17 +192,37 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 			if err != nil {
 				return err
 			}
+			// --rank K[,K...]: the first cut-off keeps the old
+			// precision/recall/ndcg keys; every one gets key@K.
+			var ks []int
+			if rankArg != "" && rankArg != "0" {
+				if ks, err = eval.ParseKs(rankArg); err != nil {
+					return fmt.Errorf("--rank %s: %w", rankArg, err)
+				}
+				rankK = ks[0]
+			}
 			ranks := mfl.spec.Ranks
 			if ranks {
 				if cmd.Flags().Changed("rank") && rankK <= 0 {
-					return fmt.Errorf("--rank %d: %s is a ranking-only method: its scores order items and are not ratings, so it has no RMSE; evaluate it by ranking metrics with --rank K (default %d)", rankK, mfl.spec.Name, defaultRankK)
+					return fmt.Errorf("--rank %s: %s is a ranking-only method: its scores order items and are not ratings, so it has no RMSE; evaluate it by ranking metrics with --rank K[,K] (default 10,20)", rankArg, mfl.spec.Name)
 				}
 				if rankK <= 0 {
-					rankK = defaultRankK
+					rankK, ks = defaultRankK, eval.DefaultKs
 				}
 			}
 			if rankK > 0 && !cmd.Flags().Changed("relevant") {
 				relev = defaultRelevant(d.Scale)
+			}
+			if strong, frac, err := parseProtocol(proto); err != nil {
+				return err
+			} else if strong {
+				if len(ks) == 0 {
+					ks = eval.DefaultKs
+				}
+				if !cmd.Flags().Changed("relevant") {
+					relev = defaultRelevant(d.Scale)
+				}
+				return a.evaluateStrong(cmd, &df, &mfl, &tun, d, frac, seed, ks, relev, asJSON)
 			}
 			ctx := cmd.Context()
 			rep := evalReport{Dataset: df.data, Ratings: d.Len(), Users: d.NumUsers(), Items: d.NumItems(),
@@ -207,6 +233,8 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 			if rankK > 0 {
 				rep.Relevant = &relev
 				rep.RelevantNote = relevanceNote(relev, !cmd.Flags().Changed("relevant"), d.Scale)
+				rep.RankKs = ks
+				rep.Protocol = rankProtocol
 			}
 			metrics := map[string][]float64{}
 			for r := range repeats {
@@ -235,7 +263,15 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 					}
 					metrics["train_seconds"] = append(metrics["train_seconds"], secs)
 					if rankK > 0 {
-						rk := eval.Rank(m, spl.Train, rankable(spl.Train, spl.Test), rankK, float32(relev))
+						rks := eval.RankAt(m, spl.Train, rankable(spl.Train, spl.Test), ks, float32(relev), 0)
+						rk := rks[0]
+						for _, r := range rks {
+							for key, v := range map[string]float64{"precision": r.Precision, "recall": r.Recall, "ndcg": r.NDCG} {
+								if !math.IsNaN(v) {
+									metrics[fmt.Sprintf("%s@%d", key, r.K)] = append(metrics[fmt.Sprintf("%s@%d", key, r.K)], v)
+								}
+							}
+						}
 						for _, x := range []struct {
 							key string
 							v   *float64
@@ -281,7 +317,8 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the split and the training")
 	cmd.Flags().IntVar(&repeats, "repeats", 1, "number of seeds to repeat over")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	cmd.Flags().IntVar(&rankK, "rank", 0, fmt.Sprintf("also report precision, recall and NDCG at this k, and AUC (0: off; ranking-only methods such as bpr-sgld and sd-bprmf report only these, at k = %d by default)", defaultRankK))
+	cmd.Flags().StringVar(&rankArg, "rank", "", "also report precision, recall and NDCG at these cut-offs, like 10,20, and AUC (0 or empty: off; ranking-only methods such as pop, ease, ials, bpr-sgld report only these, at 10,20 by default)")
+	cmd.Flags().StringVar(&proto, "protocol", "", "random (the --split) or strong[:F]: Liang et al.'s strong generalisation, F of the users held out (default 0.1), each one's ratings split 80/20 into a fold-in history and a test part; ranking metrics only, for pop, dp-pop, ease and ials")
 	cmd.Flags().Float64Var(&relev, "relevant", 0, "with --rank: a test rating at least this is relevant (default: the top quarter of the scale, min + 0.75·(max−min): 4 on 1–5)")
 	cmd.Flags().StringVar(&test, "test", "", "test on this rating file (read like --data, on its scale) after training on all of --data; not with --split")
 	return cmd
@@ -292,6 +329,9 @@ func printReport(a *app, r *evalReport, rankK int) error {
 	fmt.Fprintf(a.stdout, "method %s, split %s, %d run(s)\n", r.Settings, r.Split, len(r.Runs))
 	if r.TestFileReport != nil {
 		r.TestFileReport.print(a.stdout, rankK)
+	}
+	if r.Protocol != "" {
+		fmt.Fprintln(a.stdout, r.Protocol)
 	}
 	if r.RelevantNote != "" {
 		fmt.Fprintln(a.stdout, r.RelevantNote)
@@ -317,7 +357,11 @@ func printReport(a *app, r *evalReport, rankK int) error {
 		keys = nil
 	}
 	if rankK > 0 {
-		keys = append(keys, "precision", "recall", "ndcg", "auc")
+		keys = append(keys, "precision", "recall", "ndcg")
+		for _, k := range r.RankKs[min(1, len(r.RankKs)):] {
+			keys = append(keys, fmt.Sprintf("precision@%d", k), fmt.Sprintf("recall@%d", k), fmt.Sprintf("ndcg@%d", k))
+		}
+		keys = append(keys, "auc")
 	}
 	keys = append(keys, "train_seconds")
 	for _, k := range keys {
@@ -334,3 +378,6 @@ func printReport(a *app, r *evalReport, rankK int) error {
 	}
 	return tw.Flush()
 }
+
+// rankProtocol states the top-N protocol of evaluate --rank.
+const rankProtocol = "ranking: per test user, every item without a training rating is a candidate, ordered by the model's raw score (rating-prediction methods rank by their unclamped prediction); recall@K = hits/relevant, NDCG@K binary gain"

@@ -106,6 +106,15 @@ already rated there are excluded.
 
 ` + recsHelp + `
 
+How a list is ranked: every model ranks by its raw score. A
+rating-prediction model (mf, dp-als, hdpmf, ...) ranks by its unclamped
+predicted rating, global mean and biases included, with no popularity
+prior, so a list can favour items few people rated; ranking-only models
+(pop, dp-pop, ease, ials, bpr-sgld, ...) were trained to rank. For a top-N
+list prefer ease or ials (non-private) or dp-pop (user-level DP):
+docs/results/ranking.md measures every method on the ranking protocol of
+privrec evaluate --rank.
+
 --ratings FILE recommends instead for the one user whose ratings the file
 holds (user,item,rating CSV, items by the model's IDs, ratings on its
 scale), folding the user in: the user's vector is fitted to those ratings
