@@ -120,21 +120,7 @@ func rank(s Scorer, train, test *ratings.Dataset, k int, relevant float32, fullS
 		if u < tr.Rows() {
 			rIdx, _ = tr.Row(u)
 		}
-		for _, i := range rIdx {
-			mark[i] = markTrain
-		}
-		nrel := 0
-		for j, i := range tIdx {
-			if mark[i] != markNone {
-				continue // also in train, or a duplicate test rating
-			}
-			if allRelevant || tVal[j] >= relevant {
-				mark[i] = markRelevant
-				nrel++
-			} else {
-				mark[i] = markTest
-			}
-		}
+		nrel := markUser(mark, rIdx, tIdx, tVal, relevant, allRelevant)
 		if nrel > 0 {
 			scores = s.ScoreItems(int32(u), scores)
 			if len(scores) != n {
@@ -170,12 +156,7 @@ func rank(s Scorer, train, test *ratings.Dataset, k int, relevant float32, fullS
 			}
 			users++
 		}
-		for _, i := range rIdx {
-			mark[i] = markNone
-		}
-		for _, i := range tIdx {
-			mark[i] = markNone
-		}
+		unmarkUser(mark, rIdx, tIdx)
 	}
 
 	r := Ranking{K: k, Users: users}
@@ -190,6 +171,40 @@ func rank(s Scorer, train, test *ratings.Dataset, k int, relevant float32, fullS
 		r.AUC = sumAUC / float64(aucUsers)
 	}
 	return r
+}
+
+// markUser marks a user's items in mark (all markNone on entry): the
+// training items rIdx markTrain, then each test item tIdx not already
+// marked (in train, or a duplicate test rating) markRelevant when its
+// value tVal is at least relevant (or allRelevant), else markTest. It
+// returns the number of relevant items.
+func markUser(mark []uint8, rIdx, tIdx []int32, tVal []float32, relevant float32, allRelevant bool) int {
+	for _, i := range rIdx {
+		mark[i] = markTrain
+	}
+	nrel := 0
+	for j, i := range tIdx {
+		if mark[i] != markNone {
+			continue
+		}
+		if allRelevant || tVal[j] >= relevant {
+			mark[i] = markRelevant
+			nrel++
+		} else {
+			mark[i] = markTest
+		}
+	}
+	return nrel
+}
+
+// unmarkUser resets the marks markUser set to markNone.
+func unmarkUser(mark []uint8, rIdx, tIdx []int32) {
+	for _, i := range rIdx {
+		mark[i] = markNone
+	}
+	for _, i := range tIdx {
+		mark[i] = markNone
+	}
 }
 
 // maxSelectK is the largest k for which Rank selects the top k candidates

@@ -81,21 +81,7 @@ func RankAt(s Scorer, train, test *ratings.Dataset, ks []int, relevant float32, 
 				if u < tr.Rows() {
 					rIdx, _ = tr.Row(u)
 				}
-				for _, i := range rIdx {
-					mark[i] = markTrain
-				}
-				nrel := 0
-				for j, i := range tIdx {
-					if mark[i] != markNone {
-						continue
-					}
-					if allRelevant || tVal[j] >= relevant {
-						mark[i] = markRelevant
-						nrel++
-					} else {
-						mark[i] = markTest
-					}
-				}
+				nrel := markUser(mark, rIdx, tIdx, tVal, relevant, allRelevant)
 				if nrel > 0 {
 					scores = s.ScoreItems(int32(u), scores)
 					if len(scores) != n {
@@ -127,12 +113,7 @@ func RankAt(s Scorer, train, test *ratings.Dataset, ks []int, relevant float32, 
 					}
 					a.users++
 				}
-				for _, i := range rIdx {
-					mark[i] = markNone
-				}
-				for _, i := range tIdx {
-					mark[i] = markNone
-				}
+				unmarkUser(mark, rIdx, tIdx)
 			}
 		}(w)
 	}
