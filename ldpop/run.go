@@ -831,29 +831,12 @@ func (s *server) noteRound(released bool) {
 		}
 		s.roundEps, s.short = eps, s.short || cov < 1
 	default:
-		s.roundEps = 2 * s.cfg.Eps * s.roundRows()
+		// A user's ratings enter every row she rated: Σ_j √(positions of
+		// row j) this round.
+		s.roundEps = 2 * s.cfg.Eps * s.roundTotals().n
 	}
 	s.roundOK = true
 	s.basicSum += s.roundEps
-}
-
-// roundRows returns Σ_j √(positions of row j named this round): a user's
-// ratings enter every row she rated, so her round costs 2ε times it.
-func (s *server) roundRows() float64 {
-	var sum float64
-	run := 0
-	k := int32(s.k)
-	for n, p := range s.sel {
-		if n > 0 && s.sel[n-1]/k == p/k {
-			run++
-		} else {
-			run = 1
-		}
-		if n+1 == len(s.sel) || s.sel[n+1]/k != p/k {
-			sum += math.Sqrt(float64(run))
-		}
-	}
-	return sum
 }
 
 // RoundSpent implements protocol.RoundSpent: the user-level ε of the
