@@ -732,14 +732,7 @@ func (s *Server) spent() model.Privacy {
 	s.mu.Lock()
 	p.EpsRound, p.EpsTotal, p.Delta = s.epsRound, s.epsTotal, s.delta
 	s.mu.Unlock()
-	switch s.plan.Aggregation {
-	case "sum":
-		p.Aggregation = protocol.AggIdeal.String()
-	case "masked":
-		p.Aggregation = protocol.AggMasked.String()
-	default:
-		p.Aggregation = protocol.AggOff.String()
-	}
+	p.Aggregation = s.spec.Federated.Aggregation(s.cfg.Config).String()
 	note := "ε as the server's ledger accounted the released rounds"
 	if p.EpsTotal < 0 {
 		note = "ε unbounded (-1): a round's sum was refused, or its arriving noise bounded nothing; see the ledger"

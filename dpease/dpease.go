@@ -571,8 +571,5 @@ func (s *Server) RoundSpent() (eps float64, ok bool) {
 	if len(rs) == 0 {
 		return 0, false
 	}
-	var one rdp.Ledger
-	r := rs[len(rs)-1]
-	one.Gaussian(r.Name, r.Count, r.L2, r.Sigma)
-	return one.Epsilon(s.cfg.Delta), true
+	return rdp.ZCDPToDP(rs[len(rs)-1].Rho, s.cfg.Delta), true
 }
