@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"github.com/privrec/privrec/dpease"
 	"log/slog"
-	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -257,17 +256,7 @@ before.`,
 				relev := defaultRelevant(d.Scale)
 				rep.Relevant, rep.RelevantNote = &relev, relevanceNote(relev, true, d.Scale)
 				rk := eval.Rank(m, spl.Train, rankable(spl.Train, spl.Test), rankK, float32(relev))
-				for _, x := range []struct {
-					key string
-					v   *float64
-					dst **float64
-				}{{"precision", &rk.Precision, &run.Precision}, {"recall", &rk.Recall, &run.Recall},
-					{"ndcg", &rk.NDCG, &run.NDCG}, {"auc", &rk.AUC, &run.AUC}} {
-					if !math.IsNaN(*x.v) {
-						*x.dst = x.v
-						rep.Summary[x.key] = eval.Summarize([]float64{*x.v})
-					}
-				}
+				setRanking(&run, rk, func(key string, v float64) { rep.Summary[key] = eval.Summarize([]float64{v}) })
 				rep.RankNote = fmt.Sprintf("no RMSE, MSE or MAE: %s is a ranking-only method, its scores order items and are not ratings", spec.Name)
 			} else {
 				rep.Summary["rmse"], rep.Summary["mse"], rep.Summary["mae"] = eval.Summarize([]float64{e.RMSE}), eval.Summarize([]float64{e.MSE}), eval.Summarize([]float64{e.MAE})

@@ -105,6 +105,24 @@ type evalReport struct {
 	*TestFileReport
 }
 
+// setRanking sets run's precision, recall, NDCG and AUC from rk and
+// passes each to add under its key ("precision", ...), leaving out NaN
+// (no test user could be ranked; JSON has no NaN).
+func setRanking(run *runResult, rk eval.Ranking, add func(key string, v float64)) {
+	for _, x := range []struct {
+		key string
+		v   float64
+		dst **float64
+	}{{"precision", rk.Precision, &run.Precision}, {"recall", rk.Recall, &run.Recall},
+		{"ndcg", rk.NDCG, &run.NDCG}, {"auc", rk.AUC, &run.AUC}} {
+		if !math.IsNaN(x.v) {
+			v := x.v
+			*x.dst = &v
+			add(x.key, v)
+		}
+	}
+}
+
 // defaultRankK is the k of the ranking metrics of a ranking-only method
 // evaluated without --rank.
 const defaultRankK = 10
@@ -272,18 +290,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 								}
 							}
 						}
-						for _, x := range []struct {
-							key string
-							v   *float64
-							dst **float64
-						}{{"precision", &rk.Precision, &res.Precision}, {"recall", &rk.Recall, &res.Recall},
-							{"ndcg", &rk.NDCG, &res.NDCG}, {"auc", &rk.AUC, &res.AUC}} {
-							// NaN: no test user could be ranked (JSON has no NaN).
-							if !math.IsNaN(*x.v) {
-								*x.dst = x.v
-								metrics[x.key] = append(metrics[x.key], *x.v)
-							}
-						}
+						setRanking(&res, rk, func(key string, v float64) { metrics[key] = append(metrics[key], v) })
 					}
 					a.log.Info("run", "seed", s, "fold", fold, "rmse", e.RMSE, "mae", e.MAE, "seconds", secs)
 					rep.Runs = append(rep.Runs, res)
