@@ -249,23 +249,7 @@ func splitAttack(t *testing.T, p Params, c int) (selfN, maskN int, recovered boo
 			t.Fatal(err)
 		}
 	}
-	kb, err := srv.FinishKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range kb {
-		s, err := cs[m.To].ShareKeys(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.AddShares(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sd, err := srv.FinishShares()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sd := shareAll(t, srv, cs)
 	const u = 3
 	x := make([]uint32, p.Len)
 	for i := range x {

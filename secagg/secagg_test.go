@@ -147,6 +147,31 @@ func TestAbortTooFew(t *testing.T) {
 	}
 }
 
+// shareAll runs the key-distribution and share steps of a round whose
+// clients cs have advertised their keys to srv, failing t at any error,
+// and returns the server's deliveries of the shares.
+func shareAll(t *testing.T, srv *Server, cs []*Client) []*SharesDelivery {
+	t.Helper()
+	kb, err := srv.FinishKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range kb {
+		m, err := cs[b.To].ShareKeys(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.AddShares(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sd, err := srv.FinishShares()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sd
+}
+
 // runTo runs a round without dropouts up to the UnmaskRequests.
 func runTo(t *testing.T, p Params, in [][]uint32) (*Server, []*Client, []*UnmaskRequest) {
 	srv, cs, ur, _ := runToMasked(t, p, in, 3)
@@ -176,23 +201,7 @@ func runToMasked(t *testing.T, p Params, in [][]uint32, seed uint64) (*Server, [
 			t.Fatal(err)
 		}
 	}
-	kb, err := srv.FinishKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range kb {
-		m, err := cs[b.To].ShareKeys(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.AddShares(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sd, err := srv.FinishShares()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sd := shareAll(t, srv, cs)
 	for _, d := range sd {
 		m, err := cs[d.To].MaskedInput(d, in[d.To])
 		if err != nil {
