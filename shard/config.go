@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -107,6 +108,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 		return err
 	}
 	c = c.withDefaults()
+	c.CheckpointEvery = min(c.CheckpointEvery, c.MaxAckPending)
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:      c.upStream(),
 		Subjects:  []string{"privrec." + c.Run + ".up.>"},
@@ -132,12 +134,55 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 	}); err != nil {
 		return fmt.Errorf("shard: stream %s: %w", c.ctlStream(), err)
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: c.ckptBucket(), Storage: jetstream.FileStorage, MaxValueSize: -1,
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("shard: bucket %s: %w", c.ckptBucket(), err)
 	}
+	// The run's Config is stored once, so aggregators started with only
+	// the run name (LoadConfig) agree with the coordinator.
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Create(ctx, configKey, b); errors.Is(err, jetstream.ErrKeyExists) {
+		old, err := LoadConfig(ctx, js, c.Run)
+		if err != nil {
+			return err
+		}
+		if old != c {
+			return fmt.Errorf("shard: run %s exists with another config (%+v)", c.Run, old)
+		}
+	} else if err != nil {
+		return fmt.Errorf("shard: store config of run %s: %w", c.Run, err)
+	}
 	return nil
+}
+
+const configKey = "config"
+
+// LoadConfig returns the Config that Setup stored for run.
+func LoadConfig(ctx context.Context, js jetstream.JetStream, run string) (Config, error) {
+	var c Config
+	if !runName.MatchString(run) {
+		return c, fmt.Errorf("shard: run name %q: want [A-Za-z0-9_-]+", run)
+	}
+	kv, err := js.KeyValue(ctx, Config{Run: run}.ckptBucket())
+	if err != nil {
+		return c, fmt.Errorf("shard: run %s: %w", run, err)
+	}
+	e, err := kv.Get(ctx, configKey)
+	if err != nil {
+		return c, fmt.Errorf("shard: config of run %s: %w", run, err)
+	}
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return c, fmt.Errorf("shard: config of run %s: %w", run, err)
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("shard: config of run %s: %w", run, err)
+	}
+	return c, nil
 }
 
 // Headers of an uploaded piece.
