@@ -40,8 +40,15 @@ type AggStats struct {
 	// already folded; Rejected counts pieces refused (not admitted,
 	// wrong digest or size, malformed).
 	Duplicates, Rejected int
+	// Deferred counts pieces that arrived before their client's
+	// admission and were redelivered later.
+	Deferred int
 	// Checkpoints counts checkpoint writes.
 	Checkpoints int
+	// Streams is the number of mask streams removed, and Unmasking the
+	// time spent expanding this shard's range of them.
+	Streams   int
+	Unmasking time.Duration
 }
 
 // NewAggregator returns the aggregator of shard s.
@@ -146,49 +153,88 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 	var pending []jetstream.Msg
 	var fresh []uint32 // folded since the last checkpoint
 
+	// The control subjects arrive in order on their own goroutine.
+	ctlIter, err := ctl.Messages()
+	if err != nil {
+		return st, fmt.Errorf("shard: control consumer: %w", err)
+	}
+	defer ctlIter.Stop()
+	ctlCh := make(chan jetstream.Msg, 256)
+	ctlErr := make(chan error, 1)
+	go func() {
+		defer close(ctlCh)
+		for {
+			m, err := ctlIter.Next()
+			if err != nil {
+				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					ctlErr <- err
+				}
+				return
+			}
+			select {
+			case ctlCh <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	applied := 0
+	apply := func(m jetstream.Msg) error {
+		applied++
+		var err error
+		switch subj := m.Subject(); subj {
+		case c.ctlSubject(round, "admit"):
+			r, u, d, err := decodeCommit(m.Data(), c.Shards)
+			if err != nil || r != round || int64(u) >= int64(c.Clients) {
+				return fmt.Errorf("shard: bad admission in round %d: %v", round, err)
+			}
+			admitted[u] = d[ag.shard]
+			setBit(have, u)
+		case c.ctlSubject(round, "close"):
+			if len(m.Data()) != 4 {
+				return fmt.Errorf("shard: bad close of round %d", round)
+			}
+			closed, n3 = true, int(binary.BigEndian.Uint32(m.Data()))
+		case c.ctlSubject(round, "unmask"):
+			if streams, err = decodeStreams(m.Data()); err != nil {
+				return err
+			}
+			haveStreams = true
+		case c.ctlSubject(round, "abort"):
+			return fmt.Errorf("%w: round %d: %s", ErrAborted, round, m.Data())
+		}
+		return nil
+	}
+	// readCtl applies the control messages that arrived; with wait, it
+	// first waits for one (or ctx's end).
 	readCtl := func(wait bool) error {
 		for {
-			var b jetstream.MessageBatch
-			var err error
+			var m jetstream.Msg
+			var ok bool
 			if wait {
-				b, err = ctl.Fetch(64, jetstream.FetchMaxWait(fetchWait))
+				select {
+				case m, ok = <-ctlCh:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				wait = false
 			} else {
-				b, err = ctl.FetchNoWait(64)
-			}
-			if err != nil {
-				return err
-			}
-			n := 0
-			for m := range b.Messages() {
-				n++
-				subj := m.Subject()
-				switch {
-				case subj == c.ctlSubject(round, "admit"):
-					r, u, d, err := decodeCommit(m.Data(), c.Shards)
-					if err != nil || r != round || int64(u) >= int64(c.Clients) {
-						return fmt.Errorf("shard: bad admission in round %d: %v", round, err)
-					}
-					admitted[u] = d[ag.shard]
-					setBit(have, u)
-				case subj == c.ctlSubject(round, "close"):
-					if len(m.Data()) != 4 {
-						return fmt.Errorf("shard: bad close of round %d", round)
-					}
-					closed, n3 = true, int(binary.BigEndian.Uint32(m.Data()))
-				case subj == c.ctlSubject(round, "unmask"):
-					if streams, err = decodeStreams(m.Data()); err != nil {
-						return err
-					}
-					haveStreams = true
-				case subj == c.ctlSubject(round, "abort"):
-					return fmt.Errorf("%w: round %d: %s", ErrAborted, round, m.Data())
+				select {
+				case m, ok = <-ctlCh:
+				default:
+					return nil
 				}
 			}
-			if err := b.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-				return err
+			if !ok {
+				select {
+				case err := <-ctlErr:
+					return fmt.Errorf("shard: control consumer: %w", err)
+				default:
+					return fmt.Errorf("shard: control consumer stopped: %w", ctx.Err())
+				}
 			}
-			if n == 0 || wait {
-				return nil
+			if err := apply(m); err != nil {
+				return err
 			}
 		}
 	}
@@ -235,6 +281,7 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 				st.Rejected++
 				_ = m.Term()
 			} else {
+				st.Deferred++
 				_ = m.NakWithDelay(notYetDelay)
 			}
 			return
@@ -257,6 +304,30 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 		}
 	}
 
+	// Catch up with the control messages already stored (a restart, or
+	// a late start) before any piece, so none is deferred needlessly.
+	cs, err := ag.js.Stream(ctx, c.ctlStream())
+	if err != nil {
+		return st, fmt.Errorf("shard: control stream: %w", err)
+	}
+	info, err := cs.Info(ctx, jetstream.WithSubjectFilter(c.ctlSubject(round, ">")))
+	if err != nil {
+		return st, fmt.Errorf("shard: control stream: %w", err)
+	}
+	backlog := 0
+	for _, n := range info.State.Subjects {
+		backlog += int(n)
+	}
+	for applied < backlog {
+		if err := readCtl(true); err != nil {
+			return st, err
+		}
+	}
+	pieces, err := up.Messages(jetstream.PullMaxMessages(c.CheckpointEvery))
+	if err != nil {
+		return st, fmt.Errorf("shard: consume shard %d: %w", ag.shard, err)
+	}
+	defer pieces.Stop()
 	for {
 		if err := readCtl(false); err != nil {
 			return st, err
@@ -264,27 +335,29 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 		if closed && ck.count >= n3 {
 			break
 		}
-		b, err := up.Fetch(c.CheckpointEvery, jetstream.FetchMaxWait(fetchWait))
-		if err != nil {
-			return st, fmt.Errorf("shard: fetch shard %d: %w", ag.shard, err)
-		}
-		got := 0
-		for m := range b.Messages() {
-			handle(m)
-			got++
-			if ctx.Err() != nil {
-				return st, ctx.Err() // a crash: nothing more acknowledged
+		m, err := pieces.Next(jetstream.NextMaxWait(fetchWait))
+		switch {
+		case ctx.Err() != nil:
+			return st, ctx.Err() // a crash: nothing more acknowledged
+		case errors.Is(err, nats.ErrTimeout):
+			if err := save(); err != nil { // idle: checkpoint
+				return st, err
 			}
+			continue
+		case err != nil:
+			return st, fmt.Errorf("shard: consume shard %d: %w", ag.shard, err)
 		}
+		handle(m)
 		if ctx.Err() != nil {
 			return st, ctx.Err()
 		}
-		if len(pending) >= c.CheckpointEvery || got == 0 {
+		if len(pending) >= c.CheckpointEvery {
 			if err := save(); err != nil {
 				return st, err
 			}
 		}
 	}
+	pieces.Stop()
 	if err := save(); err != nil {
 		return st, err
 	}
@@ -300,7 +373,9 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 			return st, err
 		}
 	}
+	t0 := time.Now()
 	Unmask(ck.sum, lo, streams, c.Bits)
+	st.Streams, st.Unmasking = len(streams), time.Since(t0)
 	ck.done = true
 	if _, err := kv.Put(ctx, key, ck.encode()); err != nil {
 		return st, fmt.Errorf("shard: checkpoint %s: %w", key, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -91,8 +92,10 @@ func (pr problem) plainSum() []uint32 {
 
 // roundHooks lets a test interfere with a round.
 type roundHooks struct {
-	// afterUpload runs once every client has uploaded, before the close.
-	afterUpload func(masked []*secagg.MaskedInput)
+	// beforeUpload runs once every client has masked, before any
+	// upload; afterUpload once every client has uploaded, before the
+	// close.
+	beforeUpload, afterUpload func(masked []*secagg.MaskedInput)
 	// aggregators runs the aggregators (default: one goroutine each).
 	aggregators func(ctx context.Context, t *testing.T, c Config, round uint64) func() []AggStats
 	// onUpload sees each client's upload statistics.
@@ -201,6 +204,9 @@ func runRound(t *testing.T, nc *nats.Conn, js jetstream.JetStream, c Config, pr 
 			t.Fatal(err)
 		}
 	}
+	if h.beforeUpload != nil {
+		h.beforeUpload(masked)
+	}
 	var wg sync.WaitGroup
 	for _, m := range masked {
 		wg.Go(func() {
@@ -277,9 +283,10 @@ func TestShardedSumEqualsSingleServer(t *testing.T) {
 }
 
 // TestReplayAndConflictingPieces: a replayed publish is dropped by the
-// duplicate window, a second, different piece (under another message id)
-// and a piece of a client never admitted are rejected on every shard,
-// and a second commit is refused.
+// duplicate window and its second commit refused; a different piece
+// for an admitted client (under another message id, stored before the
+// client's own) and a piece of a client never admitted change no shard's
+// sum.
 func TestReplayAndConflictingPieces(t *testing.T) {
 	nc, js := startNATS(t)
 	c := Config{Run: "replay", Shards: 2, Len: 100, Clients: 8, Bits: 24}
@@ -287,36 +294,36 @@ func TestReplayAndConflictingPieces(t *testing.T) {
 	ctx := context.Background()
 	var replay UploadStats
 	var commitErr error
-	got, want, stats := runRound(t, nc, js, c, pr, 3, roundHooks{afterUpload: func(masked []*secagg.MaskedInput) {
-		replay, commitErr = Upload(ctx, nc, js, c, 3, masked[0])
-		for s := range c.Shards {
-			a, b := c.Range(s)
-			for _, u := range []uint32{masked[1].From, 1} { // 1 dropped before its input
-				bad := slices.Clone(masked[1].Y[a:b])
-				bad[0]++
-				msg := &nats.Msg{Subject: c.upSubject(3, s), Data: encodeWords(bad), Header: nats.Header{}}
-				msg.Header.Set(hdrClient, fmt.Sprint(u))
-				msg.Header.Set(hdrRound, "3")
-				msg.Header.Set(hdrShard, fmt.Sprint(s))
-				if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("evil.%d.%d", u, s))); err != nil {
-					t.Fatal(err)
+	hooks := roundHooks{
+		beforeUpload: func(masked []*secagg.MaskedInput) {
+			for s := range c.Shards {
+				a, b := c.Range(s)
+				for _, u := range []uint32{masked[1].From, 1} { // 1 dropped before its input
+					bad := slices.Clone(masked[1].Y[a:b])
+					bad[0]++
+					msg := &nats.Msg{Subject: c.upSubject(3, s), Data: encodeWords(bad), Header: nats.Header{}}
+					msg.Header.Set(hdrClient, fmt.Sprint(u))
+					msg.Header.Set(hdrRound, "3")
+					msg.Header.Set(hdrShard, fmt.Sprint(s))
+					if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("evil.%d.%d", u, s))); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
-		}
-	}})
+		},
+		afterUpload: func(masked []*secagg.MaskedInput) {
+			replay, commitErr = Upload(ctx, nc, js, c, 3, masked[0])
+		},
+	}
+	got, want, _ := runRound(t, nc, js, c, pr, 3, hooks)
 	if !slices.Equal(got, want) || !slices.Equal(got, pr.plainSum()) {
 		t.Fatal("sum changed by replays or conflicting pieces")
 	}
 	if replay.Duplicates != c.Shards {
 		t.Errorf("replay: %d duplicates, want %d", replay.Duplicates, c.Shards)
 	}
-	if commitErr == nil {
-		t.Error("second commit of a client was admitted")
-	}
-	for s, st := range stats {
-		if st.Duplicates+st.Rejected < 2 {
-			t.Errorf("shard %d: %d duplicates and %d rejected, want the 2 bad pieces refused", s, st.Duplicates, st.Rejected)
-		}
+	if !errors.Is(commitErr, ErrRefused) {
+		t.Errorf("second commit of a client: %v, want ErrRefused", commitErr)
 	}
 }
 
@@ -443,5 +450,88 @@ func TestAddRange(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAggregatorRefusesPieces drives one aggregator by hand: with two
+// admitted clients, a piece whose digest is not the admitted one, a
+// piece of a client never admitted and a second, different piece of an
+// admitted client are refused, and the shard's result is the two
+// admitted pieces minus its range of the mask stream.
+func TestAggregatorRefusesPieces(t *testing.T) {
+	_, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := Config{Run: "refuse", Shards: 2, Len: 50, Clients: 6, Bits: 32}
+	if err := Setup(ctx, js, c); err != nil {
+		t.Fatal(err)
+	}
+	const round, s = 4, 1
+	lo, hi := c.Range(s)
+	piece := func(u uint32, v uint32) []byte {
+		w := make([]uint32, hi-lo)
+		for i := range w {
+			w[i] = v + uint32(i)
+		}
+		return encodeWords(w)
+	}
+	good := map[uint32][]byte{0: piece(0, 100), 1: piece(1, 2000)}
+	pub := func(subj string, data []byte, id string, hdr ...string) {
+		t.Helper()
+		msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			msg.Header.Set(hdr[i], hdr[i+1])
+		}
+		if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for u, data := range good {
+		d := make([][32]byte, c.Shards)
+		d[s] = digest(u, round, s, data)
+		pub(c.ctlSubject(round, "admit"), encodeCommit(round, u, d), fmt.Sprint("admit", u))
+	}
+	pub(c.ctlSubject(round, "close"), []byte{0, 0, 0, 2}, "close")
+	key := [16]byte{9}
+	pub(c.ctlSubject(round, "unmask"), encodeStreams([]secagg.MaskStream{{Key: key, Sub: true}}), "unmask")
+	up := func(u uint32, data []byte, id string) {
+		pub(c.upSubject(round, s), data, id, hdrClient, fmt.Sprint(u), hdrRound, fmt.Sprint(round), hdrShard, fmt.Sprint(s))
+	}
+	up(0, piece(0, 7), "bad-digest")
+	up(5, piece(5, 100), "not-admitted")
+	up(0, good[0], "good0")
+	up(0, piece(0, 8), "second")
+	up(1, good[1], "good1")
+
+	ag, err := NewAggregator(js, c, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ag.Round(ctx, round)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Folded != 2 || st.Rejected != 2 || st.Duplicates != 1 || st.Deferred != 0 {
+		t.Errorf("stats %+v: want 2 folded, 2 rejected, 1 duplicate, none deferred", st)
+	}
+	cons, err := js.OrderedConsumer(ctx, c.ctlStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{c.ctlSubject(round, fmt.Sprint("result.", s))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := next(ctx, cons)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := decodeWords(m.Data())
+	g0, _ := decodeWords(good[0])
+	g1, _ := decodeWords(good[1])
+	want := make([]uint32, hi-lo)
+	for i := range want {
+		want[i] = g0[i] + g1[i]
+	}
+	addRange(want, &key, lo, true, make([]byte, expandBytes))
+	if !slices.Equal(got, want) {
+		t.Fatal("shard result is not the admitted pieces minus the mask range")
 	}
 }
