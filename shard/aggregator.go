@@ -41,7 +41,7 @@ type AggStats struct {
 	// wrong digest or size, malformed).
 	Duplicates, Rejected int
 	// Deferred counts pieces that arrived before their client's
-	// admission and were redelivered later.
+	// admission (held until it arrives, or redelivered later).
 	Deferred int
 	// Checkpoints counts checkpoint writes.
 	Checkpoints int
@@ -179,6 +179,13 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 		}
 	}()
 	applied := 0
+	// Pieces that arrive before their client's admission (the usual
+	// case: a client commits after its pieces are stored) are held,
+	// unacknowledged, up to half of MaxAckPending, and folded when the
+	// admission arrives; beyond that they are redelivered later.
+	held := map[uint32][]jetstream.Msg{}
+	nHeld := 0
+	var ready []jetstream.Msg
 	apply := func(m jetstream.Msg) error {
 		applied++
 		var err error
@@ -190,6 +197,11 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 			}
 			admitted[u] = d[ag.shard]
 			setBit(have, u)
+			if ms := held[u]; ms != nil {
+				ready = append(ready, ms...)
+				nHeld -= len(ms)
+				delete(held, u)
+			}
 		case c.ctlSubject(round, "close"):
 			if len(m.Data()) != 4 {
 				return fmt.Errorf("shard: bad close of round %d", round)
@@ -280,8 +292,10 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 			if closed { // never admitted: dropped
 				st.Rejected++
 				_ = m.Term()
+			} else if st.Deferred++; nHeld < c.MaxAckPending/2 {
+				held[u] = append(held[u], m)
+				nHeld++
 			} else {
-				st.Deferred++
 				_ = m.NakWithDelay(notYetDelay)
 			}
 			return
@@ -331,6 +345,29 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 	for {
 		if err := readCtl(false); err != nil {
 			return st, err
+		}
+		for len(ready) > 0 {
+			m := ready[0]
+			ready = ready[1:]
+			handle(m)
+			if ctx.Err() != nil {
+				return st, ctx.Err()
+			}
+		}
+		if closed && nHeld > 0 { // never admitted
+			for _, ms := range held {
+				for _, m := range ms {
+					st.Rejected++
+					_ = m.Term()
+				}
+			}
+			clear(held)
+			nHeld = 0
+		}
+		if len(pending) >= c.CheckpointEvery {
+			if err := save(); err != nil {
+				return st, err
+			}
 		}
 		if closed && ck.count >= n3 {
 			break
