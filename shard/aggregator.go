@@ -134,7 +134,7 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 	if err != nil {
 		return st, fmt.Errorf("shard: control consumer: %w", err)
 	}
-	up, err := ag.js.CreateOrUpdateConsumer(ctx, c.upStream(), jetstream.ConsumerConfig{
+	up, err := ag.js.CreateOrUpdateConsumer(ctx, c.upStream(ag.shard), jetstream.ConsumerConfig{
 		Durable:       fmt.Sprintf("agg-%d-%d", round, ag.shard),
 		FilterSubject: c.upSubject(round, ag.shard),
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -420,7 +420,7 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 	if err := ag.publishResult(ctx, round, ck.sum); err != nil {
 		return st, err
 	}
-	_ = ag.js.DeleteConsumer(ctx, c.upStream(), fmt.Sprintf("agg-%d-%d", round, ag.shard))
+	_ = ag.js.DeleteConsumer(ctx, c.upStream(ag.shard), fmt.Sprintf("agg-%d-%d", round, ag.shard))
 	return st, nil
 }
 

@@ -31,7 +31,7 @@ type Config struct {
 	// DiscardNewPerSubject): when a shard falls that far behind, its
 	// publishes are refused and clients wait. 0 means 1024.
 	Backlog int64
-	// MaxBytes bounds the whole upload stream; 0 means 1 GiB.
+	// MaxBytes bounds each shard's upload stream; 0 means 1 GiB.
 	MaxBytes int64
 	// MaxAckPending bounds the pieces an aggregator holds
 	// unacknowledged; 0 means 256.
@@ -89,7 +89,7 @@ func (c Config) Range(s int) (a, b int) {
 	return s * c.Len / c.Shards, (s + 1) * c.Len / c.Shards
 }
 
-func (c Config) upStream() string      { return "PRIVREC_" + c.Run + "_UP" }
+func (c Config) upStream(s int) string { return fmt.Sprintf("PRIVREC_%s_UP_%d", c.Run, s) }
 func (c Config) ctlStream() string     { return "PRIVREC_" + c.Run + "_CTL" }
 func (c Config) ckptBucket() string    { return "PRIVREC_" + c.Run + "_CKPT" }
 func (c Config) commitSubject() string { return "privrec." + c.Run + ".commit" }
@@ -109,22 +109,26 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 	}
 	c = c.withDefaults()
 	c.CheckpointEvery = min(c.CheckpointEvery, c.MaxAckPending)
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:      c.upStream(),
-		Subjects:  []string{"privrec." + c.Run + ".up.>"},
-		Retention: jetstream.WorkQueuePolicy,
-		Discard:   jetstream.DiscardNew,
-		MaxBytes:  c.MaxBytes,
-		// Per shard and round: a slow shard refuses only its own
-		// pieces. Clients publish in shard order and commit after the
-		// last, so the last shard's backlog is always committable and
-		// the shards cannot deadlock one another.
-		MaxMsgsPerSubject:    c.Backlog,
-		DiscardNewPerSubject: true,
-		Storage:              jetstream.FileStorage,
-		Duplicates:           2 * time.Minute,
-	}); err != nil {
-		return fmt.Errorf("shard: stream %s: %w", c.upStream(), err)
+	// One stream per shard: in a cluster each can have its leader on
+	// another server, so ingest scales with the shards.
+	for s := range c.Shards {
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:      c.upStream(s),
+			Subjects:  []string{fmt.Sprintf("privrec.%s.up.*.%d", c.Run, s)},
+			Retention: jetstream.WorkQueuePolicy,
+			Discard:   jetstream.DiscardNew,
+			MaxBytes:  c.MaxBytes,
+			// Per round: a slow shard refuses only its own pieces.
+			// Clients publish in shard order and commit after the last,
+			// so the last shard's backlog is always committable and the
+			// shards cannot deadlock one another.
+			MaxMsgsPerSubject:    c.Backlog,
+			DiscardNewPerSubject: true,
+			Storage:              jetstream.FileStorage,
+			Duplicates:           2 * time.Minute,
+		}); err != nil {
+			return fmt.Errorf("shard: stream %s: %w", c.upStream(s), err)
+		}
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:       c.ctlStream(),

@@ -285,12 +285,14 @@ func (co *Coordinator) Broadcast(ctx context.Context, data []byte) error {
 	if _, err := co.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("broadcast.%d", co.round))); err != nil {
 		return fmt.Errorf("shard: broadcast of round %d: %w", co.round, err)
 	}
-	st, err := co.js.Stream(ctx, co.c.upStream())
-	if err != nil {
-		return err
-	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(fmt.Sprintf("privrec.%s.up.%d.>", co.c.Run, co.round))); err != nil {
-		return fmt.Errorf("shard: purge round %d: %w", co.round, err)
+	for s := range co.c.Shards {
+		st, err := co.js.Stream(ctx, co.c.upStream(s))
+		if err != nil {
+			return err
+		}
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(co.c.upSubject(co.round, s))); err != nil {
+			return fmt.Errorf("shard: purge round %d shard %d: %w", co.round, s, err)
+		}
 	}
 	kv, err := co.js.KeyValue(ctx, co.c.ckptBucket())
 	if err != nil {

@@ -9,7 +9,8 @@
 //     exactly as the single server does (it wraps a secagg.Server).
 //  2. A client masks its vector as usual, splits it by shard and
 //     publishes the pieces (Upload) to JetStream subjects
-//     privrec.<run>.up.<round>.<shard> of the stream PRIVREC_<run>_UP,
+//     privrec.<run>.up.<round>.<shard> of the shard's stream
+//     PRIVREC_<run>_UP_<shard>,
 //     each with the message id <client>.<round>.<shard>, so JetStream's
 //     duplicate window drops a replayed publish. Once every piece is
 //     stored (acknowledged by JetStream), the client commits: a request
@@ -57,10 +58,13 @@
 //
 // # Backpressure
 //
-// The upload stream is a work queue (a piece is deleted once its
-// aggregator acknowledged it) with MaxBytes and DiscardNew: when a slow
+// Each shard's upload stream is a work queue (a piece is deleted once
+// its aggregator acknowledged it) holding at most Backlog pieces a round
+// (MaxMsgsPerSubject, DiscardNewPerSubject) and MaxBytes: when a slow
 // aggregator's backlog fills it, publishes fail and Upload retries with
-// exponential backoff, so a slow shard slows admission. An aggregator
+// exponential backoff, so a slow shard slows admission. One stream per
+// shard lets a cluster place the shards' stream leaders on different
+// servers. An aggregator
 // holds at most MaxAckPending unacknowledged pieces; its memory is its
 // shard sum, one digest and one bit per client.
 //
