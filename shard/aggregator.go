@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -149,6 +150,8 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 	have := make([]byte, (c.Clients+7)/8)
 	closed, n3 := false, -1
 	var streams []secagg.MaskStream
+	var parts [][]secagg.MaskStream // of the mask streams, as they arrive
+	nParts := 0
 	haveStreams := false
 	var pending []jetstream.Msg
 	var fresh []uint32 // folded since the last checkpoint
@@ -208,10 +211,26 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 			}
 			closed, n3 = true, int(binary.BigEndian.Uint32(m.Data()))
 		case c.ctlSubject(round, "unmask"):
-			if streams, err = decodeStreams(m.Data()); err != nil {
-				return err
+			var i, n int
+			if _, err := fmt.Sscanf(m.Headers().Get(hdrPart), "%d/%d", &i, &n); err != nil || i < 0 || i >= n || (parts != nil && len(parts) != n) {
+				return fmt.Errorf("shard: mask streams of round %d: bad part %q", round, m.Headers().Get(hdrPart))
 			}
-			haveStreams = true
+			if parts == nil {
+				parts = make([][]secagg.MaskStream, n)
+			}
+			if parts[i] == nil {
+				if parts[i], err = decodeStreams(m.Data()); err != nil {
+					return err
+				}
+				if parts[i] == nil {
+					parts[i] = []secagg.MaskStream{}
+				}
+				nParts++
+			}
+			if nParts == n {
+				streams = slices.Concat(parts...)
+				haveStreams = true
+			}
 		case c.ctlSubject(round, "abort"):
 			return fmt.Errorf("%w: round %d: %s", ErrAborted, round, m.Data())
 		}

@@ -177,6 +177,13 @@ func (co *Coordinator) abort(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: round %d: %w", ErrAborted, co.round, err)
 }
 
+// streamsPerMsg bounds the mask streams in one control message: 510 KB,
+// half of NATS's default maximum payload (a variable for tests).
+var streamsPerMsg = 30_000
+
+// hdrPart numbers a part of the mask streams: "i/n".
+const hdrPart = "Privrec-Part"
+
 func encodeStreams(st []secagg.MaskStream) []byte {
 	out := make([]byte, 0, 17*len(st))
 	for _, s := range st {
@@ -219,9 +226,16 @@ func (co *Coordinator) Finish(ctx context.Context) ([]uint32, error) {
 	if err != nil {
 		return nil, co.abort(ctx, err)
 	}
-	if _, err := co.js.Publish(ctx, co.c.ctlSubject(co.round, "unmask"), encodeStreams(streams),
-		jetstream.WithMsgID(fmt.Sprintf("unmask.%d", co.round))); err != nil {
-		return nil, fmt.Errorf("shard: publish mask streams of round %d: %w", co.round, err)
+	// In parts of at most streamsPerMsg streams (17 B each), so that a
+	// round of any size fits NATS's maximum payload.
+	parts := max(1, (len(streams)+streamsPerMsg-1)/streamsPerMsg)
+	for i := range parts {
+		chunk := streams[i*len(streams)/parts : (i+1)*len(streams)/parts]
+		msg := &nats.Msg{Subject: co.c.ctlSubject(co.round, "unmask"), Data: encodeStreams(chunk), Header: nats.Header{}}
+		msg.Header.Set(hdrPart, fmt.Sprintf("%d/%d", i, parts))
+		if _, err := co.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("unmask.%d.%d", co.round, i))); err != nil {
+			return nil, fmt.Errorf("shard: publish mask streams of round %d: %w", co.round, err)
+		}
 	}
 	cons, err := co.js.OrderedConsumer(ctx, co.c.ctlStream(), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{co.c.ctlSubject(co.round, "result.*")},

@@ -255,14 +255,17 @@ func runRound(t *testing.T, nc *nats.Conn, js jetstream.JetStream, c Config, pr 
 
 func TestShardedSumEqualsSingleServer(t *testing.T) {
 	nc, js := startNATS(t)
+	defer func(n int) { streamsPerMsg = n }(streamsPerMsg)
 	for _, tc := range []struct {
 		shards, n, l int
+		perMsg       int // mask streams a control message
 	}{
-		{1, 8, 257},
-		{2, 10, 1000},
-		{3, 12, 1001}, // shard boundaries 333, 667: not multiples of 4
-		{4, 9, 64},
+		{1, 8, 257, 30_000},
+		{2, 10, 1000, 5}, // the mask streams in several parts
+		{3, 12, 1001, 1}, // shard boundaries 333, 667: not multiples of 4
+		{4, 9, 64, 30_000},
 	} {
+		streamsPerMsg = tc.perMsg
 		t.Run(fmt.Sprintf("S=%d", tc.shards), func(t *testing.T) {
 			c := Config{Run: fmt.Sprintf("eq%d", tc.shards), Shards: tc.shards, Len: tc.l, Clients: tc.n, Bits: 24}
 			pr := newProblem(tc.n, tc.l, tc.shards)
@@ -493,7 +496,7 @@ func TestAggregatorRefusesPieces(t *testing.T) {
 	}
 	pub(c.ctlSubject(round, "close"), []byte{0, 0, 0, 2}, "close")
 	key := [16]byte{9}
-	pub(c.ctlSubject(round, "unmask"), encodeStreams([]secagg.MaskStream{{Key: key, Sub: true}}), "unmask")
+	pub(c.ctlSubject(round, "unmask"), encodeStreams([]secagg.MaskStream{{Key: key, Sub: true}}), "unmask", hdrPart, "0/1")
 	up := func(u uint32, data []byte, id string) {
 		pub(c.upSubject(round, s), data, id, hdrClient, fmt.Sprint(u), hdrRound, fmt.Sprint(round), hdrShard, fmt.Sprint(s))
 	}
