@@ -4,6 +4,8 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
+	"runtime"
+	"sync"
 
 	"github.com/privrec/privrec/secagg"
 )
@@ -51,11 +53,30 @@ func addRange(dst []uint32, key *[16]byte, off int, sub bool, buf []byte) {
 
 // Unmask removes the mask streams from sum, which holds the words
 // [off, off+len(sum)) of the sum of the masked inputs, and reduces it
-// modulo 2^bits, in place.
+// modulo 2^bits, in place. The streams are split over GOMAXPROCS
+// workers, each adding into its own accumulator.
 func Unmask(sum []uint32, off int, streams []secagg.MaskStream, bits int) {
-	buf := make([]byte, expandBytes)
-	for i := range streams {
-		addRange(sum, &streams[i].Key, off, streams[i].Sub, buf)
+	workers := min(runtime.GOMAXPROCS(0), len(streams))
+	accs := make([][]uint32, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		acc := sum
+		if w > 0 {
+			acc = make([]uint32, len(sum))
+			accs[w] = acc
+		}
+		wg.Go(func() {
+			buf := make([]byte, expandBytes)
+			for i := w; i < len(streams); i += workers {
+				addRange(acc, &streams[i].Key, off, streams[i].Sub, buf)
+			}
+		})
+	}
+	wg.Wait()
+	for _, acc := range accs[min(1, workers):] {
+		for i, x := range acc {
+			sum[i] += x
+		}
 	}
 	mask := uint32(1<<bits - 1)
 	for i := range sum {
