@@ -83,8 +83,11 @@
 // A client that commits digests of pieces it never uploads stalls the
 // round until the caller's deadline, and the round releases nothing (as
 // an abort of the single server); the commit arrives after JetStream
-// stored the pieces, so an honest client cannot cause this. Control
-// messages (mask streams, shard results, checkpoints) must fit the NATS
-// maximum payload (1 MiB by default): about 60,000 streams a round, and
-// shards of at most about 250,000 words.
+// stored the pieces, so an honest client cannot cause this. A piece, a
+// shard result and a checkpoint (shard sum plus one bit a client) are
+// single messages and must fit the NATS maximum payload (1 MiB by
+// default): shards of at most about 250,000 words. The mask streams go
+// in parts of 30,000. Rounds are numbered by the caller; an aggregator
+// command processes them in order, so a round number must not be
+// skipped (an aborted round is fine).
 package shard
