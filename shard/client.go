@@ -28,7 +28,7 @@ type UploadStats struct {
 // stream refuses (it is full: some shard is behind) is retried with
 // exponential backoff until ctx ends. Calling Upload again with the same
 // m is safe: stored pieces are dropped as duplicates and the coordinator
-// refuses a second commit.
+// answers the same commit as admitted, once.
 func Upload(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c Config, round uint64, m *secagg.MaskedInput) (UploadStats, error) {
 	var st UploadStats
 	if err := c.Validate(); err != nil {
@@ -79,6 +79,6 @@ func Upload(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c Config
 }
 
 // ErrRefused is returned (wrapped) when the coordinator refuses a
-// commit: the client is not in the round, already committed, or the
+// commit: the client is not in the round, committed other pieces, or the
 // input step is closed.
 var ErrRefused = errors.New("shard: commit refused")

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -34,6 +35,7 @@ type Coordinator struct {
 	sub      *nats.Subscription
 	closed   bool
 	admitted int
+	commits  map[uint32][]byte // admitted commits, by client
 	futures  []jetstream.PubAckFuture
 }
 
@@ -50,7 +52,7 @@ func NewCoordinator(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, 
 	if err != nil {
 		return nil, err
 	}
-	return &Coordinator{c: c.withDefaults(), nc: nc, js: js, srv: srv, round: round}, nil
+	return &Coordinator{c: c.withDefaults(), nc: nc, js: js, srv: srv, round: round, commits: map[uint32][]byte{}}, nil
 }
 
 // Server is the round's secagg server: the caller runs the key and share
@@ -62,6 +64,9 @@ func (co *Coordinator) Server() *secagg.Server { return co.srv }
 // Listen starts admitting commits (the masked-input step). Each commit
 // is admitted at most once per client: secagg.Server.RecordMaskedInput
 // checks that the client shared its keys and was not admitted before.
+// The same commit again (a client retrying after a lost reply) is
+// answered as admitted; a different one from an admitted client is
+// refused.
 func (co *Coordinator) Listen() error {
 	co.mu.Lock()
 	defer co.mu.Unlock()
@@ -87,6 +92,16 @@ func (co *Coordinator) commit(m *nats.Msg) {
 	}
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	if prev, ok := co.commits[client]; ok && round == co.round {
+		// A retried commit (its reply was lost) is answered again; a
+		// different one is the client changing its input: refused.
+		if bytes.Equal(prev, m.Data) {
+			_ = m.Respond(nil)
+		} else {
+			refuse(fmt.Errorf("client %d already committed other pieces in round %d", client, round))
+		}
+		return
+	}
 	switch {
 	case round != co.round:
 		refuse(fmt.Errorf("round %d is not the open round %d", round, co.round))
@@ -118,6 +133,7 @@ func (co *Coordinator) commit(m *nats.Msg) {
 		co.futures = append(co.futures, f)
 	}
 	co.admitted++
+	co.commits[client] = bytes.Clone(m.Data)
 	_ = m.Respond(nil)
 }
 

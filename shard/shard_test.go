@@ -285,8 +285,9 @@ func TestShardedSumEqualsSingleServer(t *testing.T) {
 	}
 }
 
-// TestReplayAndConflictingPieces: a replayed publish is dropped by the
-// duplicate window and its second commit refused; a different piece
+// TestReplayAndConflictingPieces: a replayed upload's pieces are dropped
+// by the duplicate window and its commit answered as admitted, once; the
+// same client uploading another vector is refused; a different piece
 // for an admitted client (under another message id, stored before the
 // client's own) and a piece of a client never admitted change no shard's
 // sum.
@@ -296,7 +297,7 @@ func TestReplayAndConflictingPieces(t *testing.T) {
 	pr := newProblem(c.Clients, c.Len, 5)
 	ctx := context.Background()
 	var replay UploadStats
-	var commitErr error
+	var replayErr, commitErr error
 	hooks := roundHooks{
 		beforeUpload: func(masked []*secagg.MaskedInput) {
 			for s := range c.Shards {
@@ -315,7 +316,10 @@ func TestReplayAndConflictingPieces(t *testing.T) {
 			}
 		},
 		afterUpload: func(masked []*secagg.MaskedInput) {
-			replay, commitErr = Upload(ctx, nc, js, c, 3, masked[0])
+			replay, replayErr = Upload(ctx, nc, js, c, 3, masked[0])
+			other := &secagg.MaskedInput{From: masked[0].From, Y: slices.Clone(masked[0].Y)}
+			other.Y[0] ^= 1
+			_, commitErr = Upload(ctx, nc, js, c, 3, other)
 		},
 	}
 	got, want, _ := runRound(t, nc, js, c, pr, 3, hooks)
@@ -325,8 +329,11 @@ func TestReplayAndConflictingPieces(t *testing.T) {
 	if replay.Duplicates != c.Shards {
 		t.Errorf("replay: %d duplicates, want %d", replay.Duplicates, c.Shards)
 	}
+	if replayErr != nil {
+		t.Errorf("replayed upload: %v, want its commit answered as admitted", replayErr)
+	}
 	if !errors.Is(commitErr, ErrRefused) {
-		t.Errorf("second commit of a client: %v, want ErrRefused", commitErr)
+		t.Errorf("commit of other pieces by an admitted client: %v, want ErrRefused", commitErr)
 	}
 }
 
