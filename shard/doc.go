@@ -10,11 +10,11 @@
 //  2. A client masks its vector as usual, splits it by shard and
 //     publishes the pieces (Upload) to JetStream subjects
 //     privrec.<run>.up.<round>.<shard> of the shard's stream
-//     PRIVREC_<run>_UP_<shard>,
-//     each with the message id <client>.<round>.<shard>, so JetStream's
+//     PRIVREC_<run>_UP_<shard>, each with the message id <client>.<round>.<shard>, so JetStream's
 //     duplicate window drops a replayed publish. Once every piece is
 //     stored (acknowledged by JetStream), the client commits: a request
-//     to the coordinator carrying a SHA-256 digest of each piece.
+//     to the coordinator carrying a SHA-256 digest of each piece (the
+//     same commit again is answered as admitted, so a client may retry).
 //  3. The coordinator admits a commit at most once per client and round
 //     (secagg.Server.RecordMaskedInput: the client must be in U2 and not
 //     admitted before), and publishes the admission with the digests on
@@ -25,8 +25,10 @@
 //     consumer and folds a piece into its shard sum only if its client
 //     is admitted, the piece's digest is the admitted one, and the
 //     client was not folded before. A piece whose client is not yet
-//     admitted is redelivered later (NakWithDelay); after the close it
-//     is dropped (Term). So every shard folds the same set U3, each
+//     admitted (the usual case: the commit follows the pieces) is held
+//     unacknowledged until the admission arrives (beyond half of
+//     MaxAckPending, redelivered later instead); after the close it is
+//     dropped (Term). So every shard folds the same set U3, each
 //     client's piece exactly once — one masked input per client per
 //     round across shards; a client that uploads a different or a second
 //     piece for a shard has that piece rejected on every aggregator.
@@ -34,7 +36,8 @@
 //     seeds and derives the PRG streams to remove
 //     (secagg.Server.MaskStreams: each survivor's self mask, each
 //     survivor–dropped pairwise mask), and publishes them once on
-//     privrec.<run>.ctl.<round>.unmask. Every stream is AES-128-CTR with
+//     privrec.<run>.ctl.<round>.unmask (in parts of at most 30,000
+//     streams, 17 B each). Every stream is AES-128-CTR with
 //     a zero IV, word i at byte 4i, so aggregator s expands only its
 //     range [a_s, b_s) of each stream (one PRG stream per shard and
 //     offset: counter a_s/4, skipping the first a_s mod 4 words of that
