@@ -164,6 +164,8 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 	defer ctlIter.Stop()
 	ctlCh := make(chan jetstream.Msg, 256)
 	ctlErr := make(chan error, 1)
+	done := make(chan struct{}) // Round returned: the goroutine stops
+	defer close(done)
 	go func() {
 		defer close(ctlCh)
 		for {
@@ -177,6 +179,8 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 			select {
 			case ctlCh <- m:
 			case <-ctx.Done():
+				return
+			case <-done:
 				return
 			}
 		}
