@@ -508,6 +508,11 @@ func canaryCases(*env) []testCase {
 		testCase{"ldp-op", Control, ldpopCanary(rv+": the paper's per-rating figure", changeRating, canaryItem, true, 1)},
 		testCase{"ldp-op", Control, ldpopCanary(ra+": the paper's per-rating figure", addRating, canaryNew, true, 1)},
 		testCase{"ldp-op", Control, ldpopCanary(uv+": a quarter of the charged sensitivity", flipUser, 0, false, 0.25)},
+		testCase{"hdpmf", Control, hdpmfMaskedCanary(hdpmf.HDPMF, rv+", integer path: the per-rating figure", changeRating, 0, true, 1, paper)},
+		testCase{"hdpmf", Control, hdpmfMaskedCanary(hdpmf.HDPMF, uv+", integer path: half the charged sensitivity", flipUser, -1, false, 0.5, "proven figure understated by half")},
+		testCase{"dp-als", Control, dpalsCanary("dp-als", false, 0.5)},
+		testCase{"dp-als", Control, dpalsCanary("dp-als", true, 0.5)},
+		testCase{"dp-biases", Control, dpalsCanary("dp-biases", false, 0.5)},
 	)
 	for _, v := range fam {
 		cs = append(cs,
@@ -520,6 +525,13 @@ func canaryCases(*env) []testCase {
 		testCase{"ldp-op", Protected, ldpopCanary(ra, addRating, canaryNew, false, 1)},
 		testCase{"ldp-op", Protected, ldpopCanary(uv, flipUser, 0, false, 1)},
 		testCase{"ldp-op", Protected, ldpopCanary(urm, removeUser, 0, false, 1)},
+		testCase{"hdpmf", Protected, hdpmfMaskedCanary(hdpmf.HDPMF, rv+", integer path", changeRating, -1, false, 1, "the default user clip")},
+		testCase{"hdpmf", Protected, hdpmfMaskedCanary(hdpmf.HDPMF, uv+", integer path", flipUser, -1, false, 1, "the default user clip")},
+		testCase{"dpmf", Protected, hdpmfMaskedCanary(hdpmf.DPMF, uv+", integer path", flipUser, -1, false, 1, "the default user clip")},
+		testCase{"dp-als", Protected, dpalsCanary("dp-als", false, 1)},
+		testCase{"dp-als", Protected, dpalsCanary("dp-als", true, 1)},
+		testCase{"dp-biases", Protected, dpalsCanary("dp-biases", false, 1)},
+		testCase{"dp-biases", Protected, dpalsCanary("dp-biases", true, 1)},
 	)
 	return cs
 }
