@@ -48,8 +48,13 @@ func init() {
 			"and L2 ratios; the Laplace figures rest on L1). A protected row holds at ≤ 1. Controls must exceed 1: each paper's own " +
 			"per-rating figure on the method as the paper runs it (its analysis assumes a rating moves only its item's row, but u_i is " +
 			"fitted to all of the user's ratings and carries a changed rating into every row the user rated), the proven figure " +
-			"charged at half its sensitivity, and HDPMF without the user clip that the proven figure rests on. The releases are " +
-			"deterministic given the streams, so there is no interval.",
+			"charged at half its sensitivity, and HDPMF without the user clip that the proven figure rests on. dp-als and dp-biases run with one user added " +
+			"(their unit): on the Gaussian path each release of a round is compared with the L2 sensitivity its zCDP ledger charges; " +
+			"on the integer path (secagg=masked, also run for HDPMF and DPMF) the clients' words are summed mod 2^32 as secure " +
+			"aggregation sums them, with the Skellam shares off, and read as signed integers against the calibration's integer " +
+			"sensitivities. The SDCF family (SDMF, SD-FM, SD-BPRMF) has no row: randomized response and a truncated fake error " +
+			"have no sensitivity to check; its existence claim is attacked by the average, shape and grid attacks above. The " +
+			"releases are deterministic given the streams, so there is no interval.",
 		cases: canaryCases,
 	})
 }

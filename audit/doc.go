@@ -54,6 +54,8 @@
 //     integer path too (secagg=masked, the Skellam shares off, the words
 //     summed mod 2^32 as secure aggregation sums them and compared as
 //     signed integers against the calibration's integer sensitivities).
+//     The SDCF family has no canary: randomized response and a truncated
+//     fake error have no sensitivity; the attacks above audit it.
 //
 // Run runs them (all, or one attack, or the attacks of one method) and
 // Report.Markdown writes the report, docs/results/audit.md in the
