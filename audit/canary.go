@@ -48,8 +48,13 @@ func init() {
 			"and L2 ratios; the Laplace figures rest on L1). A protected row holds at ≤ 1. Controls must exceed 1: each paper's own " +
 			"per-rating figure on the method as the paper runs it (its analysis assumes a rating moves only its item's row, but u_i is " +
 			"fitted to all of the user's ratings and carries a changed rating into every row the user rated), the proven figure " +
-			"charged at half its sensitivity, and HDPMF without the user clip that the proven figure rests on. The releases are " +
-			"deterministic given the streams, so there is no interval.",
+			"charged at half its sensitivity, and HDPMF without the user clip that the proven figure rests on. dp-als and dp-biases run with one user added " +
+			"(their unit): on the Gaussian path each release of a round is compared with the L2 sensitivity its zCDP ledger charges; " +
+			"on the integer path (secagg=masked, also run for HDPMF and DPMF) the clients' words are summed mod 2^32 as secure " +
+			"aggregation sums them, with the Skellam shares off, and read as signed integers against the calibration's integer " +
+			"sensitivities. The SDCF family (SDMF, SD-FM, SD-BPRMF) has no row: randomized response and a truncated fake error " +
+			"have no sensitivity to check; its existence claim is attacked by the average, shape and grid attacks above. The " +
+			"releases are deterministic given the streams, so there is no interval.",
 		cases: canaryCases,
 	})
 }
@@ -158,7 +163,13 @@ type canaryOutcome struct {
 	l1, l2, chL1, chL2   float64
 	rounds               int
 	firstOver, overCount int
+	// byRound holds each compared round's ratio and norms, by the
+	// broadcast's round number.
+	byRound map[int]roundMove
 }
+
+// roundMove is one round's measured change and its charge.
+type roundMove struct{ ratio, l1, l2, chL1, chL2 float64 }
 
 // replay runs srv against the clients of both sides, each side's clients
 // answering the same broadcasts, and compares every training round's
@@ -209,6 +220,10 @@ func replay(ctx context.Context, srv protocol.Server, a, b []protocol.Client, nu
 			c1, c2 := charge(bc)
 			ratio := math.Max(ratioOf(l1, c1), ratioOf(l2, c2))
 			out.rounds++
+			if out.byRound == nil {
+				out.byRound = map[int]roundMove{}
+			}
+			out.byRound[bc.Round] = roundMove{ratio, l1, l2, c1, c2}
 			if ratio > 1+canarySlack {
 				out.overCount++
 				if out.firstOver < 0 {
@@ -262,9 +277,21 @@ func canaryResult(o canaryOutcome, unit, setting, charged string) Result {
 // (paper) or the proven user-level one, times scale.
 func hdpmfCanary(v hdpmf.Variant, unit string, rel func(*ratings.Dataset) *ratings.Dataset, clip float64, paper bool, scale float64, what string) func(ctx context.Context, e *env) (Result, error) {
 	return func(ctx context.Context, e *env) (Result, error) {
-		d, err := canaryData(e)
+		o, setting, chName, err := hdpmfCanaryRun(ctx, e, v, rel, clip, paper, scale, what)
 		if err != nil {
 			return Result{}, err
+		}
+		return canaryResult(o, unit, setting, chName), nil
+	}
+}
+
+// hdpmfCanaryRun runs hdpmfCanary's replay and returns its outcome, the
+// setting and the name of the charge.
+func hdpmfCanaryRun(ctx context.Context, e *env, v hdpmf.Variant, rel func(*ratings.Dataset) *ratings.Dataset, clip float64, paper bool, scale float64, what string) (o canaryOutcome, setting, chName string, err error) {
+	{
+		d, err := canaryData(e)
+		if err != nil {
+			return o, "", "", err
 		}
 		rounds := 20
 		if !e.cfg.Quick {
@@ -285,7 +312,7 @@ func hdpmfCanary(v hdpmf.Variant, unit string, rel func(*ratings.Dataset) *ratin
 		// data the unit changes).
 		w, err := budget.HDPMFSpec(d, cfg.Spec, cfg.SpecSeed)
 		if err != nil {
-			return Result{}, err
+			return o, "", "", err
 		}
 		// The canary is the most exposed user, and its changed rating of
 		// weight 1: the paper's per-rating figure charges it the most.
@@ -294,22 +321,22 @@ func hdpmfCanary(v hdpmf.Variant, unit string, rel func(*ratings.Dataset) *ratin
 		nb := rel(d)
 		ca, err := hdpmf.NewClients(d, cfg)
 		if err != nil {
-			return Result{}, err
+			return o, "", "", err
 		}
 		cb, err := hdpmf.NewClients(nb, cfg)
 		if err != nil {
-			return Result{}, err
+			return o, "", "", err
 		}
 		ca.Noiseless()
 		cb.Noiseless()
 		srv, err := hdpmf.NewServer(cfg, d.NumItems(), d.Scale)
 		if err != nil {
-			return Result{}, err
+			return o, "", "", err
 		}
 		ra, ua := ca.Charged(0)
 		rb, ub := cb.Charged(0)
 		ch := hdpmf.Sensitivity{L1: math.Max(ua.L1, ub.L1), L2: math.Max(ua.L2, ub.L2)}
-		chName := "the proven user-level figure's 2C·Δ (L2), 2C·√K·Δ (L1) a round"
+		chName = "the proven user-level figure's 2C·Δ (L2), 2C·√K·Δ (L1) a round"
 		if paper {
 			ch = hdpmf.Sensitivity{L1: math.Max(ra.L1, rb.L1), L2: math.Max(ra.L2, rb.L2)}
 			chName = "the paper's per-rating 2W·Δ (L2), 2√K·W·Δ (L1) a round, W of the canary's most exposed rating"
@@ -325,13 +352,41 @@ func hdpmfCanary(v hdpmf.Variant, unit string, rel func(*ratings.Dataset) *ratin
 		if scale != 1 {
 			chName = fmt.Sprintf("%g × ", scale) + chName
 		}
-		o, err := replay(ctx, srv, ca.List, cb.List, d.NumItems(), cfg.Dim, cfg.Seed, func(*protocol.Broadcast) (float64, float64) { return ch.L1, ch.L2 })
+		o, err = replay(ctx, srv, ca.List, cb.List, d.NumItems(), cfg.Dim, cfg.Seed, func(*protocol.Broadcast) (float64, float64) { return ch.L1, ch.L2 })
+		if err != nil {
+			return o, "", "", err
+		}
+		setting = fmt.Sprintf("%s, K = %d, %d rounds, user clip C = %g, %s; %d users × %d items, user 0 the canary (%d ratings)",
+			v, cfg.Dim, rounds, clip, what, d.NumUsers(), d.NumItems(), (d.NumItems()+1)/2)
+		return o, setting, chName, nil
+	}
+}
+
+// issueRound is the round of the issue's case (issue 32): HDPMF as the
+// paper runs it, a rating changed from 1 to 5, and the whole release of
+// round 4 moving by more than the per-rating 2Δ = 8 charged.
+const issueRound = 4
+
+// hdpmfRoundCanary is hdpmfCanary's row read at one round (issueRound):
+// the value is that round's ratio, not the largest over the run.
+func hdpmfRoundCanary(unit string, clip float64, paper bool, what string) func(ctx context.Context, e *env) (Result, error) {
+	return func(ctx context.Context, e *env) (Result, error) {
+		o, setting, chName, err := hdpmfCanaryRun(ctx, e, hdpmf.HDPMF, changeRating, clip, paper, 1, what)
 		if err != nil {
 			return Result{}, err
 		}
-		setting := fmt.Sprintf("%s, K = %d, %d rounds, user clip C = %g, %s; %d users × %d items, user 0 the canary (%d ratings)",
-			v, cfg.Dim, rounds, clip, what, d.NumUsers(), d.NumItems(), (d.NumItems()+1)/2)
-		return canaryResult(o, unit, setting, chName), nil
+		m, ok := o.byRound[issueRound]
+		if !ok {
+			return Result{}, fmt.Errorf("canary: the run compared no release at round %d", issueRound)
+		}
+		at := canaryOutcome{ratio: m.ratio, round: issueRound, l1: m.l1, l2: m.l2, chL1: m.chL1, chL2: m.chL2, rounds: 1, firstOver: -1}
+		if m.ratio > 1+canarySlack {
+			at.overCount, at.firstOver = 1, issueRound
+		}
+		r := canaryResult(at, unit, setting, chName)
+		r.Note += fmt.Sprintf("; the row reads round %d alone (L2 ratio %s, L1 ratio %s); over all %d rounds the largest ratio is %s, at round %d",
+			issueRound, num(ratioOf(m.l2, m.chL2)), num(ratioOf(m.l1, m.chL1)), o.rounds, num(o.ratio), o.round)
+		return r, nil
 	}
 }
 
@@ -502,13 +557,20 @@ func canaryCases(*env) []testCase {
 		cs = append(cs, testCase{v.String(), Control, hdpmfCanary(v, rv+": the paper's per-rating figure", changeRating, 0, true, 1, paper)})
 	}
 	cs = append(cs,
+		testCase{"hdpmf", Control, hdpmfRoundCanary(rv+fmt.Sprintf(", round %d (issue 32's case): the paper's per-rating figure", issueRound), 0, true, paper)},
 		testCase{"hdpmf", Finding, hdpmfDataCanary},
 		testCase{"hdpmf", Control, hdpmfCanary(hdpmf.HDPMF, uv+": no user clip", flipUser, 0, false, 1, "no user clip, charged as if the default C")},
 		testCase{"hdpmf", Control, hdpmfCanary(hdpmf.HDPMF, uv+": half the charged sensitivity", flipUser, -1, false, 0.5, "proven figure understated by half")},
 		testCase{"ldp-op", Control, ldpopCanary(rv+": the paper's per-rating figure", changeRating, canaryItem, true, 1)},
 		testCase{"ldp-op", Control, ldpopCanary(ra+": the paper's per-rating figure", addRating, canaryNew, true, 1)},
 		testCase{"ldp-op", Control, ldpopCanary(uv+": a quarter of the charged sensitivity", flipUser, 0, false, 0.25)},
+		testCase{"hdpmf", Control, hdpmfMaskedCanary(hdpmf.HDPMF, rv+", integer path: the per-rating figure", changeRating, 0, true, 1, paper)},
+		testCase{"hdpmf", Control, hdpmfMaskedCanary(hdpmf.HDPMF, uv+", integer path: half the charged sensitivity", flipUser, -1, false, 0.5, "proven figure understated by half")},
+		testCase{"dp-als", Control, dpalsCanary("dp-als", false, 0.5)},
+		testCase{"dp-als", Control, dpalsCanary("dp-als", true, 0.5)},
+		testCase{"dp-biases", Control, dpalsCanary("dp-biases", false, 0.5)},
 	)
+	cs = append(cs, testCase{"hdpmf", Protected, hdpmfRoundCanary(rv+fmt.Sprintf(", round %d (issue 32's case)", issueRound), -1, false, "the default user clip")})
 	for _, v := range fam {
 		cs = append(cs,
 			testCase{v.String(), Protected, hdpmfCanary(v, rv, changeRating, -1, false, 1, "the default user clip")},
@@ -520,6 +582,13 @@ func canaryCases(*env) []testCase {
 		testCase{"ldp-op", Protected, ldpopCanary(ra, addRating, canaryNew, false, 1)},
 		testCase{"ldp-op", Protected, ldpopCanary(uv, flipUser, 0, false, 1)},
 		testCase{"ldp-op", Protected, ldpopCanary(urm, removeUser, 0, false, 1)},
+		testCase{"hdpmf", Protected, hdpmfMaskedCanary(hdpmf.HDPMF, rv+", integer path", changeRating, -1, false, 1, "the default user clip")},
+		testCase{"hdpmf", Protected, hdpmfMaskedCanary(hdpmf.HDPMF, uv+", integer path", flipUser, -1, false, 1, "the default user clip")},
+		testCase{"dpmf", Protected, hdpmfMaskedCanary(hdpmf.DPMF, uv+", integer path", flipUser, -1, false, 1, "the default user clip")},
+		testCase{"dp-als", Protected, dpalsCanary("dp-als", false, 1)},
+		testCase{"dp-als", Protected, dpalsCanary("dp-als", true, 1)},
+		testCase{"dp-biases", Protected, dpalsCanary("dp-biases", false, 1)},
+		testCase{"dp-biases", Protected, dpalsCanary("dp-biases", true, 1)},
 	)
 	return cs
 }

@@ -48,10 +48,14 @@
 //     figure charged. Protected rows (the proven user-level figures) must
 //     stay at a ratio ≤ 1; controls (each paper's per-rating figure, HDPMF
 //     without its user clip, the proven figure understated) must exceed
-//     it. dp-als has its own canary in its package's tests; the SDCF
-//     family's local randomizers are audited by the attacks above. The
-//     integer path (secagg=masked) is not canaried: its sensitivity
-//     argument (clip after rounding) is the float path's plus rounding.
+//     it. dp-als and dp-biases run with one user added (their unit), on
+//     the Gaussian path (each release of a round against its zCDP
+//     ledger's L2) and on the integer path; HDPMF and DPMF run on the
+//     integer path too (secagg=masked, the Skellam shares off, the words
+//     summed mod 2^32 as secure aggregation sums them and compared as
+//     signed integers against the calibration's integer sensitivities).
+//     The SDCF family has no canary: randomized response and a truncated
+//     fake error have no sensitivity; the attacks above audit it.
 //
 // Run runs them (all, or one attack, or the attacks of one method) and
 // Report.Markdown writes the report, docs/results/audit.md in the

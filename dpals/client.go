@@ -31,6 +31,9 @@ type observer struct {
 	mu    sync.Mutex
 	final *protocol.Broadcast
 	plan  *maskPlan // the integer path's calibration, built on first use
+	// noiseless (Clients.Noiseless) switches the Skellam shares off; set
+	// before a run.
+	noiseless bool
 }
 
 // maskPlan returns the integer path's calibration for ni items.

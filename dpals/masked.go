@@ -173,7 +173,11 @@ func (c *client) encode(b *protocol.Broadcast, ms *maskStep, x []float64, r *ran
 		c.noise = make([]int64, ms.d)
 	}
 	noise := c.noise[:ms.d]
-	dp.FillSkellamShare(r, ms.mu, shares(b), noise)
+	if c.obs.noiseless {
+		clear(noise)
+	} else {
+		dp.FillSkellamShare(r, ms.mu, shares(b), noise)
+	}
 	e := 0
 	for bl, n := range ms.sizes {
 		f := ms.gamma / ms.sigmas[bl]

@@ -397,8 +397,23 @@ func (c *Clients) Charged(u int) (rating, user Sensitivity) {
 	return rating, user
 }
 
-// Noiseless switches the float paths' noise shares off, so that the
-// uploads carry only their data: for privrec/audit's sensitivity canary,
+// ChargedMasked returns the per-round sensitivities, in integer units of
+// the summed words, that the integer path (secagg=masked) charges:
+// rating, the paper's, for one rating value (2Δ·Scale + 2√K for the
+// rounding in L2, min(√K·L2, L2²) in L1); user, the proven one, for all
+// of one user's rating values (2C·Δ·Scale in L2, its square in L1; +Inf
+// without a user clip). ok is false when the clients were not built for
+// the integer path.
+func (c *Clients) ChargedMasked() (rating, user Sensitivity, ok bool) {
+	m := c.run.sh.mask
+	if m == nil {
+		return Sensitivity{}, Sensitivity{}, false
+	}
+	return Sensitivity{L1: m.l1, L2: m.l2}, Sensitivity{L1: m.ul1, L2: m.ul2}, true
+}
+
+// Noiseless switches the noise shares off (the float paths' and the
+// integer path's Skellam shares), so that the uploads carry only their data: for privrec/audit's sensitivity canary,
 // which replays the same broadcasts to the clients of two neighbouring
 // datasets and compares the noise-free releases. The uploads then protect
 // nothing.

@@ -134,7 +134,8 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 	}
 	u := c.u
 	var tabs []*dp.SkellamTable
-	if c.sh.variant != Plain {
+	noisy := c.sh.variant != Plain && !c.sh.noiseless
+	if noisy {
 		tabs = c.tables(b, rho)
 	}
 	c.sent++
@@ -145,7 +146,7 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 			c.row[d] = e * u[d]
 		}
 		q.Quantize(r, c.row, c.ints)
-		if c.sh.variant != Plain {
+		if noisy {
 			if t := tabs[n]; t != nil {
 				t.AddTo(r, c.ints)
 			} else {

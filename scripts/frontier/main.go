@@ -51,6 +51,15 @@ type point struct {
 	label, unit, trusted string
 	eps, userEps, delta  float64
 	rmse                 []float64
+	// paperOnly marks a method whose reported ε is its paper's figure and
+	// not an upper bound (notBound): no proven figure, no point drawn.
+	paperOnly bool
+}
+
+// notBound lists the methods whose reported ε is not an upper bound for
+// their unit against privrec's server, with the reason (issue 32).
+var notBound = map[string]string{
+	"sdmf": "the existence bound assumes the server learns nothing from the gradients' values, and `privrec audit --attack grid` beats it; real errors are sent untruncated while Thm 3's ε_g assumes [−α, α]",
 }
 
 func (p *point) mean() float64 {
@@ -112,8 +121,9 @@ func read(file string) ([]*point, error) {
 				p.eps = math.Inf(1) // "Inf"
 			}
 		}
+		_, p.paperOnly = notBound[r.Method]
 		switch {
-		case p.unit == "none":
+		case p.unit == "none", p.paperOnly:
 			p.userEps = math.Inf(1)
 		case userLevel(p.unit):
 			p.userEps = p.eps
@@ -150,6 +160,10 @@ func table(pts []*point, file string) error {
 			ue = fmt.Sprintf("%.4g", p.userEps)
 			if !userLevel(p.unit) {
 				ue += " (group)"
+			}
+			if p.paperOnly {
+				eps += " (the paper's figure, not a bound)"
+				ue = "none proven"
 			}
 		}
 		sd := ""
