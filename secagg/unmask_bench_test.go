@@ -1,7 +1,10 @@
 package secagg
 
 import (
+	"crypto/ecdh"
+
 	"fmt"
+	"github.com/cloudflare/circl/dh/x25519"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -121,4 +124,35 @@ func BenchmarkUnmask(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkX25519 compares the two X25519 implementations at hand for the
+// server's pairwise agreements (one per dropped client and surviving
+// neighbour): crypto/ecdh and circl's dh/x25519.
+func BenchmarkX25519(b *testing.B) {
+	priv, err := ecdh.X25519().GenerateKey(testRand(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	peer, err := ecdh.X25519().GenerateKey(testRand(2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("crypto-ecdh", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := priv.ECDH(peer.PublicKey()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("circl", func(b *testing.B) {
+		var s, p, out x25519.Key
+		copy(s[:], priv.Bytes())
+		copy(p[:], peer.PublicKey().Bytes())
+		for b.Loop() {
+			if !x25519.Shared(&out, &s, &p) {
+				b.Fatal("low-order point")
+			}
+		}
+	})
 }
