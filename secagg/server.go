@@ -507,13 +507,42 @@ func (s *Server) AddUnmask(m *UnmaskResponse) error {
 func (s *Server) Result() ([]uint32, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.enter(stageUnmask); err != nil {
+	keys, err := s.unmaskKeys()
+	if err != nil {
 		return nil, err
 	}
 	sum := s.sum
+	removeMasks(sum, keys)
+	mask := s.p.mask()
+	out := make([]uint32, len(sum))
+	for i, x := range sum {
+		out[i] = x & mask
+	}
+	return out, nil
+}
+
+// UnmaskKeys ends the round as Result does, but instead of the sum it
+// returns the masks that Result would remove from it, for a caller that
+// holds the sum of the masked inputs in shards: a shard holding
+// coordinates [a, b) of that sum removes every key k with
+// AddMaskRange(shard, &k.Key, a, k.Sub), then takes its words modulo
+// 2^Bits. The keys are the server's secrets of the round (one self-mask
+// key per survivor: whoever holds them and a survivor's masked input
+// learns more about it than the sum); hand them to aggregators that are
+// part of the server. Errors are Result's.
+func (s *Server) UnmaskKeys() ([]MaskKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unmaskKeys()
+}
+
+func (s *Server) unmaskKeys() ([]MaskKey, error) {
+	if err := s.enter(stageUnmask); err != nil {
+		return nil, err
+	}
 	// The masks to remove: the self mask of each survivor, the pairwise
 	// masks between each dropped client in U2 and its surviving
-	// neighbours (unmask.go removes them on all cores).
+	// neighbours (unmask.go derives them on all cores).
 	u := &unmaskPlan{p: &s.p, keys: s.keys}
 	for v := range s.p.N {
 		if !s.in3[v] {
@@ -549,16 +578,12 @@ func (s *Server) Result() ([]uint32, error) {
 		u.sets = append(u.sets, set)
 		u.survOff = append(u.survOff, len(u.surv))
 	}
-	if err := u.run(sum); err != nil {
+	keys, err := u.maskKeys()
+	if err != nil {
 		return nil, s.abort(err)
 	}
-	mask := s.p.mask()
-	out := make([]uint32, len(sum))
-	for i, x := range sum {
-		out[i] = x & mask
-	}
 	s.stage = stageDone
-	return out, nil
+	return keys, nil
 }
 
 // Ready reports whether the shares revealed so far suffice for Result:

@@ -77,9 +77,19 @@ func spread(n int, f func(w, i int)) int {
 	return workers
 }
 
-// run removes the masks of the plan from sum. It returns the error of the
-// first owner (in plan order) whose masks cannot be derived.
-func (u *unmaskPlan) run(sum []uint32) error {
+// MaskKey is one mask that the server removes from the sum of the masked
+// inputs: the key of its PRG stream (AddMaskRange expands it) and whether
+// it is subtracted (a mask the clients added) or added.
+type MaskKey struct {
+	Key [16]byte
+	Sub bool
+}
+
+// maskKeys reconstructs the seeds and derives the keys of every mask of
+// the plan: the self masks first, in owner order, then the pairwise masks
+// of each dropped client with its surviving neighbours. It returns the
+// error of the first owner (in plan order) whose masks cannot be derived.
+func (u *unmaskPlan) maskKeys() ([]MaskKey, error) {
 	n := len(u.owners)
 	seeds := make([][SeedSize]byte, n)
 	errs := make([]error, n)
@@ -92,8 +102,7 @@ func (u *unmaskPlan) run(sum []uint32) error {
 		lag[w].recover(u.sets[lo:hi], seeds[lo:hi], errs[lo:hi])
 	})
 
-	keys := make([][16]byte, u.nSelf+len(u.surv))
-	sub := make([]bool, len(keys))
+	keys := make([]MaskKey, u.nSelf+len(u.surv))
 	spread((n+keyBatch-1)/keyBatch, func(_, b int) {
 		for k := b * keyBatch; k < min(n, (b+1)*keyBatch); k++ {
 			if k < u.nSelf {
@@ -101,19 +110,23 @@ func (u *unmaskPlan) run(sum []uint32) error {
 					errs[k] = fmt.Errorf("self mask of %d: %w", u.owners[k], errs[k])
 					continue
 				}
-				keys[k] = selfMaskKey(&seeds[k], &u.p.Seed, u.owners[k])
-				sub[k] = true
+				keys[k] = MaskKey{Key: selfMaskKey(&seeds[k], &u.p.Seed, u.owners[k]), Sub: true}
 				continue
 			}
-			errs[k] = u.pairwise(k-u.nSelf, &seeds[k], errs[k], keys[u.nSelf:], sub[u.nSelf:])
+			errs[k] = u.pairwise(k-u.nSelf, &seeds[k], errs[k], keys[u.nSelf:])
 		}
 	})
 	for _, err := range errs {
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
+	return keys, nil
+}
 
+// removeMasks removes the masks of keys from sum: each worker takes a
+// range of coordinates at a time and expands every key over it only.
+func removeMasks(sum []uint32, keys []MaskKey) {
 	nr := (len(sum) + rangeWords - 1) / rangeWords
 	e := make([]*expander, runtime.GOMAXPROCS(0))
 	spread(nr, func(w, r int) {
@@ -122,7 +135,7 @@ func (u *unmaskPlan) run(sum []uint32) error {
 		}
 		lo, hi := r*rangeWords, min(len(sum), (r+1)*rangeWords)
 		for i := range keys {
-			e[w].addAt(sum[lo:hi], &keys[i], lo, sub[i])
+			e[w].addAt(sum[lo:hi], &keys[i].Key, lo, keys[i].Sub)
 		}
 	})
 	for _, x := range e {
@@ -130,14 +143,13 @@ func (u *unmaskPlan) run(sum []uint32) error {
 			expanders.Put(x)
 		}
 	}
-	return nil
 }
 
 // pairwise derives the keys of the pairwise masks between dropped owner d
-// and its surviving neighbours into keys[survOff[d]:survOff[d+1]] (sub:
-// whether the survivor added the mask, to be subtracted), from the seed
+// and its surviving neighbours into keys[survOff[d]:survOff[d+1]] (Sub:
+// whether the survivor added the mask), from the seed
 // of its mask key, or returns the error that stops Result.
-func (u *unmaskPlan) pairwise(d int, seed *[SeedSize]byte, err error, keys [][16]byte, sub []bool) error {
+func (u *unmaskPlan) pairwise(d int, seed *[SeedSize]byte, err error, keys []MaskKey) error {
 	v := u.owners[u.nSelf+d]
 	if err != nil {
 		return fmt.Errorf("mask key of %d: %w", v, err)
@@ -162,12 +174,12 @@ func (u *unmaskPlan) pairwise(d int, seed *[SeedSize]byte, err error, keys [][16
 			if err != nil {
 				return err
 			}
-			keys[i], sub[i] = k, w < v
+			keys[i] = MaskKey{Key: k, Sub: w < v}
 			continue
 		}
 		// As pairwiseKey, from the same X25519 shared secret.
-		keys[i] = key16(shared[:], u.p.Seed[:], pairInfo("pairwise mask", min(v, w), max(v, w)))
-		sub[i] = w < v // w added the mask if w < v, subtracted it otherwise
+		// w added the mask if w < v, subtracted it otherwise.
+		keys[i] = MaskKey{Key: key16(shared[:], u.p.Seed[:], pairInfo("pairwise mask", min(v, w), max(v, w))), Sub: w < v}
 	}
 	return nil
 }

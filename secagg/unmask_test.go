@@ -322,3 +322,43 @@ func TestAddWords(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmaskKeysSharded: shards of the masked sum, each removing every
+// key of UnmaskKeys over its own coordinates with AddMaskRange, give
+// Result's sum; and UnmaskKeys ends the round like Result.
+func TestUnmaskKeysSharded(t *testing.T) {
+	p := testParams(30, 12, 6, 24, 2*rangeWords+77)
+	r := rand.New(testRand(21))
+	in := randomInputs(r, p)
+	drop := dropSome(r, p.N, 0.2, DropBeforeInput, DropBeforeUnmask)
+	srv := roundToResult(t, p, in, drop, 22)
+	want, err := resultCopy(srv).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	masked := slices.Clone(srv.sum)
+	keys, err := srv.UnmaskKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.UnmaskKeys(); !errors.Is(err, ErrState) {
+		t.Fatalf("UnmaskKeys twice: err = %v, want ErrState", err)
+	}
+	for _, shards := range []int{1, 3, 7} {
+		got := slices.Clone(masked)
+		for j := range shards {
+			a, b := j*len(got)/shards, (j+1)*len(got)/shards
+			for _, k := range keys {
+				if err := AddMaskRange(got[a:b], &k.Key, a, k.Sub); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for i := range got {
+			got[i] &= p.mask()
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%d shards: %d of %d words differ from Result", shards, countDiff(got, want), len(want))
+		}
+	}
+}
