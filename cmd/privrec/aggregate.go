@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/privrec/privrec/shard"
+)
+
+func (a *app) aggregateCmd() *cobra.Command {
+	var (
+		url, run     string
+		shardIndex   int
+		first, count uint64
+		wait         time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "aggregate",
+		Short: "Fold one item shard of secure-aggregation rounds from NATS JetStream",
+		Long: `aggregate is one aggregator of a sharded run (package shard): it owns the
+coordinates of shard --shard of every client's masked vector, consumes
+that shard's uploads of each round from JetStream with a durable consumer,
+folds the pieces of admitted clients once each, checkpoints its sum in
+the run's key-value bucket before acknowledging, removes its range of the
+mask streams the coordinator publishes, and publishes its shard of the sum.
+
+The run's configuration (shards, vector length, clients, bits, limits) is
+read from the run's bucket, where the coordinator stored it. Rounds are
+processed in order from --round; killed at any moment (even with
+SIGKILL) and started again with the same flags, it resumes the round from
+its checkpoint and durable consumer: nothing is folded twice or lost.`,
+		Example: `  privrec aggregate --nats nats://127.0.0.1:4222 --run ml1m --shard 0 --round 1`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if url == "" || run == "" {
+				return errors.New("--nats and --run are required")
+			}
+			nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+			if err != nil {
+				return fmt.Errorf("--nats %s: %w", url, err)
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			var c shard.Config
+			for {
+				lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				c, err = shard.LoadConfig(lctx, js, run)
+				cancel()
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil || wait <= 0 {
+					return err
+				}
+				a.log.Info("waiting for the run's config", "run", run, "err", err)
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(wait):
+				}
+			}
+			ag, err := shard.NewAggregator(js, c, shardIndex)
+			if err != nil {
+				return fmt.Errorf("--shard: %w", err)
+			}
+			for r := first; count == 0 || r < first+count; r++ {
+				st, err := ag.Round(ctx, r)
+				switch {
+				case errors.Is(err, shard.ErrAborted):
+					a.log.Warn("round aborted", "round", r, "shard", shardIndex, "err", err)
+					continue
+				case err != nil:
+					return fmt.Errorf("round %d, shard %d: %w", r, shardIndex, err)
+				}
+				fmt.Fprintf(a.stdout, "round %d shard %d: folded %d (resumed %d), %d duplicates, %d rejected, %d checkpoints\n",
+					r, shardIndex, st.Folded, st.Resumed, st.Duplicates, st.Rejected, st.Checkpoints)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&url, "nats", "", "NATS server URL (comma-separated for a cluster)")
+	f.StringVar(&run, "run", "", "run name, as the coordinator's")
+	f.IntVar(&shardIndex, "shard", 0, "the shard this aggregator owns (0..S-1)")
+	f.Uint64Var(&first, "round", 1, "first round to aggregate")
+	f.Uint64Var(&count, "rounds", 0, "number of rounds (0: until interrupted)")
+	f.DurationVar(&wait, "wait", 2*time.Second, "retry interval while the run's config is not stored yet (0: fail at once)")
+	return cmd
+}

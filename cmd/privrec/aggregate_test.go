@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/privrec/privrec/secagg"
+	"github.com/privrec/privrec/shard"
+)
+
+// TestAggregateCommand runs one sharded round with two `privrec
+// aggregate` commands against an embedded NATS server (127.0.0.1,
+// random port, file store in a temporary directory) and checks the
+// released sum against the plain sum of the inputs.
+func TestAggregateCommand(t *testing.T) {
+	if _, _, err := run(t, "aggregate", "--run", "x"); err == nil || !strings.Contains(err.Error(), "--nats") {
+		t.Fatalf("aggregate without --nats: %v", err)
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	const n, l = 6, 101
+	c := shard.Config{Run: "cmd", Shards: 2, Len: l, Clients: n, Bits: 24}
+	p := secagg.Params{N: n, K: n - 1, T: 4, Bits: 24, Len: l}
+	co, err := shard.NewCoordinator(ctx, nc, js, c, p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := make([]string, c.Shards)
+	errs := make([]error, c.Shards)
+	var wg sync.WaitGroup
+	for s := range c.Shards {
+		wg.Go(func() {
+			outs[s], _, errs[s] = run(t, "aggregate", "--nats", ns.ClientURL(), "--run", "cmd",
+				"--shard", fmt.Sprint(s), "--round", "1", "--rounds", "1")
+		})
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	in := make([][]uint32, n)
+	want := make([]uint32, l)
+	rnd := rand.NewChaCha8([32]byte{7})
+	cs := make([]*secagg.Client, n)
+	for u := range n {
+		in[u] = make([]uint32, l)
+		for i := range in[u] {
+			in[u][i] = r.Uint32() & 0xffff
+			want[i] += in[u][i]
+		}
+		cs[u], _ = secagg.NewClient(uint32(u), p, rnd)
+		m, _ := cs[u].AdvertiseKeys()
+		if err := co.Server().AddKeys(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kb, err := co.Server().FinishKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range kb {
+		m, _ := cs[b.To].ShareKeys(b)
+		if err := co.Server().AddShares(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sd, err := co.Server().FinishShares()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := co.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range sd {
+		m, _ := cs[d.To].MaskedInput(d, in[d.To])
+		if _, err := shard.Upload(ctx, nc, js, c, 1, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs, err := co.CloseInput(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range reqs {
+		m, _ := cs[q.To].Unmask(q)
+		if err := co.Server().AddUnmask(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := co.Finish(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for s, err := range errs {
+		if err != nil {
+			t.Fatalf("aggregate --shard %d: %v", s, err)
+		}
+		if !strings.Contains(outs[s], fmt.Sprintf("round 1 shard %d: folded %d", s, n)) {
+			t.Errorf("aggregate --shard %d printed %q", s, outs[s])
+		}
+	}
+	for i := range want {
+		want[i] &= 1<<24 - 1
+	}
+	if !slices.Equal(got, want) {
+		t.Fatal("sum released through the aggregate commands differs from the plain sum")
+	}
+}

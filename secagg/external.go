@@ -1,0 +1,114 @@
+package secagg
+
+import (
+	"bytes"
+	"crypto/ecdh"
+	"fmt"
+)
+
+// MaskStream is one PRG stream that an aggregator must remove from the
+// sum of the masked inputs: PRG(Key), subtracted (Sub) or added, word by
+// word modulo 2^32, then the sum is masked to Params.Bits. The streams of
+// a round are the self masks of the survivors and the pairwise masks
+// between survivors and clients that dropped after sharing their keys.
+// A stream is seekable (AES-128-CTR, zero IV, word i at byte 4i), so an
+// aggregator that holds only the coordinates [a, b) of the sum expands
+// only that range of each stream.
+type MaskStream struct {
+	Key [16]byte
+	Sub bool
+}
+
+// RecordMaskedInput records that client from's masked input was accepted
+// by aggregators outside this Server (sharded aggregation): from joins
+// U3 exactly as by AddMaskedInput, but its vector is not summed here.
+// The caller must not mix it with AddMaskedInput in one round.
+func (s *Server) RecordMaskedInput(from uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageInput); err != nil {
+		return err
+	}
+	if err := s.from(from); err != nil {
+		return err
+	}
+	if !s.sent[from] || s.in3[from] {
+		return fmt.Errorf("%w: masked input from %d, which did not share keys, was excluded, or sent twice", ErrMessage, from)
+	}
+	if s.checks != nil && !s.checking {
+		return fmt.Errorf("%w: masked input of %d before the check round closed", ErrState, from)
+	}
+	s.in3[from] = true
+	return nil
+}
+
+// MaskStreams ends the protocol like Result, for a round whose masked
+// inputs were summed elsewhere (RecordMaskedInput): it reconstructs the
+// needed seeds from the revealed shares and returns, instead of the
+// unmasked sum, the PRG streams to remove from the sum of the masked
+// inputs. Errors are those of Result. The streams are as secret as the
+// seeds: whoever holds them and one client's masked input can remove
+// that client's self mask, so they go only to the aggregators, which are
+// part of the server.
+func (s *Server) MaskStreams() ([]MaskStream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(stageUnmask); err != nil {
+		return nil, err
+	}
+	var out []MaskStream
+	for u := range s.p.N {
+		if !s.in3[u] {
+			continue
+		}
+		set := s.self[uint32(u)]
+		if set == nil || len(set.holders) < s.p.T {
+			return nil, s.abort(fmt.Errorf("%w: %d shares of the self mask of %d, threshold %d", ErrTooFew, lenHolders(set), u, s.p.T))
+		}
+		seed, err := recoverSeed(s.p.T, set.holders, set.values)
+		if err != nil {
+			return nil, s.abort(fmt.Errorf("self mask of %d: %w", u, err))
+		}
+		out = append(out, MaskStream{Key: selfMaskKey(&seed, &s.p.Seed, uint32(u)), Sub: true})
+	}
+	for v := range s.p.N {
+		if !s.sent[v] || s.in3[v] {
+			continue
+		}
+		var surv []uint32
+		for _, u := range s.g.Neighbours(uint32(v)) {
+			if s.in3[u] {
+				surv = append(surv, u)
+			}
+		}
+		if len(surv) == 0 {
+			continue
+		}
+		set := s.mask[uint32(v)]
+		if set == nil || len(set.holders) < s.p.T {
+			return nil, s.abort(fmt.Errorf("%w: %d shares of the mask key of dropped client %d, threshold %d", ErrTooFew, lenHolders(set), v, s.p.T))
+		}
+		seed, err := recoverSeed(s.p.T, set.holders, set.values)
+		if err != nil {
+			return nil, s.abort(fmt.Errorf("mask key of %d: %w", v, err))
+		}
+		priv := maskKeyFromSeed(&seed, &s.p.Seed)
+		if !bytes.Equal(priv.PublicKey().Bytes(), s.keys[v].MaskKey) {
+			return nil, s.abort(fmt.Errorf("%w: reconstructed mask key of %d does not match its public key", ErrShares, v))
+		}
+		for _, u := range surv {
+			pub, err := ecdh.X25519().NewPublicKey(s.keys[u].MaskKey)
+			if err != nil {
+				return nil, s.abort(err)
+			}
+			k, err := pairwiseKey(priv, pub, &s.p.Seed, uint32(v), u)
+			if err != nil {
+				return nil, s.abort(err)
+			}
+			// u added the mask if u < v, subtracted it otherwise.
+			out = append(out, MaskStream{Key: k, Sub: u < uint32(v)})
+		}
+	}
+	s.stage = stageDone
+	return out, nil
+}

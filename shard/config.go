@@ -1,0 +1,253 @@
+package shard
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config names a run and fixes its sharding. Every coordinator,
+// aggregator and client of a run must use the same Config.
+type Config struct {
+	// Run names the run in subjects, streams and buckets
+	// ([A-Za-z0-9_-]+).
+	Run string
+	// Shards is S, the number of aggregators; shard s owns the words
+	// Range(s) of every vector.
+	Shards int
+	// Len is L, the length of a client's vector, and Clients is N.
+	Len, Clients int
+	// Bits is the secagg modulus 2^Bits of the sum.
+	Bits int
+	// Backlog bounds the pieces of one shard and round that the upload
+	// stream holds unacknowledged (MaxMsgsPerSubject with
+	// DiscardNewPerSubject): when a shard falls that far behind, its
+	// publishes are refused and clients wait. 0 means 1024.
+	Backlog int64
+	// MaxBytes bounds each shard's upload stream; 0 means 1 GiB.
+	MaxBytes int64
+	// MaxAckPending bounds the pieces an aggregator holds
+	// unacknowledged; 0 means 256.
+	MaxAckPending int
+	// AckWait is how long JetStream waits for an aggregator's
+	// acknowledgement before redelivering; 0 means 30 s.
+	AckWait time.Duration
+	// CheckpointEvery is how many folded pieces an aggregator
+	// checkpoints and acknowledges at once (and it does whenever it is
+	// idle); 0 means 64.
+	CheckpointEvery int
+}
+
+var runName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	switch {
+	case !runName.MatchString(c.Run):
+		return fmt.Errorf("shard: run name %q: want [A-Za-z0-9_-]+", c.Run)
+	case c.Shards < 1 || c.Shards > c.Len:
+		return fmt.Errorf("shard: %d shards for %d words", c.Shards, c.Len)
+	case c.Clients < 1:
+		return fmt.Errorf("shard: %d clients", c.Clients)
+	case c.Bits < 1 || c.Bits > 32:
+		return fmt.Errorf("shard: %d bits, want 1..32", c.Bits)
+	case c.Backlog < 0 || c.MaxBytes < 0 || c.MaxAckPending < 0 || c.AckWait < 0 || c.CheckpointEvery < 0:
+		return errors.New("shard: negative limit")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Backlog == 0 {
+		c.Backlog = 1024
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 1 << 30
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = 256
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = 64
+	}
+	return c
+}
+
+// Range returns the words [a, b) of every vector that shard s owns:
+// contiguous, in shard order, sizes differing by at most one.
+func (c Config) Range(s int) (a, b int) {
+	return s * c.Len / c.Shards, (s + 1) * c.Len / c.Shards
+}
+
+func (c Config) upStream(s int) string { return fmt.Sprintf("PRIVREC_%s_UP_%d", c.Run, s) }
+func (c Config) ctlStream() string     { return "PRIVREC_" + c.Run + "_CTL" }
+func (c Config) ckptBucket() string    { return "PRIVREC_" + c.Run + "_CKPT" }
+func (c Config) commitSubject() string { return "privrec." + c.Run + ".commit" }
+func (c Config) upSubject(round uint64, s int) string {
+	return fmt.Sprintf("privrec.%s.up.%d.%d", c.Run, round, s)
+}
+func (c Config) ctlSubject(round uint64, what string) string {
+	return fmt.Sprintf("privrec.%s.ctl.%d.%s", c.Run, round, what)
+}
+func (c Config) broadcastSubject() string { return "privrec." + c.Run + ".broadcast" }
+
+// Setup creates (or updates) the run's streams and checkpoint bucket. It
+// is idempotent; the coordinator calls it, and so may every process.
+func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	c = c.withDefaults()
+	c.CheckpointEvery = min(c.CheckpointEvery, c.MaxAckPending)
+	// One stream per shard: in a cluster each can have its leader on
+	// another server, so ingest scales with the shards.
+	for s := range c.Shards {
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:      c.upStream(s),
+			Subjects:  []string{fmt.Sprintf("privrec.%s.up.*.%d", c.Run, s)},
+			Retention: jetstream.WorkQueuePolicy,
+			Discard:   jetstream.DiscardNew,
+			MaxBytes:  c.MaxBytes,
+			// Per round: a slow shard refuses only its own pieces.
+			// Clients publish in shard order and commit after the last,
+			// so the last shard's backlog is always committable and the
+			// shards cannot deadlock one another.
+			MaxMsgsPerSubject:    c.Backlog,
+			DiscardNewPerSubject: true,
+			Storage:              jetstream.FileStorage,
+			Duplicates:           2 * time.Minute,
+		}); err != nil {
+			return fmt.Errorf("shard: stream %s: %w", c.upStream(s), err)
+		}
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:       c.ctlStream(),
+		Subjects:   []string{"privrec." + c.Run + ".ctl.>", c.broadcastSubject()},
+		Storage:    jetstream.FileStorage,
+		Duplicates: 2 * time.Minute,
+	}); err != nil {
+		return fmt.Errorf("shard: stream %s: %w", c.ctlStream(), err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: c.ckptBucket(), Storage: jetstream.FileStorage, MaxValueSize: -1,
+	})
+	if err != nil {
+		return fmt.Errorf("shard: bucket %s: %w", c.ckptBucket(), err)
+	}
+	// The run's Config is stored once, so aggregators started with only
+	// the run name (LoadConfig) agree with the coordinator.
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Create(ctx, configKey, b); errors.Is(err, jetstream.ErrKeyExists) {
+		old, err := LoadConfig(ctx, js, c.Run)
+		if err != nil {
+			return err
+		}
+		if old != c {
+			return fmt.Errorf("shard: run %s exists with another config (%+v)", c.Run, old)
+		}
+	} else if err != nil {
+		return fmt.Errorf("shard: store config of run %s: %w", c.Run, err)
+	}
+	return nil
+}
+
+const configKey = "config"
+
+// LoadConfig returns the Config that Setup stored for run.
+func LoadConfig(ctx context.Context, js jetstream.JetStream, run string) (Config, error) {
+	var c Config
+	if !runName.MatchString(run) {
+		return c, fmt.Errorf("shard: run name %q: want [A-Za-z0-9_-]+", run)
+	}
+	kv, err := js.KeyValue(ctx, Config{Run: run}.ckptBucket())
+	if err != nil {
+		return c, fmt.Errorf("shard: run %s: %w", run, err)
+	}
+	e, err := kv.Get(ctx, configKey)
+	if err != nil {
+		return c, fmt.Errorf("shard: config of run %s: %w", run, err)
+	}
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return c, fmt.Errorf("shard: config of run %s: %w", run, err)
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("shard: config of run %s: %w", run, err)
+	}
+	return c, nil
+}
+
+// Headers of an uploaded piece.
+const (
+	hdrClient = "Privrec-Client"
+	hdrRound  = "Privrec-Round"
+	hdrShard  = "Privrec-Shard"
+)
+
+// digest binds a piece to its client, round and shard.
+func digest(client uint32, round uint64, s int, data []byte) [32]byte {
+	h := sha256.New()
+	var x [16]byte
+	binary.BigEndian.PutUint32(x[:4], client)
+	binary.BigEndian.PutUint64(x[4:12], round)
+	binary.BigEndian.PutUint32(x[12:], uint32(s))
+	h.Write(x[:])
+	h.Write(data)
+	return [32]byte(h.Sum(nil))
+}
+
+func encodeWords(w []uint32) []byte {
+	out := make([]byte, 4*len(w))
+	for i, x := range w {
+		binary.LittleEndian.PutUint32(out[4*i:], x)
+	}
+	return out
+}
+
+func decodeWords(b []byte) ([]uint32, error) {
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("shard: %d bytes is not a whole number of words", len(b))
+	}
+	out := make([]uint32, len(b)/4)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return out, nil
+}
+
+// A commit (client → coordinator) and an admission (coordinator →
+// aggregators) are round (8 B), client (4 B) and one 32-byte digest per
+// shard.
+func encodeCommit(round uint64, client uint32, d [][32]byte) []byte {
+	out := make([]byte, 12, 12+32*len(d))
+	binary.BigEndian.PutUint64(out, round)
+	binary.BigEndian.PutUint32(out[8:], client)
+	for _, x := range d {
+		out = append(out, x[:]...)
+	}
+	return out
+}
+
+func decodeCommit(b []byte, shards int) (round uint64, client uint32, d [][32]byte, err error) {
+	if len(b) != 12+32*shards {
+		return 0, 0, nil, fmt.Errorf("shard: commit of %d bytes, want %d for %d shards", len(b), 12+32*shards, shards)
+	}
+	round = binary.BigEndian.Uint64(b)
+	client = binary.BigEndian.Uint32(b[8:])
+	for s := range shards {
+		d = append(d, [32]byte(b[12+32*s:]))
+	}
+	return round, client, d, nil
+}

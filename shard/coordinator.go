@@ -1,0 +1,337 @@
+package shard
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/privrec/privrec/secagg"
+)
+
+// ErrAborted is returned (wrapped) by an aggregator or coordinator when
+// the round was aborted: it releases nothing.
+var ErrAborted = errors.New("shard: round aborted")
+
+// Coordinator runs one round's secagg key and share steps (through
+// Server, exactly as a single server), admits the clients' sharded
+// masked inputs, hands the aggregators the mask streams and assembles
+// their shards of the sum.
+type Coordinator struct {
+	c     Config
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	srv   *secagg.Server
+	round uint64
+
+	mu       sync.Mutex
+	sub      *nats.Subscription
+	closed   bool
+	admitted int
+	commits  map[uint32][]byte // admitted commits, by client
+	futures  []jetstream.PubAckFuture
+}
+
+// NewCoordinator sets up the run (Setup) and returns the coordinator of
+// round with secagg parameters p (p.N and p.Len must match c).
+func NewCoordinator(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c Config, p secagg.Params, round uint64) (*Coordinator, error) {
+	if p.N != c.Clients || p.Len != c.Len || p.Bits != c.Bits {
+		return nil, fmt.Errorf("shard: secagg params N=%d L=%d bits=%d do not match the run's %d, %d, %d", p.N, p.Len, p.Bits, c.Clients, c.Len, c.Bits)
+	}
+	if err := Setup(ctx, js, c); err != nil {
+		return nil, err
+	}
+	srv, err := secagg.NewServer(p)
+	if err != nil {
+		return nil, err
+	}
+	return &Coordinator{c: c.withDefaults(), nc: nc, js: js, srv: srv, round: round, commits: map[uint32][]byte{}}, nil
+}
+
+// Server is the round's secagg server: the caller runs the key and share
+// steps on it (AddKeys, FinishKeys, AddShares, FinishShares, and the
+// optional check round) and the unmasking step (AddUnmask) as with the
+// single server; masked inputs go through Listen and CloseInput instead.
+func (co *Coordinator) Server() *secagg.Server { return co.srv }
+
+// Listen starts admitting commits (the masked-input step). Each commit
+// is admitted at most once per client: secagg.Server.RecordMaskedInput
+// checks that the client shared its keys and was not admitted before.
+// The same commit again (a client retrying after a lost reply) is
+// answered as admitted; a different one from an admitted client is
+// refused.
+func (co *Coordinator) Listen() error {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if co.sub != nil {
+		return errors.New("shard: coordinator already listening")
+	}
+	sub, err := co.nc.Subscribe(co.c.commitSubject(), co.commit)
+	if err != nil {
+		return fmt.Errorf("shard: subscribe %s: %w", co.c.commitSubject(), err)
+	}
+	co.sub = sub
+	return nil
+}
+
+// commit handles one client's commit: the empty reply admits it, any
+// other reply says why not.
+func (co *Coordinator) commit(m *nats.Msg) {
+	refuse := func(err error) { _ = m.Respond([]byte(err.Error())) }
+	round, client, d, err := decodeCommit(m.Data, co.c.Shards)
+	if err != nil {
+		refuse(err)
+		return
+	}
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if prev, ok := co.commits[client]; ok && round == co.round {
+		// A retried commit (its reply was lost) is answered again; a
+		// different one is the client changing its input: refused.
+		if bytes.Equal(prev, m.Data) {
+			_ = m.Respond(nil)
+		} else {
+			refuse(fmt.Errorf("client %d already committed other pieces in round %d", client, round))
+		}
+		return
+	}
+	switch {
+	case round != co.round:
+		refuse(fmt.Errorf("round %d is not the open round %d", round, co.round))
+		return
+	case co.closed:
+		refuse(fmt.Errorf("round %d: the masked-input step is closed", round))
+		return
+	}
+	if err := co.srv.RecordMaskedInput(client); err != nil {
+		refuse(err)
+		return
+	}
+	f, err := co.js.PublishAsync(co.c.ctlSubject(round, "admit"), encodeCommit(round, client, d),
+		jetstream.WithMsgID(fmt.Sprintf("admit.%d.%d", client, round)))
+	if err != nil { // too many in flight: publish synchronously
+		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		_, err = co.js.Publish(ctx, co.c.ctlSubject(round, "admit"), encodeCommit(round, client, d),
+			jetstream.WithMsgID(fmt.Sprintf("admit.%d.%d", client, round)))
+		cancel()
+	}
+	if err != nil {
+		// The client is in U3 but no aggregator will know: the round
+		// cannot complete, CloseInput reports it.
+		co.futures = append(co.futures, nil)
+		refuse(err)
+		return
+	}
+	if f != nil {
+		co.futures = append(co.futures, f)
+	}
+	co.admitted++
+	co.commits[client] = bytes.Clone(m.Data)
+	_ = m.Respond(nil)
+}
+
+// Admitted returns how many clients were admitted so far.
+func (co *Coordinator) Admitted() int {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	return co.admitted
+}
+
+// CloseInput ends the masked-input step: later commits are refused, the
+// admissions are confirmed stored, the close (|U3|) is published to the
+// aggregators, and the secagg server's unmask requests are returned for
+// the caller to deliver.
+func (co *Coordinator) CloseInput(ctx context.Context) ([]*secagg.UnmaskRequest, error) {
+	co.mu.Lock()
+	co.closed = true
+	sub, futures := co.sub, co.futures
+	co.mu.Unlock()
+	if sub != nil {
+		if err := sub.Unsubscribe(); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range futures {
+		if f == nil {
+			return nil, co.abort(ctx, errors.New("an admission was not published"))
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return nil, co.abort(ctx, fmt.Errorf("admission not stored: %w", err))
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	co.mu.Lock()
+	n3 := co.admitted
+	co.mu.Unlock()
+	reqs, err := co.srv.FinishMaskedInput()
+	if err != nil {
+		return nil, co.abort(ctx, err)
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(n3))
+	if _, err := co.js.Publish(ctx, co.c.ctlSubject(co.round, "close"), b[:],
+		jetstream.WithMsgID(fmt.Sprintf("close.%d", co.round))); err != nil {
+		return nil, fmt.Errorf("shard: publish close of round %d: %w", co.round, err)
+	}
+	return reqs, nil
+}
+
+// abort publishes the round's abort for the aggregators and returns err
+// wrapped in ErrAborted.
+func (co *Coordinator) abort(ctx context.Context, err error) error {
+	_, _ = co.js.Publish(ctx, co.c.ctlSubject(co.round, "abort"), []byte(err.Error()))
+	return fmt.Errorf("%w: round %d: %w", ErrAborted, co.round, err)
+}
+
+// streamsPerMsg bounds the mask streams in one control message: 510 KB,
+// half of NATS's default maximum payload (a variable for tests).
+var streamsPerMsg = 30_000
+
+// hdrPart numbers a part of the mask streams: "i/n".
+const hdrPart = "Privrec-Part"
+
+func encodeStreams(st []secagg.MaskStream) []byte {
+	out := make([]byte, 0, 17*len(st))
+	for _, s := range st {
+		out = append(out, s.Key[:]...)
+		if s.Sub {
+			out = append(out, 1)
+		} else {
+			out = append(out, 0)
+		}
+	}
+	return out
+}
+
+func decodeStreams(b []byte) ([]secagg.MaskStream, error) {
+	if len(b)%17 != 0 {
+		return nil, fmt.Errorf("shard: mask streams of %d bytes, not a multiple of 17", len(b))
+	}
+	out := make([]secagg.MaskStream, len(b)/17)
+	for i := range out {
+		r := b[17*i:]
+		out[i].Key = [16]byte(r)
+		switch r[16] {
+		case 0:
+		case 1:
+			out[i].Sub = true
+		default:
+			return nil, fmt.Errorf("shard: mask stream %d: sign byte %d", i, r[16])
+		}
+	}
+	return out, nil
+}
+
+// Finish ends the round once the caller has fed the unmasking responses
+// to Server: it reconstructs the mask streams, publishes them to the
+// aggregators, waits (until ctx ends) for every shard's result and
+// returns the whole unmasked sum — the sum secagg.Server.Result would
+// return.
+func (co *Coordinator) Finish(ctx context.Context) ([]uint32, error) {
+	streams, err := co.srv.MaskStreams()
+	if err != nil {
+		return nil, co.abort(ctx, err)
+	}
+	// In parts of at most streamsPerMsg streams (17 B each), so that a
+	// round of any size fits NATS's maximum payload.
+	parts := max(1, (len(streams)+streamsPerMsg-1)/streamsPerMsg)
+	for i := range parts {
+		chunk := streams[i*len(streams)/parts : (i+1)*len(streams)/parts]
+		msg := &nats.Msg{Subject: co.c.ctlSubject(co.round, "unmask"), Data: encodeStreams(chunk), Header: nats.Header{}}
+		msg.Header.Set(hdrPart, fmt.Sprintf("%d/%d", i, parts))
+		if _, err := co.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("unmask.%d.%d", co.round, i))); err != nil {
+			return nil, fmt.Errorf("shard: publish mask streams of round %d: %w", co.round, err)
+		}
+	}
+	cons, err := co.js.OrderedConsumer(ctx, co.c.ctlStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{co.c.ctlSubject(co.round, "result.*")},
+	})
+	if err != nil {
+		return nil, err
+	}
+	sum := make([]uint32, co.c.Len)
+	got := make([]bool, co.c.Shards)
+	for left := co.c.Shards; left > 0; {
+		msg, err := next(ctx, cons)
+		if err != nil {
+			return nil, fmt.Errorf("shard: round %d: waiting for %d shard results: %w", co.round, left, err)
+		}
+		_ = msg.Ack()
+		subj := msg.Subject()
+		s, err := strconv.Atoi(subj[strings.LastIndexByte(subj, '.')+1:])
+		if err != nil || s < 0 || s >= co.c.Shards {
+			return nil, fmt.Errorf("shard: round %d: result on bad subject %q", co.round, subj)
+		}
+		if got[s] {
+			continue
+		}
+		w, err := decodeWords(msg.Data())
+		a, b := co.c.Range(s)
+		if err != nil || len(w) != b-a {
+			return nil, fmt.Errorf("shard: round %d: result of shard %d has %d bytes, want %d", co.round, s, len(msg.Data()), 4*(b-a))
+		}
+		copy(sum[a:b], w)
+		got[s] = true
+		left--
+	}
+	return sum, nil
+}
+
+// next returns the next message of a consumer, waiting until ctx ends.
+func next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b, err := cons.Fetch(1, jetstream.FetchMaxWait(fetchWait))
+		if err != nil {
+			return nil, err
+		}
+		for m := range b.Messages() {
+			return m, nil
+		}
+		if err := b.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+			return nil, err
+		}
+	}
+}
+
+// Broadcast publishes the next broadcast (the model the round's sum
+// produced) on privrec.<run>.broadcast, once per round, and purges the
+// round's uploads and checkpoints.
+func (co *Coordinator) Broadcast(ctx context.Context, data []byte) error {
+	msg := &nats.Msg{Subject: co.c.broadcastSubject(), Data: data, Header: nats.Header{}}
+	msg.Header.Set(hdrRound, strconv.FormatUint(co.round, 10))
+	if _, err := co.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("broadcast.%d", co.round))); err != nil {
+		return fmt.Errorf("shard: broadcast of round %d: %w", co.round, err)
+	}
+	for s := range co.c.Shards {
+		st, err := co.js.Stream(ctx, co.c.upStream(s))
+		if err != nil {
+			return err
+		}
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(co.c.upSubject(co.round, s))); err != nil {
+			return fmt.Errorf("shard: purge round %d shard %d: %w", co.round, s, err)
+		}
+	}
+	kv, err := co.js.KeyValue(ctx, co.c.ckptBucket())
+	if err != nil {
+		return err
+	}
+	for s := range co.c.Shards {
+		if err := kv.Purge(ctx, ckptKey(co.round, s)); err != nil {
+			return fmt.Errorf("shard: purge checkpoint of round %d shard %d: %w", co.round, s, err)
+		}
+	}
+	return nil
+}

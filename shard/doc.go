@@ -1,0 +1,96 @@
+// Package shard runs the aggregation of secure-aggregation rounds
+// (package secagg) across several processes on NATS JetStream: the item
+// catalog — the coordinates [0, L) of every client's masked vector — is
+// split into S contiguous shards, each owned by one aggregator.
+//
+// # Flow of a round
+//
+//  1. The coordinator (Coordinator) runs the secagg key and share steps
+//     exactly as the single server does (it wraps a secagg.Server).
+//  2. A client masks its vector as usual, splits it by shard and
+//     publishes the pieces (Upload) to JetStream subjects
+//     privrec.<run>.up.<round>.<shard> of the shard's stream
+//     PRIVREC_<run>_UP_<shard>, each with the message id <client>.<round>.<shard>, so JetStream's
+//     duplicate window drops a replayed publish. Once every piece is
+//     stored (acknowledged by JetStream), the client commits: a request
+//     to the coordinator carrying a SHA-256 digest of each piece (the
+//     same commit again is answered as admitted, so a client may retry).
+//  3. The coordinator admits a commit at most once per client and round
+//     (secagg.Server.RecordMaskedInput: the client must be in U2 and not
+//     admitted before), and publishes the admission with the digests on
+//     privrec.<run>.ctl.<round>.admit (stream PRIVREC_<run>_CTL). The
+//     admitted clients are U3; closing the input step publishes a close
+//     message with |U3|.
+//  4. Each aggregator consumes its shard's subject with a durable pull
+//     consumer and folds a piece into its shard sum only if its client
+//     is admitted, the piece's digest is the admitted one, and the
+//     client was not folded before. A piece whose client is not yet
+//     admitted (the usual case: the commit follows the pieces) is held
+//     unacknowledged until the admission arrives (beyond half of
+//     MaxAckPending, redelivered later instead); after the close it is
+//     dropped (Term). So every shard folds the same set U3, each
+//     client's piece exactly once — one masked input per client per
+//     round across shards; a client that uploads a different or a second
+//     piece for a shard has that piece rejected on every aggregator.
+//  5. The coordinator collects the unmasking shares, reconstructs the
+//     seeds and derives the PRG streams to remove
+//     (secagg.Server.MaskStreams: each survivor's self mask, each
+//     survivor–dropped pairwise mask), and publishes them once on
+//     privrec.<run>.ctl.<round>.unmask (in parts of at most 30,000
+//     streams, 17 B each). Every stream is AES-128-CTR with
+//     a zero IV, word i at byte 4i, so aggregator s expands only its
+//     range [a_s, b_s) of each stream (one PRG stream per shard and
+//     offset: counter a_s/4, skipping the first a_s mod 4 words of that
+//     block). The aggregator subtracts them, masks to Bits and publishes
+//     its shard of the sum on privrec.<run>.ctl.<round>.result.<shard>.
+//  6. The coordinator concatenates the S results — bit for bit the sum
+//     the single server's Result returns — and the caller publishes the
+//     next broadcast (Coordinator.Broadcast); the round's uploads are
+//     purged.
+//
+// # Exactly once and crashes
+//
+// An aggregator acknowledges a piece only after a checkpoint that
+// contains it: the shard sum and the set of folded clients, written to
+// the JetStream key-value bucket PRIVREC_<run>_CKPT under
+// r<round>.s<shard>. A crashed aggregator restarts from that checkpoint
+// and its durable consumer: the pieces it had not acknowledged are
+// redelivered after AckWait, and those of clients already in the
+// checkpoint are acknowledged without folding. A piece is therefore
+// folded once, and none is lost while the stream holds it.
+//
+// # Backpressure
+//
+// Each shard's upload stream is a work queue (a piece is deleted once
+// its aggregator acknowledged it) holding at most Backlog pieces a round
+// (MaxMsgsPerSubject, DiscardNewPerSubject) and MaxBytes: when a slow
+// aggregator's backlog fills it, publishes fail and Upload retries with
+// exponential backoff, so a slow shard slows admission. One stream per
+// shard lets a cluster place the shards' stream leaders on different
+// servers. An aggregator
+// holds at most MaxAckPending unacknowledged pieces; its memory is its
+// shard sum, one digest and one bit per client.
+//
+// # Trust and privacy
+//
+// The coordinator and the aggregators together are the secagg server:
+// they are trusted like it (honest but curious, colluding with at most
+// the secagg fraction of clients), and the mask streams they exchange
+// are as secret as the reconstructed seeds. JetStream and its storage
+// hold only masked pieces, which are uniformly random modulo 2^Bits to
+// anyone without the seeds. Sharding changes no privacy bound of the
+// round: the released sum is the single server's, over the same U3.
+//
+// # Limits
+//
+// A client that commits digests of pieces it never uploads stalls the
+// round until the caller's deadline, and the round releases nothing (as
+// an abort of the single server); the commit arrives after JetStream
+// stored the pieces, so an honest client cannot cause this. A piece, a
+// shard result and a checkpoint (shard sum plus one bit a client) are
+// single messages and must fit the NATS maximum payload (1 MiB by
+// default): shards of at most about 250,000 words. The mask streams go
+// in parts of 30,000. Rounds are numbered by the caller; an aggregator
+// command processes them in order, so a round number must not be
+// skipped (an aborted round is fine).
+package shard

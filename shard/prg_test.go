@@ -1,0 +1,40 @@
+package shard
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/privrec/privrec/secagg"
+)
+
+// TestUnmaskWorkers checks the parallel Unmask against expanding the
+// streams one by one, for stream counts around the worker count.
+func TestUnmaskWorkers(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 2, 3, 17} {
+		streams := make([]secagg.MaskStream, n)
+		for i := range streams {
+			for j := range streams[i].Key {
+				streams[i].Key[j] = byte(r.Uint32())
+			}
+			streams[i].Sub = i%2 == 0
+		}
+		sum := make([]uint32, 1003)
+		for i := range sum {
+			sum[i] = r.Uint32()
+		}
+		want := slices.Clone(sum)
+		buf := make([]byte, expandBytes)
+		for _, s := range streams {
+			addRange(want, &s.Key, 77, s.Sub, buf)
+		}
+		for i := range want {
+			want[i] &= 1<<20 - 1
+		}
+		Unmask(sum, 77, streams, 20)
+		if !slices.Equal(sum, want) {
+			t.Fatalf("%d streams: parallel Unmask differs", n)
+		}
+	}
+}
