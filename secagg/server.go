@@ -521,22 +521,10 @@ func (s *Server) Result() ([]uint32, error) {
 	return out, nil
 }
 
-// UnmaskKeys ends the round as Result does, but instead of the sum it
-// returns the masks that Result would remove from it, for a caller that
-// holds the sum of the masked inputs in shards: a shard holding
-// coordinates [a, b) of that sum removes every key k with
-// AddMaskRange(shard, &k.Key, a, k.Sub), then takes its words modulo
-// 2^Bits. The keys are the server's secrets of the round (one self-mask
-// key per survivor: whoever holds them and a survivor's masked input
-// learns more about it than the sum); hand them to aggregators that are
-// part of the server. Errors are Result's.
-func (s *Server) UnmaskKeys() ([]MaskKey, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.unmaskKeys()
-}
-
-func (s *Server) unmaskKeys() ([]MaskKey, error) {
+// unmaskKeys ends the round: it reconstructs the needed seeds and returns
+// the masks to remove from the sum of the masked inputs (Result,
+// MaskStreams).
+func (s *Server) unmaskKeys() ([]MaskStream, error) {
 	if err := s.enter(stageUnmask); err != nil {
 		return nil, err
 	}

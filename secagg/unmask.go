@@ -77,19 +77,11 @@ func spread(n int, f func(w, i int)) int {
 	return workers
 }
 
-// MaskKey is one mask that the server removes from the sum of the masked
-// inputs: the key of its PRG stream (AddMaskRange expands it) and whether
-// it is subtracted (a mask the clients added) or added.
-type MaskKey struct {
-	Key [16]byte
-	Sub bool
-}
-
 // maskKeys reconstructs the seeds and derives the keys of every mask of
 // the plan: the self masks first, in owner order, then the pairwise masks
 // of each dropped client with its surviving neighbours. It returns the
 // error of the first owner (in plan order) whose masks cannot be derived.
-func (u *unmaskPlan) maskKeys() ([]MaskKey, error) {
+func (u *unmaskPlan) maskKeys() ([]MaskStream, error) {
 	n := len(u.owners)
 	seeds := make([][SeedSize]byte, n)
 	errs := make([]error, n)
@@ -102,7 +94,7 @@ func (u *unmaskPlan) maskKeys() ([]MaskKey, error) {
 		lag[w].recover(u.sets[lo:hi], seeds[lo:hi], errs[lo:hi])
 	})
 
-	keys := make([]MaskKey, u.nSelf+len(u.surv))
+	keys := make([]MaskStream, u.nSelf+len(u.surv))
 	spread((n+keyBatch-1)/keyBatch, func(_, b int) {
 		for k := b * keyBatch; k < min(n, (b+1)*keyBatch); k++ {
 			if k < u.nSelf {
@@ -110,7 +102,7 @@ func (u *unmaskPlan) maskKeys() ([]MaskKey, error) {
 					errs[k] = fmt.Errorf("self mask of %d: %w", u.owners[k], errs[k])
 					continue
 				}
-				keys[k] = MaskKey{Key: selfMaskKey(&seeds[k], &u.p.Seed, u.owners[k]), Sub: true}
+				keys[k] = MaskStream{Key: selfMaskKey(&seeds[k], &u.p.Seed, u.owners[k]), Sub: true}
 				continue
 			}
 			errs[k] = u.pairwise(k-u.nSelf, &seeds[k], errs[k], keys[u.nSelf:])
@@ -126,7 +118,7 @@ func (u *unmaskPlan) maskKeys() ([]MaskKey, error) {
 
 // removeMasks removes the masks of keys from sum: each worker takes a
 // range of coordinates at a time and expands every key over it only.
-func removeMasks(sum []uint32, keys []MaskKey) {
+func removeMasks(sum []uint32, keys []MaskStream) {
 	nr := (len(sum) + rangeWords - 1) / rangeWords
 	e := make([]*expander, runtime.GOMAXPROCS(0))
 	spread(nr, func(w, r int) {
@@ -149,7 +141,7 @@ func removeMasks(sum []uint32, keys []MaskKey) {
 // and its surviving neighbours into keys[survOff[d]:survOff[d+1]] (Sub:
 // whether the survivor added the mask), from the seed
 // of its mask key, or returns the error that stops Result.
-func (u *unmaskPlan) pairwise(d int, seed *[SeedSize]byte, err error, keys []MaskKey) error {
+func (u *unmaskPlan) pairwise(d int, seed *[SeedSize]byte, err error, keys []MaskStream) error {
 	v := u.owners[u.nSelf+d]
 	if err != nil {
 		return fmt.Errorf("mask key of %d: %w", v, err)
@@ -174,12 +166,12 @@ func (u *unmaskPlan) pairwise(d int, seed *[SeedSize]byte, err error, keys []Mas
 			if err != nil {
 				return err
 			}
-			keys[i] = MaskKey{Key: k, Sub: w < v}
+			keys[i] = MaskStream{Key: k, Sub: w < v}
 			continue
 		}
 		// As pairwiseKey, from the same X25519 shared secret.
 		// w added the mask if w < v, subtracted it otherwise.
-		keys[i] = MaskKey{Key: key16(shared[:], u.p.Seed[:], pairInfo("pairwise mask", min(v, w), max(v, w))), Sub: w < v}
+		keys[i] = MaskStream{Key: key16(shared[:], u.p.Seed[:], pairInfo("pairwise mask", min(v, w), max(v, w))), Sub: w < v}
 	}
 	return nil
 }

@@ -323,10 +323,10 @@ func TestAddWords(t *testing.T) {
 	}
 }
 
-// TestUnmaskKeysSharded: shards of the masked sum, each removing every
-// key of UnmaskKeys over its own coordinates with AddMaskRange, give
-// Result's sum; and UnmaskKeys ends the round like Result.
-func TestUnmaskKeysSharded(t *testing.T) {
+// TestMaskStreamsSharded: shards of the masked sum, each removing every
+// stream of MaskStreams over its own coordinates with AddMaskRange, give
+// Result's sum; and MaskStreams ends the round like Result.
+func TestMaskStreamsSharded(t *testing.T) {
 	p := testParams(30, 12, 6, 24, 2*rangeWords+77)
 	r := rand.New(testRand(21))
 	in := randomInputs(r, p)
@@ -337,12 +337,12 @@ func TestUnmaskKeysSharded(t *testing.T) {
 		t.Fatal(err)
 	}
 	masked := slices.Clone(srv.sum)
-	keys, err := srv.UnmaskKeys()
+	keys, err := srv.MaskStreams()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.UnmaskKeys(); !errors.Is(err, ErrState) {
-		t.Fatalf("UnmaskKeys twice: err = %v, want ErrState", err)
+	if _, err := srv.MaskStreams(); !errors.Is(err, ErrState) {
+		t.Fatalf("MaskStreams twice: err = %v, want ErrState", err)
 	}
 	for _, shards := range []int{1, 3, 7} {
 		got := slices.Clone(masked)
