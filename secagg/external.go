@@ -1,10 +1,6 @@
 package secagg
 
-import (
-	"bytes"
-	"crypto/ecdh"
-	"fmt"
-)
+import "fmt"
 
 // MaskStream is one PRG stream that an aggregator must remove from the
 // sum of the masked inputs: PRG(Key), subtracted (Sub) or added, word by
@@ -49,66 +45,11 @@ func (s *Server) RecordMaskedInput(from uint32) error {
 // inputs. Errors are those of Result. The streams are as secret as the
 // seeds: whoever holds them and one client's masked input can remove
 // that client's self mask, so they go only to the aggregators, which are
-// part of the server.
+// part of the server. The streams come in Result's order (self masks by
+// survivor, then each dropped client's pairwise masks), derived as
+// Result derives them (unmask.go); secagg.AddMaskRange expands a range.
 func (s *Server) MaskStreams() ([]MaskStream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.enter(stageUnmask); err != nil {
-		return nil, err
-	}
-	var out []MaskStream
-	for u := range s.p.N {
-		if !s.in3[u] {
-			continue
-		}
-		set := s.self[uint32(u)]
-		if set == nil || len(set.holders) < s.p.T {
-			return nil, s.abort(fmt.Errorf("%w: %d shares of the self mask of %d, threshold %d", ErrTooFew, lenHolders(set), u, s.p.T))
-		}
-		seed, err := recoverSeed(s.p.T, set.holders, set.values)
-		if err != nil {
-			return nil, s.abort(fmt.Errorf("self mask of %d: %w", u, err))
-		}
-		out = append(out, MaskStream{Key: selfMaskKey(&seed, &s.p.Seed, uint32(u)), Sub: true})
-	}
-	for v := range s.p.N {
-		if !s.sent[v] || s.in3[v] {
-			continue
-		}
-		var surv []uint32
-		for _, u := range s.g.Neighbours(uint32(v)) {
-			if s.in3[u] {
-				surv = append(surv, u)
-			}
-		}
-		if len(surv) == 0 {
-			continue
-		}
-		set := s.mask[uint32(v)]
-		if set == nil || len(set.holders) < s.p.T {
-			return nil, s.abort(fmt.Errorf("%w: %d shares of the mask key of dropped client %d, threshold %d", ErrTooFew, lenHolders(set), v, s.p.T))
-		}
-		seed, err := recoverSeed(s.p.T, set.holders, set.values)
-		if err != nil {
-			return nil, s.abort(fmt.Errorf("mask key of %d: %w", v, err))
-		}
-		priv := maskKeyFromSeed(&seed, &s.p.Seed)
-		if !bytes.Equal(priv.PublicKey().Bytes(), s.keys[v].MaskKey) {
-			return nil, s.abort(fmt.Errorf("%w: reconstructed mask key of %d does not match its public key", ErrShares, v))
-		}
-		for _, u := range surv {
-			pub, err := ecdh.X25519().NewPublicKey(s.keys[u].MaskKey)
-			if err != nil {
-				return nil, s.abort(err)
-			}
-			k, err := pairwiseKey(priv, pub, &s.p.Seed, uint32(v), u)
-			if err != nil {
-				return nil, s.abort(err)
-			}
-			// u added the mask if u < v, subtracted it otherwise.
-			out = append(out, MaskStream{Key: k, Sub: u < uint32(v)})
-		}
-	}
-	s.stage = stageDone
-	return out, nil
+	return s.unmaskKeys()
 }

@@ -12,7 +12,7 @@ import (
 
 const benchWords = 1 << 20
 
-func addWords(dst []uint32, ks []byte) {
+func addKeystream(dst []uint32, ks []byte) {
 	for i := range dst {
 		dst[i] += binary.LittleEndian.Uint32(ks[4*i:])
 	}
@@ -30,7 +30,7 @@ func BenchmarkPRGCandidates(b *testing.B) {
 			s := cipher.NewCTR(blk, make([]byte, 16))
 			for off := 0; off < len(dst); off += chunkBytes / 4 {
 				s.XORKeyStream(buf, zero)
-				addWords(dst[off:off+chunkBytes/4], buf)
+				addKeystream(dst[off:off+chunkBytes/4], buf)
 			}
 		}
 	})
@@ -40,7 +40,7 @@ func BenchmarkPRGCandidates(b *testing.B) {
 			r := rand.NewChaCha8([32]byte(key))
 			for off := 0; off < len(dst); off += chunkBytes / 4 {
 				r.Read(buf)
-				addWords(dst[off:off+chunkBytes/4], buf)
+				addKeystream(dst[off:off+chunkBytes/4], buf)
 			}
 		}
 	})
@@ -61,7 +61,7 @@ func BenchmarkPRGCandidates(b *testing.B) {
 			s, _ := chacha20.NewUnauthenticatedCipher(key, make([]byte, 12))
 			for off := 0; off < len(dst); off += chunkBytes / 4 {
 				s.XORKeyStream(buf, zero)
-				addWords(dst[off:off+chunkBytes/4], buf)
+				addKeystream(dst[off:off+chunkBytes/4], buf)
 			}
 		}
 	})

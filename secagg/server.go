@@ -1,14 +1,10 @@
 package secagg
 
 import (
-	"bytes"
-	"crypto/ecdh"
 	"crypto/ed25519"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 )
 
 // shareSet collects the revealed shares of one seed.
@@ -93,55 +89,6 @@ func (s *Server) abort(err error) error {
 	s.stage = stageAborted
 	s.inbox, s.sum, s.self, s.mask = nil, nil, nil, nil
 	return err
-}
-
-// runJobs runs the mask removals on GOMAXPROCS workers, each adding into
-// its own accumulator, and adds the accumulators into sum. It returns the
-// first error of any job.
-func runJobs(jobs []func(e *expander, acc []uint32) error, sum []uint32) error {
-	workers := min(runtime.GOMAXPROCS(0), len(jobs))
-	if workers <= 1 {
-		e := expanders.Get().(*expander)
-		defer expanders.Put(e)
-		for _, j := range jobs {
-			if err := j(e, sum); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	accs := make([][]uint32, workers)
-	errs := make([]error, workers)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		accs[w] = make([]uint32, len(sum))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e := expanders.Get().(*expander)
-			defer expanders.Put(e)
-			for {
-				k := int(next.Add(1)) - 1
-				if k >= len(jobs) || errs[w] != nil {
-					return
-				}
-				errs[w] = jobs[k](e, accs[w])
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	for _, acc := range accs {
-		for i, x := range acc {
-			sum[i] += x
-		}
-	}
-	return nil
 }
 
 func count(b []bool) int {
@@ -560,83 +507,71 @@ func (s *Server) AddUnmask(m *UnmaskResponse) error {
 func (s *Server) Result() ([]uint32, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.enter(stageUnmask); err != nil {
+	keys, err := s.unmaskKeys()
+	if err != nil {
 		return nil, err
 	}
 	sum := s.sum
-	// The masks to remove are independent: recover each seed, derive its
-	// keys and expand them on all cores, each worker into its own
-	// accumulator, then add the accumulators (addition mod 2^32 commutes).
-	var jobs []func(e *expander, acc []uint32) error
-	for u := range s.p.N {
-		if !s.in3[u] {
+	removeMasks(sum, keys)
+	mask := s.p.mask()
+	out := make([]uint32, len(sum))
+	for i, x := range sum {
+		out[i] = x & mask
+	}
+	return out, nil
+}
+
+// unmaskKeys ends the round: it reconstructs the needed seeds and returns
+// the masks to remove from the sum of the masked inputs (Result,
+// MaskStreams).
+func (s *Server) unmaskKeys() ([]MaskStream, error) {
+	if err := s.enter(stageUnmask); err != nil {
+		return nil, err
+	}
+	// The masks to remove: the self mask of each survivor, the pairwise
+	// masks between each dropped client in U2 and its surviving
+	// neighbours (unmask.go derives them on all cores).
+	u := &unmaskPlan{p: &s.p, keys: s.keys}
+	for v := range s.p.N {
+		if !s.in3[v] {
 			continue
 		}
-		set := s.self[uint32(u)]
+		set := s.self[uint32(v)]
 		if set == nil || len(set.holders) < s.p.T {
-			return nil, s.abort(fmt.Errorf("%w: %d shares of the self mask of %d, threshold %d", ErrTooFew, lenHolders(set), u, s.p.T))
+			return nil, s.abort(fmt.Errorf("%w: %d shares of the self mask of %d, threshold %d", ErrTooFew, lenHolders(set), v, s.p.T))
 		}
-		jobs = append(jobs, func(e *expander, acc []uint32) error {
-			seed, err := recoverSeed(s.p.T, set.holders, set.values)
-			if err != nil {
-				return fmt.Errorf("self mask of %d: %w", u, err)
-			}
-			k := selfMaskKey(&seed, &s.p.Seed, uint32(u))
-			e.add(acc, &k, true)
-			return nil
-		})
+		u.owners = append(u.owners, uint32(v))
+		u.sets = append(u.sets, set)
 	}
+	u.nSelf = len(u.owners)
+	u.survOff = append(u.survOff, 0)
 	for v := range s.p.N {
 		if !s.sent[v] || s.in3[v] {
 			continue
 		}
-		var surv []uint32
-		for _, u := range s.g.Neighbours(uint32(v)) {
-			if s.in3[u] {
-				surv = append(surv, u)
+		n0 := len(u.surv)
+		for _, w := range s.g.Neighbours(uint32(v)) {
+			if s.in3[w] {
+				u.surv = append(u.surv, w)
 			}
 		}
-		if len(surv) == 0 {
+		if len(u.surv) == n0 {
 			continue
 		}
 		set := s.mask[uint32(v)]
 		if set == nil || len(set.holders) < s.p.T {
 			return nil, s.abort(fmt.Errorf("%w: %d shares of the mask key of dropped client %d, threshold %d", ErrTooFew, lenHolders(set), v, s.p.T))
 		}
-		jobs = append(jobs, func(e *expander, acc []uint32) error {
-			seed, err := recoverSeed(s.p.T, set.holders, set.values)
-			if err != nil {
-				return fmt.Errorf("mask key of %d: %w", v, err)
-			}
-			priv := maskKeyFromSeed(&seed, &s.p.Seed)
-			if !bytes.Equal(priv.PublicKey().Bytes(), s.keys[v].MaskKey) {
-				return fmt.Errorf("%w: reconstructed mask key of %d does not match its public key", ErrShares, v)
-			}
-			for _, u := range surv {
-				pub, err := ecdh.X25519().NewPublicKey(s.keys[u].MaskKey)
-				if err != nil {
-					return err
-				}
-				k, err := pairwiseKey(priv, pub, &s.p.Seed, uint32(v), u)
-				if err != nil {
-					return err
-				}
-				// u added the mask if u < v, subtracted it otherwise.
-				e.add(acc, &k, u < uint32(v))
-			}
-			return nil
-		})
+		u.owners = append(u.owners, uint32(v))
+		u.sets = append(u.sets, set)
+		u.survOff = append(u.survOff, len(u.surv))
 	}
-	if err := runJobs(jobs, sum); err != nil {
+	keys, err := u.maskKeys()
+	if err != nil {
 		return nil, s.abort(err)
 	}
-	mask := s.p.mask()
-	out := make([]uint32, len(sum))
-	for i, x := range sum {
-		out[i] = x & mask
-	}
 	s.stage = stageDone
-	return out, nil
+	return keys, nil
 }
 
 // Ready reports whether the shares revealed so far suffice for Result:
