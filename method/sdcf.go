@@ -54,7 +54,10 @@ const sdcfNote = "existence of ratings against an untrusted server; the paper bo
 	"though Thm 3 bounds one fake gradient); rating values are hidden only by Langevin noise (no ε claimed)"
 
 // sdmfNote is SDMF's note: sdcfNote and the limit the grid attack shows.
-const sdmfNote = sdcfNote + "; the existence protection assumes the server cannot recover values: " +
+const sdmfNote = "no ε bounds existence against this server (EpsRound and EpsTotal are Inf; the paper's figures are " +
+	"stats eps_round_paper and eps_total_paper, as the paper computes them, not a bound): real errors are sent " +
+	"untruncated while Thm 3's ε_g assumes every error lies in [−α, α], and " + sdcfNote +
+	"; the existence protection assumes the server cannot recover values: " +
 	"at the shipped temperature it can (u[0] = 1 fixes u, so each upload's implied rating is recovered), real uploads' ratings " +
 	"lie on the rating grid and the fakes' do not, and `privrec audit --attack grid` infers existence beyond the ε_P bound"
 
@@ -163,6 +166,10 @@ func sdcfResult(cfg sdcf.Config, claim model.Privacy, rep *sdcf.Report) *Result 
 	if cfg.Private {
 		priv.EpsRound = rep.EpsI.Round + rep.EpsG.Round
 		priv.EpsTotal = rep.ExistenceTotal
+		stats["eps_round_paper"], stats["eps_total_paper"] = priv.EpsRound, priv.EpsTotal
+		if cfg.Loss == sdcf.Squared { // not a bound: see sdcfSpent
+			priv.EpsRound, priv.EpsTotal = math.Inf(1), math.Inf(1)
+		}
 		priv.Note = fmt.Sprintf("%s; this run: ε_I %g/round, %g total; ε_g %g/round, %g total; ε_P %g total",
 			claim.Note, rep.EpsI.Round, rep.EpsI.Total, rep.EpsG.Round, rep.EpsG.Total, rep.EpsP.Total)
 		for k, v := range map[string]float64{
@@ -209,9 +216,21 @@ func sdcfServer(cfg sdcf.Config, numItems int) (protocol.Stateful, error) {
 }
 
 // sdcfSpent is the existence ε a user has spent after uploading in t
-// rounds of cfg, as the clients' ledger composes it: min(ε_P, t·ε_I) +
-// t·ε_g (ε_g for the squared loss only).
+// rounds of cfg, the headline: the paper's figure (sdcfSpentPaper) where
+// it bounds the unit, +Inf for the squared loss, whose uploads carry the
+// rating values that the grid attack reads existence from and whose real
+// errors are not truncated to [−α, α] as Thm 3's ε_g assumes.
 func sdcfSpent(cfg sdcf.Config, t int) float64 {
+	if cfg.Private && cfg.Loss == sdcf.Squared {
+		return math.Inf(1)
+	}
+	return sdcfSpentPaper(cfg, t)
+}
+
+// sdcfSpentPaper is the existence ε after t rounds as the paper computes
+// it and the clients' ledger composes it: min(ε_P, t·ε_I) + t·ε_g (ε_g for
+// the squared loss only).
+func sdcfSpentPaper(cfg sdcf.Config, t int) float64 {
 	if !cfg.Private {
 		return 0
 	}
@@ -219,8 +238,14 @@ func sdcfSpent(cfg sdcf.Config, t int) float64 {
 	return math.Min(cfg.EffectiveEpsP(), x*cfg.EpsI) + x*sdcfEpsG(cfg)
 }
 
-// sdcfRoundEps is one round's existence ε: ε_I + ε_g.
-func sdcfRoundEps(cfg sdcf.Config) float64 { return cfg.EpsI + sdcfEpsG(cfg) }
+// sdcfRoundEps is one round's existence ε, the headline: ε_I + ε_g as
+// the paper computes it, +Inf for the squared loss (see sdcfSpent).
+func sdcfRoundEps(cfg sdcf.Config) float64 {
+	if cfg.Private && cfg.Loss == sdcf.Squared {
+		return math.Inf(1)
+	}
+	return cfg.EpsI + sdcfEpsG(cfg)
+}
 
 // sdcfEpsG is the ε_g a round charges: the fake gradients' (squared
 // loss only).
