@@ -1,9 +1,6 @@
 package shard
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"encoding/binary"
 	"runtime"
 	"sync"
 
@@ -13,41 +10,13 @@ import (
 // expandBytes is the keystream buffer size (words are 4 bytes).
 const expandBytes = 16 << 10
 
-var zeroBuf [expandBytes]byte
-
 // addRange adds (sub=false) or subtracts PRG(key)[off : off+len(dst)]
-// into dst modulo 2^32, where PRG is secagg's mask generator: AES-128-CTR
-// with a zero IV, word i little-endian at keystream byte 4i. It seeks to
-// word off by starting the counter at block off/4 and discarding the
-// first off mod 4 words, so a shard expands only its own range. buf is
-// scratch of expandBytes bytes. (Package secagg may grow its own range
-// expansion; this one is tested against full expansions.)
-func addRange(dst []uint32, key *[16]byte, off int, sub bool, buf []byte) {
-	blk, err := aes.NewCipher(key[:])
-	if err != nil {
-		panic(err) // unreachable: the key length is fixed
-	}
-	var iv [aes.BlockSize]byte
-	binary.BigEndian.PutUint64(iv[8:], uint64(off/4))
-	s := cipher.NewCTR(blk, iv[:])
-	if skip := 4 * (off % 4); skip > 0 {
-		s.XORKeyStream(buf[:skip], zeroBuf[:skip])
-	}
-	for len(dst) > 0 {
-		n := min(len(dst), expandBytes/4)
-		ks := buf[:4*n]
-		s.XORKeyStream(ks, zeroBuf[:4*n])
-		d := dst[:n]
-		if sub {
-			for i := range d {
-				d[i] -= binary.LittleEndian.Uint32(ks[4*i:])
-			}
-		} else {
-			for i := range d {
-				d[i] += binary.LittleEndian.Uint32(ks[4*i:])
-			}
-		}
-		dst = dst[n:]
+// into dst modulo 2^32, where PRG is secagg's mask generator, expanding
+// only that range (secagg.AddMaskRange, with its vector adds). buf is
+// unused scratch kept for the callers' signature.
+func addRange(dst []uint32, key *[16]byte, off int, sub bool, _ []byte) {
+	if err := secagg.AddMaskRange(dst, key, off, sub); err != nil {
+		panic(err) // unreachable: offsets are shard starts, never negative
 	}
 }
 
