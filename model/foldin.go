@@ -15,7 +15,13 @@ import (
 // the catalog and scale — is m's. It is how a user's device computes its
 // own vector against a published model, which holds no users (the item
 // factors of a privrec serve run): the ratings never leave the device.
+//
+// A ranking model (m.Ranking) is folded in by its own rule, not by the
+// ridge regression: see FoldInRanking.
 func (m *Model) FoldIn(id string, items []int32, values []float32, reg float64) (*Model, error) {
+	if m.Ranking {
+		return m.FoldInRanking(id, items)
+	}
 	k := m.Dim
 	switch {
 	case k < 1 || len(m.V) != m.NumItems*k:
@@ -74,6 +80,42 @@ func (m *Model) FoldIn(id string, items []int32, values []float32, reg float64) 
 	}
 	if m.BI != nil || m.Mean != 0 {
 		out.BU = []float32{0}
+	}
+	return out, nil
+}
+
+// FoldInRanking returns a model of one user, id, who rated items, built
+// on the ranking model m's items. A model without factors (pop, dp-pop:
+// item scores only) ranks every user alike; an EASE model (Method "ease",
+// item-item weights V of NumItems×NumItems) scores with the user's
+// indicator vector over the items. Other ranking models (ials, dp-ease,
+// bpr) are refused: their user side is not an indicator over the
+// catalog, and a ridge fit to rating values would rank at random.
+func (m *Model) FoldInRanking(id string, items []int32) (*Model, error) {
+	if !m.Ranking {
+		return nil, errors.New("model: FoldInRanking of a rating-prediction model")
+	}
+	for _, i := range items {
+		if i < 0 || int(i) >= m.NumItems {
+			return nil, fmt.Errorf("model: fold-in item index %d outside [0, %d)", i, m.NumItems)
+		}
+	}
+	out := &Model{
+		NumUsers: 1, NumItems: m.NumItems, Mean: m.Mean, BI: m.BI, Rated: []bool{true},
+		Default: m.Default, Ranking: true, Scale: m.Scale,
+		UserIDs: []string{id}, ItemIDs: m.ItemIDs, ItemTitles: m.ItemTitles,
+		Method: m.Method, Config: slices.Clone(m.Config), Privacy: m.Privacy,
+	}
+	switch {
+	case m.Dim == 0:
+	case m.Method == "ease" && m.Dim == m.NumItems && len(m.V) == m.NumItems*m.Dim:
+		out.Dim, out.V = m.Dim, m.V
+		out.U = make([]float32, m.Dim)
+		for _, i := range items {
+			out.U[i] = 1
+		}
+	default:
+		return nil, fmt.Errorf("model: fold-in of a %q ranking model is not supported (only item-score models such as pop and dp-pop, and ease)", m.Method)
 	}
 	return out, nil
 }
