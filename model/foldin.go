@@ -1,8 +1,10 @@
 package model
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/privrec/privrec/internal/linalg"
@@ -88,9 +90,11 @@ func (m *Model) FoldIn(id string, items []int32, values []float32, reg float64) 
 // on the ranking model m's items. A model without factors (pop, dp-pop:
 // item scores only) ranks every user alike; an EASE model (Method "ease",
 // item-item weights V of NumItems×NumItems) scores with the user's
-// indicator vector over the items. Other ranking models (ials, dp-ease,
-// bpr) are refused: their user side is not an indicator over the
-// catalog, and a ridge fit to rating values would rank at random.
+// indicator vector over the items. An ials model (Method "ials") solves the
+// user's row as its training does (ialsUser). Other ranking models
+// (dp-ease, bpr) are refused: a ridge fit to rating values would rank at
+// random, and a dp-ease model does not record which item each user
+// coordinate indicates.
 func (m *Model) FoldInRanking(id string, items []int32) (*Model, error) {
 	if !m.Ranking {
 		return nil, errors.New("model: FoldInRanking of a rating-prediction model")
@@ -114,8 +118,63 @@ func (m *Model) FoldInRanking(id string, items []int32) (*Model, error) {
 		for _, i := range items {
 			out.U[i] = 1
 		}
+	case m.Method == "ials" && m.Dim > 0 && len(m.V) == m.NumItems*m.Dim:
+		u, err := m.ialsUser(items)
+		if err != nil {
+			return nil, err
+		}
+		out.Dim, out.V, out.U = m.Dim, m.V, u
 	default:
-		return nil, fmt.Errorf("model: fold-in of a %q ranking model is not supported (only item-score models such as pop and dp-pop, and ease)", m.Method)
+		return nil, fmt.Errorf("model: fold-in of a %q ranking model is not supported (only item-score models such as pop and dp-pop, ease and ials)", m.Method)
 	}
 	return out, nil
+}
+
+// ialsUser solves an iALS user row against m's item factors, as the
+// training's user step does: (α0·VᵀV + Σ_rated v vᵀ + λ·(n + α0·N)^ν I) u
+// = Σ_rated v, with α0, λ (reg) and ν read from the model's config.
+func (m *Model) ialsUser(items []int32) ([]float32, error) {
+	var c struct {
+		Alpha0 *float64 `json:"alpha0"`
+		Reg    *float64 `json:"reg"`
+		Nu     *float64 `json:"nu"`
+	}
+	if err := json.Unmarshal(m.Config, &c); err != nil || c.Alpha0 == nil || c.Reg == nil || c.Nu == nil {
+		return nil, fmt.Errorf("model: an ials fold-in needs alpha0, reg and nu in the model's config (%s)", m.Config)
+	}
+	k := m.Dim
+	a := make([]float64, k*k)
+	rhs := make([]float64, k)
+	for i := range m.NumItems {
+		v := m.V[i*k : i*k+k]
+		for d := range k {
+			for e := 0; e <= d; e++ {
+				a[d*k+e] += *c.Alpha0 * float64(v[d]) * float64(v[e])
+			}
+		}
+	}
+	for _, i := range items {
+		v := m.V[int(i)*k : int(i)*k+k]
+		for d := range k {
+			rhs[d] += float64(v[d])
+			for e := 0; e <= d; e++ {
+				a[d*k+e] += float64(v[d]) * float64(v[e])
+			}
+		}
+	}
+	reg := *c.Reg * math.Pow(float64(len(items))+*c.Alpha0*float64(m.NumItems), *c.Nu)
+	for d := range k {
+		a[d*k+d] += reg
+		for e := 0; e < d; e++ {
+			a[e*k+d] = a[d*k+e]
+		}
+	}
+	if !linalg.CholeskySolve(a, rhs, k) {
+		return nil, errors.New("model: ials fold-in system is not positive definite")
+	}
+	u := make([]float32, k)
+	for d, x := range rhs {
+		u[d] = float32(x)
+	}
+	return u, nil
 }

@@ -81,7 +81,11 @@ func TestFoldInRanking(t *testing.T) {
 	ease := &Model{Dim: 3, NumItems: 3, Ranking: true, Method: "ease",
 		V: []float32{0, 0, 0, 0, 0, 0, 1, 0, 0}, ItemIDs: []string{"a", "b", "c"}}
 	pop := &Model{NumItems: 3, Ranking: true, Method: "pop", BI: []float32{1, 3, 2}, ItemIDs: []string{"a", "b", "c"}}
-	ials := &Model{Dim: 1, NumItems: 3, Ranking: true, Method: "ials", V: []float32{1, 1, 1}}
+	// iALS, one dimension: a and c point one way, b the other.
+	ials := &Model{Dim: 1, NumItems: 3, Ranking: true, Method: "ials", V: []float32{1, -1, 1},
+		ItemIDs: []string{"a", "b", "c"}, Config: []byte(`{"alpha0":0.1,"reg":0.01,"nu":1}`)}
+	noCfg := &Model{Dim: 1, NumItems: 3, Ranking: true, Method: "ials", V: []float32{1, -1, 1}}
+	dpease := &Model{Dim: 2, NumItems: 3, Ranking: true, Method: "dp-ease", V: make([]float32, 6)}
 	for _, tc := range []struct {
 		name string
 		m    *Model
@@ -90,7 +94,9 @@ func TestFoldInRanking(t *testing.T) {
 	}{
 		{"ease uses the history", ease, "c", false},
 		{"pop ranks by score", pop, "b", false},
-		{"ials refused", ials, "", true},
+		{"ials solves the user's row", ials, "c", false},
+		{"ials without its config refused", noCfg, "", true},
+		{"dp-ease refused", dpease, "", true},
 	} {
 		f, err := tc.m.FoldIn("me", []int32{0}, []float32{5}, 1)
 		if tc.err {
