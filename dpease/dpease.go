@@ -69,15 +69,48 @@ type Config struct {
 	Workers     int     `json:"workers"`      // client workers of the in-process run (0: all cores)
 }
 
-// DefaultConfig returns the defaults (tuned on a validation split of the
-// ML-1M training part, docs/results/private-topn.md).
+// DefaultConfig returns the defaults: TopItems, LambdaNoise and PopWeight
+// follow ε (ByEps; chosen on a validation split of the ML-1M training
+// part, docs/results/private-topn.md).
 func DefaultConfig() Config {
-	return Config{Eps: 1, Delta: 1e-6, TopItems: 300, Cap: 10, FracCounts: 0.1,
-		Lambda: 1, LambdaNoise: 6, PopWeight: 0.3}
+	return Config{Eps: 1, Delta: 1e-6, TopItems: 0, Cap: 10, FracCounts: 0.1,
+		Lambda: 1, LambdaNoise: -1, PopWeight: -1}
 }
 
-// Validate checks the config.
+// ByEps returns the ε-dependent defaults: the number of items in the
+// Gram release, the noise ridge per σ·√M and the popularity weight.
+// They interpolate log-linearly in ε between the settings chosen on the
+// validation split at ε = 1 (M 300, λ-noise 6, pop-weight 0.12) and ε = 10
+// (M 1000, λ-noise 5, pop-weight 0.04), and stay at those settings below
+// ε = 1 and above ε = 10 (outside the validated range). More budget buys
+// a larger, less shrunk item-item model and less weight on popularity.
+func ByEps(eps float64) (topItems int, lambdaNoise, popWeight float64) {
+	t := math.Min(math.Max(math.Log10(eps), 0), 1)
+	topItems = int(math.Round(300 * math.Pow(1000.0/300, t)))
+	lambdaNoise = 6 - t
+	popWeight = 0.12 * math.Pow(0.04/0.12, t)
+	return
+}
+
+// Resolve returns the config with the ε-dependent fields filled in:
+// TopItems 0, LambdaNoise < 0 and PopWeight < 0 take ByEps(Eps).
+func (c Config) Resolve() Config {
+	m, ln, pw := ByEps(c.Eps)
+	if c.TopItems == 0 {
+		c.TopItems = m
+	}
+	if c.LambdaNoise < 0 {
+		c.LambdaNoise = ln
+	}
+	if c.PopWeight < 0 {
+		c.PopWeight = pw
+	}
+	return c
+}
+
+// Validate checks the config (after Resolve).
 func (c Config) Validate() error {
+	c = c.Resolve()
 	switch {
 	case !(c.Eps > 0) || math.IsInf(c.Eps, 0):
 		return fmt.Errorf("dpease: eps %v, want > 0", c.Eps)
@@ -138,6 +171,7 @@ func NewServer(cfg Config, numItems int, seed uint64) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.Resolve()
 	if numItems < 1 {
 		return nil, errors.New("dpease: no items")
 	}
@@ -538,8 +572,15 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64)
 // Report returns what the run spent so far.
 func (s *Server) Report() *Report {
 	r := &Report{Ledger: s.led, Rho: s.rho, Eps: s.led.Epsilon(s.cfg.Delta)}
-	r.Stats = map[string]float64{"sigma_counts": s.sigmaC, "sigma_gram": s.sigmaG, "lambda": s.Lambda(), "top_items": float64(s.m)}
+	r.Stats = s.stats()
 	return r
+}
+
+// stats are the run's figures, the resolved ε-dependent settings
+// included.
+func (s *Server) stats() map[string]float64 {
+	return map[string]float64{"sigma_counts": s.sigmaC, "sigma_gram": s.sigmaG, "lambda": s.Lambda(),
+		"top_items": float64(s.m), "lambda_noise": s.cfg.LambdaNoise, "pop_weight": s.cfg.PopWeight}
 }
 
 // PlannedReport returns the report of a full run of this server's config
@@ -550,7 +591,7 @@ func (s *Server) PlannedReport() *Report {
 	l.Gaussian("item counts (indicators / √n_u)", 1, 1, s.sigmaC)
 	l.Gaussian(fmt.Sprintf("Gram of the top %d items (upper triangle, weights 1/max(n', %d))", s.m, s.cfg.Cap), 1, GramL2(s.cfg.Cap), s.sigmaG)
 	r := &Report{Ledger: l, Rho: s.rho, Eps: l.Epsilon(s.cfg.Delta)}
-	r.Stats = map[string]float64{"sigma_counts": s.sigmaC, "sigma_gram": s.sigmaG, "lambda": s.Lambda(), "top_items": float64(s.m)}
+	r.Stats = s.stats()
 	return r
 }
 

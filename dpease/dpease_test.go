@@ -2,6 +2,7 @@ package dpease
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 
@@ -78,4 +79,56 @@ func TestTrain(t *testing.T) {
 		t.Errorf("releases %d, ranking %v, dim %d", len(rep.Ledger.Releases()), m.Ranking, m.Dim)
 	}
 	var _ protocol.Stateful = (*Server)(nil)
+}
+
+func TestByEps(t *testing.T) {
+	for _, tc := range []struct {
+		eps    float64
+		m      int
+		ln, pw float64
+	}{
+		{0.1, 300, 6, 0.12},
+		{1, 300, 6, 0.12},
+		{3, 533, 5.523, 0.071},
+		{10, 1000, 5, 0.04},
+		{100, 1000, 5, 0.04},
+	} {
+		m, ln, pw := ByEps(tc.eps)
+		if m != tc.m || math.Abs(ln-tc.ln) > 1e-3 || math.Abs(pw-tc.pw) > 1e-3 {
+			t.Errorf("ByEps(%g) = %d, %.4f, %.4f; want %d, %.4f, %.4f", tc.eps, m, ln, pw, tc.m, tc.ln, tc.pw)
+		}
+	}
+	// More budget never shrinks the model or raises the popularity weight.
+	pm, pln, ppw := ByEps(0.5)
+	for e := 0.6; e < 20; e *= 1.2 {
+		m, ln, pw := ByEps(e)
+		if m < pm || ln > pln || pw > ppw {
+			t.Fatalf("ByEps(%g) = %d, %g, %g after %d, %g, %g", e, m, ln, pw, pm, pln, ppw)
+		}
+		pm, pln, ppw = m, ln, pw
+	}
+}
+
+func TestResolve(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Eps = 10
+	r := cfg.Resolve()
+	if r.TopItems != 1000 || r.LambdaNoise != 5 || math.Abs(r.PopWeight-0.04) > 1e-9 {
+		t.Errorf("defaults at ε 10 resolve to %+v", r)
+	}
+	cfg.TopItems, cfg.LambdaNoise, cfg.PopWeight = 50, 2, 0
+	if r := cfg.Resolve(); r.TopItems != 50 || r.LambdaNoise != 2 || r.PopWeight != 0 {
+		t.Errorf("explicit settings changed: %+v", r)
+	}
+	cfg.TopItems = -1
+	if err := cfg.Validate(); err == nil {
+		t.Error("top-items -1 validated")
+	}
+	srv, err := NewServer(DefaultConfig(), 5000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := srv.PlannedReport().Stats; st["top_items"] != 300 || st["pop_weight"] != 0.12 {
+		t.Errorf("server at ε 1 reports %v", st)
+	}
 }

@@ -61,11 +61,16 @@ func groups(o *Outcome) []*group {
 	return out
 }
 
-// reportMetrics are the scalar metrics reported, in order.
+// reportMetrics are the scalar metrics reported, in order: auc brings
+// recall and NDCG at the spec's rank K with it.
 func reportMetrics(s *Spec) []string {
 	var out []string
 	for _, m := range s.Metrics {
-		if m != "cdf" {
+		switch m {
+		case "cdf":
+		case "auc":
+			out = append(out, "auc", "recall", "ndcg")
+		default:
 			out = append(out, m)
 		}
 	}

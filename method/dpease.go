@@ -25,12 +25,12 @@ func dpeaseFields(c *dpease.Config) []Field {
 	return []Field{
 		floatF("eps", &c.Eps, "user-level ε of the whole run (both releases)"),
 		floatF("delta", &c.Delta, "user-level δ of the whole run"),
-		intF("top-items", &c.TopItems, "M: items (largest noisy counts) in the released Gram matrix"),
+		intF("top-items", &c.TopItems, "M: items (largest noisy counts) in the released Gram matrix (0: by ε, 300 at ε ≤ 1 to 1000 at ε ≥ 10)"),
 		intF("cap", &c.Cap, "c: a device's Gram weight is 1/max(n', c), n' its items among the top M"),
 		floatF("frac-counts", &c.FracCounts, "share of the zCDP budget spent on the item counts"),
 		floatF("lambda", &c.Lambda, "ridge λ of the EASE solve"),
-		floatF("lambda-noise", &c.LambdaNoise, "ridge added per unit of the Gram noise's spectral scale σ·√M"),
-		floatF("pop-weight", &c.PopWeight, "weight of the normalized noisy popularity in every score (shrinkage toward DP popularity)"),
+		floatF("lambda-noise", &c.LambdaNoise, "ridge added per unit of the Gram noise's spectral scale σ·√M (negative: by ε, 6 at ε ≤ 1 to 5 at ε ≥ 10)"),
+		floatF("pop-weight", &c.PopWeight, "weight of the normalized noisy popularity in every score, shrinkage toward DP popularity (negative: by ε, 0.12 at ε ≤ 1 to 0.04 at ε ≥ 10)"),
 		boolF("seeded", &c.Seeded, "test mode: the noise is drawn from the run's seed (reproducible), not crypto/rand"),
 		intF("workers", &c.Workers, "parallel client workers (0: all cores)"),
 	}

@@ -1,8 +1,10 @@
 package model
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/privrec/privrec/internal/linalg"
@@ -15,7 +17,13 @@ import (
 // the catalog and scale — is m's. It is how a user's device computes its
 // own vector against a published model, which holds no users (the item
 // factors of a privrec serve run): the ratings never leave the device.
+//
+// A ranking model (m.Ranking) is folded in by its own rule, not by the
+// ridge regression: see FoldInRanking.
 func (m *Model) FoldIn(id string, items []int32, values []float32, reg float64) (*Model, error) {
+	if m.Ranking {
+		return m.FoldInRanking(id, items)
+	}
 	k := m.Dim
 	switch {
 	case k < 1 || len(m.V) != m.NumItems*k:
@@ -76,4 +84,97 @@ func (m *Model) FoldIn(id string, items []int32, values []float32, reg float64) 
 		out.BU = []float32{0}
 	}
 	return out, nil
+}
+
+// FoldInRanking returns a model of one user, id, who rated items, built
+// on the ranking model m's items. A model without factors (pop, dp-pop:
+// item scores only) ranks every user alike; an EASE model (Method "ease",
+// item-item weights V of NumItems×NumItems) scores with the user's
+// indicator vector over the items. An ials model (Method "ials") solves the
+// user's row as its training does (ialsUser). Other ranking models
+// (dp-ease, bpr) are refused: a ridge fit to rating values would rank at
+// random, and a dp-ease model does not record which item each user
+// coordinate indicates.
+func (m *Model) FoldInRanking(id string, items []int32) (*Model, error) {
+	if !m.Ranking {
+		return nil, errors.New("model: FoldInRanking of a rating-prediction model")
+	}
+	for _, i := range items {
+		if i < 0 || int(i) >= m.NumItems {
+			return nil, fmt.Errorf("model: fold-in item index %d outside [0, %d)", i, m.NumItems)
+		}
+	}
+	out := &Model{
+		NumUsers: 1, NumItems: m.NumItems, Mean: m.Mean, BI: m.BI, Rated: []bool{true},
+		Default: m.Default, Ranking: true, Scale: m.Scale,
+		UserIDs: []string{id}, ItemIDs: m.ItemIDs, ItemTitles: m.ItemTitles,
+		Method: m.Method, Config: slices.Clone(m.Config), Privacy: m.Privacy,
+	}
+	switch {
+	case m.Dim == 0:
+	case m.Method == "ease" && m.Dim == m.NumItems && len(m.V) == m.NumItems*m.Dim:
+		out.Dim, out.V = m.Dim, m.V
+		out.U = make([]float32, m.Dim)
+		for _, i := range items {
+			out.U[i] = 1
+		}
+	case m.Method == "ials" && m.Dim > 0 && len(m.V) == m.NumItems*m.Dim:
+		u, err := m.ialsUser(items)
+		if err != nil {
+			return nil, err
+		}
+		out.Dim, out.V, out.U = m.Dim, m.V, u
+	default:
+		return nil, fmt.Errorf("model: fold-in of a %q ranking model is not supported (only item-score models such as pop and dp-pop, ease and ials)", m.Method)
+	}
+	return out, nil
+}
+
+// ialsUser solves an iALS user row against m's item factors, as the
+// training's user step does: (α0·VᵀV + Σ_rated v vᵀ + λ·(n + α0·N)^ν I) u
+// = Σ_rated v, with α0, λ (reg) and ν read from the model's config.
+func (m *Model) ialsUser(items []int32) ([]float32, error) {
+	var c struct {
+		Alpha0 *float64 `json:"alpha0"`
+		Reg    *float64 `json:"reg"`
+		Nu     *float64 `json:"nu"`
+	}
+	if err := json.Unmarshal(m.Config, &c); err != nil || c.Alpha0 == nil || c.Reg == nil || c.Nu == nil {
+		return nil, fmt.Errorf("model: an ials fold-in needs alpha0, reg and nu in the model's config (%s)", m.Config)
+	}
+	k := m.Dim
+	a := make([]float64, k*k)
+	rhs := make([]float64, k)
+	for i := range m.NumItems {
+		v := m.V[i*k : i*k+k]
+		for d := range k {
+			for e := 0; e <= d; e++ {
+				a[d*k+e] += *c.Alpha0 * float64(v[d]) * float64(v[e])
+			}
+		}
+	}
+	for _, i := range items {
+		v := m.V[int(i)*k : int(i)*k+k]
+		for d := range k {
+			rhs[d] += float64(v[d])
+			for e := 0; e <= d; e++ {
+				a[d*k+e] += float64(v[d]) * float64(v[e])
+			}
+		}
+	}
+	reg := *c.Reg * math.Pow(float64(len(items))+*c.Alpha0*float64(m.NumItems), *c.Nu)
+	for d := range k {
+		a[d*k+d] += reg
+		for e := 0; e < d; e++ {
+			a[e*k+d] = a[d*k+e]
+		}
+	}
+	if !linalg.CholeskySolve(a, rhs, k) {
+		return nil, errors.New("model: ials fold-in system is not positive definite")
+	}
+	u := make([]float32, k)
+	for d, x := range rhs {
+		u[d] = float32(x)
+	}
+	return u, nil
 }

@@ -75,3 +75,42 @@ func TestFoldIn(t *testing.T) {
 		}
 	}
 }
+
+func TestFoldInRanking(t *testing.T) {
+	// Three items; EASE weights: item 0 predicts item 2, nothing predicts 1.
+	ease := &Model{Dim: 3, NumItems: 3, Ranking: true, Method: "ease",
+		V: []float32{0, 0, 0, 0, 0, 0, 1, 0, 0}, ItemIDs: []string{"a", "b", "c"}}
+	pop := &Model{NumItems: 3, Ranking: true, Method: "pop", BI: []float32{1, 3, 2}, ItemIDs: []string{"a", "b", "c"}}
+	// iALS, one dimension: a and c point one way, b the other.
+	ials := &Model{Dim: 1, NumItems: 3, Ranking: true, Method: "ials", V: []float32{1, -1, 1},
+		ItemIDs: []string{"a", "b", "c"}, Config: []byte(`{"alpha0":0.1,"reg":0.01,"nu":1}`)}
+	noCfg := &Model{Dim: 1, NumItems: 3, Ranking: true, Method: "ials", V: []float32{1, -1, 1}}
+	dpease := &Model{Dim: 2, NumItems: 3, Ranking: true, Method: "dp-ease", V: make([]float32, 6)}
+	for _, tc := range []struct {
+		name string
+		m    *Model
+		want string // the top item after excluding "a"
+		err  bool
+	}{
+		{"ease uses the history", ease, "c", false},
+		{"pop ranks by score", pop, "b", false},
+		{"ials solves the user's row", ials, "c", false},
+		{"ials without its config refused", noCfg, "", true},
+		{"dp-ease refused", dpease, "", true},
+	} {
+		f, err := tc.m.FoldIn("me", []int32{0}, []float32{5}, 1)
+		if tc.err {
+			if err == nil {
+				t.Errorf("%s: no error", tc.name)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		recs, err := f.RecommendUser("me", 1, []string{"a"})
+		if err != nil || len(recs) != 1 || recs[0].Item != tc.want {
+			t.Errorf("%s: %+v, %v; want %s first", tc.name, recs, err, tc.want)
+		}
+	}
+}
