@@ -99,7 +99,8 @@ func benchRound(b *testing.B, p Params, x []uint32, drop []Phase) {
 }
 
 func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Phase) {
-	var tKeys, tShare, tMask, tConsist, tUnmask, tServer time.Duration
+	var tKeys, tShare, tMask, tConsist, tUnmask, tServer, tConsistSrv time.Duration
+	var upConsist, downConsist int
 	var up, down [4]int
 	timed := func(d *time.Duration, f func()) {
 		t0 := time.Now()
@@ -165,15 +166,21 @@ func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Ph
 	if p.Active {
 		for _, r := range ur {
 			down[3] += len(r.Survived)
+			downConsist += len(r.Survived)
 			var m *SurvivorSig
 			timed(&tConsist, func() { m, err = cs[r.To].Consistency(r) })
 			must(err)
 			up[3] += 4 + len(m.Sig)
-			timed(&tServer, func() { err = srv.AddConsistency(m) })
+			upConsist += 4 + len(m.Sig)
+			timed(&tConsistSrv, func() { err = srv.AddConsistency(m) })
 			must(err)
 		}
-		timed(&tServer, func() { ur, err = srv.FinishConsistency() })
+		timed(&tConsistSrv, func() { ur, err = srv.FinishConsistency() })
 		must(err)
+		tServer += tConsistSrv
+		for _, r := range ur {
+			downConsist += 68 * len(r.Signatures) // the signatures the added round brings
+		}
 	}
 	for _, r := range ur {
 		down[3] += 4 + 4*(len(r.Survivors)+len(r.Dropped)) + len(r.Survived) + 68*len(r.Signatures)
@@ -204,7 +211,12 @@ func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Ph
 	b.ReportMetric(ms(tMask, nin), "ms-maskedinput/client")
 	b.ReportMetric(ms(tUnmask, nin), "ms-unmask/client")
 	if p.Active {
+		// The added round: a client's signing and checking, the
+		// server's collection, and its bytes (a round trip on top).
 		b.ReportMetric(ms(tConsist, nin), "ms-consistency/client")
+		b.ReportMetric(ms(tConsistSrv, 1), "ms-server-consistency")
+		b.ReportMetric(float64(upConsist)/nin, "B-up-consistency/client")
+		b.ReportMetric(float64(downConsist)/nin, "B-down-consistency/client")
 	}
 	b.ReportMetric(ms(tServer, 1), "ms-server")
 	b.ReportMetric(float64(up[0]+up[1]+up[3])/nin, "B-up-excl-vector/client")
