@@ -214,10 +214,15 @@ func (s *Session) checkPins() error {
 }
 
 // checkBroadcast is the clients' policy on the quantities of a broadcast
-// that calibrate their noise shares, when an authority is pinned: no
-// count (an item's raters n_j, LDP-OP's client count) above the
-// certified roster, and no ParamMinShare above ClientConfig.MinShare. A
-// server that inflates them shrinks every share (μ/⌊ρ·n_j⌋).
+// that calibrate their noise shares, when an authority is pinned: a
+// masked round must carry a roster calibration (protocol.ParamRoster R,
+// every client adding a share drawn for ⌊ρ·R⌋ clients to every noised
+// coordinate, whatever counts the server announces) with R at most the
+// certified roster; no count (an item's raters n_j, LDP-OP's and DP-ALS's
+// client count) above the roster; and no ParamMinShare ρ above
+// ClientConfig.MinShare. A server that inflated R, n_j or ρ would shrink
+// every share (μ/⌊ρ·n_j⌋ on the count-calibrated path); within these
+// checks a share is at least μ/⌊MinShare·roster⌋.
 func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
 	if s.cfg.Authority == nil {
 		return nil
@@ -225,6 +230,14 @@ func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
 	roster := s.cfg.Roster
 	if roster <= 0 {
 		roster = clients
+	}
+	if b.Words > 0 {
+		switch r, ok := b.Params[protocol.ParamRoster]; {
+		case !ok || protocol.Roster(b) == 0:
+			return fmt.Errorf("deploy: masked round %d calibrates the noise shares by the server's counts, not by a roster (%s = %g): refusing (a server could shrink every share)", b.Round, protocol.ParamRoster, r)
+		case protocol.Roster(b) > roster:
+			return fmt.Errorf("deploy: round %d calibrates the noise shares for a roster of %d clients, above the certified %d: refusing (it would shrink every share)", b.Round, protocol.Roster(b), roster)
+		}
 	}
 	for j, c := range b.Counts {
 		if int(c) > roster {

@@ -98,6 +98,7 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 		s.open, s.closed = false, b.Round
 		s.mu.Unlock()
 	}()
+	s.calibrate(b)
 	rec, err := s.st.masked(b.Round)
 	if err != nil {
 		return nil, err
@@ -135,6 +136,34 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 		case attempt+1 >= maxSessions:
 			return s.skipMasked(b, fmt.Sprintf("%d sessions failed", maxSessions))
 		}
+	}
+}
+
+// calibrate sets, on the method's own broadcast b (its sum bounds and
+// noise coverage read them, and the clients get them), the quantities
+// the clients' noise shares are drawn for. ParamMinShare provisions for
+// dropouts: each client draws its share as if only this fraction of its
+// peers took part, so that any such fraction of shares still sums to the
+// calibrated noise. Under the active protocol, ParamRoster makes the
+// clients calibrate by a roster they pin rather than by counts they
+// cannot check: every client adds a share drawn for ⌊ρ·R⌋ clients to
+// every noised coordinate. R is the enrolled clients, which the clients
+// check against the certified roster (Session.checkBroadcast).
+func (s *Server) calibrate(b *protocol.Broadcast) {
+	if s.cfg.MinParticipants >= 1 && !s.cfg.ActiveSecAgg {
+		return
+	}
+	if b.Params == nil {
+		b.Params = map[string]float64{}
+	}
+	if s.cfg.MinParticipants < 1 {
+		b.Params[protocol.ParamMinShare] = s.cfg.MinParticipants
+	}
+	if s.cfg.ActiveSecAgg {
+		s.mu.Lock()
+		enrolled := len(s.order)
+		s.mu.Unlock()
+		b.Params[protocol.ParamRoster] = float64(enrolled)
 	}
 }
 
@@ -202,16 +231,6 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	}
 	for i := range sa.done {
 		sa.done[i] = make(chan struct{})
-	}
-	// Provision the noise for dropouts: each client draws its share as if
-	// only this fraction of an item's raters took part, so that any such
-	// fraction of shares still sums to the calibrated noise. It is set on
-	// the method's own broadcast too: its sum bounds (CheckSum) read it.
-	if s.cfg.MinParticipants < 1 {
-		if b.Params == nil {
-			b.Params = map[string]float64{}
-		}
-		b.Params[protocol.ParamMinShare] = s.cfg.MinParticipants
 	}
 	w := toWireBroadcast(b)
 	w.V, w.Aux = clone(w.V), clone(w.Aux)

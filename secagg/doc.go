@@ -159,9 +159,11 @@
 // and dropping honest clients, which the server can always do. The
 // deploy package's clients refuse to sign a survivor set smaller than
 // their pinned fraction ρ of the certified roster, so a released sum
-// holds at least ρ·N_cert vectors, of which at most γ·N_cert corrupt;
-// how much noise that leaves is the caller's accounting (see the deploy
-// package and the README).
+// holds at least ρ·N_cert vectors, of which at most γ·N_cert corrupt.
+// The deploy package's clients also draw their noise shares from the
+// roster they pin, never from counts the server announces
+// (protocol.ParamRoster), so such a sum carries at least 1 − γ/ρ of the
+// calibrated noise (the README gives the ε).
 //
 // In both protocols: the corrupt set must not depend on the graph seed
 // (static corruption, fixed before the round's keys); a client may upload
