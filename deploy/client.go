@@ -404,6 +404,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		sentMasked[k] = -1
 	}
 	last, boot, session := -1, "", ""
+	sessions := 0 // sessions of round last the clients took part in
 	for {
 		var resp *fedv1.GetRoundResponse
 		err := s.retry(ctx, "get round", func(ctx context.Context) error {
@@ -442,9 +443,17 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				if dense, err = s.answerMasked(b, clients); err != nil {
 					return nil, err
 				}
-				last = r
+				last, sessions = r, 0
 			default:
 				s.log.Info("new secure-aggregation session of the round; clients that sent their masked vector sit it out", "round", r, "session", plan.GetSession())
+			}
+			// Against a server that lies, a session it aborts after the
+			// reveals is one more draw of the graph seed: the clients
+			// take part in at most maxSessions sessions of a round.
+			if sessions++; s.cfg.Authority != nil && sessions > maxSessions {
+				s.log.Warn("the server opened more sessions of the round than the clients accept; sitting it out", "round", r, "sessions", sessions, "max", maxSessions)
+				boot, session = resp.GetBoot(), plan.GetSession()
+				continue
 			}
 			boot, session = resp.GetBoot(), plan.GetSession()
 			if err := s.secureAggregate(ctx, r, plan, clients, dense, creds, sentMasked); err != nil {
@@ -800,11 +809,30 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 		}
 		return resp.Msg, nil
 	}
-	ak, err := c.AdvertiseKeys()
-	if err != nil {
+	var ak *secagg.AdvertiseKeys
+	if p.Active {
+		// Commit first; reveal the keys only once the server has fixed
+		// the set of commitments, so nobody can choose the graph seed.
+		kc, err := c.Commit()
+		if err != nil {
+			return err
+		}
+		resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Commit{Commit: &fedv1.SecAggCommit{Position: me, Digest: kc.Digest[:]}}})
+		if err != nil {
+			return err
+		}
+		set := resp.GetCommitted().GetSetHash()
+		if len(set) != 32 {
+			return fmt.Errorf("deploy: a commitment set hash of %d bytes", len(set))
+		}
+		ak, err = c.Reveal([32]byte(set))
+		if err != nil {
+			return err
+		}
+	} else if ak, err = c.AdvertiseKeys(); err != nil {
 		return err
 	}
-	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey, Cert: ak.Cert, Sig: ak.Sig}}})
+	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey, Cert: ak.Cert, Sig: ak.Sig, Nonce: ak.Nonce}}})
 	if err != nil {
 		return err
 	}

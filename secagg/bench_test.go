@@ -21,7 +21,7 @@ func BenchmarkExpander(b *testing.B) {
 // Bytes of the messages with a plain fixed-width encoding (4-byte IDs and
 // words); a transport adds its own framing.
 func sizeKeys(m *AdvertiseKeys) int {
-	return 4 + len(m.MaskKey) + len(m.EncKey) + len(m.Cert) + len(m.Sig)
+	return 4 + len(m.MaskKey) + len(m.EncKey) + len(m.Cert) + len(m.Sig) + len(m.Nonce)
 }
 func sizeShares(s []EncryptedShare) int {
 	n := 4
@@ -123,6 +123,15 @@ func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Ph
 			cs[u], err = NewClient(uint32(u), p, rnd)
 		}
 		must(err)
+		if p.Active { // the commitment, before any key is revealed
+			var m *KeyCommit
+			timed(&tKeys, func() { m, err = cs[u].Commit() })
+			must(err)
+			up[0] += 4 + len(m.Digest)
+			timed(&tServer, func() { err = srv.AddCommit(m) })
+			must(err)
+			continue
+		}
 		var m *AdvertiseKeys
 		timed(&tKeys, func() { m, err = cs[u].AdvertiseKeys() })
 		must(err)
@@ -130,11 +139,25 @@ func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Ph
 		timed(&tServer, func() { err = srv.AddKeys(m) })
 		must(err)
 	}
+	if p.Active {
+		var set [32]byte
+		timed(&tServer, func() { set, err = srv.FinishCommit() })
+		must(err)
+		for _, c := range cs {
+			down[0] += len(set)
+			var m *AdvertiseKeys
+			timed(&tKeys, func() { m, err = c.Reveal(set) })
+			must(err)
+			up[0] += sizeKeys(m)
+			timed(&tServer, func() { err = srv.AddKeys(m) })
+			must(err)
+		}
+	}
 	var kb []*KeysBroadcast
 	timed(&tServer, func() { kb, err = srv.FinishKeys() })
 	must(err)
 	for _, m := range kb {
-		down[0] += 4 + 36*len(m.Committed)
+		down[0] += 4 + 68*len(m.Committed) // position, digest, nonce
 		for i := range m.Keys {
 			down[0] += sizeKeys(&m.Keys[i])
 		}
