@@ -214,10 +214,15 @@ func (s *Session) checkPins() error {
 }
 
 // checkBroadcast is the clients' policy on the quantities of a broadcast
-// that calibrate their noise shares, when an authority is pinned: no
-// count (an item's raters n_j, LDP-OP's client count) above the
-// certified roster, and no ParamMinShare above ClientConfig.MinShare. A
-// server that inflates them shrinks every share (μ/⌊ρ·n_j⌋).
+// that calibrate their noise shares, when an authority is pinned: a
+// masked round must carry a roster calibration (protocol.ParamRoster R,
+// every client adding a share drawn for ⌊ρ·R⌋ clients to every noised
+// coordinate, whatever counts the server announces) with R at most the
+// certified roster; no count (an item's raters n_j, LDP-OP's and DP-ALS's
+// client count) above the roster; and no ParamMinShare ρ above
+// ClientConfig.MinShare. A server that inflated R, n_j or ρ would shrink
+// every share (μ/⌊ρ·n_j⌋ on the count-calibrated path); within these
+// checks a share is at least μ/⌊MinShare·roster⌋.
 func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
 	if s.cfg.Authority == nil {
 		return nil
@@ -225,6 +230,14 @@ func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
 	roster := s.cfg.Roster
 	if roster <= 0 {
 		roster = clients
+	}
+	if b.Words > 0 {
+		switch r, ok := b.Params[protocol.ParamRoster]; {
+		case !ok || protocol.Roster(b) == 0:
+			return fmt.Errorf("deploy: masked round %d calibrates the noise shares by the server's counts, not by a roster (%s = %g): refusing (a server could shrink every share)", b.Round, protocol.ParamRoster, r)
+		case protocol.Roster(b) > roster:
+			return fmt.Errorf("deploy: round %d calibrates the noise shares for a roster of %d clients, above the certified %d: refusing (it would shrink every share)", b.Round, protocol.Roster(b), roster)
+		}
 	}
 	for j, c := range b.Counts {
 		if int(c) > roster {
@@ -391,6 +404,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		sentMasked[k] = -1
 	}
 	last, boot, session := -1, "", ""
+	sessions := 0 // sessions of round last the clients took part in
 	for {
 		var resp *fedv1.GetRoundResponse
 		err := s.retry(ctx, "get round", func(ctx context.Context) error {
@@ -429,9 +443,17 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				if dense, err = s.answerMasked(b, clients); err != nil {
 					return nil, err
 				}
-				last = r
+				last, sessions = r, 0
 			default:
 				s.log.Info("new secure-aggregation session of the round; clients that sent their masked vector sit it out", "round", r, "session", plan.GetSession())
+			}
+			// Against a server that lies, a session it aborts after the
+			// reveals is one more draw of the graph seed: the clients
+			// take part in at most maxSessions sessions of a round.
+			if sessions++; s.cfg.Authority != nil && sessions > maxSessions {
+				s.log.Warn("the server opened more sessions of the round than the clients accept; sitting it out", "round", r, "sessions", sessions, "max", maxSessions)
+				boot, session = resp.GetBoot(), plan.GetSession()
+				continue
 			}
 			boot, session = resp.GetBoot(), plan.GetSession()
 			if err := s.secureAggregate(ctx, r, plan, clients, dense, creds, sentMasked); err != nil {
@@ -787,11 +809,30 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 		}
 		return resp.Msg, nil
 	}
-	ak, err := c.AdvertiseKeys()
-	if err != nil {
+	var ak *secagg.AdvertiseKeys
+	if p.Active {
+		// Commit first; reveal the keys only once the server has fixed
+		// the set of commitments, so nobody can choose the graph seed.
+		kc, err := c.Commit()
+		if err != nil {
+			return err
+		}
+		resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Commit{Commit: &fedv1.SecAggCommit{Position: me, Digest: kc.Digest[:]}}})
+		if err != nil {
+			return err
+		}
+		set := resp.GetCommitted().GetSetHash()
+		if len(set) != 32 {
+			return fmt.Errorf("deploy: a commitment set hash of %d bytes", len(set))
+		}
+		ak, err = c.Reveal([32]byte(set))
+		if err != nil {
+			return err
+		}
+	} else if ak, err = c.AdvertiseKeys(); err != nil {
 		return err
 	}
-	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey, Cert: ak.Cert, Sig: ak.Sig}}})
+	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey, Cert: ak.Cert, Sig: ak.Sig, Nonce: ak.Nonce}}})
 	if err != nil {
 		return err
 	}

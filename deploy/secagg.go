@@ -26,7 +26,8 @@ const Collusion = 0.1
 
 // The steps of a masked round, as the server runs them.
 const (
-	stepKeys    = iota // AdvertiseKeys
+	stepCommit  = iota // KeyCommit: the active protocol's commitments
+	stepKeys           // AdvertiseKeys (in the active protocol, the reveals)
 	stepShares         // ShareKeys
 	stepCheck          // ShareCheck: neighbours whose shares failed
 	stepMasked         // MaskedInput
@@ -78,11 +79,12 @@ type saRound struct {
 	checked map[uint32]*secagg.SharesDelivery // the check's answers: Excluded
 	unmask  map[uint32]*secagg.UnmaskRequest
 	signed  map[uint32]*secagg.UnmaskRequest // active: after the consistency round
-	// committed is the active protocol's committed key set on the wire
-	// (the same for every client).
-	committed []byte
-	inputs    []uint32 // positions whose masked vector was taken
-	err       error
+	// committed is the active protocol's opened commitment set on the
+	// wire, and commitSet the hash of the commitments (both the same for
+	// every client).
+	committed, commitSet []byte
+	inputs               []uint32 // positions whose masked vector was taken
+	err                  error
 }
 
 // exchangeMasked runs round b through SecAgg+ with the enrolled clients
@@ -98,6 +100,7 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 		s.open, s.closed = false, b.Round
 		s.mu.Unlock()
 	}()
+	s.calibrate(b)
 	rec, err := s.st.masked(b.Round)
 	if err != nil {
 		return nil, err
@@ -135,6 +138,34 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 		case attempt+1 >= maxSessions:
 			return s.skipMasked(b, fmt.Sprintf("%d sessions failed", maxSessions))
 		}
+	}
+}
+
+// calibrate sets, on the method's own broadcast b (its sum bounds and
+// noise coverage read them, and the clients get them), the quantities
+// the clients' noise shares are drawn for. ParamMinShare provisions for
+// dropouts: each client draws its share as if only this fraction of its
+// peers took part, so that any such fraction of shares still sums to the
+// calibrated noise. Under the active protocol, ParamRoster makes the
+// clients calibrate by a roster they pin rather than by counts they
+// cannot check: every client adds a share drawn for ⌊ρ·R⌋ clients to
+// every noised coordinate. R is the enrolled clients, which the clients
+// check against the certified roster (Session.checkBroadcast).
+func (s *Server) calibrate(b *protocol.Broadcast) {
+	if s.cfg.MinParticipants >= 1 && !s.cfg.ActiveSecAgg {
+		return
+	}
+	if b.Params == nil {
+		b.Params = map[string]float64{}
+	}
+	if s.cfg.MinParticipants < 1 {
+		b.Params[protocol.ParamMinShare] = s.cfg.MinParticipants
+	}
+	if s.cfg.ActiveSecAgg {
+		s.mu.Lock()
+		enrolled := len(s.order)
+		s.mu.Unlock()
+		b.Params[protocol.ParamRoster] = float64(enrolled)
 	}
 }
 
@@ -193,7 +224,7 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	if err != nil {
 		return nil, false, err
 	}
-	sa := &saRound{p: p, srv: srv, session: session, floor: floor, expect: n, seen: map[uint32]bool{}, full: make(chan struct{}),
+	sa := &saRound{p: p, srv: srv, session: session, floor: floor, expect: n, seen: map[uint32]bool{}, full: make(chan struct{}), step: stepKeys,
 		slot: make(map[uint32]uint32, n),
 		plan: &fedv1.SecAggPlan{Order: roster, Degree: uint32(k), Threshold: uint32(t), Bits: uint32(b.Bits),
 			Words: uint32(b.Words), Seed: p.Seed[:], Session: session, Active: p.Active}}
@@ -203,15 +234,8 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	for i := range sa.done {
 		sa.done[i] = make(chan struct{})
 	}
-	// Provision the noise for dropouts: each client draws its share as if
-	// only this fraction of an item's raters took part, so that any such
-	// fraction of shares still sums to the calibrated noise. It is set on
-	// the method's own broadcast too: its sum bounds (CheckSum) read it.
-	if s.cfg.MinParticipants < 1 {
-		if b.Params == nil {
-			b.Params = map[string]float64{}
-		}
-		b.Params[protocol.ParamMinShare] = s.cfg.MinParticipants
+	if p.Active {
+		sa.step = stepCommit
 	}
 	w := toWireBroadcast(b)
 	w.V, w.Aux = clone(w.V), clone(w.Aux)
@@ -248,7 +272,7 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	}
 	var sum []uint32
 	for step := range numSteps {
-		if step == stepConsist && !p.Active {
+		if (step == stepCommit || step == stepConsist) && !p.Active {
 			s.mu.Lock()
 			sa.step = step + 1
 			s.mu.Unlock()
@@ -275,6 +299,15 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 		s.mu.Unlock()
 		var next int
 		switch step {
+		case stepCommit:
+			set, err := srv.FinishCommit()
+			if err != nil {
+				return fail(step, err)
+			}
+			sa.commitSet = set[:]
+			s.mu.Lock()
+			next = sa.got // every committed client reveals
+			s.mu.Unlock()
 		case stepKeys:
 			kb, err := srv.FinishKeys()
 			if err != nil {
@@ -445,6 +478,8 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	msg := req.Msg
 	var step int
 	switch msg.GetStep().(type) {
+	case *fedv1.SecAggRequest_Commit:
+		step = stepCommit
 	case *fedv1.SecAggRequest_Keys:
 		step = stepKeys
 	case *fedv1.SecAggRequest_Shares:
@@ -488,6 +523,8 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	}
 	resp := &fedv1.SecAggResponse{}
 	switch step {
+	case stepCommit:
+		resp.Next = &fedv1.SecAggResponse_Committed{Committed: &fedv1.SecAggCommitted{SetHash: sa.commitSet}}
 	case stepKeys:
 		kb, ok := sa.keys[me]
 		if !ok {
@@ -560,13 +597,20 @@ func (s *Server) addStep(sa *saRound, step int, id, me uint32, msg *fedv1.SecAgg
 	}
 	var err error
 	switch step {
+	case stepCommit:
+		c := msg.GetCommit()
+		if c.GetPosition() != me || len(c.GetDigest()) != 32 {
+			s.mu.Unlock()
+			return s.rejectErr(connect.CodeInvalidArgument, "shape", "position %d commits as %d with a %d-byte digest", me, c.GetPosition(), len(c.GetDigest()))
+		}
+		err = sa.srv.AddCommit(&secagg.KeyCommit{From: me, Digest: [32]byte(c.GetDigest())})
 	case stepKeys:
 		k := msg.GetKeys()
 		if k.GetPosition() != me {
 			s.mu.Unlock()
 			return s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d sends as %d", me, k.GetPosition())
 		}
-		err = sa.srv.AddKeys(&secagg.AdvertiseKeys{From: me, MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey(), Cert: k.GetCert(), Sig: k.GetSig()})
+		err = sa.srv.AddKeys(&secagg.AdvertiseKeys{From: me, MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey(), Cert: k.GetCert(), Sig: k.GetSig(), Nonce: k.GetNonce()})
 	case stepShares:
 		var shares []secagg.EncryptedShare
 		for _, sh := range msg.GetShares().GetShares() {
@@ -655,14 +699,16 @@ func byRecipient[M any](ms []M, to func(M) uint32) map[uint32]M {
 	return out
 }
 
-// commitSize is the wire size of one entry of the committed key set.
-const commitSize = 4 + 32
+// commitSize is the wire size of one entry of the opened commitment set:
+// position, advertisement digest, nonce.
+const commitSize = 4 + 32 + secagg.NonceSize
 
 func packCommitted(cs []secagg.Commitment) []byte {
 	out := make([]byte, 0, commitSize*len(cs))
 	for _, c := range cs {
 		out = binary.BigEndian.AppendUint32(out, c.From)
 		out = append(out, c.Digest[:]...)
+		out = append(out, c.Nonce[:]...)
 	}
 	return out
 }
@@ -675,7 +721,8 @@ func unpackCommitted(b []byte) ([]secagg.Commitment, error) {
 	for i := range out {
 		e := b[i*commitSize:]
 		out[i].From = binary.BigEndian.Uint32(e)
-		copy(out[i].Digest[:], e[4:commitSize])
+		copy(out[i].Digest[:], e[4:36])
+		copy(out[i].Nonce[:], e[36:commitSize])
 	}
 	return out, nil
 }

@@ -155,13 +155,19 @@ func newMaskPlan(cfg Config, ni int) (*maskPlan, error) {
 }
 
 // shares returns the number of clients each client's noise share is drawn
-// for: ⌊ρ·N⌋, at least 1.
+// for: ⌊ρ·N⌋, at least 1, N the roster of a roster calibration
+// (protocol.ParamRoster, which a deployment's clients check against the
+// roster they pin) or else the clients counted at setup.
 func shares(b *protocol.Broadcast) int {
 	rho := b.Param(protocol.ParamMinShare, 1)
 	if !(rho > 0 && rho <= 1) {
 		rho = 1
 	}
-	return max(1, int(math.Floor(rho*b.Param(paramClients, 1))))
+	n := b.Param(paramClients, 1)
+	if r := protocol.Roster(b); r > 0 {
+		n = float64(r)
+	}
+	return max(1, int(math.Floor(rho*n)))
 }
 
 // encode writes the client's integer upload of step ms from its float

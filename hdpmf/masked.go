@@ -22,6 +22,21 @@ import (
 // dense upload also hides which items a client rated, which a sparse one
 // under the ideal functionality hides only by assumption.
 //
+// Roster calibration (protocol.ParamRoster R, which a deployment running
+// secagg's active protocol sets and its clients check against the
+// certified roster they pin): the counts n_j come from the server, which
+// the clients cannot check, and a server announcing n_j = 2^30 made every
+// share vanish. Under it no count enters a share: every client in the
+// round — with ratings or not, out of budget or not — adds
+// Skellam(μ/⌊ρ·R⌋) to every coordinate of every item (maskedDense), so
+// any ⌊ρ·R⌋ shares in the sum carry Skellam(μ) at every item. The
+// clients refuse a survivor set below their pinned ρ of R, so a sum
+// holds at least ρ·R vectors; with at most γ·R corrupt ones withholding
+// their shares the noise is at least (1 − γ/ρ)·μ per coordinate
+// (TestRosterFloorCost gives the ε). It costs each client K samples per
+// item of the catalog instead of per rated item; the upload was already
+// dense.
+//
 // Quantization: a client's row g = 2(u·v_j − y)·u is clipped to L2 norm
 // ClipFactor·Δ (Δ the rating range; ‖u‖ ≤ 1 keeps honest rows below
 // 2Δ·‖v_j‖-ish, so clipping touches only rows of far-off items), scaled by
@@ -167,6 +182,72 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 	return &c.up
 }
 
+// maskedDense builds client c's dense words over every item under a
+// roster calibration (protocol.ParamRoster R, set by a deployment whose
+// clients pin R): every item's K coordinates get a Skellam(μ/⌊ρ·R⌋)
+// share, rated or not, and the rated items (when data is set) also their
+// quantized rows and arrival bits. No count the server announces enters
+// the share: R is checked by the deployment's clients against the roster
+// they pin, ρ against their pinned floor. With data unset (no rated item,
+// or the budget spent) the client sends its noise shares alone.
+func (c *client) maskedDense(b *protocol.Broadcast, r *rand.Rand, data bool) *protocol.Upload {
+	k, m := c.sh.k, c.sh.m
+	stride := k + 1
+	if len(c.dense) != m*stride {
+		c.dense = make([]uint32, m*stride)
+	}
+	if len(c.ints) != k {
+		c.row = make([]float32, k)
+		c.ints = make([]int64, k)
+		c.noise = make([]int64, k)
+	}
+	q := c.sh.mask.q
+	q.Bits = b.Bits
+	rho := b.Param(protocol.ParamMinShare, 1)
+	if !(rho > 0 && rho <= 1) {
+		rho = 1
+	}
+	shares := max(1, int(math.Floor(rho*float64(protocol.Roster(b)))))
+	if c.rtab == nil || c.rtabShares != shares {
+		c.rtab, c.rtabShares = c.sh.mask.tables.Get(c.sh.mask.mu/float64(shares)), shares
+	}
+	var es []float32
+	if data {
+		c.sent++
+		es = c.residuals(b)
+	}
+	u := c.u
+	n := 0
+	for j := range m {
+		rated := data && n < len(c.items) && int(c.items[n]) == j
+		if rated {
+			e := es[n]
+			for d := range c.row {
+				c.row[d] = e * u[d]
+			}
+			q.Quantize(r, c.row, c.ints)
+		} else {
+			clear(c.ints)
+		}
+		if c.rtab != nil {
+			c.rtab.AddTo(r, c.ints)
+		} else {
+			dp.FillSkellamShare(r, c.sh.mask.mu, shares, c.noise)
+			for d := range c.ints {
+				c.ints[d] += c.noise[d]
+			}
+		}
+		q.Wrap(c.ints, c.dense[j*stride:j*stride+k])
+		c.dense[j*stride+k] = 0
+		if rated {
+			c.dense[j*stride+k] = 1
+			n++
+		}
+	}
+	c.up = protocol.Upload{Client: c.id, Round: b.Round, Words: c.dense}
+	return &c.up
+}
+
 // tables returns the Skellam(μ/n_j) samplers of the client's items (nil
 // where μ/n_j is beyond a table): the counts and ρ are fixed after setup,
 // so a client looks the shared cache up once per item, not once per
@@ -215,11 +296,17 @@ func (s *server) aggregateMasked(round int, ups []*protocol.Upload) error {
 	}
 	clear(s.sum)
 	clear(s.arrived)
+	s.inputs = 0
 	q := dp.Quantizer{Clip: 1, Scale: maskScale, Bits: s.b.Bits}
 	ints := make([]int64, k)
 	for _, u := range ups {
 		if u == nil {
 			continue
+		}
+		if u.Client == -1 && s.sumRound == round {
+			s.inputs += s.sumInputs // a summed upload
+		} else {
+			s.inputs++
 		}
 		if len(u.Words) != s.numItems*stride {
 			return fmt.Errorf("%w: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(u.Words), s.numItems*stride)
@@ -298,6 +385,13 @@ func (s *server) Spent() (eps, delta float64, ok bool) {
 // that, an item whose n_j is at most the number of inputs can be made to
 // read full coverage by one client; no check of the sum tells which of
 // the inputs rated j, so only per-client proofs would close it.
+//
+// Under a roster calibration (protocol.ParamRoster R in the round's
+// broadcast) every client in the sum drew a share for every item, for
+// ⌊rho·R⌋ clients, so coverage is inputs/⌊rho·R⌋ for every item, inputs
+// the masked vectors in the sum (SetSumInputs), capped at 1: no count the
+// server announced enters it. The same assumption holds: a client in the
+// sum that withholds its share (a corrupt one) still counts.
 func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 	if !s.masked || s.plain || s.b.Phase != protocol.PhaseTrain {
 		return 0, 0, false
@@ -307,13 +401,18 @@ func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 	}
 	coverage = 1
 	arrived := false
-	for j, got := range s.arrived {
-		if got == 0 {
-			continue
+	if r := protocol.Roster(&s.b); r > 0 {
+		arrived = s.inputs > 0
+		coverage = math.Min(1, float64(s.inputs)/max(1, math.Floor(rho*float64(r))))
+	} else {
+		for j, got := range s.arrived {
+			if got == 0 {
+				continue
+			}
+			arrived = true
+			need := max(1, math.Floor(rho*float64(s.counts[j])))
+			coverage = math.Min(coverage, float64(got)/need)
 		}
-		arrived = true
-		need := max(1, math.Floor(rho*float64(s.counts[j])))
-		coverage = math.Min(coverage, float64(got)/need)
 	}
 	if !arrived {
 		return 0, 0, false
@@ -326,6 +425,11 @@ func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 	}
 	return coverage, eps, true
 }
+
+// SetSumInputs implements protocol.SumInputsSetter: the number of masked
+// vectors in round's summed upload, which a roster calibration's noise
+// coverage counts (NoiseCoverage).
+func (s *server) SetSumInputs(round, inputs int) { s.sumRound, s.sumInputs = round, inputs }
 
 // sumCheck is what the server needs to check an unmasked sum
 // (protocol.SumChecker): the bound of one client's quantized coordinate
@@ -451,6 +555,7 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 		rho = 1
 	}
 	tail := protocol.SumTail / float64(s.numItems*k)
+	roster := protocol.Roster(&s.b)
 	type key struct{ a, shares int64 }
 	tails := map[key]int64{}
 	q := dp.Quantizer{Clip: 1, Scale: maskScale, Bits: s.b.Bits}
@@ -460,11 +565,14 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 		if a > int64(inputs) || a > n {
 			return fmt.Errorf("%w: round %d word %d, item %d: arrivals %d above min(%d inputs, %d announced)", protocol.ErrOutOfBounds, round, j*stride+k, j, a, inputs, n)
 		}
-		shares := max(1, int64(math.Floor(rho*float64(n))))
-		t, ok := tails[key{a, shares}]
+		shares, drawn := max(1, int64(math.Floor(rho*float64(n)))), a
+		if roster > 0 { // every input drew a share for every item
+			shares, drawn = max(1, int64(math.Floor(rho*float64(roster)))), int64(inputs)
+		}
+		t, ok := tails[key{drawn, shares}]
 		if !ok {
-			t = dp.SkellamTailBound(float64(a)*s.chk.mu/float64(shares), tail)
-			tails[key{a, shares}] = t
+			t = dp.SkellamTailBound(float64(drawn)*s.chk.mu/float64(shares), tail)
+			tails[key{drawn, shares}] = t
 		}
 		bound := a*s.chk.perClient + t - 1
 		q.Unwrap(w[j*stride:j*stride+k], ints)

@@ -2,7 +2,10 @@ package hdpmf
 
 import (
 	"context"
+	"github.com/privrec/privrec/accountant/rdp"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/privrec/privrec/eval"
@@ -96,4 +99,118 @@ func TestIntegerPath(t *testing.T) {
 		t.Fatalf("quantization moved V by up to %v (want a rounding-sized change)", worst)
 	}
 	t.Logf("quantization alone moves V by at most %.4g after %d rounds", worst, p.Rounds)
+}
+
+// TestRosterNoiseIgnoresCounts mounts issue 31's noise attack on a real
+// client: a server that lies announces inflated rater counts n_j, and on
+// the count-calibrated path each share, Skellam(μ/⌊ρ·n_j⌋), shrinks with
+// them (the control: mean |word| falls more than tenfold at n_j = 2^30).
+// Under a roster calibration (protocol.ParamRoster R) the client draws
+// every share for ⌊ρ·R⌋ clients whatever the counts say: its words are
+// the same, bit for bit, at n_j = 1, R and 2^30, and every item carries
+// a share, rated or not.
+func TestRosterNoiseIgnoresCounts(t *testing.T) {
+	train := tiny(t, 60)
+	cfg := DefaultConfig(HDPMF)
+	cfg.Rounds, cfg.Aggregation, cfg.Seed = 2, protocol.AggMasked, 5
+	cl, err := NewClients(train, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cl.List[0].(*client)
+	if _, err := c.Round(&protocol.Broadcast{Round: 0, Phase: protocol.PhaseSetup, Dim: cfg.Dim, NumItems: train.NumItems(),
+		Words: train.NumItems(), Bits: 32}, rand.New(rand.NewPCG(1, 2))); err != nil {
+		t.Fatal(err)
+	}
+	m, k := train.NumItems(), cfg.Dim
+	const roster = 100
+	words := func(nj int32, roster int) []uint32 {
+		counts := make([]int32, m)
+		for j := range counts {
+			counts[j] = nj
+		}
+		v := make([]float32, m*k)
+		for d := range v {
+			v[d] = 0.1
+		}
+		params := map[string]float64{"lr": 0.01, "lambda": 0.01, protocol.ParamMinShare: 0.9}
+		if roster > 0 {
+			params[protocol.ParamRoster] = float64(roster)
+		}
+		b := &protocol.Broadcast{Round: 1, Phase: protocol.PhaseTrain, Dim: k, NumItems: m, V: v, Counts: counts,
+			Words: m * (k + 1), Bits: 32, Params: params}
+		c.tabs, c.rtab = nil, nil // the cached samplers assume fixed counts
+		up, err := c.Round(b, rand.New(rand.NewPCG(3, 4)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(up.DenseWords(b))
+	}
+	// meanAbs is the mean |word| over the K coordinates of the client's
+	// rated items (rated) or of the others.
+	meanAbs := func(w []uint32, rated bool) float64 {
+		var s float64
+		n := 0
+		for j := range m {
+			if _, ok := slices.BinarySearch(c.items, int32(j)); ok != rated {
+				continue
+			}
+			for _, x := range w[j*(k+1) : j*(k+1)+k] {
+				s += math.Abs(float64(int32(x)))
+				n++
+			}
+		}
+		return s / float64(n)
+	}
+	honest, lying := meanAbs(words(1, 0), true), meanAbs(words(1<<30, 0), true)
+	t.Logf("count-calibrated path: mean |word| %.1f at n_j = 1, %.1f at n_j = 2^30", honest, lying)
+	if lying > honest/10 {
+		t.Fatalf("control: inflated counts did not shrink the count-calibrated share (%.1f vs %.1f)", lying, honest)
+	}
+	ref := words(1, roster)
+	for _, nj := range []int32{roster, 1 << 30} {
+		if w := words(nj, roster); !slices.Equal(w, ref) {
+			t.Fatalf("roster calibration: the words at n_j = %d differ from those at n_j = 1", nj)
+		}
+	}
+	// The share is Skellam(μ/⌊0.9·R⌋) on every item: its mean |x| is
+	// about √(2·share/π) (share = a Skellam's half variance).
+	share := c.sh.mask.mu / math.Floor(0.9*roster)
+	want := math.Sqrt(4 * share / math.Pi)
+	got := meanAbs(ref, false)
+	t.Logf("roster calibration (R = %d, ρ = 0.9): mean |word| %.1f on unrated items (≈ %.1f expected), %.1f on rated ones, at any n_j",
+		roster, got, want, meanAbs(ref, true))
+	if got < 0.8*want || got > 1.2*want {
+		t.Fatalf("roster calibration: unrated items' mean |word| %.1f, want ≈ %.1f", got, want)
+	}
+}
+
+// TestRosterFloorCost computes what a server that lies can still do to
+// the noise under a roster calibration: drop honest clients down to the
+// survivor floor the clients pin (ρ of the certified roster R), with up
+// to γ·R corrupt clients in the sum withholding their shares. Every
+// honest share is drawn for ⌊ρ·R⌋ clients, so at least (ρ−γ)·R of them
+// leave f = 1 − γ/ρ of μ per coordinate. It logs the total ε at f
+// (HDPMF, rating range 4, ε = 1 a round, 20 rounds, user clip 1, δ =
+// 10⁻⁶) and checks that less noise costs more ε and none is unbounded.
+func TestRosterFloorCost(t *testing.T) {
+	cfg := DefaultConfig(HDPMF)
+	cfg.Rounds, cfg.Eps, cfg.UserClip = 20, 1, 1
+	m, err := newMasking(cfg, cfg.Eps, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := 0.0
+	for _, c := range []struct{ rho, gamma float64 }{{1, 0}, {0.9, 0.05}, {0.9, 0.1}, {0.8, 0.1}, {0.5, 0.1}, {0.2, 0.1}} {
+		f := 1 - c.gamma/c.rho
+		eps := m.userEps(cfg.Rounds)
+		if f < 1 {
+			eps = rdp.SkellamEpsilon(f*m.mu, cfg.Rounds, m.ul1, m.ul2, m.delta)
+		}
+		t.Logf("ρ = %.2f, γ = %.2f: f = %.3f, total ε %.2f at δ = %g", c.rho, c.gamma, f, eps, m.delta)
+		if math.IsInf(eps, 1) || eps < prev {
+			t.Fatalf("ρ = %v, γ = %v: ε %v after %v", c.rho, c.gamma, eps, prev)
+		}
+		prev = eps
+	}
 }

@@ -394,6 +394,11 @@ type client struct {
 	row         []float32
 	ints, noise []int64
 	tabs        []*dp.SkellamTable // per item: its Skellam share sampler
+	// The roster calibration's buffers (maskedDense): the dense words
+	// and the one share sampler, drawn for rtabShares clients.
+	dense      []uint32
+	rtab       *dp.SkellamTable
+	rtabShares int
 }
 
 func (c *client) ID() int { return c.id }
@@ -413,16 +418,28 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	if b.Round >= 2 {
 		c.updateUser(b)
 	}
+	// Under a roster calibration (protocol.ParamRoster) every client adds
+	// its noise share to every item, data or not.
+	rosterNoise := b.Words > 0 && c.sh.variant != Plain && protocol.Roster(b) > 0
 	if len(c.items) == 0 {
+		if rosterNoise {
+			return c.maskedDense(b, r, false), nil
+		}
 		return nil, nil
 	}
 	if c.sh.variant != Plain { // Plain: exact gradients, nothing to spend
 		if err := c.sh.acct.Charge(c.id, b.Round, c.charge, 0, c.sh.label); err != nil {
 			if errors.Is(err, accountant.ErrBudgetExceeded) {
+				if rosterNoise { // noise alone: no data released
+					return c.maskedDense(b, r, false), nil
+				}
 				return nil, nil // out of budget: release nothing
 			}
 			return nil, err
 		}
+	}
+	if rosterNoise {
+		return c.maskedDense(b, r, true), nil
 	}
 	if b.Words > 0 {
 		return c.maskedRound(b, r), nil
@@ -635,6 +652,11 @@ type server struct {
 	spent rdp.Curve
 	// chk bounds the masked sums (CheckSum), nil off the integer path.
 	chk *sumCheck
+	// sumRound and sumInputs are the masked vectors in the summed upload
+	// of round sumRound (SetSumInputs); inputs is the number of masked
+	// vectors in the last round aggregated, which under a roster
+	// calibration (protocol.ParamRoster) is the number of noise shares.
+	sumRound, sumInputs, inputs int
 }
 
 // serverConfig is the public part of Config the server knows.

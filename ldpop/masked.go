@@ -143,6 +143,17 @@ func (t rowTotals) l1(a float64) float64   { return a*t.n + 2*t.c }
 
 func (t *rowTotals) add(o rowTotals) { t.a += o.a; t.x += o.x; t.c += o.c; t.n += o.n }
 
+// shareBase returns the number of clients a noise share is drawn for
+// ⌊ρ·shareBase⌋ of: the roster of a roster calibration
+// (protocol.ParamRoster, which a deployment's clients check against the
+// roster they pin), else n, the clients counted at setup.
+func shareBase(b *protocol.Broadcast, n int) int {
+	if r := protocol.Roster(b); r > 0 {
+		return r
+	}
+	return n
+}
+
 // maskedSetup announces the client: one word, 1.
 func (c *client) maskedSetup(b *protocol.Broadcast) (*protocol.Upload, error) {
 	if b.Words != 1 {
@@ -169,7 +180,7 @@ func (c *client) maskedSampled(b *protocol.Broadcast, r *rand.Rand) (*protocol.U
 	var tab *dp.SkellamTable
 	var share float64 // Skellam mean of this client's share, 0: no noise
 	if sh.mask.mu > 0 {
-		n := int(b.Param(paramClients, float64(sh.n)))
+		n := shareBase(b, int(b.Param(paramClients, float64(sh.n))))
 		rho := b.Param(protocol.ParamMinShare, 1)
 		if !(rho > 0 && rho <= 1) {
 			rho = 1
@@ -305,7 +316,7 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 	if !(rho > 0 && rho <= 1) {
 		rho = 1
 	}
-	shares := max(1, int64(math.Floor(rho*float64(n))))
+	shares := max(1, int64(math.Floor(rho*float64(shareBase(&s.b, s.n)))))
 	per := int64(math.Ceil(s.mk.a))
 	t := dp.SkellamTailBound(float64(a)*s.mk.mu/float64(shares), protocol.SumTail/float64(max(1, len(s.sel))))
 	bound := a*per + t - 1
@@ -355,7 +366,7 @@ func (s *server) coverage(rho float64) (coverage, eps float64, ok bool) {
 	if !(rho > 0 && rho <= 1) {
 		rho = 1
 	}
-	need := max(1, math.Floor(rho*float64(s.n)))
+	need := max(1, math.Floor(rho*float64(shareBase(&s.b, s.n))))
 	coverage = math.Min(1, float64(s.arrived)/need)
 	return coverage, s.mk.rowEpsAt(coverage*s.mk.mu, s.roundTotals(), 2*s.mk.a), true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/privrec/privrec/accountant/rdp"
@@ -211,4 +212,82 @@ func TestMaskedConfig(t *testing.T) {
 			t.Errorf("%s: masked config accepted", name)
 		}
 	}
+}
+
+// lyingServer is a server that announces its own client count to the
+// clients (the "clients" parameter their shares were calibrated by) and,
+// when roster is set, a roster calibration (protocol.ParamRoster); it
+// keeps the training rounds' sums.
+type lyingServer struct {
+	protocol.Server
+	clients, roster float64
+	sums            [][]uint32
+}
+
+func (l *lyingServer) Broadcast(round int) (*protocol.Broadcast, error) {
+	b, err := l.Server.Broadcast(round)
+	if err == nil && b.Words > 0 && b.Phase == protocol.PhaseTrain {
+		b.Params[paramClients] = l.clients
+		if l.roster > 0 {
+			b.Params[protocol.ParamRoster] = l.roster
+		}
+	}
+	return b, err
+}
+
+func (l *lyingServer) Aggregate(round int, ups []*protocol.Upload) error {
+	if len(ups) == 1 && ups[0] != nil && ups[0].Client == -1 && round > 0 {
+		l.sums = append(l.sums, slices.Clone(ups[0].Words))
+	}
+	return l.Server.Aggregate(round, ups)
+}
+
+// TestRosterNoiseIgnoresCount mounts issue 31's noise attack: a server
+// that announces 2^30 clients shrinks every client's Skellam share
+// μ/⌊ρ·n⌋ on the count-calibrated path (the control: the sums' mean
+// |word| falls more than tenfold). Under a roster calibration
+// (protocol.ParamRoster, which a deployment's clients check against the
+// roster they pin) the shares ignore the announced count: the sums are
+// the same, bit for bit, whether the server announces 40 clients or 2^30.
+func TestRosterNoiseIgnoresCount(t *testing.T) {
+	d := synth(t, 40, 30, 8)
+	cfg := DefaultConfig(LDPOP)
+	cfg.Rounds, cfg.PerRound, cfg.Aggregation = 2, 25, protocol.AggMasked
+	run := func(clients, roster float64) [][]uint32 {
+		srv, err := NewServer(cfg, d.NumItems(), d.Scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := NewClients(d, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &lyingServer{Server: srv, clients: clients, roster: roster}
+		if err := protocol.Run(context.Background(), l, cl.List, protocol.RunOptions{Seed: 7, Aggregation: protocol.AggMasked, MaxRounds: 2*cfg.Rounds + 2}); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.sums) == 0 {
+			t.Fatal("no training sum")
+		}
+		return l.sums
+	}
+	meanAbs := func(w []uint32) float64 {
+		var s float64
+		for _, x := range w[:len(w)-1] { // the positions, not the arrival word
+			s += math.Abs(float64(int32(x)))
+		}
+		return s / float64(len(w)-1)
+	}
+	honest, lying := run(40, 0), run(1<<30, 0)
+	t.Logf("count-calibrated: mean |sum word| %.0f at n = 40, %.0f at n = 2^30", meanAbs(honest[0]), meanAbs(lying[0]))
+	if meanAbs(lying[0]) > meanAbs(honest[0])/3 {
+		t.Fatalf("control: an inflated count did not shrink the shares (%.0f vs %.0f)", meanAbs(lying[0]), meanAbs(honest[0]))
+	}
+	ref, got := run(40, 40), run(1<<30, 40)
+	for r := range ref {
+		if !slices.Equal(ref[r], got[r]) {
+			t.Fatalf("roster calibration: training sum %d differs when the server announces 2^30 clients", r)
+		}
+	}
+	t.Logf("roster calibration: mean |sum word| %.0f at n = 40 and at n = 2^30", meanAbs(ref[0]))
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -68,6 +69,37 @@ func SecureIf(secure bool) Aggregation {
 // arriving shares carry the calibrated noise (more arriving only add
 // noise). Absent, ρ is 1.
 const ParamMinShare = "secagg-min-share"
+
+// ParamRoster is the Broadcast.Params key a deployment sets, in a masked
+// round, to a number R of clients that calibrates the round's noise in
+// place of any count the server announces (an item's raters, the clients
+// counted at setup): every client then adds to every noised coordinate of
+// its dense vector — whether or not it has data there — a Skellam share
+// drawn for ⌊ρ·R⌋ clients (ρ = ParamMinShare), so that any ⌊ρ·R⌋ shares
+// in the sum carry the calibrated noise. Clients that pin R (the certified
+// roster of secagg's active protocol) refuse a larger one, so a server
+// cannot shrink the shares by announcing counts. Absent, methods
+// calibrate by their own counts.
+const ParamRoster = "secagg-roster"
+
+// Roster returns b's ParamRoster, 0 when absent or not a positive whole
+// number.
+func Roster(b *Broadcast) int {
+	r := b.Param(ParamRoster, 0)
+	if !(r >= 1 && r <= 1<<31 && r == math.Floor(r)) {
+		return 0
+	}
+	return int(r)
+}
+
+// SumInputsSetter is a method server that wants to know how many clients'
+// masked vectors a round's single summed upload holds (a figure the
+// secure-aggregation protocol knows and the sum does not show).
+// RunTransport calls SetSumInputs just before Aggregate of such a round,
+// with the same figure it passes to SumChecker.CheckSum.
+type SumInputsSetter interface {
+	SetSumInputs(round, inputs int)
+}
 
 // NoiseCoverage is implemented by a method server whose masked rounds
 // tell it how many clients' noise shares arrived (an arrival count in the

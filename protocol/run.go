@@ -143,12 +143,12 @@ func RunTransport(ctx context.Context, srv Server, tr Transport, opt RunOptions)
 				return err
 			}
 		}
-		if sc, ok := srv.(SumChecker); ok {
-			if sum := maskedSum(b, ups); sum != nil {
-				inputs := tr.NumClients()
-				if si, ok := tr.(SumInputs); ok {
-					inputs = si.SumInputs()
-				}
+		if sum := maskedSum(b, ups); sum != nil {
+			inputs := tr.NumClients()
+			if si, ok := tr.(SumInputs); ok {
+				inputs = si.SumInputs()
+			}
+			if sc, ok := srv.(SumChecker); ok {
 				if err := sc.CheckSum(round, sum, inputs); err != nil {
 					if !errors.Is(err, ErrOutOfBounds) {
 						return fmt.Errorf("protocol: check of round %d: %w", round, err)
@@ -156,6 +156,9 @@ func RunTransport(ctx context.Context, srv Server, tr Transport, opt RunOptions)
 					info.Rejected, info.Uploads, info.Items = err, 0, 0
 					ups = nil
 				}
+			}
+			if is, ok := srv.(SumInputsSetter); ok && ups != nil {
+				is.SetSumInputs(round, inputs)
 			}
 		}
 		if err := srv.Aggregate(round, ups); err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 )
@@ -28,6 +29,8 @@ const (
 	advertLabel  = "privrec/secagg/v2 advertise\x00"
 	commitLabel  = "privrec/secagg/v2 commit\x00"
 	graphLabel   = "privrec/secagg/v2 graph\x00"
+	hideLabel    = "privrec/secagg/v2 hiding commitment\x00"
+	setLabel     = "privrec/secagg/v2 commitment set\x00"
 	consistLabel = "privrec/secagg/v2 survivors\x00"
 )
 
@@ -165,9 +168,91 @@ func advertMsg(ctx []byte, base *[32]byte, from, client uint32, mask, enc []byte
 }
 
 // Commitment is one advertisement's digest in the committed key set.
+//
+// In the opened commitment set of a KeysBroadcast it is the opening of a
+// KeyCommit: the advertisement's digest and the nonce the commitment hid.
 type Commitment struct {
 	From   uint32
 	Digest [32]byte
+	Nonce  [32]byte
+}
+
+// NonceSize is the size of the nonce a KeyCommit hides.
+const NonceSize = 32
+
+// hide is the hiding commitment of a KeyCommit: SHA-256 over the
+// position, the advertisement's digest and the nonce. With a fresh
+// 32-byte nonce it reveals nothing of the advertisement, and it binds the
+// client to both.
+func hide(from uint32, digest, nonce *[32]byte) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(hideLabel))
+	var x [4]byte
+	binary.BigEndian.PutUint32(x[:], from)
+	h.Write(x[:])
+	h.Write(digest[:])
+	h.Write(nonce[:])
+	return [32]byte(h.Sum(nil))
+}
+
+// CommitSetHash is the hash of a session's commitment set: the round's
+// public seed and every KeyCommit, which must be sorted by position. A
+// client receives it before it reveals its advertisement (Client.Reveal)
+// and later checks the opened set against it.
+func CommitSetHash(base [32]byte, commits []KeyCommit) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(setLabel))
+	h.Write(base[:])
+	var x [4]byte
+	for _, c := range commits {
+		binary.BigEndian.PutUint32(x[:], c.From)
+		h.Write(x[:])
+		h.Write(c.Digest[:])
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+// Commit (active protocol, before Reveal) draws the round's secrets and
+// the client's advertisement as AdvertiseKeys does, with a fresh nonce,
+// and returns only a hiding commitment to them. Nobody — the server, the
+// corrupt clients — learns an honest client's keys before every
+// commitment of the session is fixed, so nobody can choose the graph
+// seed, which hashes the opened set (GraphSeed).
+func (c *Client) Commit() (*KeyCommit, error) {
+	if !c.p.Active || c.own != nil {
+		return nil, fmt.Errorf("%w: Commit outside the active protocol, or twice", ErrState)
+	}
+	m, err := c.drawKeys()
+	if err != nil {
+		return nil, err
+	}
+	m.Nonce = make([]byte, NonceSize)
+	if _, err := io.ReadFull(c.rand, m.Nonce); err != nil {
+		return nil, c.abort(fmt.Errorf("secagg: nonce: %w", err))
+	}
+	m.Cert = c.auth.Cert.Marshal()
+	m.Sig = ed25519.Sign(c.auth.Key, advertMsg(c.auth.Context, &c.p.Seed, c.id, c.auth.Cert.Client, m.MaskKey, m.EncKey))
+	c.own = m
+	d := advertDigest(m)
+	return &KeyCommit{From: c.id, Digest: hide(c.id, &d, (*[32]byte)(m.Nonce))}, nil
+}
+
+// Reveal (active protocol, after Commit) records the hash of the
+// session's commitment set (CommitSetHash, from the server) and returns
+// the client's advertisement with its nonce. ShareKeys later refuses an
+// opened set that does not hash to it: a server that changes a committed
+// key, adds or drops a commitment after seeing the reveals, is caught.
+func (c *Client) Reveal(set [32]byte) (*AdvertiseKeys, error) {
+	if err := c.enter(stageKeys); err != nil {
+		return nil, err
+	}
+	if c.own == nil {
+		return nil, fmt.Errorf("%w: Reveal before Commit", ErrState)
+	}
+	c.commitSet = set
+	c.stage = stageShares
+	m := *c.own
+	return &m, nil
 }
 
 // advertDigest commits to everything an advertisement says.
@@ -188,6 +273,10 @@ func advertDigest(m *AdvertiseKeys) [32]byte {
 // GraphSeed is the seed of the neighbour graph of the active protocol: a
 // hash of the round's public seed and of the committed key set (every
 // advertisement of U1, sorted by position), fixed only once every key is.
+//
+// The set is the opened commitment set: each entry carries the nonce its
+// KeyCommit hid, so the seed is unknown to anyone until every client of
+// the set has revealed, and it was fixed (CommitSetHash) before any did.
 func GraphSeed(base [32]byte, committed []Commitment) [32]byte {
 	h := sha256.New()
 	h.Write([]byte(graphLabel))
@@ -197,8 +286,100 @@ func GraphSeed(base [32]byte, committed []Commitment) [32]byte {
 		binary.BigEndian.PutUint32(x[:], c.From)
 		h.Write(x[:])
 		h.Write(c.Digest[:])
+		h.Write(c.Nonce[:])
 	}
 	return [32]byte(h.Sum(nil))
+}
+
+// AddCommit records a client's KeyCommit (active protocol, before any
+// AddKeys).
+func (s *Server) AddCommit(m *KeyCommit) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.p.Active || s.commitClosed {
+		return fmt.Errorf("%w: commitment outside the active protocol's first step", ErrState)
+	}
+	if err := s.enter(stageKeys); err != nil {
+		return err
+	}
+	if err := s.from(m.From); err != nil {
+		return err
+	}
+	if s.commits == nil {
+		s.commits = map[uint32][32]byte{}
+	}
+	if _, ok := s.commits[m.From]; ok {
+		return fmt.Errorf("%w: commitment of %d twice", ErrMessage, m.From)
+	}
+	s.commits[m.From] = m.Digest
+	return nil
+}
+
+// FinishCommit closes the commitments (active protocol) and returns the
+// hash of the commitment set (CommitSetHash), which every committed
+// client receives before it reveals its keys. From now on AddKeys takes
+// only the advertisement a client committed to, and FinishKeys needs
+// every committed client's.
+func (s *Server) FinishCommit() ([32]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.p.Active || s.commitClosed {
+		return [32]byte{}, fmt.Errorf("%w: FinishCommit outside the active protocol's first step", ErrState)
+	}
+	if err := s.enter(stageKeys); err != nil {
+		return [32]byte{}, err
+	}
+	if err := s.enough("Commit", len(s.commits)); err != nil {
+		return [32]byte{}, err
+	}
+	s.commitClosed = true
+	return CommitSetHash(s.p.Seed, s.commitList()), nil
+}
+
+// commitList returns the commitments sorted by position.
+func (s *Server) commitList() []KeyCommit {
+	out := make([]KeyCommit, 0, len(s.commits))
+	for u, d := range s.commits {
+		out = append(out, KeyCommit{From: u, Digest: d})
+	}
+	slices.SortFunc(out, func(a, b KeyCommit) int { return int(int64(a.From) - int64(b.From)) })
+	return out
+}
+
+// checkReveal (active protocol) refuses an advertisement that is not the
+// one its sender committed to.
+func (s *Server) checkReveal(m *AdvertiseKeys) error {
+	want, ok := s.commits[m.From]
+	switch {
+	case !s.commitClosed:
+		return fmt.Errorf("%w: keys of %d before the commitments closed", ErrState, m.From)
+	case !ok:
+		return fmt.Errorf("%w: keys of %d, which did not commit", ErrMessage, m.From)
+	case len(m.Nonce) != NonceSize:
+		return fmt.Errorf("%w: keys of %d with a %d-byte nonce", ErrMessage, m.From, len(m.Nonce))
+	}
+	d := advertDigest(m)
+	if hide(m.From, &d, (*[32]byte)(m.Nonce)) != want {
+		return fmt.Errorf("%w: keys of %d are not the ones it committed to", ErrMessage, m.From)
+	}
+	return nil
+}
+
+// opened (active protocol) returns the opened commitment set: every
+// committed client's advertisement digest and nonce, sorted by position.
+// A committed client that did not reveal makes it fail: the graph seed
+// needs every nonce, and a server free to leave some out could choose
+// among seeds after seeing the others.
+func (s *Server) opened() ([]Commitment, error) {
+	out := make([]Commitment, 0, len(s.commits))
+	for _, kc := range s.commitList() {
+		k := s.keys[kc.From]
+		if k == nil {
+			return nil, fmt.Errorf("%w: client %d committed and did not reveal its keys; the session cannot fix its graph", ErrTooFew, kc.From)
+		}
+		out = append(out, Commitment{From: kc.From, Digest: advertDigest(k), Nonce: [32]byte(k.Nonce)})
+	}
+	return out, nil
 }
 
 // graphParams returns p with the graph seed in place of the round seed,

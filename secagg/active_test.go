@@ -34,6 +34,46 @@ func testIdentities(p Params, rnd *rand.ChaCha8, ctx string) (ed25519.PrivateKey
 	return authority, auths, keys
 }
 
+// advertiseAll runs the key step of every client in cs: in the active
+// protocol the commitments, FinishCommit and the reveals.
+func advertiseAll(t *testing.T, srv *Server, cs []*Client) {
+	t.Helper()
+	if cs[0].p.Active {
+		for _, c := range cs {
+			m, err := c.Commit()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.AddCommit(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set, err := srv.FinishCommit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			m, err := c.Reveal(set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.AddKeys(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	for _, c := range cs {
+		m, err := c.AdvertiseKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.AddKeys(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestActiveSimulate(t *testing.T) {
 	for _, ph := range []Phase{Stay, DropBeforeKeys, DropBeforeShares, DropBeforeInput, DropBeforeUnmask} {
 		t.Run(fmt.Sprint(ph), func(t *testing.T) {
@@ -121,20 +161,27 @@ func TestAttackKeySubstitution(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			own, err := c.AdvertiseKeys()
+			var own *AdvertiseKeys
+			var kc *KeyCommit
+			if active {
+				kc, err = c.Commit()
+			} else {
+				own, err = c.AdvertiseKeys()
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The server's own keys for every other position, and its
-			// own authority's certificates for them.
+			// own authority's certificates for them, committed to in a
+			// commitment set of its making.
 			_, fakeAuthority, _ := ed25519.GenerateKey(rnd)
 			fakeMask := map[uint32]*ecdh.PrivateKey{}
 			fakeEnc := map[uint32]*ecdh.PrivateKey{}
 			ads := []AdvertiseKeys{}
-			committed := []Commitment{}
+			committed := make([]Commitment, p.N)
+			commits := make([]KeyCommit, p.N)
 			for v := range uint32(p.N) {
 				if v == u {
-					committed = append(committed, Commitment{From: v, Digest: advertDigest(own)})
 					continue
 				}
 				fakeMask[v], _ = ecdh.X25519().GenerateKey(rnd)
@@ -146,7 +193,16 @@ func TestAttackKeySubstitution(t *testing.T) {
 					ad.Sig = ed25519.Sign(priv, advertMsg([]byte("round 1"), &p.Seed, v, v, ad.MaskKey, ad.EncKey))
 				}
 				ads = append(ads, ad)
-				committed = append(committed, Commitment{From: v, Digest: advertDigest(&ad)})
+				committed[v] = Commitment{From: v, Digest: advertDigest(&ad)}
+				rnd.Read(committed[v].Nonce[:])
+				commits[v] = KeyCommit{From: v, Digest: hide(v, &committed[v].Digest, &committed[v].Nonce)}
+			}
+			if active {
+				commits[u] = *kc
+				if own, err = c.Reveal(CommitSetHash(p.Seed, commits)); err != nil {
+					t.Fatal(err)
+				}
+				committed[u] = Commitment{From: u, Digest: advertDigest(own), Nonce: [32]byte(own.Nonce)}
 			}
 			b := &KeysBroadcast{To: u, Committed: committed}
 			if active {
@@ -241,14 +297,8 @@ func splitAttack(t *testing.T, p Params, c int) (selfN, maskN int, recovered boo
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := cs[u].AdvertiseKeys()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.AddKeys(m); err != nil {
-			t.Fatal(err)
-		}
 	}
+	advertiseAll(t, srv, cs)
 	sd := shareAll(t, srv, cs)
 	const u = 3
 	x := make([]uint32, p.Len)
@@ -468,14 +518,8 @@ func TestAttackChosenGraph(t *testing.T) {
 		if cs[v], err = NewActiveClient(uint32(v), p, testRand(uint64(100+v)), auths[v]); err != nil {
 			t.Fatal(err)
 		}
-		m, err := cs[v].AdvertiseKeys()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.AddKeys(m); err != nil {
-			t.Fatal(err)
-		}
 	}
+	advertiseAll(t, srv, cs)
 	kb, err := srv.FinishKeys()
 	if err != nil {
 		t.Fatal(err)
@@ -502,20 +546,155 @@ func TestAttackChosenGraph(t *testing.T) {
 		"altered":   func(c []Commitment) []Commitment { c[u].Digest[0] ^= 1; return c },
 		"dropped":   func(c []Commitment) []Commitment { return slices.Delete(c, u, u+1) },
 	} {
-		c, err := NewActiveClient(u, p, testRand(7), auths[u])
-		if err != nil {
-			t.Fatal(err)
-		}
-		own, err := c.AdvertiseKeys()
-		if err != nil {
-			t.Fatal(err)
-		}
 		bad := *b
-		bad.Committed = slices.Clone(b.Committed)
-		bad.Committed[u].Digest = advertDigest(own)
-		bad.Committed = edit(bad.Committed)
-		if err := c.commitGraph(&bad, own); (err == nil) != (name == "unchanged") {
+		bad.Committed = edit(slices.Clone(b.Committed))
+		if err := cs[u].commitGraph(&bad, cs[u].own); (err == nil) != (name == "unchanged") {
 			t.Errorf("%s own entry: %v", name, err)
 		}
+	}
+}
+
+// TestAttackGrindSeed: the graph seed hashes the opened commitment set.
+// Before, it hashed the advertisements themselves, which the server and
+// its corrupt clients saw before the set closed: a corrupt client could
+// re-draw its keys, or the server leave clients out, until the seed gave
+// a target corrupt neighbours (2^g tries cost g of the 40 bits). Now each
+// client commits to its advertisement and a fresh nonce (Commit), the
+// server fixes the commitment set (FinishCommit, its hash sent to every
+// client) and only then are advertisements revealed. Every way to steer
+// the seed after the reveals — a corrupt client's keys re-drawn, a
+// committed client left out, a nonce changed — changes a committed value,
+// and the target refuses it (ErrIdentity) before sending any share; the
+// server's own checks refuse a reveal that is not the committed one, and
+// a session in which a committed client does not reveal.
+func TestAttackGrindSeed(t *testing.T) {
+	p := testParams(40, 20, 14, 32, 4)
+	p.Active = true
+	const u, v, w = 3, 9, 17 // the target, a corrupt client, an honest one
+	_, auths, _ := testIdentities(p, testRand(31), "round 1")
+	setup := func() (*Server, []*Client, *KeysBroadcast) {
+		srv, err := NewServer(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := make([]*Client, p.N)
+		for c := range cs {
+			if cs[c], err = NewActiveClient(uint32(c), p, testRand(uint64(200+c)), auths[c]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		advertiseAll(t, srv, cs)
+		kb, err := srv.FinishKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range kb {
+			if b.To == u {
+				return srv, cs, b
+			}
+		}
+		t.Fatal("no keys for the target")
+		return nil, nil, nil
+	}
+	// The corrupt client's second advertisement, validly certified and
+	// signed, drawn after it saw the honest reveals.
+	cv, err := NewActiveClient(v, p, testRand(999), auths[v])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cv.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	redrawn, err := cv.Reveal([32]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(b *KeysBroadcast){
+		"unchanged": func(b *KeysBroadcast) {},
+		"corrupt client's keys re-drawn": func(b *KeysBroadcast) {
+			b.Committed[v] = Commitment{From: v, Digest: advertDigest(redrawn), Nonce: [32]byte(redrawn.Nonce)}
+			for i := range b.Keys {
+				if b.Keys[i].From == v {
+					b.Keys[i] = *redrawn
+				}
+			}
+		},
+		"committed client left out": func(b *KeysBroadcast) { b.Committed = slices.Delete(b.Committed, w, w+1) },
+		"nonce changed":             func(b *KeysBroadcast) { b.Committed[w].Nonce[0] ^= 1 },
+	} {
+		_, cs, b := setup()
+		bad := *b
+		bad.Committed = slices.Clone(b.Committed)
+		bad.Keys = slices.Clone(b.Keys)
+		edit(&bad)
+		if name != "unchanged" && GraphSeed(p.Seed, bad.Committed) == GraphSeed(p.Seed, b.Committed) {
+			t.Fatalf("%s: the edit leaves the graph seed as it was", name)
+		}
+		_, err := cs[u].ShareKeys(&bad)
+		switch {
+		case name == "unchanged" && err != nil:
+			t.Fatalf("the honest opened set refused: %v", err)
+		case name != "unchanged" && !errors.Is(err, ErrIdentity):
+			t.Errorf("%s: ShareKeys %v, want ErrIdentity", name, err)
+		}
+	}
+
+	// The server's side: a reveal that is not the committed one, or from
+	// a client that did not commit, is refused; a committed client that
+	// does not reveal fails the session's keys.
+	srv, err := NewServer(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := make([]*Client, p.N)
+	for c := range cs {
+		if cs[c], err = NewActiveClient(uint32(c), p, testRand(uint64(300+c)), auths[c]); err != nil {
+			t.Fatal(err)
+		}
+		if c == w {
+			continue // w does not commit
+		}
+		m, err := cs[c].Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.AddCommit(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srv.AddKeys(redrawn); err == nil {
+		t.Error("keys taken before the commitments closed")
+	}
+	set, err := srv.FinishCommit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AddKeys(redrawn); err == nil {
+		t.Error("keys other than the committed ones taken")
+	}
+	if _, err := cs[w].Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wk, err := cs[w].Reveal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AddKeys(wk); err == nil {
+		t.Error("keys of a client that did not commit taken")
+	}
+	for c := range cs {
+		if c == w || c == v {
+			continue // v withholds its reveal
+		}
+		m, err := cs[c].Reveal(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.AddKeys(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := srv.FinishKeys(); !errors.Is(err, ErrTooFew) {
+		t.Errorf("FinishKeys with a committed client unrevealed: %v, want ErrTooFew", err)
 	}
 }

@@ -21,7 +21,7 @@ func BenchmarkExpander(b *testing.B) {
 // Bytes of the messages with a plain fixed-width encoding (4-byte IDs and
 // words); a transport adds its own framing.
 func sizeKeys(m *AdvertiseKeys) int {
-	return 4 + len(m.MaskKey) + len(m.EncKey) + len(m.Cert) + len(m.Sig)
+	return 4 + len(m.MaskKey) + len(m.EncKey) + len(m.Cert) + len(m.Sig) + len(m.Nonce)
 }
 func sizeShares(s []EncryptedShare) int {
 	n := 4
@@ -99,7 +99,8 @@ func benchRound(b *testing.B, p Params, x []uint32, drop []Phase) {
 }
 
 func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Phase) {
-	var tKeys, tShare, tMask, tConsist, tUnmask, tServer time.Duration
+	var tKeys, tShare, tMask, tConsist, tUnmask, tServer, tConsistSrv time.Duration
+	var upConsist, downConsist int
 	var up, down [4]int
 	timed := func(d *time.Duration, f func()) {
 		t0 := time.Now()
@@ -122,6 +123,15 @@ func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Ph
 			cs[u], err = NewClient(uint32(u), p, rnd)
 		}
 		must(err)
+		if p.Active { // the commitment, before any key is revealed
+			var m *KeyCommit
+			timed(&tKeys, func() { m, err = cs[u].Commit() })
+			must(err)
+			up[0] += 4 + len(m.Digest)
+			timed(&tServer, func() { err = srv.AddCommit(m) })
+			must(err)
+			continue
+		}
 		var m *AdvertiseKeys
 		timed(&tKeys, func() { m, err = cs[u].AdvertiseKeys() })
 		must(err)
@@ -129,11 +139,25 @@ func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Ph
 		timed(&tServer, func() { err = srv.AddKeys(m) })
 		must(err)
 	}
+	if p.Active {
+		var set [32]byte
+		timed(&tServer, func() { set, err = srv.FinishCommit() })
+		must(err)
+		for _, c := range cs {
+			down[0] += len(set)
+			var m *AdvertiseKeys
+			timed(&tKeys, func() { m, err = c.Reveal(set) })
+			must(err)
+			up[0] += sizeKeys(m)
+			timed(&tServer, func() { err = srv.AddKeys(m) })
+			must(err)
+		}
+	}
 	var kb []*KeysBroadcast
 	timed(&tServer, func() { kb, err = srv.FinishKeys() })
 	must(err)
 	for _, m := range kb {
-		down[0] += 4 + 36*len(m.Committed)
+		down[0] += 4 + 68*len(m.Committed) // position, digest, nonce
 		for i := range m.Keys {
 			down[0] += sizeKeys(&m.Keys[i])
 		}
@@ -165,15 +189,21 @@ func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Ph
 	if p.Active {
 		for _, r := range ur {
 			down[3] += len(r.Survived)
+			downConsist += len(r.Survived)
 			var m *SurvivorSig
 			timed(&tConsist, func() { m, err = cs[r.To].Consistency(r) })
 			must(err)
 			up[3] += 4 + len(m.Sig)
-			timed(&tServer, func() { err = srv.AddConsistency(m) })
+			upConsist += 4 + len(m.Sig)
+			timed(&tConsistSrv, func() { err = srv.AddConsistency(m) })
 			must(err)
 		}
-		timed(&tServer, func() { ur, err = srv.FinishConsistency() })
+		timed(&tConsistSrv, func() { ur, err = srv.FinishConsistency() })
 		must(err)
+		tServer += tConsistSrv
+		for _, r := range ur {
+			downConsist += 68 * len(r.Signatures) // the signatures the added round brings
+		}
 	}
 	for _, r := range ur {
 		down[3] += 4 + 4*(len(r.Survivors)+len(r.Dropped)) + len(r.Survived) + 68*len(r.Signatures)
@@ -204,7 +234,12 @@ func benchRoundAuth(b *testing.B, p Params, auths []*Auth, x []uint32, drop []Ph
 	b.ReportMetric(ms(tMask, nin), "ms-maskedinput/client")
 	b.ReportMetric(ms(tUnmask, nin), "ms-unmask/client")
 	if p.Active {
+		// The added round: a client's signing and checking, the
+		// server's collection, and its bytes (a round trip on top).
 		b.ReportMetric(ms(tConsist, nin), "ms-consistency/client")
+		b.ReportMetric(ms(tConsistSrv, 1), "ms-server-consistency")
+		b.ReportMetric(float64(upConsist)/nin, "B-up-consistency/client")
+		b.ReportMetric(float64(downConsist)/nin, "B-down-consistency/client")
 	}
 	b.ReportMetric(ms(tServer, 1), "ms-server")
 	b.ReportMetric(float64(up[0]+up[1]+up[3])/nin, "B-up-excl-vector/client")

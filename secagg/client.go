@@ -80,6 +80,7 @@ type Client struct {
 	graphSeed [32]byte
 	survived  []byte         // the survivor set this client signed
 	own       *AdvertiseKeys // its own advertisement
+	commitSet [32]byte       // the commitment set's hash (Reveal)
 }
 
 // NewClient returns client id's side of the round with parameters p.
@@ -139,7 +140,23 @@ func (c *Client) abort(err error) error {
 // AdvertiseKeys (round 0) draws the round's secrets — the mask-key seed,
 // from which the mask key pair is derived, the encryption key pair and
 // the self-mask seed — and returns the public keys.
+//
+// In the active protocol a client commits first (Commit, then Reveal):
+// AdvertiseKeys refuses.
 func (c *Client) AdvertiseKeys() (*AdvertiseKeys, error) {
+	if c.p.Active {
+		return nil, fmt.Errorf("%w: the active protocol advertises keys by Commit and Reveal", ErrState)
+	}
+	m, err := c.drawKeys()
+	if err != nil {
+		return nil, err
+	}
+	c.stage = stageShares
+	return m, nil
+}
+
+// drawKeys draws the round's secrets and returns the public keys.
+func (c *Client) drawKeys() (*AdvertiseKeys, error) {
 	if err := c.enter(stageKeys); err != nil {
 		return nil, err
 	}
@@ -155,31 +172,29 @@ func (c *Client) AdvertiseKeys() (*AdvertiseKeys, error) {
 	}
 	c.encPriv = enc
 	c.maskPriv = maskKeyFromSeed(&c.maskSeed, &c.p.Seed)
-	c.stage = stageShares
-	m := &AdvertiseKeys{
+	return &AdvertiseKeys{
 		From:    c.id,
 		MaskKey: c.maskPriv.PublicKey().Bytes(),
 		EncKey:  enc.PublicKey().Bytes(),
-	}
-	if c.p.Active {
-		m.Cert = c.auth.Cert.Marshal()
-		m.Sig = ed25519.Sign(c.auth.Key, advertMsg(c.auth.Context, &c.p.Seed, c.id, c.auth.Cert.Client, m.MaskKey, m.EncKey))
-		c.own = m
-	}
-	return m, nil
+	}, nil
 }
 
 // commitGraph (active protocol) checks the committed key set of b — sorted
 // positions, the client's own advertisement in it unchanged — and fixes
 // the neighbour graph from its hash.
 func (c *Client) commitGraph(b *KeysBroadcast, own *AdvertiseKeys) error {
+	commits := make([]KeyCommit, len(b.Committed))
 	for i, cm := range b.Committed {
 		if int64(cm.From) >= int64(c.p.N) || (i > 0 && cm.From <= b.Committed[i-1].From) {
 			return fmt.Errorf("%w: committed key set not sorted by position or out of range", ErrIdentity)
 		}
+		commits[i] = KeyCommit{From: cm.From, Digest: hide(cm.From, &cm.Digest, &cm.Nonce)}
+	}
+	if CommitSetHash(c.p.Seed, commits) != c.commitSet {
+		return fmt.Errorf("%w: the opened key set is not the commitment set fixed before the reveal", ErrIdentity)
 	}
 	i, ok := slices.BinarySearchFunc(b.Committed, c.id, func(cm Commitment, v uint32) int { return int(int64(cm.From) - int64(v)) })
-	if !ok || b.Committed[i].Digest != advertDigest(own) {
+	if !ok || b.Committed[i].Digest != advertDigest(own) || !bytes.Equal(b.Committed[i].Nonce[:], own.Nonce) {
 		return fmt.Errorf("%w: the committed key set does not hold client %d's own advertisement", ErrIdentity, c.id)
 	}
 	c.graphSeed = GraphSeed(c.p.Seed, b.Committed)

@@ -24,7 +24,8 @@
 // The round has four message rounds, each a pair of plain structs (see
 // messages.go): AdvertiseKeys (U1 survive), ShareKeys (U2), MaskedInput
 // (U3, whose inputs are summed) and Unmasking; the active protocol adds
-// a consistency round before the unmasking. Client and Server are
+// a commitment round before the keys and a consistency round before the
+// unmasking. Client and Server are
 // small explicit state machines; any protocol error makes the party abort
 // and release nothing further. Simulate runs a round in process.
 //
@@ -120,19 +121,28 @@
 //     (ErrIdentity) rather than making the neighbour a dropout: only the
 //     server or a relay can produce it, and a server caught lying gets
 //     nothing further. TestAttackKeySubstitution.
-//   - A graph the server cannot choose. The graph seed is GraphSeed: a
-//     hash of the round seed and of the committed key set (the digest of
-//     every advertisement of U1, sorted by position), which every client
-//     receives whole (36 B per client), checks holds its own
-//     advertisement, and checks against each neighbour's delivered keys;
-//     a committed neighbour whose keys are withheld is an abort. The
-//     positions are fixed (and signed) before any key is, so the server
-//     cannot place corrupt clients beside a target. Residual: the server
-//     and its corrupt clients see the honest keys before the set closes,
-//     so they can grind the seed (re-drawing corrupt keys, leaving
-//     clients out): each try costs a hash over N·36 bytes and a graph,
-//     and 2^g tries lower the 2^-40 secrecy margin to 2^-(40−g). A
-//     commit-then-reveal round would remove this at one more round trip.
+//   - A graph the server cannot choose (commit, then reveal). Each client
+//     first sends only a hiding commitment to its advertisement and a
+//     fresh 32-byte nonce (Client.Commit, Server.AddCommit); the server
+//     fixes the set of commitments and sends every committed client its
+//     hash (Server.FinishCommit, CommitSetHash, 32 B) before any client
+//     reveals (Client.Reveal); the server takes only the advertisement a
+//     client committed to. The graph seed is GraphSeed: a hash of the
+//     round seed and of the opened set — every committed advertisement's
+//     digest and nonce, sorted by position — which every client receives
+//     whole (68 B per client), checks against the commitment-set hash it
+//     saw before revealing and against its own advertisement, and checks
+//     each neighbour's delivered keys against; a committed neighbour
+//     whose keys are withheld is an abort, and so, at the server, is a
+//     committed client that does not reveal. The positions are fixed
+//     (and signed) before any key is. So the seed is fixed before any
+//     honest nonce is known and unknown until all are: neither the server
+//     nor its corrupt clients can steer it by re-drawing keys or leaving
+//     clients out after the reveals (TestAttackGrindSeed: each such edit
+//     changes a committed value and is refused). What remains is
+//     aborting a session after the reveals and trying again: one draw of
+//     the seed per session, and the deploy package's clients take part in
+//     at most 5 sessions of a round (log2 5 ≈ 2.3 of the 40 bits).
 //   - Parameters the server cannot weaken. ChooseParamsActive adds to
 //     ChooseParams' conditions n·P[corrupt neighbours ≥ 2T−K] ≤ 2^-40: the
 //     split attack needs T shares of each kind of u's seeds from u's K
@@ -153,15 +163,36 @@
 //     and attributable; the counting bound above is what makes the split
 //     attack impossible. TestAttackSplit at ρ = 0.8 and ρ = 1.
 //
-// What still does not hold against a lying server: the sum's integrity
-// (a corrupt client may upload any vector; the server may release a
-// wrong sum, or none); availability (the server can abort any session);
-// and dropping honest clients, which the server can always do. The
-// deploy package's clients refuse to sign a survivor set smaller than
-// their pinned fraction ρ of the certified roster, so a released sum
-// holds at least ρ·N_cert vectors, of which at most γ·N_cert corrupt;
-// how much noise that leaves is the caller's accounting (see the deploy
-// package and the README).
+// The threat model of the active protocol, in short. Who: a server that
+// may deviate arbitrarily, colluding with at most a fraction γ of the N
+// clients of the certified roster, chosen before the session's
+// commitments (static corruption); an enrolment authority the server does
+// not control, trusted only to certify one identity key per client ID of
+// the run; honest clients that pin the authority's key, γ, the roster and
+// (in the deploy package) their survivor floor ρ, ε, δ and the rounds.
+//
+// What holds, except with probability 2^-40 per session over the graph
+// (less the ≈ 2.3 bits of at most 5 sessions a round): the server and its
+// coalition learn about the honest clients' inputs nothing beyond the sum
+// of the honest inputs in each released sum (key substitution, the split
+// attack, a chosen or ground graph, weak K or T all fail, and every
+// attempt that needs a lie the clients can see aborts the session and is
+// attributable); a released sum holds at least ρ·N inputs (the deploy
+// package's clients refuse to sign a smaller survivor set), and each
+// honest input enters at most one released sum of a round (deploy).
+//
+// What does not hold: the sum's integrity — a corrupt client may upload
+// any vector (callers bound the sum: protocol.SumChecker) and the server
+// may release a wrong sum, or none, with no proof either way;
+// availability — the server can abort any session and drop any honest
+// client down to the floor; the noise of corrupt clients, which may
+// withhold their shares: the deploy package's clients draw their shares
+// from the roster they pin (protocol.ParamRoster), never from counts the
+// server announces, so a released sum carries at least 1 − γ/ρ of the
+// calibrated noise (the README gives the ε); adaptive corruption (the
+// bounds assume the corrupt set does not depend on the graph seed); and
+// an authority that certifies identities for the server (Sybils beyond
+// γ void every bound).
 //
 // In both protocols: the corrupt set must not depend on the graph seed
 // (static corruption, fixed before the round's keys); a client may upload

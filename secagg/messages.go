@@ -18,6 +18,18 @@ type AdvertiseKeys struct {
 	// context, the round seed, its position, its client ID and both keys.
 	Cert []byte
 	Sig  []byte
+	// Nonce, in the active protocol, is the NonceSize bytes the client's
+	// KeyCommit hid (not signed: it only opens the commitment).
+	Nonce []byte
+}
+
+// KeyCommit is the active protocol's first message, client → server: a
+// hiding commitment to the client's AdvertiseKeys (Client.Commit). The
+// server answers every committed client with the hash of the set of
+// commitments (CommitSetHash) before any advertisement is revealed.
+type KeyCommit struct {
+	From   uint32
+	Digest [32]byte
 }
 
 // KeysBroadcast is round 0, server → client: the keys of the client's
@@ -25,10 +37,12 @@ type AdvertiseKeys struct {
 type KeysBroadcast struct {
 	To   uint32
 	Keys []AdvertiseKeys
-	// Committed, in the active protocol, is the committed key set: the
-	// digest of every advertisement in U1, sorted by position. The graph
-	// seed is its hash (GraphSeed); the client checks its own entry and
-	// each neighbour's against the keys it receives.
+	// Committed, in the active protocol, is the opened commitment set:
+	// the digest and nonce of every committed advertisement, sorted by
+	// position. It must hash to the commitment set the client saw before
+	// revealing (CommitSetHash), and the graph seed is its hash
+	// (GraphSeed); the client checks its own entry and each neighbour's
+	// against the keys it receives.
 	Committed []Commitment
 }
 

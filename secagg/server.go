@@ -48,6 +48,9 @@ type Server struct {
 	requests  map[uint32]*UnmaskRequest
 	sigs      map[uint32]*SurvivorSig
 	consisted bool
+	// The commitments (AddCommit) and whether FinishCommit closed them.
+	commits      map[uint32][32]byte
+	commitClosed bool
 }
 
 // NewServer returns the server's side of the round with parameters p.
@@ -134,8 +137,13 @@ func (s *Server) AddKeys(m *AdvertiseKeys) error {
 	if s.p.Active && (len(m.Cert) == 0 || len(m.Sig) == 0) {
 		return fmt.Errorf("%w: keys of %d carry no certificate or signature", ErrMessage, m.From)
 	}
+	if s.p.Active {
+		if err := s.checkReveal(m); err != nil {
+			return err
+		}
+	}
 	s.keys[m.From] = &AdvertiseKeys{From: m.From, MaskKey: slices.Clone(m.MaskKey), EncKey: slices.Clone(m.EncKey),
-		Cert: slices.Clone(m.Cert), Sig: slices.Clone(m.Sig)}
+		Cert: slices.Clone(m.Cert), Sig: slices.Clone(m.Sig), Nonce: slices.Clone(m.Nonce)}
 	return nil
 }
 
@@ -149,10 +157,9 @@ func (s *Server) FinishKeys() ([]*KeysBroadcast, error) {
 	}
 	var committed []Commitment
 	if s.p.Active {
-		for _, k := range s.keys {
-			if k != nil {
-				committed = append(committed, Commitment{From: k.From, Digest: advertDigest(k)})
-			}
+		var err error
+		if committed, err = s.opened(); err != nil {
+			return nil, s.abort(err)
 		}
 		s.graphSeed = GraphSeed(s.p.Seed, committed)
 		s.g = NewGraph(graphParams(s.p, s.graphSeed))

@@ -95,6 +95,13 @@ func simulate(p Params, auths []*Auth, inputs [][]uint32, drop []Phase, rnd io.R
 		if phase(uint32(u)) == DropBeforeKeys {
 			return nil
 		}
+		if p.Active {
+			m, err := c.Commit()
+			if err != nil {
+				return err
+			}
+			return srv.AddCommit(m)
+		}
 		m, err := c.AdvertiseKeys()
 		if err != nil {
 			return err
@@ -103,6 +110,25 @@ func simulate(p Params, auths []*Auth, inputs [][]uint32, drop []Phase, rnd io.R
 	})
 	if err != nil {
 		return nil, err
+	}
+	if p.Active { // the commitments closed, every committed client reveals
+		set, err := srv.FinishCommit()
+		if err != nil {
+			return nil, err
+		}
+		err = parallel(p.N, func(u int) error {
+			if phase(uint32(u)) == DropBeforeKeys {
+				return nil
+			}
+			m, err := clients[u].Reveal(set)
+			if err != nil {
+				return err
+			}
+			return srv.AddKeys(m)
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	kb, err := srv.FinishKeys()
 	if err != nil {

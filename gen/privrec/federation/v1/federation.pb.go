@@ -817,6 +817,7 @@ type SecAggRequest struct {
 	//	*SecAggRequest_Reveal
 	//	*SecAggRequest_Check
 	//	*SecAggRequest_Consistency
+	//	*SecAggRequest_Commit
 	Step          isSecAggRequest_Step `protobuf_oneof:"step"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -927,6 +928,15 @@ func (x *SecAggRequest) GetConsistency() *SecAggSignature {
 	return nil
 }
 
+func (x *SecAggRequest) GetCommit() *SecAggCommit {
+	if x != nil {
+		if x, ok := x.Step.(*SecAggRequest_Commit); ok {
+			return x.Commit
+		}
+	}
+	return nil
+}
+
 type isSecAggRequest_Step interface {
 	isSecAggRequest_Step()
 }
@@ -960,6 +970,13 @@ type SecAggRequest_Consistency struct {
 	Consistency *SecAggSignature `protobuf:"bytes,8,opt,name=consistency,proto3,oneof"`
 }
 
+type SecAggRequest_Commit struct {
+	// Active protocol, first: a commitment to the caller's key
+	// advertisement (which it reveals only once every commitment of the
+	// session is fixed), so that no one can choose the graph seed.
+	Commit *SecAggCommit `protobuf:"bytes,9,opt,name=commit,proto3,oneof"`
+}
+
 func (*SecAggRequest_Keys) isSecAggRequest_Step() {}
 
 func (*SecAggRequest_Shares) isSecAggRequest_Step() {}
@@ -972,6 +989,8 @@ func (*SecAggRequest_Check) isSecAggRequest_Step() {}
 
 func (*SecAggRequest_Consistency) isSecAggRequest_Step() {}
 
+func (*SecAggRequest_Commit) isSecAggRequest_Step() {}
+
 // SecAggResponse is the caller's input for the next step.
 type SecAggResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -982,6 +1001,7 @@ type SecAggResponse struct {
 	//	*SecAggResponse_Unmask
 	//	*SecAggResponse_Done
 	//	*SecAggResponse_Excluded
+	//	*SecAggResponse_Committed
 	Next          isSecAggResponse_Next `protobuf_oneof:"next"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1069,6 +1089,15 @@ func (x *SecAggResponse) GetExcluded() *SecAggExcluded {
 	return nil
 }
 
+func (x *SecAggResponse) GetCommitted() *SecAggCommitted {
+	if x != nil {
+		if x, ok := x.Next.(*SecAggResponse_Committed); ok {
+			return x.Committed
+		}
+	}
+	return nil
+}
+
 type isSecAggResponse_Next interface {
 	isSecAggResponse_Next()
 }
@@ -1101,6 +1130,12 @@ type SecAggResponse_Excluded struct {
 	Excluded *SecAggExcluded `protobuf:"bytes,5,opt,name=excluded,proto3,oneof"`
 }
 
+type SecAggResponse_Committed struct {
+	// Active protocol, after the commitment: the hash of the session's
+	// commitment set, fixed before any key advertisement is revealed.
+	Committed *SecAggCommitted `protobuf:"bytes,6,opt,name=committed,proto3,oneof"`
+}
+
 func (*SecAggResponse_Keys) isSecAggResponse_Next() {}
 
 func (*SecAggResponse_Shares) isSecAggResponse_Next() {}
@@ -1111,6 +1146,109 @@ func (*SecAggResponse_Done) isSecAggResponse_Next() {}
 
 func (*SecAggResponse_Excluded) isSecAggResponse_Next() {}
 
+func (*SecAggResponse_Committed) isSecAggResponse_Next() {}
+
+// SecAggCommit is a client's commitment to its key advertisement
+// (secagg KeyCommit): SHA-256 over the advertisement's digest and a
+// fresh 32-byte nonce revealed with it.
+type SecAggCommit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Position      uint32                 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`
+	Digest        []byte                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggCommit) Reset() {
+	*x = SecAggCommit{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggCommit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggCommit) ProtoMessage() {}
+
+func (x *SecAggCommit) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggCommit.ProtoReflect.Descriptor instead.
+func (*SecAggCommit) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SecAggCommit) GetPosition() uint32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *SecAggCommit) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
+// SecAggCommitted is the hash of the session's commitment set (secagg
+// CommitSetHash).
+type SecAggCommitted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SetHash       []byte                 `protobuf:"bytes,1,opt,name=set_hash,json=setHash,proto3" json:"set_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggCommitted) Reset() {
+	*x = SecAggCommitted{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggCommitted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggCommitted) ProtoMessage() {}
+
+func (x *SecAggCommitted) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggCommitted.ProtoReflect.Descriptor instead.
+func (*SecAggCommitted) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SecAggCommitted) GetSetHash() []byte {
+	if x != nil {
+		return x.SetHash
+	}
+	return nil
+}
+
 // SecAggKeys holds a client's two public X25519 keys for the round.
 type SecAggKeys struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -1120,15 +1258,17 @@ type SecAggKeys struct {
 	// Active protocol: the sender's certificate from the enrolment
 	// authority (secagg Certificate.Marshal) and its Ed25519 signature
 	// over the session context, position, client ID and both keys.
-	Cert          []byte `protobuf:"bytes,4,opt,name=cert,proto3" json:"cert,omitempty"`
-	Sig           []byte `protobuf:"bytes,5,opt,name=sig,proto3" json:"sig,omitempty"`
+	Cert []byte `protobuf:"bytes,4,opt,name=cert,proto3" json:"cert,omitempty"`
+	Sig  []byte `protobuf:"bytes,5,opt,name=sig,proto3" json:"sig,omitempty"`
+	// Active protocol: the 32-byte nonce the commitment hid (SecAggCommit).
+	Nonce         []byte `protobuf:"bytes,6,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SecAggKeys) Reset() {
 	*x = SecAggKeys{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1280,7 @@ func (x *SecAggKeys) String() string {
 func (*SecAggKeys) ProtoMessage() {}
 
 func (x *SecAggKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1293,7 @@ func (x *SecAggKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggKeys.ProtoReflect.Descriptor instead.
 func (*SecAggKeys) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{12}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SecAggKeys) GetPosition() uint32 {
@@ -1191,13 +1331,21 @@ func (x *SecAggKeys) GetSig() []byte {
 	return nil
 }
 
+func (x *SecAggKeys) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
 // SecAggKeyList holds neighbours' public keys.
 type SecAggKeyList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Keys  []*SecAggKeys          `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
-	// Active protocol: the committed key set, 36 bytes per advertisement
-	// of the round (big-endian position, SHA-256 digest), sorted by
-	// position; its hash seeds the neighbour graph.
+	// Active protocol: the opened commitment set, 68 bytes per committed
+	// client (big-endian position, SHA-256 digest of its advertisement,
+	// the nonce), sorted by position; it must hash to the SecAggCommitted
+	// set, and its hash seeds the neighbour graph.
 	Committed     []byte `protobuf:"bytes,2,opt,name=committed,proto3" json:"committed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1205,7 +1353,7 @@ type SecAggKeyList struct {
 
 func (x *SecAggKeyList) Reset() {
 	*x = SecAggKeyList{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1365,7 @@ func (x *SecAggKeyList) String() string {
 func (*SecAggKeyList) ProtoMessage() {}
 
 func (x *SecAggKeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1378,7 @@ func (x *SecAggKeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggKeyList.ProtoReflect.Descriptor instead.
 func (*SecAggKeyList) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{13}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SecAggKeyList) GetKeys() []*SecAggKeys {
@@ -1259,7 +1407,7 @@ type SecAggShare struct {
 
 func (x *SecAggShare) Reset() {
 	*x = SecAggShare{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1419,7 @@ func (x *SecAggShare) String() string {
 func (*SecAggShare) ProtoMessage() {}
 
 func (x *SecAggShare) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1432,7 @@ func (x *SecAggShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggShare.ProtoReflect.Descriptor instead.
 func (*SecAggShare) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{14}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SecAggShare) GetFrom() uint32 {
@@ -1318,7 +1466,7 @@ type SecAggShares struct {
 
 func (x *SecAggShares) Reset() {
 	*x = SecAggShares{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1478,7 @@ func (x *SecAggShares) String() string {
 func (*SecAggShares) ProtoMessage() {}
 
 func (x *SecAggShares) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1491,7 @@ func (x *SecAggShares) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggShares.ProtoReflect.Descriptor instead.
 func (*SecAggShares) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{15}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SecAggShares) GetShares() []*SecAggShare {
@@ -1368,7 +1516,7 @@ type SecAggUnmask struct {
 
 func (x *SecAggUnmask) Reset() {
 	*x = SecAggUnmask{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1528,7 @@ func (x *SecAggUnmask) String() string {
 func (*SecAggUnmask) ProtoMessage() {}
 
 func (x *SecAggUnmask) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1541,7 @@ func (x *SecAggUnmask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggUnmask.ProtoReflect.Descriptor instead.
 func (*SecAggUnmask) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{16}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SecAggUnmask) GetSurvivors() []uint32 {
@@ -1435,7 +1583,7 @@ type SecAggSignature struct {
 
 func (x *SecAggSignature) Reset() {
 	*x = SecAggSignature{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1595,7 @@ func (x *SecAggSignature) String() string {
 func (*SecAggSignature) ProtoMessage() {}
 
 func (x *SecAggSignature) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1608,7 @@ func (x *SecAggSignature) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggSignature.ProtoReflect.Descriptor instead.
 func (*SecAggSignature) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{17}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SecAggSignature) GetPosition() uint32 {
@@ -1488,7 +1636,7 @@ type SecAggRevealed struct {
 
 func (x *SecAggRevealed) Reset() {
 	*x = SecAggRevealed{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1648,7 @@ func (x *SecAggRevealed) String() string {
 func (*SecAggRevealed) ProtoMessage() {}
 
 func (x *SecAggRevealed) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1661,7 @@ func (x *SecAggRevealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggRevealed.ProtoReflect.Descriptor instead.
 func (*SecAggRevealed) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{18}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SecAggRevealed) GetOwner() uint32 {
@@ -1542,7 +1690,7 @@ type SecAggReveal struct {
 
 func (x *SecAggReveal) Reset() {
 	*x = SecAggReveal{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1702,7 @@ func (x *SecAggReveal) String() string {
 func (*SecAggReveal) ProtoMessage() {}
 
 func (x *SecAggReveal) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1715,7 @@ func (x *SecAggReveal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggReveal.ProtoReflect.Descriptor instead.
 func (*SecAggReveal) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{19}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SecAggReveal) GetSelfShares() []*SecAggRevealed {
@@ -1595,7 +1743,7 @@ type SecAggCheck struct {
 
 func (x *SecAggCheck) Reset() {
 	*x = SecAggCheck{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1755,7 @@ func (x *SecAggCheck) String() string {
 func (*SecAggCheck) ProtoMessage() {}
 
 func (x *SecAggCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1768,7 @@ func (x *SecAggCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggCheck.ProtoReflect.Descriptor instead.
 func (*SecAggCheck) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{20}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SecAggCheck) GetReported() []uint32 {
@@ -1640,7 +1788,7 @@ type SecAggExcluded struct {
 
 func (x *SecAggExcluded) Reset() {
 	*x = SecAggExcluded{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1800,7 @@ func (x *SecAggExcluded) String() string {
 func (*SecAggExcluded) ProtoMessage() {}
 
 func (x *SecAggExcluded) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1813,7 @@ func (x *SecAggExcluded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggExcluded.ProtoReflect.Descriptor instead.
 func (*SecAggExcluded) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SecAggExcluded) GetExcluded() []uint32 {
@@ -1684,7 +1832,7 @@ type SecAggDone struct {
 
 func (x *SecAggDone) Reset() {
 	*x = SecAggDone{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1844,7 @@ func (x *SecAggDone) String() string {
 func (*SecAggDone) ProtoMessage() {}
 
 func (x *SecAggDone) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1857,7 @@ func (x *SecAggDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggDone.ProtoReflect.Descriptor instead.
 func (*SecAggDone) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 // Broadcast is what the server sends every client at the start of a round.
@@ -1741,7 +1889,7 @@ type Broadcast struct {
 
 func (x *Broadcast) Reset() {
 	*x = Broadcast{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1901,7 @@ func (x *Broadcast) String() string {
 func (*Broadcast) ProtoMessage() {}
 
 func (x *Broadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1914,7 @@ func (x *Broadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Broadcast.ProtoReflect.Descriptor instead.
 func (*Broadcast) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Broadcast) GetRound() int32 {
@@ -1871,7 +2019,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2031,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2044,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UploadRequest) GetRound() int32 {
@@ -1975,7 +2123,7 @@ type SparseUpload struct {
 
 func (x *SparseUpload) Reset() {
 	*x = SparseUpload{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2135,7 @@ func (x *SparseUpload) String() string {
 func (*SparseUpload) ProtoMessage() {}
 
 func (x *SparseUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2148,7 @@ func (x *SparseUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseUpload.ProtoReflect.Descriptor instead.
 func (*SparseUpload) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SparseUpload) GetItems() []int32 {
@@ -2045,7 +2193,7 @@ type MaskedUpload struct {
 
 func (x *MaskedUpload) Reset() {
 	*x = MaskedUpload{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2205,7 @@ func (x *MaskedUpload) String() string {
 func (*MaskedUpload) ProtoMessage() {}
 
 func (x *MaskedUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2218,7 @@ func (x *MaskedUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaskedUpload.ProtoReflect.Descriptor instead.
 func (*MaskedUpload) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MaskedUpload) GetModulusBits() uint32 {
@@ -2099,7 +2247,7 @@ type UploadMeta struct {
 
 func (x *UploadMeta) Reset() {
 	*x = UploadMeta{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2259,7 @@ func (x *UploadMeta) String() string {
 func (*UploadMeta) ProtoMessage() {}
 
 func (x *UploadMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2272,7 @@ func (x *UploadMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadMeta.ProtoReflect.Descriptor instead.
 func (*UploadMeta) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UploadMeta) GetSeeded() bool {
@@ -2143,7 +2291,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2303,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2316,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{28}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 // GetModelRequest asks for the final model.
@@ -2180,7 +2328,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2340,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2353,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{29}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
 // GetModelResponse carries the final model.
@@ -2221,7 +2369,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2381,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2394,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{30}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetModelResponse) GetModel() []byte {
@@ -2313,7 +2461,7 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x05words\x18\x05 \x01(\rR\x05words\x12\x12\n" +
 	"\x04seed\x18\x06 \x01(\fR\x04seed\x12\x18\n" +
 	"\asession\x18\a \x01(\tR\asession\x12\x16\n" +
-	"\x06active\x18\b \x01(\bR\x06active\"\xc5\x03\n" +
+	"\x06active\x18\b \x01(\bR\x06active\"\x84\x04\n" +
 	"\rSecAggRequest\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x18\n" +
 	"\asession\x18\a \x01(\tR\asession\x127\n" +
@@ -2322,22 +2470,30 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x06masked\x18\x04 \x01(\v2#.privrec.federation.v1.MaskedUploadH\x00R\x06masked\x12=\n" +
 	"\x06reveal\x18\x05 \x01(\v2#.privrec.federation.v1.SecAggRevealH\x00R\x06reveal\x12:\n" +
 	"\x05check\x18\x06 \x01(\v2\".privrec.federation.v1.SecAggCheckH\x00R\x05check\x12J\n" +
-	"\vconsistency\x18\b \x01(\v2&.privrec.federation.v1.SecAggSignatureH\x00R\vconsistencyB\x06\n" +
-	"\x04step\"\xd0\x02\n" +
+	"\vconsistency\x18\b \x01(\v2&.privrec.federation.v1.SecAggSignatureH\x00R\vconsistency\x12=\n" +
+	"\x06commit\x18\t \x01(\v2#.privrec.federation.v1.SecAggCommitH\x00R\x06commitB\x06\n" +
+	"\x04step\"\x98\x03\n" +
 	"\x0eSecAggResponse\x12:\n" +
 	"\x04keys\x18\x01 \x01(\v2$.privrec.federation.v1.SecAggKeyListH\x00R\x04keys\x12=\n" +
 	"\x06shares\x18\x02 \x01(\v2#.privrec.federation.v1.SecAggSharesH\x00R\x06shares\x12=\n" +
 	"\x06unmask\x18\x03 \x01(\v2#.privrec.federation.v1.SecAggUnmaskH\x00R\x06unmask\x127\n" +
 	"\x04done\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggDoneH\x00R\x04done\x12C\n" +
-	"\bexcluded\x18\x05 \x01(\v2%.privrec.federation.v1.SecAggExcludedH\x00R\bexcludedB\x06\n" +
-	"\x04next\"\x82\x01\n" +
+	"\bexcluded\x18\x05 \x01(\v2%.privrec.federation.v1.SecAggExcludedH\x00R\bexcluded\x12F\n" +
+	"\tcommitted\x18\x06 \x01(\v2&.privrec.federation.v1.SecAggCommittedH\x00R\tcommittedB\x06\n" +
+	"\x04next\"B\n" +
+	"\fSecAggCommit\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\rR\bposition\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\fR\x06digest\",\n" +
+	"\x0fSecAggCommitted\x12\x19\n" +
+	"\bset_hash\x18\x01 \x01(\fR\asetHash\"\x98\x01\n" +
 	"\n" +
 	"SecAggKeys\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\rR\bposition\x12\x19\n" +
 	"\bmask_key\x18\x02 \x01(\fR\amaskKey\x12\x17\n" +
 	"\aenc_key\x18\x03 \x01(\fR\x06encKey\x12\x12\n" +
 	"\x04cert\x18\x04 \x01(\fR\x04cert\x12\x10\n" +
-	"\x03sig\x18\x05 \x01(\fR\x03sig\"d\n" +
+	"\x03sig\x18\x05 \x01(\fR\x03sig\x12\x14\n" +
+	"\x05nonce\x18\x06 \x01(\fR\x05nonce\"d\n" +
 	"\rSecAggKeyList\x125\n" +
 	"\x04keys\x18\x01 \x03(\v2!.privrec.federation.v1.SecAggKeysR\x04keys\x12\x1c\n" +
 	"\tcommitted\x18\x02 \x01(\fR\tcommitted\"Q\n" +
@@ -2438,7 +2594,7 @@ func file_privrec_federation_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_privrec_federation_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_privrec_federation_v1_federation_proto_goTypes = []any{
 	(RunState)(0),            // 0: privrec.federation.v1.RunState
 	(*HelloRequest)(nil),     // 1: privrec.federation.v1.HelloRequest
@@ -2453,74 +2609,78 @@ var file_privrec_federation_v1_federation_proto_goTypes = []any{
 	(*SecAggPlan)(nil),       // 10: privrec.federation.v1.SecAggPlan
 	(*SecAggRequest)(nil),    // 11: privrec.federation.v1.SecAggRequest
 	(*SecAggResponse)(nil),   // 12: privrec.federation.v1.SecAggResponse
-	(*SecAggKeys)(nil),       // 13: privrec.federation.v1.SecAggKeys
-	(*SecAggKeyList)(nil),    // 14: privrec.federation.v1.SecAggKeyList
-	(*SecAggShare)(nil),      // 15: privrec.federation.v1.SecAggShare
-	(*SecAggShares)(nil),     // 16: privrec.federation.v1.SecAggShares
-	(*SecAggUnmask)(nil),     // 17: privrec.federation.v1.SecAggUnmask
-	(*SecAggSignature)(nil),  // 18: privrec.federation.v1.SecAggSignature
-	(*SecAggRevealed)(nil),   // 19: privrec.federation.v1.SecAggRevealed
-	(*SecAggReveal)(nil),     // 20: privrec.federation.v1.SecAggReveal
-	(*SecAggCheck)(nil),      // 21: privrec.federation.v1.SecAggCheck
-	(*SecAggExcluded)(nil),   // 22: privrec.federation.v1.SecAggExcluded
-	(*SecAggDone)(nil),       // 23: privrec.federation.v1.SecAggDone
-	(*Broadcast)(nil),        // 24: privrec.federation.v1.Broadcast
-	(*UploadRequest)(nil),    // 25: privrec.federation.v1.UploadRequest
-	(*SparseUpload)(nil),     // 26: privrec.federation.v1.SparseUpload
-	(*MaskedUpload)(nil),     // 27: privrec.federation.v1.MaskedUpload
-	(*UploadMeta)(nil),       // 28: privrec.federation.v1.UploadMeta
-	(*UploadResponse)(nil),   // 29: privrec.federation.v1.UploadResponse
-	(*GetModelRequest)(nil),  // 30: privrec.federation.v1.GetModelRequest
-	(*GetModelResponse)(nil), // 31: privrec.federation.v1.GetModelResponse
-	nil,                      // 32: privrec.federation.v1.HelloResponse.ConfigEntry
-	nil,                      // 33: privrec.federation.v1.Broadcast.ParamsEntry
+	(*SecAggCommit)(nil),     // 13: privrec.federation.v1.SecAggCommit
+	(*SecAggCommitted)(nil),  // 14: privrec.federation.v1.SecAggCommitted
+	(*SecAggKeys)(nil),       // 15: privrec.federation.v1.SecAggKeys
+	(*SecAggKeyList)(nil),    // 16: privrec.federation.v1.SecAggKeyList
+	(*SecAggShare)(nil),      // 17: privrec.federation.v1.SecAggShare
+	(*SecAggShares)(nil),     // 18: privrec.federation.v1.SecAggShares
+	(*SecAggUnmask)(nil),     // 19: privrec.federation.v1.SecAggUnmask
+	(*SecAggSignature)(nil),  // 20: privrec.federation.v1.SecAggSignature
+	(*SecAggRevealed)(nil),   // 21: privrec.federation.v1.SecAggRevealed
+	(*SecAggReveal)(nil),     // 22: privrec.federation.v1.SecAggReveal
+	(*SecAggCheck)(nil),      // 23: privrec.federation.v1.SecAggCheck
+	(*SecAggExcluded)(nil),   // 24: privrec.federation.v1.SecAggExcluded
+	(*SecAggDone)(nil),       // 25: privrec.federation.v1.SecAggDone
+	(*Broadcast)(nil),        // 26: privrec.federation.v1.Broadcast
+	(*UploadRequest)(nil),    // 27: privrec.federation.v1.UploadRequest
+	(*SparseUpload)(nil),     // 28: privrec.federation.v1.SparseUpload
+	(*MaskedUpload)(nil),     // 29: privrec.federation.v1.MaskedUpload
+	(*UploadMeta)(nil),       // 30: privrec.federation.v1.UploadMeta
+	(*UploadResponse)(nil),   // 31: privrec.federation.v1.UploadResponse
+	(*GetModelRequest)(nil),  // 32: privrec.federation.v1.GetModelRequest
+	(*GetModelResponse)(nil), // 33: privrec.federation.v1.GetModelResponse
+	nil,                      // 34: privrec.federation.v1.HelloResponse.ConfigEntry
+	nil,                      // 35: privrec.federation.v1.Broadcast.ParamsEntry
 }
 var file_privrec_federation_v1_federation_proto_depIdxs = []int32{
-	32, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
+	34, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
 	3,  // 1: privrec.federation.v1.HelloResponse.catalog:type_name -> privrec.federation.v1.Catalog
 	4,  // 2: privrec.federation.v1.HelloResponse.scale:type_name -> privrec.federation.v1.Scale
 	0,  // 3: privrec.federation.v1.HelloResponse.state:type_name -> privrec.federation.v1.RunState
 	7,  // 4: privrec.federation.v1.EnrollResponse.credentials:type_name -> privrec.federation.v1.Credential
 	0,  // 5: privrec.federation.v1.GetRoundResponse.state:type_name -> privrec.federation.v1.RunState
-	24, // 6: privrec.federation.v1.GetRoundResponse.broadcast:type_name -> privrec.federation.v1.Broadcast
+	26, // 6: privrec.federation.v1.GetRoundResponse.broadcast:type_name -> privrec.federation.v1.Broadcast
 	10, // 7: privrec.federation.v1.GetRoundResponse.secagg:type_name -> privrec.federation.v1.SecAggPlan
-	13, // 8: privrec.federation.v1.SecAggRequest.keys:type_name -> privrec.federation.v1.SecAggKeys
-	16, // 9: privrec.federation.v1.SecAggRequest.shares:type_name -> privrec.federation.v1.SecAggShares
-	27, // 10: privrec.federation.v1.SecAggRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
-	20, // 11: privrec.federation.v1.SecAggRequest.reveal:type_name -> privrec.federation.v1.SecAggReveal
-	21, // 12: privrec.federation.v1.SecAggRequest.check:type_name -> privrec.federation.v1.SecAggCheck
-	18, // 13: privrec.federation.v1.SecAggRequest.consistency:type_name -> privrec.federation.v1.SecAggSignature
-	14, // 14: privrec.federation.v1.SecAggResponse.keys:type_name -> privrec.federation.v1.SecAggKeyList
-	16, // 15: privrec.federation.v1.SecAggResponse.shares:type_name -> privrec.federation.v1.SecAggShares
-	17, // 16: privrec.federation.v1.SecAggResponse.unmask:type_name -> privrec.federation.v1.SecAggUnmask
-	23, // 17: privrec.federation.v1.SecAggResponse.done:type_name -> privrec.federation.v1.SecAggDone
-	22, // 18: privrec.federation.v1.SecAggResponse.excluded:type_name -> privrec.federation.v1.SecAggExcluded
-	13, // 19: privrec.federation.v1.SecAggKeyList.keys:type_name -> privrec.federation.v1.SecAggKeys
-	15, // 20: privrec.federation.v1.SecAggShares.shares:type_name -> privrec.federation.v1.SecAggShare
-	18, // 21: privrec.federation.v1.SecAggUnmask.signatures:type_name -> privrec.federation.v1.SecAggSignature
-	19, // 22: privrec.federation.v1.SecAggReveal.self_shares:type_name -> privrec.federation.v1.SecAggRevealed
-	19, // 23: privrec.federation.v1.SecAggReveal.mask_shares:type_name -> privrec.federation.v1.SecAggRevealed
-	33, // 24: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
-	26, // 25: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
-	27, // 26: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
-	28, // 27: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
-	1,  // 28: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
-	5,  // 29: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
-	8,  // 30: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
-	25, // 31: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
-	30, // 32: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
-	11, // 33: privrec.federation.v1.FederationService.SecAgg:input_type -> privrec.federation.v1.SecAggRequest
-	2,  // 34: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
-	6,  // 35: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
-	9,  // 36: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
-	29, // 37: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
-	31, // 38: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
-	12, // 39: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
-	34, // [34:40] is the sub-list for method output_type
-	28, // [28:34] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	15, // 8: privrec.federation.v1.SecAggRequest.keys:type_name -> privrec.federation.v1.SecAggKeys
+	18, // 9: privrec.federation.v1.SecAggRequest.shares:type_name -> privrec.federation.v1.SecAggShares
+	29, // 10: privrec.federation.v1.SecAggRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
+	22, // 11: privrec.federation.v1.SecAggRequest.reveal:type_name -> privrec.federation.v1.SecAggReveal
+	23, // 12: privrec.federation.v1.SecAggRequest.check:type_name -> privrec.federation.v1.SecAggCheck
+	20, // 13: privrec.federation.v1.SecAggRequest.consistency:type_name -> privrec.federation.v1.SecAggSignature
+	13, // 14: privrec.federation.v1.SecAggRequest.commit:type_name -> privrec.federation.v1.SecAggCommit
+	16, // 15: privrec.federation.v1.SecAggResponse.keys:type_name -> privrec.federation.v1.SecAggKeyList
+	18, // 16: privrec.federation.v1.SecAggResponse.shares:type_name -> privrec.federation.v1.SecAggShares
+	19, // 17: privrec.federation.v1.SecAggResponse.unmask:type_name -> privrec.federation.v1.SecAggUnmask
+	25, // 18: privrec.federation.v1.SecAggResponse.done:type_name -> privrec.federation.v1.SecAggDone
+	24, // 19: privrec.federation.v1.SecAggResponse.excluded:type_name -> privrec.federation.v1.SecAggExcluded
+	14, // 20: privrec.federation.v1.SecAggResponse.committed:type_name -> privrec.federation.v1.SecAggCommitted
+	15, // 21: privrec.federation.v1.SecAggKeyList.keys:type_name -> privrec.federation.v1.SecAggKeys
+	17, // 22: privrec.federation.v1.SecAggShares.shares:type_name -> privrec.federation.v1.SecAggShare
+	20, // 23: privrec.federation.v1.SecAggUnmask.signatures:type_name -> privrec.federation.v1.SecAggSignature
+	21, // 24: privrec.federation.v1.SecAggReveal.self_shares:type_name -> privrec.federation.v1.SecAggRevealed
+	21, // 25: privrec.federation.v1.SecAggReveal.mask_shares:type_name -> privrec.federation.v1.SecAggRevealed
+	35, // 26: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
+	28, // 27: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
+	29, // 28: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
+	30, // 29: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
+	1,  // 30: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
+	5,  // 31: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
+	8,  // 32: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
+	27, // 33: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
+	32, // 34: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
+	11, // 35: privrec.federation.v1.FederationService.SecAgg:input_type -> privrec.federation.v1.SecAggRequest
+	2,  // 36: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
+	6,  // 37: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
+	9,  // 38: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
+	31, // 39: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
+	33, // 40: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
+	12, // 41: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
+	36, // [36:42] is the sub-list for method output_type
+	30, // [30:36] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_privrec_federation_v1_federation_proto_init() }
@@ -2535,6 +2695,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 		(*SecAggRequest_Reveal)(nil),
 		(*SecAggRequest_Check)(nil),
 		(*SecAggRequest_Consistency)(nil),
+		(*SecAggRequest_Commit)(nil),
 	}
 	file_privrec_federation_v1_federation_proto_msgTypes[11].OneofWrappers = []any{
 		(*SecAggResponse_Keys)(nil),
@@ -2542,8 +2703,9 @@ func file_privrec_federation_v1_federation_proto_init() {
 		(*SecAggResponse_Unmask)(nil),
 		(*SecAggResponse_Done)(nil),
 		(*SecAggResponse_Excluded)(nil),
+		(*SecAggResponse_Committed)(nil),
 	}
-	file_privrec_federation_v1_federation_proto_msgTypes[24].OneofWrappers = []any{
+	file_privrec_federation_v1_federation_proto_msgTypes[26].OneofWrappers = []any{
 		(*UploadRequest_Sparse)(nil),
 		(*UploadRequest_Masked)(nil),
 	}
@@ -2553,7 +2715,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_privrec_federation_v1_federation_proto_rawDesc), len(file_privrec_federation_v1_federation_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
