@@ -287,6 +287,20 @@ func (s *server) Factors() ([]float32, int) {
 	return out, k
 }
 
+// Biases implements protocol.Biased: the released global mean and item
+// biases, as the final broadcast carries them (Aux column 0), once the
+// run has reached its final round.
+func (s *server) Biases() (mean float32, bi []float32, ok bool) {
+	if s.round < len(s.steps)-1 {
+		return 0, nil, false
+	}
+	bi = make([]float32, s.ni)
+	for j, x := range s.bi {
+		bi[j] = float32(x)
+	}
+	return float32(s.mu), bi, true
+}
+
 // words returns the length of the dense upload of step st.
 func (s *server) words(st step) int {
 	k1 := s.k + 1
