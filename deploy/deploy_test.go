@@ -679,3 +679,54 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no gauge %s", name)
 	return 0
 }
+
+// TestDenseScalarsFitTheCap: dp-als's float path uploads its statistics
+// as dense Scalars (without a shared Gramian, a factor round's are
+// NumItems × (K+1)(K+2)/2 + NumItems × (K+1) doubles: 112 KB here, above
+// what an Upload's rows alone allow); the round announces them
+// (protocol.ParamScalars), the HTTP cap counts them, and the run over
+// loopback equals the in-process one. Before, every factor-round upload
+// was refused as oversized.
+func TestDenseScalarsFitTheCap(t *testing.T) {
+	d, spl := smallCatalog(t, 30, 400)
+	const seed = 5
+	spec, cfg := configure(t, "dp-als", map[string]string{"secagg": "ideal", "dim": "6", "rounds": "1",
+		"shared-gram": "false", "bias-rounds": "1", "init-items": "10", "eps": "10"})
+	want, _, err := spec.Fit(method.WithTestMode(context.Background()), spl.Train, cfg, seed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	h := startServer(t, ServerConfig{Method: "dp-als", Config: cfg, Seed: seed, TestMode: true,
+		Catalog: catalogOf(d), StateDir: t.TempDir(), Metrics: NewMetrics(reg)}, "127.0.0.1:0")
+	got, _ := runClients(t, h.dial(t, true, seed), spl.Train, seed)
+	if k := firstDiff(got.V, want.V); k >= 0 {
+		t.Fatalf("V[%d] = %v over loopback, %v in process", k, got.V[k], want.V[k])
+	}
+	if n := counterWith(t, reg, "privrec_uploads_total", "reason", "size"); n != 0 {
+		t.Errorf("%v uploads refused as oversized", n)
+	}
+}
+
+// counterWith returns the value of counter name's series whose label has
+// value v (0 if none).
+func counterWith(t *testing.T, reg *prometheus.Registry, name, label, v string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == v {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -351,6 +351,10 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 			b.Words, b.Bits = s.mask.steps[round].d+1, 32
 			b.Params[paramClients] = float64(s.clients)
 		}
+	} else if n := s.words(st); n > 0 {
+		// The float paths' dense statistics: a deployment caps an
+		// upload's size by them.
+		b.Params[protocol.ParamScalars] = float64(n)
 	}
 	cols := 0
 	switch st.kind {
