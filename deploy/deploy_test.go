@@ -617,7 +617,7 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 			}
 		})
 	}
-	for _, name := range []string{"hdpmf", "ldp-op"} {
+	for _, name := range []string{"hdpmf", "ldp-op", "dp-als"} {
 		t.Run("dropouts/"+name, func(t *testing.T) { maskedDropouts(t, name, d, spl) })
 	}
 }
@@ -625,7 +625,11 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 // maskedDropouts runs method name masked with 20% of the clients dropping
 // out of every round and checks the ledger reads the noise that arrived.
 func maskedDropouts(t *testing.T, name string, d *ratings.Dataset, spl ratings.Split) {
-	_, cfg := configure(t, name, map[string]string{"epochs": "3", "secagg": "masked"})
+	params := map[string]string{"epochs": "3", "secagg": "masked"}
+	if name == "dp-als" {
+		params = map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "1", "init-items": "10"}
+	}
+	_, cfg := configure(t, name, params)
 	h := startServer(t, ServerConfig{Method: name, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: 2 * time.Second, MinParticipants: 0.7}, "127.0.0.1:0")
 	sess := h.dial(t, true, 4)

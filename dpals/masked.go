@@ -349,3 +349,21 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 	}
 	return nil
 }
+
+// NoiseCoverage implements protocol.NoiseCoverage on the integer path:
+// for the round aggregated last, the fraction of its calibrated Skellam
+// noise that arrived (A/s, the arrival word A over the s clients each
+// share was drawn for, capped at 1) and that round's ε alone with the
+// noise that arrived (RoundSpent). The server's share count s comes from
+// the broadcast's ParamMinShare, which a deployment sets from rho; ok is
+// false for a round without noise or that folded no sum. The arrival word
+// is a word of the masked sum: CheckSum bounds it by the inputs, and a
+// client sending 2 (or 0) moves the figure by one share.
+func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
+	i := s.round - 1
+	if s.mask == nil || i < 0 || i >= len(s.steps) || s.mask.steps[i].rho == 0 || s.arrA[i] == 0 {
+		return 0, 0, false
+	}
+	eps, ok = s.RoundSpent()
+	return math.Min(1, float64(s.arrA[i])/float64(max(s.arrS[i], 1))), eps, ok
+}
