@@ -31,8 +31,8 @@ func TestFoldIn(t *testing.T) {
 			m.V[i*k+d] -= s / rated
 		}
 	}
-	biased := *m
-	biased.Mean, biased.Default, biased.BI = 3.6, 3.6, make([]float32, items)
+	biased := &Model{Dim: k, NumItems: items, V: m.V, Mean: 3.6, Default: 3.6, BI: make([]float32, items),
+		Scale: m.Scale, ItemIDs: m.ItemIDs}
 	for i := range biased.BI {
 		biased.BI[i] = float32(r.NormFloat64() / 2)
 	}
@@ -40,7 +40,7 @@ func TestFoldIn(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		m    *Model
-	}{{"no biases", m}, {"mean and item biases", &biased}} {
+	}{{"no biases", m}, {"mean and item biases", biased}} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.m
 			want := func(i int32) float32 { // prior + c + w·v_i
