@@ -617,7 +617,7 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 			}
 		})
 	}
-	for _, name := range []string{"hdpmf", "ldp-op"} {
+	for _, name := range []string{"hdpmf", "ldp-op", "dp-als"} {
 		t.Run("dropouts/"+name, func(t *testing.T) { maskedDropouts(t, name, d, spl) })
 	}
 }
@@ -625,7 +625,11 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 // maskedDropouts runs method name masked with 20% of the clients dropping
 // out of every round and checks the ledger reads the noise that arrived.
 func maskedDropouts(t *testing.T, name string, d *ratings.Dataset, spl ratings.Split) {
-	_, cfg := configure(t, name, map[string]string{"epochs": "3", "secagg": "masked"})
+	params := map[string]string{"epochs": "3", "secagg": "masked"}
+	if name == "dp-als" {
+		params = map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "1", "init-items": "10"}
+	}
+	_, cfg := configure(t, name, params)
 	h := startServer(t, ServerConfig{Method: name, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: 2 * time.Second, MinParticipants: 0.7}, "127.0.0.1:0")
 	sess := h.dial(t, true, 4)
@@ -677,5 +681,56 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	t.Fatalf("no gauge %s", name)
+	return 0
+}
+
+// TestDenseScalarsFitTheCap: dp-als's float path uploads its statistics
+// as dense Scalars (without a shared Gramian, a factor round's are
+// NumItems × (K+1)(K+2)/2 + NumItems × (K+1) doubles: 112 KB here, above
+// what an Upload's rows alone allow); the round announces them
+// (protocol.ParamScalars), the HTTP cap counts them, and the run over
+// loopback equals the in-process one. Before, every factor-round upload
+// was refused as oversized.
+func TestDenseScalarsFitTheCap(t *testing.T) {
+	d, spl := smallCatalog(t, 30, 400)
+	const seed = 5
+	spec, cfg := configure(t, "dp-als", map[string]string{"secagg": "ideal", "dim": "6", "rounds": "1",
+		"shared-gram": "false", "bias-rounds": "1", "init-items": "10", "eps": "10"})
+	want, _, err := spec.Fit(method.WithTestMode(context.Background()), spl.Train, cfg, seed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	h := startServer(t, ServerConfig{Method: "dp-als", Config: cfg, Seed: seed, TestMode: true,
+		Catalog: catalogOf(d), StateDir: t.TempDir(), Metrics: NewMetrics(reg)}, "127.0.0.1:0")
+	got, _ := runClients(t, h.dial(t, true, seed), spl.Train, seed)
+	if k := firstDiff(got.V, want.V); k >= 0 {
+		t.Fatalf("V[%d] = %v over loopback, %v in process", k, got.V[k], want.V[k])
+	}
+	if n := counterWith(t, reg, "privrec_uploads_total", "reason", "size"); n != 0 {
+		t.Errorf("%v uploads refused as oversized", n)
+	}
+}
+
+// counterWith returns the value of counter name's series whose label has
+// value v (0 if none).
+func counterWith(t *testing.T, reg *prometheus.Registry, name, label, v string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == v {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
 	return 0
 }

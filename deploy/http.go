@@ -271,7 +271,8 @@ func (g *gate) waiting(id uint32) int {
 }
 
 // roundBytes returns the cap of an Upload (or, with secagg, a SecAgg)
-// body in the latest round: its largest valid message plus slack.
+// body in the latest round: its largest valid message (its rows, and the
+// scalars the round announces, protocol.ParamScalars) plus slack.
 func (s *Server) roundBytes(secagg bool) int64 {
 	s.mu.Lock()
 	b, n := s.bc, len(s.order)
@@ -282,8 +283,9 @@ func (s *Server) roundBytes(secagg bool) int64 {
 	case secagg:
 		limit += 4*int64(b.Words) + 512*int64(n)
 	default:
-		// Items and counts are varints of at most 10 bytes, values floats.
-		limit += int64(b.NumItems) * (4*int64(max(b.Dim, 1)) + 20)
+		// Items and counts are varints of at most 10 bytes, values
+		// floats; scalars (as many as the round announces) are doubles.
+		limit += int64(b.NumItems)*(4*int64(max(b.Dim, 1))+20) + 8*int64(b.Scalars())
 	}
 	return min(limit, int64(s.cfg.MaxUploadBytes))
 }

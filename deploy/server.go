@@ -705,6 +705,14 @@ func (s *Server) publish() error {
 		ItemIDs: s.plan.ItemIDs, ItemTitles: s.plan.Titles,
 		Method: s.cfg.Method, Config: method.JSON(s.spec.Fields(s.cfg.Config)), Privacy: s.spent(),
 	}
+	if bs, ok := s.srv.(protocol.Biased); ok {
+		// The released mean and item biases, mapped from the scale the
+		// server trained on to the catalog's as Fit maps its model.
+		if mean, bi, ok := bs.Biases(); ok && len(bi) == m.NumItems {
+			m.Mean, m.Default, m.BI = mean, mean, slices.Clone(bi)
+			m.Affine(method.FromInternal(s.plan.Scale))
+		}
+	}
 	var buf bytes.Buffer
 	if _, err := m.WriteTo(&buf); err != nil {
 		return fmt.Errorf("deploy: final model: %w", err)

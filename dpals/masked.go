@@ -44,6 +44,7 @@ const paramClients = "clients" // N, the clients counted at setup
 type maskStep struct {
 	d      int       // coordinates (without the arrival word)
 	sigmas []float64 // per-coordinate block σ, by block
+	deltas []float64 // a user's L2 bound in each block (its release's sensitivity)
 	sizes  []int     // block sizes
 	gamma  float64   // integer units per normalized unit
 	l1, l2 float64   // sensitivities in integer units
@@ -95,14 +96,26 @@ func newMaskPlan(cfg Config, ni int) (*maskPlan, error) {
 		k = cfg.Dim
 	}
 	p := &maskPlan{ni: ni, steps: make([]maskStep, len(steps))}
-	var scratch rdp.Ledger
 	for i, st := range steps {
-		sig := noiseSigmas(cfg, st, &scratch, nil)
+		var led rdp.Ledger
+		sig := noiseSigmas(cfg, st, &led, nil)
 		if sig == nil {
 			continue
 		}
 		ms := &p.steps[i]
 		ms.sizes, ms.sigmas = blocks(cfg, st, sig, ni, k)
+		// The step's releases are its blocks, in order: their
+		// sensitivities bound each user's block.
+		rel := led.Releases()
+		if len(rel) != len(ms.sizes) {
+			return nil, fmt.Errorf("dpals: step %d has %d releases and %d blocks", i, len(rel), len(ms.sizes))
+		}
+		for b, r := range rel {
+			if r.Sigma != ms.sigmas[b] {
+				return nil, fmt.Errorf("dpals: step %d block %d: σ %g, its release's %g", i, b, ms.sigmas[b], r.Sigma)
+			}
+			ms.deltas = append(ms.deltas, r.L2)
+		}
 		for _, n := range ms.sizes {
 			ms.d += n
 		}
@@ -261,4 +274,106 @@ func (s *server) RoundSpent() (eps float64, ok bool) {
 	c := rdp.SkellamCurve(ms.mu*float64(s.arrA[i])/float64(max(s.arrS[i], 1)), ms.l1, ms.l2)
 	eps, _ = rdp.ToDP(c, s.cfg.Delta)
 	return eps, true
+}
+
+// CheckSum implements protocol.SumChecker on the integer path: it checks
+// the unmasked sum of the round the server last broadcast, of inputs
+// clients' masked vectors, against what honest clients can produce, and
+// returns an error wrapping protocol.ErrOutOfBounds at the first word out
+// of bounds (naming the round, word, block and bound). It changes
+// nothing.
+//
+// Setup round: one word, each client adding 1, so it is at most inputs.
+//
+// A release's round: the arrival word a (each honest upload adds 1) must
+// be at most inputs. In block b of the release, a user's statistics have
+// L2 norm at most Δ_b (the sensitivity the ledger charges), so after the
+// scaling by f_b = γ/σ_b each coordinate is within ±⌈Δ_b·f_b⌉ (stochastic
+// rounding goes to a neighbouring integer) and the block within
+// Δ_b·f_b + √n_b in L2 (n_b coordinates; rounding moves each by less
+// than 1). The a Skellam shares, each Skellam(μ/s) with s the share count
+// of the broadcast, sum to S ~ Skellam(a·μ/s), so every honest coordinate
+// has
+//
+//	|x_e| ≤ a·⌈Δ_b·f_b⌉ + t − 1,
+//
+// t the least integer with P(|S| ≥ t) ≤ protocol.SumTail/d
+// (dp.SkellamTailBound; d the release's coordinates, so that by a union
+// bound an honest round is refused with probability at most 2^−40), and,
+// on the same event, the block's L2 norm is at most
+// a·(Δ_b·f_b + √n_b) + √n_b·(t − 1).
+//
+// What stays unverifiable is what protocol's bounds note says: a client
+// whose excess keeps the sum within these bounds (at most one honest
+// client's contribution per coordinate above the others', plus the tail),
+// that omits its noise share, or that sets its arrival word to 0 or 2.
+func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
+	if s.mask == nil || round >= len(s.steps) || s.steps[round].kind == kindFinal {
+		return nil
+	}
+	if round != s.round || round != s.b.Round {
+		return fmt.Errorf("%w: dpals: check of round %d, the server broadcast round %d", protocol.ErrMessage, round, s.b.Round)
+	}
+	w := sum.Words
+	if s.steps[round].kind == kindSetup {
+		if len(w) != 1 {
+			return fmt.Errorf("%w: dpals: masked setup sum has %d words, want 1", protocol.ErrMessage, len(w))
+		}
+		if int64(w[0]) > int64(inputs) {
+			return fmt.Errorf("%w: round %d (setup) word 0: count %d above the %d inputs", protocol.ErrOutOfBounds, round, w[0], inputs)
+		}
+		return nil
+	}
+	ms := &s.mask.steps[round]
+	if ms.rho == 0 {
+		return nil
+	}
+	if len(w) != ms.d+1 {
+		return fmt.Errorf("%w: dpals: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(w), ms.d+1)
+	}
+	a := int64(w[ms.d])
+	if a > int64(inputs) {
+		return fmt.Errorf("%w: round %d word %d: arrivals %d above the %d inputs", protocol.ErrOutOfBounds, round, ms.d, a, inputs)
+	}
+	t := dp.SkellamTailBound(float64(a)*ms.mu/float64(shares(&s.b)), protocol.SumTail/float64(ms.d))
+	e := 0
+	for bl, n := range ms.sizes {
+		f := ms.gamma / ms.sigmas[bl]
+		per := int64(math.Ceil(ms.deltas[bl] * f))
+		bound := a*per + t - 1
+		var sq float64
+		for range n {
+			x := int64(int32(w[e]))
+			if x > bound || x < -bound {
+				return fmt.Errorf("%w: round %d word %d (block %d): value %d beyond ±%d (%d arrivals × %d + noise tail %d)",
+					protocol.ErrOutOfBounds, round, e, bl, x, bound, a, per, t-1)
+			}
+			sq += float64(x) * float64(x)
+			e++
+		}
+		rn := math.Sqrt(float64(n))
+		if l2, b2 := math.Sqrt(sq), float64(a)*(ms.deltas[bl]*f*(1+1e-9)+rn)+rn*float64(t-1); l2 > b2 {
+			return fmt.Errorf("%w: round %d words %d-%d (block %d): L2 norm %.0f beyond %.0f (%d arrivals × %.0f + √%d × noise tail %d)",
+				protocol.ErrOutOfBounds, round, e-n, e-1, bl, l2, b2, a, ms.deltas[bl]*f+rn, n, t-1)
+		}
+	}
+	return nil
+}
+
+// NoiseCoverage implements protocol.NoiseCoverage on the integer path:
+// for the round aggregated last, the fraction of its calibrated Skellam
+// noise that arrived (A/s, the arrival word A over the s clients each
+// share was drawn for, capped at 1) and that round's ε alone with the
+// noise that arrived (RoundSpent). The server's share count s comes from
+// the broadcast's ParamMinShare, which a deployment sets from rho; ok is
+// false for a round without noise or that folded no sum. The arrival word
+// is a word of the masked sum: CheckSum bounds it by the inputs, and a
+// client sending 2 (or 0) moves the figure by one share.
+func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
+	i := s.round - 1
+	if s.mask == nil || i < 0 || i >= len(s.steps) || s.mask.steps[i].rho == 0 || s.arrA[i] == 0 {
+		return 0, 0, false
+	}
+	eps, ok = s.RoundSpent()
+	return math.Min(1, float64(s.arrA[i])/float64(max(s.arrS[i], 1))), eps, ok
 }

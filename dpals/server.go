@@ -287,6 +287,20 @@ func (s *server) Factors() ([]float32, int) {
 	return out, k
 }
 
+// Biases implements protocol.Biased: the released global mean and item
+// biases, as the final broadcast carries them (Aux column 0), once the
+// run has reached its final round.
+func (s *server) Biases() (mean float32, bi []float32, ok bool) {
+	if s.round < len(s.steps)-1 {
+		return 0, nil, false
+	}
+	bi = make([]float32, s.ni)
+	for j, x := range s.bi {
+		bi[j] = float32(x)
+	}
+	return float32(s.mu), bi, true
+}
+
 // words returns the length of the dense upload of step st.
 func (s *server) words(st step) int {
 	k1 := s.k + 1
@@ -337,6 +351,10 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 			b.Words, b.Bits = s.mask.steps[round].d+1, 32
 			b.Params[paramClients] = float64(s.clients)
 		}
+	} else if n := s.words(st); n > 0 {
+		// The float paths' dense statistics: a deployment caps an
+		// upload's size by them.
+		b.Params[protocol.ParamScalars] = float64(n)
 	}
 	cols := 0
 	switch st.kind {

@@ -271,6 +271,18 @@ func toInternal(train *ratings.Dataset) (*ratings.Dataset, float32, float32) {
 	return &d, a, float32(lo - float64(Internal.Min)*span/in)
 }
 
+// FromInternal returns the affine map p ↦ a·p + b that takes predictions
+// on Internal back to the declared scale sc, as Fit applies it to a
+// model trained on data of scale sc (model.Model.Affine); a = 1, b = 0
+// when sc is not mapped.
+func FromInternal(sc ratings.Scale) (a, b float32) {
+	if !mapsScale(sc) {
+		return 1, 0
+	}
+	span, in := float64(sc.Max-sc.Min), float64(Internal.Max-Internal.Min)
+	return float32(span / in), float32(float64(sc.Min) - float64(Internal.Min)*span/in)
+}
+
 // mapsScale reports whether toInternal maps data on scale sc.
 func mapsScale(sc ratings.Scale) bool {
 	return !(sc.Min == Internal.Min && sc.Max == Internal.Max) && sc.Max > sc.Min

@@ -11,8 +11,11 @@ import (
 )
 
 // FoldIn returns a model of one user, id, built on m's items: the user's
-// offset is the mean of their ratings and their vector u solves the ridge
-// regression min_u Σ (r_i − mean − u·v_i)² + reg·‖u‖² over the rated items
+// offset is the mean of their ratings less what m already predicts for
+// them without a user (the global mean plus the item's bias, when m has
+// them; for a model without biases, the mean rating) and their vector u
+// solves the ridge regression min_u Σ (r_i − base_i − u·v_i)² + reg·‖u‖²
+// over the rated items, base_i the offset plus the item's mean and bias
 // (values on m's scale). The item side — V, item biases, the global mean,
 // the catalog and scale — is m's. It is how a user's device computes its
 // own vector against a published model, which holds no users (the item
@@ -33,24 +36,25 @@ func (m *Model) FoldIn(id string, items []int32, values []float32, reg float64) 
 	case !(reg > 0):
 		return nil, fmt.Errorf("model: fold-in regularization %v, want > 0", reg)
 	}
+	prior := func(i int32) float64 { // what m predicts for no user
+		if !m.addsBias() {
+			return 0
+		}
+		b := float64(m.Mean)
+		if m.BI != nil {
+			b += float64(m.BI[i])
+		}
+		return b
+	}
 	var mean float64
 	for n, i := range items {
 		if i < 0 || int(i) >= m.NumItems {
 			return nil, fmt.Errorf("model: fold-in item index %d outside [0, %d)", i, m.NumItems)
 		}
-		mean += float64(values[n])
+		mean += float64(values[n]) - prior(i)
 	}
 	mean /= float64(len(values))
-	base := func(i int32) float64 { // what the prediction adds besides u·v
-		b := mean
-		if m.addsBias() {
-			b += float64(m.Mean)
-			if m.BI != nil {
-				b += float64(m.BI[i])
-			}
-		}
-		return b
-	}
+	base := func(i int32) float64 { return mean + prior(i) } // the prediction besides u·v
 	a := make([]float64, k*k)
 	rhs := make([]float64, k)
 	for d := range k {

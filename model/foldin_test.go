@@ -8,10 +8,12 @@ import (
 	"github.com/privrec/privrec/ratings"
 )
 
-// TestFoldIn: ratings c + w·v_i that a vector w explains exactly, on items
-// whose factors average to zero (so the offset, the mean rating, is c),
-// give w back up to the ridge, and predictions on unrated items follow;
-// bad input is an error.
+// TestFoldIn: ratings prior_i + c + w·v_i that a vector w explains
+// exactly, on items whose factors average to zero (so the offset, the
+// mean rating less the model's prior mean + b_i, is c), give w back up to
+// the ridge, and predictions on unrated items follow, for a model without
+// biases (prior 0) and one with a global mean and item biases (dp-als's
+// published model); bad input is an error.
 func TestFoldIn(t *testing.T) {
 	const k, items, rated, c = 4, 60, 40, 3.0
 	r := rand.New(rand.NewPCG(1, 2))
@@ -29,35 +31,51 @@ func TestFoldIn(t *testing.T) {
 			m.V[i*k+d] -= s / rated
 		}
 	}
+	biased := &Model{Dim: k, NumItems: items, V: m.V, Mean: 3.6, Default: 3.6, BI: make([]float32, items),
+		Scale: m.Scale, ItemIDs: m.ItemIDs}
+	for i := range biased.BI {
+		biased.BI[i] = float32(r.NormFloat64() / 2)
+	}
 	w := []float32{0.5, -1, 0.25, 2}
-	dot := func(i int32) float32 {
-		var p float32
-		for d := range k {
-			p += w[d] * m.V[int(i)*k+d]
-		}
-		return p
-	}
-	var idx []int32
-	var vals []float32
-	for i := range int32(rated) {
-		idx, vals = append(idx, i), append(vals, c+dot(i))
-	}
-	f, err := m.FoldIn("me", idx, vals, 1e-6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Check(); err != nil {
-		t.Fatal(err)
-	}
-	for d := range k {
-		if math.Abs(float64(f.U[d]-w[d])) > 1e-3 {
-			t.Fatalf("u = %v, want %v", f.U, w)
-		}
-	}
-	for i := int32(rated); i < items; i++ {
-		if got, want := f.PredictRaw(0, i), c+dot(i); math.Abs(float64(got-want)) > 1e-3 {
-			t.Fatalf("item %d: prediction %v, want %v", i, got, want)
-		}
+	for _, tc := range []struct {
+		name string
+		m    *Model
+	}{{"no biases", m}, {"mean and item biases", biased}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.m
+			want := func(i int32) float32 { // prior + c + w·v_i
+				p := float32(c)
+				if m.BI != nil {
+					p += m.Mean + m.BI[i]
+				}
+				for d := range k {
+					p += w[d] * m.V[int(i)*k+d]
+				}
+				return p
+			}
+			var idx []int32
+			var vals []float32
+			for i := range int32(rated) {
+				idx, vals = append(idx, i), append(vals, want(i))
+			}
+			f, err := m.FoldIn("me", idx, vals, 1e-6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Check(); err != nil {
+				t.Fatal(err)
+			}
+			for d := range k {
+				if math.Abs(float64(f.U[d]-w[d])) > 1e-3 {
+					t.Fatalf("u = %v, want %v", f.U, w)
+				}
+			}
+			for i := int32(rated); i < items; i++ {
+				if got := f.PredictRaw(0, i); math.Abs(float64(got-want(i))) > 1e-3 {
+					t.Fatalf("item %d: prediction %v, want %v", i, got, want(i))
+				}
+			}
+		})
 	}
 	for _, tc := range []struct {
 		name  string

@@ -166,7 +166,27 @@ func (u *Upload) Validate(b *Broadcast) error {
 	if u.Counts != nil && len(u.Counts) != len(u.Items) {
 		return fmt.Errorf("%w: upload of client %d round %d: len(Counts) = %d, want %d", ErrMessage, u.Client, u.Round, len(u.Counts), len(u.Items))
 	}
+	if n, ok := b.Params[ParamScalars]; ok && float64(len(u.Scalars)) > n {
+		return fmt.Errorf("%w: upload of client %d round %d: %d scalars, the broadcast allows %g", ErrMessage, u.Client, u.Round, len(u.Scalars), n)
+	}
 	return nil
+}
+
+// ParamScalars is the Broadcast.Params key of a round whose uploads carry
+// more than a few Scalars (dp-als's dense statistics on its float paths):
+// the most Upload.Scalars a valid upload of the round holds. Validate
+// refuses more, and a deployment sizes its cap on an upload's bytes by
+// it. Absent, a round's uploads carry at most a few scalars.
+const ParamScalars = "scalars"
+
+// Scalars returns the most Upload.Scalars a valid upload of b carries
+// (ParamScalars), 0 when b does not say.
+func (b *Broadcast) Scalars() int {
+	n := b.Param(ParamScalars, 0)
+	if !(n > 0) {
+		return 0
+	}
+	return int(min(n, 1<<40))
 }
 
 // DenseWords returns a new copy of u's words as the dense vector of the

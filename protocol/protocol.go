@@ -37,6 +37,18 @@ type Stateful interface {
 	Factors() (v []float32, dim int)
 }
 
+// Biased is implemented by a Stateful server whose model predicts with a
+// global mean and item biases besides the factors (dp-als, dp-biases): a
+// deployment publishes them in the final model beside Factors, so that a
+// device folding itself in against the published model gets the same
+// item side as the clients of the run.
+type Biased interface {
+	// Biases returns the released global mean and the item biases
+	// (NumItems of them), on the scale the server trains on. ok is false
+	// before the run released them. The caller must not modify bi.
+	Biases() (mean float32, bi []float32, ok bool)
+}
+
 // Client is a data-holding party. It sees its own data and the broadcasts.
 type Client interface {
 	// ID is the client's index, unique among the clients of a run; it
