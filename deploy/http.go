@@ -38,7 +38,7 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "ok %s round %d\n", state, round)
 	})
-	mux.Handle("GET /", web.Handler())
+	mux.Handle("/", web.Handler())
 	if g != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}
