@@ -182,7 +182,8 @@ func TestBrowserEndToEnd(t *testing.T) {
 		sels.forEach((sel, k) => { sel.value = String(sel.options[1 + k % (sel.options.length - 1)].value); sel.dispatchEvent(new Event("change")); });
 		return sels.length;
 	})()`, nil)
-	waitFor("20 ratings", "window.privrecPage.ratings.size === 20", 30*time.Second)
+	// The page enables Join once the ratings are saved in IndexedDB.
+	waitFor("20 ratings saved", `window.privrecPage.ratings.size === 20 && document.getElementById("count").textContent === "20" && !document.getElementById("join").disabled`, 30*time.Second)
 	var rated []string
 	eval(`Array.from(window.privrecPage.ratings.keys())`, &rated)
 	shoot(t, bctx, "desktop-rated")

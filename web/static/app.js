@@ -183,11 +183,11 @@ async function join() {
       renderPrivacy(e.sent);
     }));
     page.result = res;
-    page.trained = true;
     await kvPut("result", res);
     renderPrivacy(JSON.parse(client.sent()));
     renderRecs(res);
     $("train-status").textContent = "The run is done.";
+    page.trained = true; // last: the page shows everything by now
   } catch (err) {
     page.error = String(err && err.message || err);
     $("train-status").textContent = "Could not take part: " + page.error;
