@@ -21,10 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
+	"github.com/privrec/privrec/web"
 )
 
-// Mux returns the server's HTTP routes: the federation service, /healthz
-// and, with a gatherer, Prometheus /metrics.
+// Mux returns the server's HTTP routes: the federation service, /healthz,
+// /ledger, the person's page at / (package web) and, with a gatherer,
+// Prometheus /metrics.
 func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 	mux := http.NewServeMux()
 	path, h := s.Handler()
@@ -36,6 +38,7 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "ok %s round %d\n", state, round)
 	})
+	mux.Handle("/", web.Handler())
 	if g != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}

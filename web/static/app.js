@@ -1,0 +1,235 @@
+// privrec's page: the catalog, the person's ratings (IndexedDB, never
+// sent), the wasm client that answers the run's masked rounds, the
+// privacy panel and the recommendations computed in this browser.
+"use strict";
+
+const SERVICE = "/privrec.federation.v1.FederationService/";
+const $ = (id) => document.getElementById(id);
+
+// The page's observable state, for the person (the panel) and for the
+// end-to-end test.
+const page = window.privrecPage = {
+  ready: false, plan: null, ratings: new Map(), events: [], result: null, error: null,
+  identity: null, trained: false,
+};
+
+// IndexedDB: one store of keyed values ("ratings", "identity", "result").
+function db() {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open("privrec", 1);
+    req.onupgradeneeded = () => req.result.createObjectStore("kv");
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+async function kvGet(key) {
+  const d = await db();
+  return new Promise((resolve, reject) => {
+    const r = d.transaction("kv").objectStore("kv").get(key);
+    r.onsuccess = () => { d.close(); resolve(r.result); };
+    r.onerror = () => { d.close(); reject(r.error); };
+  });
+}
+async function kvPut(key, value) {
+  const d = await db();
+  return new Promise((resolve, reject) => {
+    const tx = d.transaction("kv", "readwrite");
+    tx.objectStore("kv").put(value, key);
+    tx.oncomplete = () => { d.close(); resolve(); };
+    tx.onerror = () => { d.close(); reject(tx.error); };
+  });
+}
+function forgetAll() {
+  return new Promise((resolve, reject) => {
+    const r = indexedDB.deleteDatabase("privrec");
+    r.onsuccess = () => resolve();
+    r.onerror = () => reject(r.error);
+    r.onblocked = () => resolve();
+  });
+}
+
+async function saveRatings() {
+  await kvPut("ratings", Array.from(page.ratings, ([id, value]) => ({ id, value })));
+}
+
+function scaleValues(sc) {
+  const step = sc.step > 0 ? sc.step : 1, out = [];
+  for (let v = sc.max; v >= sc.min - 1e-9; v -= step) out.push(Math.round(v * 100) / 100);
+  return out;
+}
+
+// ratingSelect is the control that rates item index j.
+function ratingSelect(j) {
+  const title = page.plan.catalog.titles[j] || page.plan.catalog.itemIds[j];
+  const sel = document.createElement("select");
+  sel.setAttribute("aria-label", "Your rating of " + title);
+  sel.dataset.item = String(j);
+  const none = document.createElement("option");
+  none.value = ""; none.textContent = "Rate…";
+  sel.append(none);
+  for (const v of scaleValues(page.plan.scale)) {
+    const o = document.createElement("option");
+    o.value = String(v); o.textContent = v + " ★";
+    sel.append(o);
+  }
+  const id = page.plan.catalog.itemIds[j];
+  if (page.ratings.has(id)) sel.value = String(page.ratings.get(id));
+  sel.addEventListener("change", async () => {
+    if (sel.value === "") page.ratings.delete(id); else page.ratings.set(id, Number(sel.value));
+    await saveRatings();
+    renderMine();
+  });
+  return sel;
+}
+
+function itemRow(j, extra) {
+  const li = document.createElement("li");
+  const span = document.createElement("span");
+  span.textContent = page.plan.catalog.titles[j] || page.plan.catalog.itemIds[j];
+  li.append(span, ratingSelect(j));
+  if (extra) li.append(extra);
+  return li;
+}
+
+let index = null; // item ID → catalog index
+function renderMine() {
+  const ul = $("mine");
+  ul.replaceChildren();
+  for (const id of page.ratings.keys()) {
+    const j = index.get(id);
+    if (j === undefined) continue;
+    const rm = document.createElement("button");
+    rm.type = "button"; rm.className = "link"; rm.textContent = "Remove";
+    rm.setAttribute("aria-label", "Remove your rating of " + (page.plan.catalog.titles[j] || id));
+    rm.addEventListener("click", async () => { page.ratings.delete(id); await saveRatings(); renderMine(); });
+    ul.append(itemRow(j, rm));
+  }
+  $("count").textContent = String(page.ratings.size);
+  $("join").disabled = page.ratings.size === 0 || page.trained || !page.ready;
+}
+
+function search(q) {
+  const ul = $("results");
+  ul.replaceChildren();
+  q = q.trim().toLowerCase();
+  if (!q) return;
+  const titles = page.plan.catalog.titles;
+  let n = 0;
+  for (let j = 0; j < titles.length && n < 20; j++) {
+    if (titles[j].toLowerCase().includes(q)) { ul.append(itemRow(j)); n++; }
+  }
+  $("catalog-status").textContent = n === 0 ? "No movie matches “" + q + "”." : n + " matches shown.";
+}
+
+function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
+
+function renderPrivacy(sent) {
+  const cfg = page.plan.config || {};
+  $("eps-total").textContent = "ε = " + (cfg.eps || "1") + " at δ = " + (cfg.delta || "1e-6") +
+    " for the whole run (an upper bound, for adding or removing all your ratings)";
+  if (sent) {
+    $("rounds").textContent = String(sent.maskedRounds + sent.emptyUploads);
+    $("sent").textContent = plural(sent.maskedRounds, "masked vector", "masked vectors") + " and " +
+      plural(sent.emptyUploads, "empty upload", "empty uploads") + " in " + plural(sent.calls, "call", "calls") +
+      " (" + (sent.bytes / 1024).toFixed(1) + " KiB in all)";
+    $("ratings-sent").textContent = sent.ratings === 0 && sent.ratedItems === 0 ? "none, ever" : "SOME: report this";
+  }
+  $("claim").textContent = "What this means: the run's model changes so little whether or not you take part that " +
+    "nobody who sees it, the server included, can tell much about your ratings. Your ratings and the list of what you " +
+    "rated never leave this browser; in each round it sends only a vector masked by secure aggregation, which the server " +
+    "can add up with everyone else's but not read on its own. This holds if the server follows the protocol and at most a " +
+    "small fraction of the other participants collude with it; nobody else needs to be trusted.";
+}
+
+function renderRecs(res) {
+  const ol = $("recs");
+  ol.replaceChildren();
+  if (!res) return;
+  for (const r of res.recs || []) {
+    const li = document.createElement("li");
+    li.textContent = r.title + " (predicted " + r.rating.toFixed(1) + " ★)";
+    ol.append(li);
+  }
+  $("recs-status").textContent = (res.recs || []).length ? "Computed in this browser from the published item factors and your own vector." :
+    "Rate some movies to get recommendations.";
+  if (res.epsTotal > 0) $("eps-so-far").textContent = "ε = " + res.epsTotal.toPrecision(3) + " (the run is done)";
+}
+
+async function join() {
+  const client = window.privrecClient;
+  $("join").disabled = true;
+  try {
+    let ident = page.identity;
+    if (!ident) {
+      const code = $("code").value.trim();
+      if (!code) throw new Error("Enter the enrolment code you were given.");
+      $("train-status").textContent = "Enrolling…";
+      ident = { cred: await client.enroll(code), origin: location.origin };
+      page.identity = ident;
+      await kvPut("identity", ident);
+    }
+    const rs = [];
+    for (const [id, value] of page.ratings) {
+      const j = index.get(id);
+      if (j !== undefined) rs.push({ item: j, value });
+    }
+    $("train-status").textContent = "Waiting for the next round…";
+    const res = JSON.parse(await client.train(ident.cred, JSON.stringify(rs), (text) => {
+      const e = JSON.parse(text);
+      page.events.push(e);
+      $("train-status").textContent = "Round " + e.round + " (" + e.phase + ") answered" + (e.masked ? " through secure aggregation" : "") +
+        " in " + (e.tookMs / 1000).toFixed(2) + " s" + (e.err ? "; dropped out: " + e.err : "") + ".";
+      if (e.epsSoFar > 0) $("eps-so-far").textContent = "ε = " + e.epsSoFar.toPrecision(3);
+      renderPrivacy(e.sent);
+    }));
+    page.result = res;
+    await kvPut("result", res);
+    renderPrivacy(JSON.parse(client.sent()));
+    renderRecs(res);
+    $("train-status").textContent = "The run is done.";
+    page.trained = true; // last: the page shows everything by now
+  } catch (err) {
+    page.error = String(err && err.message || err);
+    $("train-status").textContent = "Could not take part: " + page.error;
+    $("join").disabled = false;
+  }
+}
+
+async function start() {
+  const params = new URLSearchParams(location.search);
+  if (params.get("code")) $("code").value = params.get("code");
+  const [hello, wasm] = await Promise.all([
+    fetch(SERVICE + "Hello", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.text()),
+    WebAssembly.instantiateStreaming(fetch("client.wasm"), (window.go = new Go()).importObject),
+  ]);
+  page.plan = JSON.parse(hello);
+  page.plan.catalog = page.plan.catalog || { itemIds: [], titles: [] };
+  page.plan.catalog.titles = page.plan.catalog.titles || [];
+  index = new Map(page.plan.catalog.itemIds.map((id, j) => [id, j]));
+  const stored = (await kvGet("ratings")) || [];
+  for (const r of stored) page.ratings.set(r.id, r.value);
+  page.identity = (await kvGet("identity")) || null;
+  const res = (await kvGet("result")) || null;
+  await new Promise((resolve) => { window.privrecReady = resolve; go.run(wasm.instance); });
+  const err = window.privrecClient.init(hello);
+  if (err) throw new Error(err);
+  $("catalog-status").textContent = plural(page.plan.catalog.itemIds.length, "movie", "movies") + " in the catalog.";
+  $("search").disabled = false;
+  page.ready = true;
+  if (res) { page.result = res; page.trained = true; renderRecs(res); }
+  renderPrivacy(null);
+  renderMine();
+}
+
+$("search").addEventListener("input", (e) => search(e.target.value));
+$("join").addEventListener("click", join);
+$("forget").addEventListener("click", async () => {
+  await forgetAll();
+  page.ratings.clear(); page.identity = null; page.result = null; page.trained = false; page.events = [];
+  renderMine(); renderRecs(null);
+  $("forget-status").textContent = "Your ratings, recommendations and identity are deleted from this browser.";
+});
+start().catch((err) => {
+  page.error = String(err && err.message || err);
+  $("catalog-status").textContent = "The page could not start: " + page.error;
+});

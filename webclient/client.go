@@ -1,0 +1,628 @@
+// Package webclient is the client half of a privrec run in a person's
+// browser: one person's ratings, kept on the device, answer the rounds of
+// a dp-als run (package dpals) through masked secure aggregation (package
+// secagg), and the person's recommendations are computed on the device
+// from the published item factors and their own vector.
+//
+// It speaks the federation service in Connect's JSON encoding over a
+// Transport (the browser's fetch in package wasm, net/http in tests) and
+// sends, for a masked round, only the steps of secure aggregation: its
+// public keys, its encrypted Shamir shares, its masked vector and the
+// shares it reveals. A plain round (dp-als's final one) is answered with
+// an upload without payload. No rating, rated item or unmasked statistic
+// leaves the device.
+//
+// Privacy: dp-als's claim, user-level (ε, δ) joint DP for adding or
+// removing one person's whole rating history, against a server that sees
+// only the sums of secure aggregation (honest-but-curious; the passive
+// SecAgg+ protocol: the server follows it and at most the provisioned
+// fraction of clients collude with it). ε and δ are the run's upper
+// bound, from its public configuration.
+package webclient
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/privrec/privrec/dpals"
+	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/secagg"
+)
+
+// Service is the path prefix of the federation service's procedures.
+const Service = "/privrec.federation.v1.FederationService/"
+
+// Transport posts one Connect unary call: body to path (Service plus the
+// procedure) with the given headers, returning the HTTP status and body.
+type Transport interface {
+	Post(ctx context.Context, path string, header map[string]string, body []byte) (status int, resp []byte, err error)
+}
+
+// Rating is one of the person's ratings: an index into the catalog and
+// a value on the run's scale.
+type Rating struct {
+	Item  int     `json:"item"`
+	Value float32 `json:"value"`
+}
+
+// Sent counts what this client sent the server, by kind.
+type Sent struct {
+	Calls        int   `json:"calls"`
+	Bytes        int64 `json:"bytes"`
+	MaskedRounds int   `json:"maskedRounds"`
+	MaskedBytes  int64 `json:"maskedBytes"`
+	EmptyUploads int   `json:"emptyUploads"`
+	// Ratings and RatedItems are what the browser sent of its ratings
+	// and of its list of rated items: always 0, by construction (the
+	// client has no code path that sends them); the page shows them so
+	// that a person can see it.
+	Ratings    int `json:"ratings"`
+	RatedItems int `json:"ratedItems"`
+}
+
+// Event reports a round this client answered.
+type Event struct {
+	Round  int    `json:"round"`
+	Phase  string `json:"phase"`
+	Masked bool   `json:"masked"`
+	// Took is the round's time from the broadcast's arrival to the last
+	// step's answer, waits for the other clients included; Compute the
+	// client's own computation in it (its statistics, the masking and
+	// the secure-aggregation steps).
+	TookMS    float64 `json:"tookMs"`
+	ComputeMS float64 `json:"computeMs"`
+	Words     int     `json:"words"`
+	// EpsSoFar is the run's ε at δ in the server's ledger when the round
+	// opened (the rounds before it); 0 when none was spent yet.
+	EpsSoFar float64 `json:"epsSoFar"`
+	Err      string  `json:"err,omitempty"`
+	Sent     Sent    `json:"sent"`
+}
+
+// Client is one browser's side of a run.
+type Client struct {
+	t     Transport
+	plan  *Hello
+	cfg   dpals.Config
+	scale ratings.Scale
+	cred  string
+	sent  Sent
+	// Log, when not nil, receives progress lines.
+	Log func(string)
+}
+
+// New reads the server's plan (the body of a Hello call) and checks that
+// the page can take part: dp-als or dp-biases, with masked aggregation.
+func New(t Transport, hello []byte) (*Client, error) {
+	var h Hello
+	if err := json.Unmarshal(hello, &h); err != nil {
+		return nil, fmt.Errorf("webclient: the server's plan: %w", err)
+	}
+	cfg, err := dpalsConfig(h.Method, h.Config)
+	if err != nil {
+		return nil, err
+	}
+	if h.Aggregation != "masked" || cfg.Aggregation != protocol.AggMasked {
+		return nil, fmt.Errorf("webclient: the server runs %s with aggregation %q; the page takes part only in masked rounds (secure aggregation), where the server sees sums", h.Method, h.Aggregation)
+	}
+	if len(h.Catalog.Titles) != 0 && len(h.Catalog.Titles) != len(h.Catalog.ItemIDs) {
+		return nil, fmt.Errorf("webclient: the plan's catalog has %d items and %d titles", len(h.Catalog.ItemIDs), len(h.Catalog.Titles))
+	}
+	sc := ratings.Scale{Min: float32(h.Scale.Min), Max: float32(h.Scale.Max), Step: float32(h.Scale.Step)}
+	if !(sc.Max > sc.Min) {
+		return nil, fmt.Errorf("webclient: the plan's scale %v is empty", sc)
+	}
+	return &Client{t: t, plan: &h, cfg: cfg, scale: sc}, nil
+}
+
+// Plan returns the server's plan.
+func (c *Client) Plan() *Hello { return c.plan }
+
+// Config returns the run's dp-als configuration.
+func (c *Client) Config() dpals.Config { return c.cfg }
+
+// Sent returns what the client sent so far.
+func (c *Client) Sent() Sent { return c.sent }
+
+// SetCredential sets the credential of an earlier enrolment (kept by
+// the page across reloads).
+func (c *Client) SetCredential(cred string) { c.cred = cred }
+
+func (c *Client) logf(format string, a ...any) {
+	if c.Log != nil {
+		c.Log(fmt.Sprintf(format, a...))
+	}
+}
+
+// CodeError is a Connect error answer.
+type CodeError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *CodeError) Error() string {
+	return fmt.Sprintf("webclient: the server answered %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// call posts a Connect JSON call of procedure proc.
+func (c *Client) call(ctx context.Context, proc string, req, resp any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	h := map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
+	if c.cred != "" && proc != "Enroll" && proc != "Hello" {
+		h["Authorization"] = "Bearer " + c.cred
+	}
+	c.sent.Calls++
+	c.sent.Bytes += int64(len(body))
+	status, out, err := c.t.Post(ctx, Service+proc, h, body)
+	if err != nil {
+		return fmt.Errorf("webclient: %s: %w", proc, err)
+	}
+	if status != 200 {
+		var ce connectError
+		_ = json.Unmarshal(out, &ce)
+		if ce.Code == "" {
+			ce.Code, ce.Message = "unknown", strings.TrimSpace(string(out))
+		}
+		return &CodeError{Status: status, Code: ce.Code, Message: ce.Message}
+	}
+	if resp == nil {
+		return nil
+	}
+	if err := json.Unmarshal(out, resp); err != nil {
+		return fmt.Errorf("webclient: %s: the answer: %w", proc, err)
+	}
+	return nil
+}
+
+// retryable reports whether err may pass by itself (the network, a round
+// not open yet, a busy server).
+func retryable(err error) bool {
+	var ce *CodeError
+	if !errors.As(err, &ce) {
+		return true // the network
+	}
+	switch ce.Code {
+	case "unavailable", "deadline_exceeded", "unknown", "aborted", "resource_exhausted", "internal", "canceled":
+		return true
+	}
+	return false
+}
+
+// retry calls f until it succeeds, fails for good or ctx ends.
+func retry(ctx context.Context, f func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// Enroll enrols this browser with a one-time enrolment code and returns
+// its credential ("id.secret"), which the page keeps.
+func (c *Client) Enroll(ctx context.Context, code string) (string, error) {
+	if code == "" {
+		return "", errors.New("webclient: no enrolment code")
+	}
+	var b [24]byte
+	crand.Read(b[:])
+	secret := base64.RawURLEncoding.EncodeToString(b[:])
+	var resp enrollResponse
+	err := retry(ctx, func() error {
+		return c.call(ctx, "Enroll", &enrollRequest{Code: code, Secrets: []string{secret}}, &resp)
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(resp.Credentials) != 1 {
+		return "", fmt.Errorf("webclient: enrol: %d credentials for one client", len(resp.Credentials))
+	}
+	c.cred = resp.Credentials[0].Token
+	return c.cred, nil
+}
+
+// Dataset returns the person's ratings as a one-user dataset over the
+// catalog, on dp-als's internal 1..5 scale (method.Internal), mapped as
+// method.Fit maps a dataset on another scale.
+func (c *Client) dataset(rs []Rating) (*ratings.Dataset, error) {
+	ni := len(c.plan.Catalog.ItemIDs)
+	d := &ratings.Dataset{Name: "browser", Scale: ratings.Scale{Min: 1, Max: 5, Step: 1}, UserIDs: []string{"me"},
+		ItemIDs: c.plan.Catalog.ItemIDs}
+	seen := map[int]bool{}
+	rs = slices.Clone(rs)
+	sort.Slice(rs, func(a, b int) bool { return rs[a].Item < rs[b].Item })
+	for _, r := range rs {
+		switch {
+		case r.Item < 0 || r.Item >= ni:
+			return nil, fmt.Errorf("webclient: a rating of item %d, outside the catalog of %d", r.Item, ni)
+		case seen[r.Item]:
+			return nil, fmt.Errorf("webclient: item %d rated twice", r.Item)
+		case !c.scale.Contains(r.Value):
+			return nil, fmt.Errorf("webclient: a rating of %g, outside the scale %v", r.Value, c.scale)
+		}
+		seen[r.Item] = true
+		d.Users = append(d.Users, 0)
+		d.Items = append(d.Items, int32(r.Item))
+		d.Values = append(d.Values, c.toInternal(r.Value))
+	}
+	return d, nil
+}
+
+func (c *Client) toInternal(v float32) float32 {
+	if c.scale.Min == 1 && c.scale.Max == 5 {
+		return v
+	}
+	return float32(1 + (float64(v)-float64(c.scale.Min))*4/float64(c.scale.Max-c.scale.Min))
+}
+
+func (c *Client) fromInternal(v float32) float32 {
+	if c.scale.Min == 1 && c.scale.Max == 5 {
+		return v
+	}
+	return float32(float64(c.scale.Min) + (float64(v)-1)*float64(c.scale.Max-c.scale.Min)/4)
+}
+
+// Result is what a finished run gives the person.
+type Result struct {
+	// Recs are the best items for the person, best first, with the
+	// predicted rating on the run's scale.
+	Recs []Rec `json:"recs"`
+	// EpsTotal and Delta are the run's (ε, δ) by the published model's
+	// privacy report; Claim its words.
+	EpsTotal float64 `json:"epsTotal"`
+	Delta    float64 `json:"delta"`
+	Claim    string  `json:"claim"`
+	Unit     string  `json:"unit"`
+	Trusted  string  `json:"trusted"`
+}
+
+// Rec is a recommended item.
+type Rec struct {
+	Item   int     `json:"item"`
+	Title  string  `json:"title"`
+	Rating float32 `json:"rating"`
+}
+
+// Train answers every round of the run with the person's ratings until
+// the run is done, then computes the person's recommendations on the
+// device. onRound, when not nil, is called after every round.
+func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Event)) (*Result, error) {
+	if c.cred == "" {
+		return nil, errors.New("webclient: not enrolled")
+	}
+	d, err := c.dataset(rs)
+	if err != nil {
+		return nil, err
+	}
+	cls, err := dpals.NewClients(d, c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	var me protocol.Client
+	if len(cls.List) == 1 {
+		me = cls.List[0]
+	}
+	last, boot, session := int32(-1), "", ""
+	for {
+		var resp getRoundResponse
+		err := retry(ctx, func() error {
+			return c.call(ctx, "GetRound", &getRoundRequest{After: last, Boot: boot, Session: session}, &resp)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if resp.State == "RUN_STATE_DONE" {
+			return c.finish(ctx, cls, d, n)
+		}
+		w := resp.Broadcast
+		if w == nil {
+			continue
+		}
+		if w.Round < last || (w.Round == last && (resp.SecAgg == nil || resp.SecAgg.Session == session)) {
+			continue
+		}
+		began := time.Now()
+		b, err := fromWire(w)
+		if err != nil {
+			return nil, fmt.Errorf("webclient: broadcast of round %d: %w", w.Round, err)
+		}
+		ev := Event{Round: b.Round, Phase: b.Phase, Masked: resp.SecAgg != nil, Words: b.Words, EpsSoFar: float64(resp.EpsTotal)}
+		var compute time.Duration
+		if resp.SecAgg != nil {
+			compute, err = c.masked(ctx, b, resp.SecAgg, me, w.Round == last)
+		} else {
+			compute, err = c.plain(ctx, b, me)
+		}
+		last, boot = w.Round, resp.Boot
+		if resp.SecAgg != nil {
+			session = resp.SecAgg.Session
+		} else {
+			session = ""
+		}
+		if err != nil {
+			if errors.Is(err, errRefused) || ctx.Err() != nil {
+				return nil, err
+			}
+			ev.Err = err.Error() // dropped out of the round, as a device would
+			c.logf("round %d: dropped out: %v", b.Round, err)
+		}
+		ev.TookMS = float64(time.Since(began).Microseconds()) / 1e3
+		ev.ComputeMS = float64(compute.Microseconds()) / 1e3
+		ev.Sent = c.sent
+		if onRound != nil {
+			onRound(ev)
+		}
+	}
+}
+
+// errRefused marks a round the client refuses to answer.
+var errRefused = errors.New("webclient: refused")
+
+// answer runs the person's dp-als client on b; a person without ratings
+// answers with nothing (zeros in a masked round).
+func answer(me protocol.Client, b *protocol.Broadcast) (*protocol.Upload, error) {
+	if me == nil {
+		return nil, nil
+	}
+	var seed [32]byte
+	crand.Read(seed[:])
+	return me.Round(b, rand.New(rand.NewChaCha8(seed)))
+}
+
+// plain answers a round without secure aggregation: only with an empty
+// upload (dp-als's final round, where the device solves its vector).
+func (c *Client) plain(ctx context.Context, b *protocol.Broadcast, me protocol.Client) (time.Duration, error) {
+	t0 := time.Now()
+	up, err := answer(me, b)
+	if err != nil {
+		return 0, err
+	}
+	if up != nil {
+		return 0, fmt.Errorf("%w: round %d asks for a plain upload of the person's statistics; the page sends them only masked", errRefused, b.Round)
+	}
+	took := time.Since(t0)
+	err = retry(ctx, func() error {
+		err := c.call(ctx, "Upload", &uploadRequest{Round: int32(b.Round)}, nil)
+		var ce *CodeError
+		if errors.As(err, &ce) && (ce.Code == "already_exists" || ce.Code == "failed_precondition") {
+			return nil
+		}
+		return err
+	})
+	if err == nil {
+		c.sent.EmptyUploads++
+	}
+	return took, err
+}
+
+// masked runs one round of secure aggregation with the person's dense
+// vector (zeros without ratings); again is true for a new session of a
+// round whose masked vector may already have left, which the client sits
+// out (no two sums of a round may differ by a known set of clients).
+func (c *Client) masked(ctx context.Context, b *protocol.Broadcast, plan *secaggPlan, me protocol.Client, again bool) (time.Duration, error) {
+	if again {
+		return 0, nil
+	}
+	if plan.Active {
+		return 0, fmt.Errorf("%w: the server runs the active secure-aggregation protocol, which needs an identity certified by an enrolment authority; the page has none", errRefused)
+	}
+	id, err := c.id()
+	if err != nil {
+		return 0, err
+	}
+	pos := -1
+	for k, o := range plan.Order {
+		if o == id {
+			pos = k
+		}
+	}
+	if pos < 0 {
+		return 0, nil // not in this round's session
+	}
+	t0 := time.Now()
+	up, err := answer(me, b)
+	if err != nil {
+		return 0, err
+	}
+	x := make([]uint32, b.Words)
+	if up != nil {
+		if err := up.Validate(b); err != nil {
+			return 0, err
+		}
+		x = up.DenseWords(b)
+	}
+	p := secagg.Params{N: len(plan.Order), K: int(plan.Degree), T: int(plan.Threshold), Bits: int(plan.Bits), Len: int(plan.Words)}
+	copy(p.Seed[:], plan.Seed)
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("webclient: round %d: the server's secure-aggregation plan: %w", b.Round, err)
+	}
+	compute := time.Since(t0)
+	sc, err := secagg.NewClient(uint32(pos), p, crand.Reader)
+	if err != nil {
+		return 0, err
+	}
+	me32 := uint32(pos)
+	call := func(req *secaggRequest) (*secaggResponse, error) {
+		req.Round, req.Session = int32(b.Round), plan.Session
+		var resp secaggResponse
+		err := c.call(ctx, "SecAgg", req, &resp)
+		return &resp, err
+	}
+	step := func(f func() error) error { // times the client's own work
+		t := time.Now()
+		err := f()
+		compute += time.Since(t)
+		return err
+	}
+	var ak *secagg.AdvertiseKeys
+	if err := step(func() (err error) { ak, err = sc.AdvertiseKeys(); return }); err != nil {
+		return compute, err
+	}
+	resp, err := call(&secaggRequest{Keys: &secaggKeys{Position: me32, MaskKey: ak.MaskKey, EncKey: ak.EncKey}})
+	if err != nil || resp.Keys == nil {
+		return compute, cmpErr(err, "keys")
+	}
+	kb := &secagg.KeysBroadcast{To: me32}
+	for _, k := range resp.Keys.Keys {
+		kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.Position, MaskKey: k.MaskKey, EncKey: k.EncKey})
+	}
+	var sk *secagg.ShareKeys
+	if err := step(func() (err error) { sk, err = sc.ShareKeys(kb); return }); err != nil {
+		return compute, err
+	}
+	shares := &secaggShares{}
+	for _, s := range sk.Shares {
+		shares.Shares = append(shares.Shares, secaggShare{From: s.From, To: s.To, Ciphertext: s.Ciphertext})
+	}
+	if resp, err = call(&secaggRequest{Shares: shares}); err != nil || resp.Shares == nil {
+		return compute, cmpErr(err, "shares")
+	}
+	del := &secagg.SharesDelivery{To: me32}
+	for _, s := range resp.Shares.Shares {
+		del.Shares = append(del.Shares, secagg.EncryptedShare{From: s.From, To: s.To, Ciphertext: s.Ciphertext})
+	}
+	var chk *secagg.ShareCheck
+	if err := step(func() (err error) { chk, err = sc.CheckShares(del); return }); err != nil {
+		return compute, err
+	}
+	if resp, err = call(&secaggRequest{Check: &secaggCheck{Reported: chk.Reported}}); err != nil || resp.Excluded == nil {
+		return compute, cmpErr(err, "excluded")
+	}
+	del.Excluded = resp.Excluded.Excluded
+	var mi *secagg.MaskedInput
+	if err := step(func() (err error) { mi, err = sc.MaskedInput(del, x); return }); err != nil {
+		return compute, err
+	}
+	data := make([]byte, 4*len(mi.Y))
+	for i, y := range mi.Y {
+		binary.LittleEndian.PutUint32(data[4*i:], y)
+	}
+	before := c.sent.Bytes
+	resp, err = call(&secaggRequest{Masked: &maskedUpload{ModulusBits: uint32(p.Bits), Data: data}})
+	c.sent.MaskedRounds++
+	c.sent.MaskedBytes += c.sent.Bytes - before
+	if err != nil || resp.Unmask == nil {
+		return compute, cmpErr(err, "unmask")
+	}
+	um := &secagg.UnmaskRequest{To: me32, Survivors: resp.Unmask.Survivors, Dropped: resp.Unmask.Dropped, Survived: resp.Unmask.Survived}
+	var ur *secagg.UnmaskResponse
+	if err := step(func() (err error) { ur, err = sc.Unmask(um); return }); err != nil {
+		return compute, err
+	}
+	rv := &secaggReveal{}
+	for _, s := range ur.SelfShares {
+		rv.SelfShares = append(rv.SelfShares, secaggRevealed{Owner: s.Owner, Share: s.Share})
+	}
+	for _, s := range ur.MaskShares {
+		rv.MaskShares = append(rv.MaskShares, secaggRevealed{Owner: s.Owner, Share: s.Share})
+	}
+	_, err = call(&secaggRequest{Reveal: rv})
+	return compute, err
+}
+
+func cmpErr(err error, want string) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("webclient: the server's answer has no %s", want)
+}
+
+// id returns the client ID of the credential.
+func (c *Client) id() (uint32, error) {
+	s, _, ok := strings.Cut(c.cred, ".")
+	var id uint32
+	if _, err := fmt.Sscan(s, &id); !ok || err != nil {
+		return 0, errors.New("webclient: a malformed credential")
+	}
+	return id, nil
+}
+
+// fromWire converts a broadcast, as deploy's fromWireBroadcast does.
+func fromWire(w *broadcast) (*protocol.Broadcast, error) {
+	f32 := func(xs []jfloat) []float32 {
+		if len(xs) == 0 {
+			return nil
+		}
+		out := make([]float32, len(xs))
+		for i, x := range xs {
+			out[i] = float32(x)
+		}
+		return out
+	}
+	b := &protocol.Broadcast{
+		Round: int(w.Round), Phase: w.Phase, Dim: int(w.Dim), NumItems: int(w.NumItems),
+		Items: nilIfEmpty(w.Items), V: f32(w.V), Counts: nilIfEmpty(w.Counts), Aux: f32(w.Aux), AuxDim: int(w.AuxDim),
+		Params: make(map[string]float64, len(w.Params)), Words: int(w.Words), Bits: int(w.Bits),
+	}
+	for k, v := range w.Params {
+		b.Params[k] = float64(v)
+	}
+	return b, b.Validate()
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// finish fetches the published item factors and computes the person's
+// recommendations on the device: dp-als's final solve of their bias and
+// vector (done in the final round), scored over the catalog.
+func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Dataset, n int) (*Result, error) {
+	var resp getModelResponse
+	if err := retry(ctx, func() error { return c.call(ctx, "GetModel", struct{}{}, &resp) }); err != nil {
+		return nil, err
+	}
+	pub, err := model.ReadModel(bytes.NewReader(resp.Model))
+	if err != nil {
+		return nil, fmt.Errorf("webclient: the published model: %w", err)
+	}
+	res := &Result{EpsTotal: pub.Privacy.EpsTotal, Delta: pub.Privacy.Delta, Claim: pub.Privacy.Note,
+		Unit: pub.Privacy.Unit, Trusted: pub.Privacy.Trusted}
+	if d.Len() == 0 {
+		return res, nil
+	}
+	m, _, err := cls.Finish(pub.V)
+	if err != nil {
+		return nil, err
+	}
+	rated := slices.Clone(d.Items)
+	for _, s := range m.Recommend(0, n, rated) {
+		r := Rec{Item: int(s.Item), Rating: c.scale.Clamp(c.fromInternal(float32(s.Score)))}
+		if int(s.Item) < len(c.plan.Catalog.Titles) {
+			r.Title = c.plan.Catalog.Titles[s.Item]
+		}
+		if math.IsNaN(float64(r.Rating)) {
+			continue
+		}
+		res.Recs = append(res.Recs, r)
+	}
+	return res, nil
+}
