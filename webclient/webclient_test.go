@@ -282,7 +282,10 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 	if n := len(c.Plan().Catalog.ItemIDs); n != 9742 {
 		t.Fatalf("a catalog of %d items", n)
 	}
-	ctx := context.Background()
+	// Bounded: a run that stalls fails here, with the rounds seen, rather
+	// than at the package's test timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
 	cred, err := c.Enroll(ctx, r.Code)
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +299,7 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 	var evs []webclient.Event
 	res, err := c.Train(ctx, rs, 10, func(e webclient.Event) { evs = append(evs, e) })
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; rounds seen: %+v", err, evs)
 	}
 	r.Wait(t)
 	masked := 0
