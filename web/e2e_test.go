@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -53,7 +54,9 @@ func (r *recorder) wrap(h http.Handler) http.Handler {
 // gets recommendations, keeps its ratings over a reload, forgets them;
 // the server never received a rating or a rated-item list from it. It
 // measures the page's download (gzipped bytes) and its masked rounds'
-// time. PRIVREC_WEB_SHOTS=DIR writes desktop and phone screenshots there.
+// time. With the recommendations shown it runs axe-core's WCAG 2 A and
+// AA rules at desktop and phone width and fails on any violation.
+// PRIVREC_WEB_SHOTS=DIR writes desktop and phone screenshots there.
 func TestBrowserEndToEnd(t *testing.T) {
 	if _, err := os.Stat(chromium); err != nil {
 		t.Skip("no " + chromium + ": install Debian's chromium and chromium-driver (.ci/run does) to run the browser test")
@@ -241,10 +244,12 @@ func TestBrowserEndToEnd(t *testing.T) {
 		t.Errorf("%d recommendations shown; the result %v", nrecs, res)
 	}
 	shoot(t, bctx, "desktop")
+	axeCheck(t, bctx, "desktop (1280 px)")
 	if _, err := chromedp.Run(bctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)); err != nil {
 		t.Fatal(err)
 	}
 	shoot(t, bctx, "phone")
+	axeCheck(t, bctx, "phone (390 px)")
 	if _, err := chromedp.Run(bctx, chromedp.EmulateViewport(1280, 900)); err != nil {
 		t.Fatal(err)
 	}
@@ -293,6 +298,52 @@ func TestBrowserEndToEnd(t *testing.T) {
 		t.Errorf("%d JSON calls recorded for %d masked rounds", calls, masked)
 	}
 	_ = rated
+}
+
+// axeViolation is one failed rule of axe-core's report.
+type axeViolation struct {
+	ID     string
+	Impact string
+	Help   string
+	Nodes  []struct{ Target []any }
+}
+
+// axeCheck injects the vendored axe-core (testdata/axe) into the loaded
+// page and runs its WCAG 2 A and AA rules; every violation fails the
+// test with its rule, impact and the elements it concerns.
+func axeCheck(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("testdata", "axe", "axe.min.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](string(src)+"\n;true")); err != nil {
+		t.Fatalf("injecting axe-core: %v", err)
+	}
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa"]}, resultTypes: ["violations"]})
+		.then((r) => JSON.stringify({version: axe.version, passes: r.passes.length, violations: r.violations}))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("axe.run: %v", err)
+	}
+	var rep struct {
+		Version    string
+		Passes     int
+		Violations []axeViolation
+	}
+	if err := json.Unmarshal([]byte(raw), &rep); err != nil {
+		t.Fatalf("axe.run: %.300s: %v", raw, err)
+	}
+	for _, v := range rep.Violations {
+		var targets []string
+		for _, n := range v.Nodes {
+			targets = append(targets, fmt.Sprint(n.Target...))
+		}
+		t.Errorf("axe-core %s, %s: %s (%s): %s", rep.Version, what, v.ID, v.Impact, strings.Join(targets, "; "))
+	}
+	if rep.Passes == 0 {
+		t.Errorf("axe-core %s, %s: no rule passed: did it run?", rep.Version, what)
+	}
+	t.Logf("axe-core %s, %s: wcag2a+wcag2aa, %d rules passed, %d violated", rep.Version, what, rep.Passes, len(rep.Violations))
 }
 
 // shoot writes a full-page screenshot to $PRIVREC_WEB_SHOTS/name.png.
