@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/dpals"
@@ -136,4 +137,139 @@ func dpalsDiff(noiseOff bool) func(context.Context, *env) (Result, error) {
 				eps, rhoMean, cfg.FracMean, diffMargin, muIn, muOut),
 		}, nil
 	}
+}
+
+// rawSpy passes uploads through and hands every float upload of a train
+// round to keep (what a server without aggregation reads).
+type rawSpy struct {
+	inner protocol.Transport
+	keep  func(b *protocol.Broadcast, u *protocol.Upload)
+}
+
+func (s *rawSpy) NumClients() int { return s.inner.NumClients() }
+func (s *rawSpy) Close() error    { return nil }
+func (s *rawSpy) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*protocol.Upload, error) {
+	ups, err := s.inner.Exchange(ctx, b)
+	if err == nil {
+		for _, u := range ups {
+			if u != nil {
+				s.keep(b, u)
+			}
+		}
+	}
+	return ups, err
+}
+
+// dpalsInversion attacks the first bias round of dp-als (the per-item
+// weighted counts and residual sums a client uploads, over every item):
+// for every client, it guesses which items the client rated, flagging an
+// item when its count coordinate's magnitude exceeds the median over the
+// catalog, scored on a balanced set (every rated item, as many unrated
+// ones). masked false (the control): the float upload of the path without
+// aggregation; masked true: the masked words the server receives under
+// secagg=masked, read as signed integers.
+func dpalsInversion(masked bool) func(context.Context, *env) (Result, error) {
+	return func(ctx context.Context, e *env) (Result, error) {
+		d := e.data
+		if e.cfg.Quick || d.NumUsers() > 60 {
+			d = firstUsers(d, 60)
+		}
+		cfg := dpals.BiasesConfig()
+		cfg.BiasRounds = 1
+		cfg.Aggregation = protocol.AggOff
+		if masked {
+			cfg.Aggregation = protocol.AggMasked
+		}
+		ni := d.NumItems()
+		rated := make([]map[int32]bool, d.NumUsers())
+		for k, u := range d.Users {
+			if rated[u] == nil {
+				rated[u] = map[int32]bool{}
+			}
+			rated[u][d.Items[k]] = true
+		}
+		var acc accuracy
+		score := func(client int, count []float64) {
+			if client < 0 || client >= len(rated) || len(rated[client]) == 0 {
+				return
+			}
+			mags := make([]float64, len(count))
+			for j, x := range count {
+				mags[j] = math.Abs(x)
+			}
+			med := append([]float64(nil), mags...)
+			slices.Sort(med)
+			m := med[len(med)/2]
+			unrated := 0
+			for j := range ni {
+				r := rated[client][int32(j)]
+				if !r {
+					if unrated >= len(rated[client]) {
+						continue
+					}
+					unrated++
+				}
+				acc.add((mags[j] > m) == r)
+			}
+		}
+		srv, err := dpals.NewServer(cfg, d, e.cfg.Seed)
+		if err != nil {
+			return Result{}, err
+		}
+		cl, err := dpals.NewClients(d, cfg)
+		if err != nil {
+			return Result{}, err
+		}
+		inner, err := protocol.NewInMem(cl.List, 1, e.cfg.Seed)
+		if err != nil {
+			return Result{}, err
+		}
+		defer inner.Close()
+		isBias := func(b *protocol.Broadcast) bool { return b.Param("kind", -1) == 1 }
+		var tr protocol.Transport
+		if masked {
+			spy := &maskSpy{inner: inner}
+			spy.keep = func(b *protocol.Broadcast, u *protocol.Upload, _, mw []uint32) {
+				if !isBias(b) {
+					return
+				}
+				c := make([]float64, ni)
+				for j := range ni {
+					c[j] = float64(int32(mw[j]))
+				}
+				score(u.Client, c)
+			}
+			spy.sum = protocol.NewMaskedSum(&spy.fixed, e.cfg.Seed)
+			tr = spy
+		} else {
+			tr = &rawSpy{inner: inner, keep: func(b *protocol.Broadcast, u *protocol.Upload) {
+				if isBias(b) && len(u.Scalars) >= ni {
+					score(u.Client, u.Scalars[:ni])
+				}
+			}}
+		}
+		if err := protocol.RunTransport(ctx, srv, tr, protocol.RunOptions{Seed: e.cfg.Seed}); err != nil {
+			return Result{}, err
+		}
+		val, lo, hi := acc.value()
+		view := map[bool]string{true: "masked words (SecAgg+)", false: "float per-client uploads (no aggregation)"}[masked]
+		return Result{
+			Case:   map[bool]string{true: "masked", false: "float, unaggregated"}[masked],
+			Metric: "balanced accuracy", Value: val, Lo: lo, Hi: hi, N: acc.n, Baseline: 0.5,
+			Bound: 0.5 + diffMargin, HigherLeaks: true,
+			Setting: fmt.Sprintf("dp-biases defaults with one bias round, %d users × %d items, the server reads the first bias round's %s", d.NumUsers(), ni, view),
+			Note:    fmt.Sprintf("rated-item recovery from one client's per-item weighted counts; bound: chance 0.5 plus margin %.2f", diffMargin),
+		}, nil
+	}
+}
+
+// firstUsers returns d's ratings by its first n users (index spaces kept).
+func firstUsers(d *ratings.Dataset, n int) *ratings.Dataset {
+	c := &ratings.Dataset{Name: d.Name, Scale: d.Scale, UserIDs: d.UserIDs[:min(n, d.NumUsers())], ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles}
+	for k := range d.Values {
+		if int(d.Users[k]) < n {
+			c.Users, c.Items, c.Values = append(c.Users, d.Users[k]), append(c.Items, d.Items[k]), append(c.Values, d.Values[k])
+		}
+	}
+	return c
 }
