@@ -25,12 +25,16 @@ func init() {
 			"balanced set per user. Control: the basic scheme (near-perfect recovery of the rated set). LDP-OP Alg. 2 names each " +
 			"position at most once per pass, so no two uploads share noise, and it runs under secure aggregation by default: the " +
 			"accuracy must stay within e^ε/(1+e^ε) + margin, ε the paper's per-position ε-LDP claim (Thm 1). Finding: Alg. 2 with " +
-			"secure aggregation off, the paper's server.",
+			"secure aggregation off, the paper's server. dp-als: a server that knows every user but a target tests the target's " +
+			"presence from the released global mean (noised sum and count): accuracy within e^ε/(1+e^ε) + δ + margin, ε that of the " +
+			"mean release's zCDP share; control: the same release with the noise off (ε = 1e9).",
 		cases: func(e *env) []testCase {
 			return []testCase{
 				{method: "ldp-op-basic", role: Control, run: diffRun(ldpop.Basic, false)},
 				{method: "ldp-op", role: Protected, run: diffRun(ldpop.LDPOP, true)},
 				{method: "ldp-op", role: Finding, run: diffRun(ldpop.LDPOP, false)},
+				{method: "dp-als", role: Control, run: dpalsDiff(true)},
+				{method: "dp-als", role: Protected, run: dpalsDiff(false)},
 			}
 		},
 	})

@@ -44,6 +44,8 @@ func init() {
 				{method: "sgld-mf", role: Control, run: sdcfInversion("sgld-mf", false)},
 				{method: "fedmf", role: Control, run: maskedInversion(false)},
 				{method: "fedmf", role: Protected, run: maskedInversion(true)},
+				{method: "dp-als", role: Control, run: dpalsInversion(false)},
+				{method: "dp-als", role: Protected, run: dpalsInversion(true)},
 				{method: "dpmf", role: Protected, run: fedInversion(hdpmf.DPMF, true)},
 				{method: "hdpmf", role: Protected, run: fedInversion(hdpmf.HDPMF, true)},
 				{method: "dpmf", role: Finding, run: fedInversion(hdpmf.DPMF, false)},

@@ -24,6 +24,9 @@ type maskSpy struct {
 	plain, masked []*protocol.Record
 	sum           *protocol.MaskedSum
 	fixed         fixedTransport
+	// keep, when not nil, receives every upload's dense unmasked and
+	// masked words instead of the per-item float rows.
+	keep func(b *protocol.Broadcast, u *protocol.Upload, plain, masked []uint32)
 }
 
 type fixedTransport struct{ ups []*protocol.Upload }
@@ -111,6 +114,10 @@ func (s *maskSpy) record(b *protocol.Broadcast, ups []*protocol.Upload) error {
 		mi, err := cs[d.To].MaskedInput(d, dense)
 		if err != nil {
 			return err
+		}
+		if s.keep != nil {
+			s.keep(b, u, dense, mi.Y)
+			continue
 		}
 		plain.Uploads = append(plain.Uploads, rows(b, u.Client, u.Items, dense))
 		masked.Uploads = append(masked.Uploads, rows(b, u.Client, u.Items, mi.Y))
