@@ -212,6 +212,9 @@ type TuneReport struct {
 	EpsTrain   float64 `json:"eps_train"`
 	DeltaTrain float64 `json:"delta_train,omitempty"`
 	EpsScore   float64 `json:"eps_score"`
+	// EpsReplaceTrain is each candidate's ε for replacing one unit (its
+	// Privacy.EpsReplace; 0 when the method states none).
+	EpsReplaceTrain float64 `json:"eps_replace_train,omitempty"`
 	// EpsSelect and DeltaSelect are the selection's cost to whoever sees
 	// only its output (the chosen values and model): Liu and Talwar's
 	// Theorem 3.1 with ε₁ = ε_c + ε_s.
@@ -409,6 +412,7 @@ func Tune(ctx context.Context, s Spec, base any, train *ratings.Dataset, opt Tun
 			// then DP at the largest ε, which the composition below uses.
 			rep.EpsTrain = math.Max(rep.EpsTrain, p.EpsTotal)
 			rep.DeltaTrain = math.Max(rep.DeltaTrain, p.Delta)
+			rep.EpsReplaceTrain = math.Max(rep.EpsReplaceTrain, p.EpsReplace)
 			return mse + dp.SampleLaplace(lap, scoreSens/rep.EpsScore), nil
 		}
 		for n := 1; ; n++ {
@@ -468,6 +472,16 @@ func (r *TuneReport) account() {
 	}
 }
 
+// replaceEps is the selection's ε for replacing one unit, composed as Eps
+// is but from each candidate's replace-one ε.
+func (r *TuneReport) replaceEps() float64 {
+	eps1 := r.EpsReplaceTrain + r.EpsScore
+	if r.Eps == r.EpsAll {
+		return float64(r.Tried) * eps1
+	}
+	return 3*eps1 + 3*math.Sqrt(2*r.DeltaTrain)
+}
+
 // Compose returns the privacy of a run that tuned by r and then released
 // final, the claim of the final model's training: a retraining on all the
 // training data when refit, else the selected candidate's own training,
@@ -493,6 +507,15 @@ func (r *TuneReport) Compose(final model.Privacy, refit bool) model.Privacy {
 			sel += "; only the selected output is released, so the total uses the former"
 		}
 		p.EpsTotal, p.Delta = r.Eps, r.Delta
+		if final.EpsReplace > 0 {
+			// Replacing one unit moves one score term within [0, R²] too,
+			// so ε_s holds; the candidates' training counts at its
+			// replace-one ε, composed as the add/remove total is.
+			p.EpsReplace = r.replaceEps()
+			if refit {
+				p.EpsReplace += final.EpsReplace
+			}
+		}
 		if refit {
 			p.EpsTotal += final.EpsTotal
 			p.Delta += final.Delta

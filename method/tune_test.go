@@ -437,6 +437,12 @@ func TestTuneUserLevelTotal(t *testing.T) {
 	if math.Abs(res.Privacy.EpsTotal-want) > 1e-9*want || res.Privacy.EpsTotal <= rep.EpsTrain {
 		t.Errorf("total ε %g, want %g (K = %d, ε_c %g, ε_s %g)", res.Privacy.EpsTotal, want, rep.Tried, rep.EpsTrain, rep.EpsScore)
 	}
+	if r := res.Privacy.EpsReplace; r > 0 {
+		wantR := float64(rep.Tried)*(rep.EpsReplaceTrain+rep.EpsScore) + rep.EpsReplaceTrain
+		if math.Abs(r-wantR) > 1e-9*wantR || r < res.Privacy.EpsTotal {
+			t.Errorf("replace-one ε %g, want %g", r, wantR)
+		}
+	}
 	if res.Privacy.Delta > 1 || res.Privacy.Delta < rep.DeltaTrain {
 		t.Errorf("total δ %g", res.Privacy.Delta)
 	}
