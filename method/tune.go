@@ -72,6 +72,13 @@ var tuneAxes = func() map[string][]tuneAxis {
 	for _, n := range []string{"ldp-op", "ldp-op-basic", "rsmf"} {
 		m[n] = ldpop
 	}
+	// dp-als and dp-biases solve in closed form: no step size. Their
+	// knobs are the device's ridge (of the vector; of the bias when
+	// biases only) and the ridge per unit of the releases' noise σ.
+	small := []float64{0.3, 1, 3}
+	noise := []float64{0.5, 1, 2}
+	m["dp-als"] = []tuneAxis{{"reg-user", small}, {"reg-noise", noise}}
+	m["dp-biases"] = []tuneAxis{{"reg-user-bias", small}, {"reg-noise", noise}}
 	return m
 }()
 
@@ -205,6 +212,9 @@ type TuneReport struct {
 	EpsTrain   float64 `json:"eps_train"`
 	DeltaTrain float64 `json:"delta_train,omitempty"`
 	EpsScore   float64 `json:"eps_score"`
+	// EpsReplaceTrain is each candidate's ε for replacing one unit (its
+	// Privacy.EpsReplace; 0 when the method states none).
+	EpsReplaceTrain float64 `json:"eps_replace_train,omitempty"`
 	// EpsSelect and DeltaSelect are the selection's cost to whoever sees
 	// only its output (the chosen values and model): Liu and Talwar's
 	// Theorem 3.1 with ε₁ = ε_c + ε_s.
@@ -252,7 +262,11 @@ const (
 // within one user, the mean over the N users of each user's mean, R²/N,
 // since a rating's existence changes n and, when nobody is trusted, the
 // devices' u_i carry all of a user's ratings into every held-out term of
-// hers; a user added or removed is refused with ErrNotTunable; when
+// hers; for a user added or removed (dp-als, dp-biases), the sum over
+// users of each user's mean, sensitivity R², one user's whole held-out
+// contribution, and then, as δ_c > 0 makes Theorem 3.1's δ exceed 1, the
+// total is basic composition of the K candidates' (ε_c + ε_s, δ_c), each
+// ε_c the candidate's zCDP ledger converted to (ε, δ_c); when
 // nobody is trusted, the devices compute the terms and the sum is taken
 // under secure aggregation like the methods' uploads, which Tune computes
 // in process); stop with probability γ or after T candidates }, and
@@ -398,6 +412,7 @@ func Tune(ctx context.Context, s Spec, base any, train *ratings.Dataset, opt Tun
 			// then DP at the largest ε, which the composition below uses.
 			rep.EpsTrain = math.Max(rep.EpsTrain, p.EpsTotal)
 			rep.DeltaTrain = math.Max(rep.DeltaTrain, p.Delta)
+			rep.EpsReplaceTrain = math.Max(rep.EpsReplaceTrain, p.EpsReplace)
 			return mse + dp.SampleLaplace(lap, scoreSens/rep.EpsScore), nil
 		}
 		for n := 1; ; n++ {
@@ -448,9 +463,23 @@ func (r *TuneReport) account() {
 	r.DeltaSelect = math.Sqrt(2*d1)*float64(r.Cap) + math.Exp(-r.Stop*float64(r.Cap))
 	r.EpsAll, r.DeltaAll = float64(r.Tried)*eps1, float64(r.Tried)*d1
 	r.Eps, r.Delta = r.EpsSelect, r.DeltaSelect
-	if r.Trusted == "nobody" {
+	// With δ_c > 0 Theorem 3.1's δ, √(2δ_c)·T + δ₂, is no bound at all
+	// once it reaches 1 (δ_c = 1e-6 and T in the hundreds): basic
+	// composition is then the bound used. Both depend only on public
+	// settings and K, which the coin draws independently of the data.
+	if r.Trusted == "nobody" || r.DeltaSelect >= 1 {
 		r.Eps, r.Delta = r.EpsAll, r.DeltaAll
 	}
+}
+
+// replaceEps is the selection's ε for replacing one unit, composed as Eps
+// is but from each candidate's replace-one ε.
+func (r *TuneReport) replaceEps() float64 {
+	eps1 := r.EpsReplaceTrain + r.EpsScore
+	if r.Eps == r.EpsAll {
+		return float64(r.Tried) * eps1
+	}
+	return 3*eps1 + 3*math.Sqrt(2*r.DeltaTrain)
 }
 
 // Compose returns the privacy of a run that tuned by r and then released
@@ -478,6 +507,15 @@ func (r *TuneReport) Compose(final model.Privacy, refit bool) model.Privacy {
 			sel += "; only the selected output is released, so the total uses the former"
 		}
 		p.EpsTotal, p.Delta = r.Eps, r.Delta
+		if final.EpsReplace > 0 {
+			// Replacing one unit moves one score term within [0, R²] too,
+			// so ε_s holds; the candidates' training counts at its
+			// replace-one ε, composed as the add/remove total is.
+			p.EpsReplace = r.replaceEps()
+			if refit {
+				p.EpsReplace += final.EpsReplace
+			}
+		}
 		if refit {
 			p.EpsTotal += final.EpsTotal
 			p.Delta += final.Delta
@@ -576,7 +614,16 @@ func withCandidate(s Spec, base any, c Candidate) (any, error) {
 //     user's mean clipped squared error (0 for a user without held-out
 //     ratings): one user's data move one user's term by at most R², so
 //     R²/N.
-//   - A user added or removed changes N as well: refused.
+//   - A user added or removed (dp-als, dp-biases): the sum, not the
+//     mean, over users of each user's mean clipped squared error, each
+//     term in [0, R²]. Given the candidate's released model (the item
+//     statistics, composed separately as its ε_c), a user's term depends
+//     only on her own held-out ratings and her own device-side vector,
+//     fitted to her own ratings and the broadcast; adding or removing her
+//     adds or removes that one term and moves no other: sensitivity R²,
+//     a user's whole held-out contribution, with no count of users in a
+//     denominator. The sum is over the same users for every candidate, so
+//     its minimum is the mean's.
 func scoreFor(s Spec, data, val *ratings.Dataset, rangeSq float64, private bool) (func(*model.Model) float64, float64, string, error) {
 	perRating := func(m *model.Model) float64 { return clippedMSE(m, val, rangeSq) }
 	unit := s.Claim.Unit
@@ -586,13 +633,19 @@ func scoreFor(s Spec, data, val *ratings.Dataset, rangeSq float64, private bool)
 	case unit == "rating value" && s.Claim.Trusted != "nobody":
 		return perRating, rangeSq / float64(max(1, val.Len())), "mean clipped squared error", nil
 	case unit == "user":
-		return nil, 0, "", fmt.Errorf("%w: tune %s: its unit is a user added or removed, which changes the number of users a "+
-			"private validation score averages over; no score with a bounded sensitivity is known (tune on public data: --tune-on)",
-			ErrNotTunable, s.Name)
+		return func(m *model.Model) float64 { return userClippedSum(m, val, rangeSq) }, rangeSq,
+			"sum over users of each user's mean clipped squared error", nil
 	}
 	n := data.NumUsers()
 	return func(m *model.Model) float64 { return userClippedMSE(m, val, rangeSq, n) }, rangeSq / float64(max(1, n)),
 		"mean over users of each user's mean clipped squared error", nil
+}
+
+// userClippedSum returns the sum over the users of val of each user's
+// mean squared error on val, each error clipped to rangeSq (a NaN
+// prediction counts rangeSq): every user's term is in [0, rangeSq].
+func userClippedSum(m *model.Model, val *ratings.Dataset, rangeSq float64) float64 {
+	return userClippedMSE(m, val, rangeSq, 1)
 }
 
 // userClippedMSE returns the mean over n users of each user's mean

@@ -349,7 +349,8 @@ func TestTuneScoreSensitivityPerUnit(t *testing.T) {
 		{"hdpmf", r2 / float64(d.NumUsers())},
 		{"ldp-op", r2 / float64(d.NumUsers())},
 		{"sdmf", r2 / float64(d.NumUsers())},
-		{"dp-als", 0},
+		{"dp-als", r2},
+		{"dp-biases", r2},
 	} {
 		s, _ := Lookup(tc.name)
 		_, sens, kind, err := scoreFor(s, d, val, r2, true)
@@ -359,5 +360,90 @@ func TestTuneScoreSensitivityPerUnit(t *testing.T) {
 		case tc.want != 0 && (err != nil || math.Abs(sens-tc.want) > 1e-12):
 			t.Errorf("%s (unit %s): sensitivity %g (%s), err %v; want %g", tc.name, s.Claim.Unit, sens, kind, err, tc.want)
 		}
+	}
+}
+
+// TestTuneUserScoreCanary adds one user's held-out ratings to the
+// validation part, with the model fixed, and checks the user-level score
+// moves by at most its sensitivity R², for a user whose errors are small,
+// clipped and NaN.
+func TestTuneUserScoreCanary(t *testing.T) {
+	d, err := ratings.Synthetic(ratings.SyntheticConfig{Users: 40, Items: 20, Rank: 2, PerUser: 8}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, val, err := tuneSplit(d, 0.3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, cfg := tuneConfig(t, "dp-biases", nil)
+	m, _, err := s.Fit(context.Background(), d, cfg, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := float64(d.Scale.Range()) * float64(d.Scale.Range())
+	score, sens, _, err := scoreFor(s, d, val, r2, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := score(m)
+	for _, tc := range []struct {
+		name  string
+		value float32
+		n     int
+	}{
+		{"one rating in range", d.Scale.Max, 1},
+		{"many ratings far off", 1e6, 50},
+		{"many ratings in range", d.Scale.Min, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			add := *val
+			u := int32(d.NumUsers() - 1) // a user of the index absent from val
+			for _, x := range val.Users {
+				if x == u {
+					t.Skip("the last user has held-out ratings")
+				}
+			}
+			add.Users = append(append([]int32(nil), val.Users...), make([]int32, tc.n)...)
+			add.Items = append(append([]int32(nil), val.Items...), make([]int32, tc.n)...)
+			add.Values = append(append([]float32(nil), val.Values...), make([]float32, tc.n)...)
+			for k := val.Len(); k < add.Len(); k++ {
+				add.Users[k], add.Items[k], add.Values[k] = u, int32(k%d.NumItems()), tc.value
+			}
+			sc, _, _, err := scoreFor(s, d, &add, r2, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := math.Abs(sc(m) - base); diff > sens+1e-9 || diff == 0 {
+				t.Errorf("score moved by %g, want in (0, %g]", diff, sens)
+			}
+		})
+	}
+}
+
+// TestTuneUserLevelTotal tunes dp-biases privately and checks the total
+// ε reported includes the selection: K·(ε_c + ε_s) plus the retraining.
+func TestTuneUserLevelTotal(t *testing.T) {
+	s, cfg := tuneConfig(t, "dp-biases", map[string]string{"eps": "1", "delta": "1e-6"})
+	d := tuneData(t, 1)
+	_, res, rep, err := FitTuned(context.Background(), s, cfg, d, 1, nil, TuneOptions{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Private || rep.ScoreKind == "" || rep.Tried < 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	want := float64(rep.Tried)*(rep.EpsTrain+rep.EpsScore) + rep.EpsTrain
+	if math.Abs(res.Privacy.EpsTotal-want) > 1e-9*want || res.Privacy.EpsTotal <= rep.EpsTrain {
+		t.Errorf("total ε %g, want %g (K = %d, ε_c %g, ε_s %g)", res.Privacy.EpsTotal, want, rep.Tried, rep.EpsTrain, rep.EpsScore)
+	}
+	if r := res.Privacy.EpsReplace; r > 0 {
+		wantR := float64(rep.Tried)*(rep.EpsReplaceTrain+rep.EpsScore) + rep.EpsReplaceTrain
+		if math.Abs(r-wantR) > 1e-9*wantR || r < res.Privacy.EpsTotal {
+			t.Errorf("replace-one ε %g, want %g", r, wantR)
+		}
+	}
+	if res.Privacy.Delta > 1 || res.Privacy.Delta < rep.DeltaTrain {
+		t.Errorf("total δ %g", res.Privacy.Delta)
 	}
 }
