@@ -100,16 +100,20 @@ func (t *tuneFlags) fit(ctx context.Context, a *app, mfl *methodFlags, train *ra
 	if reports != nil {
 		*reports = append(*reports, rep)
 	}
-	how := "validation MSE"
+	kind := rep.ScoreKind
+	if kind == "" {
+		kind = "MSE"
+	}
+	how := fmt.Sprintf("validation %s %.4f", kind, rep.BestScore)
 	switch {
 	case rep.Public != "":
 		how += " on " + rep.Public + " (declared public)"
 	case rep.Private:
-		how = fmt.Sprintf("noisy validation MSE, tuning ε %.4g", rep.Eps)
+		how = fmt.Sprintf("noisy %s; tuning ε %.4g", how, rep.Eps)
 	default:
 		how += " (not private)"
 	}
-	fmt.Fprintf(a.stderr, "tune %s: selected %v of %d candidates tried (%s %.4f)\n", name, rep.Best, rep.Tried, how, rep.BestScore)
+	fmt.Fprintf(a.stderr, "tune %s: selected %v of %d candidates tried (%s)\n", name, rep.Best, rep.Tried, how)
 	return m, nil
 }
 
