@@ -693,6 +693,7 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	dropped, sitting := 0, 0
+	var firstErr error // the first dropped client's error, for the round's warning
 	for k, v := range dense {
 		if v == nil {
 			continue
@@ -723,13 +724,20 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 				s.log.Debug("dropped out of secure aggregation", "client", clients[k].ID(), "round", round, "err", err)
 				mu.Lock()
 				dropped++
+				if firstErr == nil {
+					firstErr = err
+				}
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	if dropped > 0 || sitting > 0 {
-		s.log.Info("clients left out of the round's secure aggregation", "round", round, "dropped", dropped, "already_sent", sitting)
+	switch {
+	case dropped > 0:
+		s.log.Warn("clients dropped out of the round's secure aggregation", "round", round, "dropped", dropped,
+			"already_sent", sitting, "first_err", firstErr)
+	case sitting > 0:
+		s.log.Info("clients left out of the round's secure aggregation", "round", round, "already_sent", sitting)
 	}
 	return ctx.Err()
 }
