@@ -172,15 +172,7 @@ func newMaskPlan(cfg Config, ni int) (*maskPlan, error) {
 // (protocol.ParamRoster, which a deployment's clients check against the
 // roster they pin) or else the clients counted at setup.
 func shares(b *protocol.Broadcast) int {
-	rho := b.Param(protocol.ParamMinShare, 1)
-	if !(rho > 0 && rho <= 1) {
-		rho = 1
-	}
-	n := b.Param(paramClients, 1)
-	if r := protocol.Roster(b); r > 0 {
-		n = float64(r)
-	}
-	return max(1, int(math.Floor(rho*n)))
+	return protocol.NoiseShares(b, int(b.Param(paramClients, 1)))
 }
 
 // encode writes the client's integer upload of step ms from its float

@@ -143,10 +143,7 @@ func (c *client) maskedRound(b *protocol.Broadcast, r *rand.Rand) *protocol.Uplo
 	}
 	q := c.sh.mask.q
 	q.Bits = b.Bits
-	rho := b.Param(protocol.ParamMinShare, 1)
-	if !(rho > 0 && rho <= 1) {
-		rho = 1
-	}
+	rho := protocol.MinShare(b)
 	u := c.u
 	var tabs []*dp.SkellamTable
 	noisy := c.sh.variant != Plain && !c.sh.noiseless
@@ -203,11 +200,7 @@ func (c *client) maskedDense(b *protocol.Broadcast, r *rand.Rand, data bool) *pr
 	}
 	q := c.sh.mask.q
 	q.Bits = b.Bits
-	rho := b.Param(protocol.ParamMinShare, 1)
-	if !(rho > 0 && rho <= 1) {
-		rho = 1
-	}
-	shares := max(1, int(math.Floor(rho*float64(protocol.Roster(b)))))
+	shares := protocol.NoiseShares(b, 0)
 	if c.rtab == nil || c.rtabShares != shares {
 		c.rtab, c.rtabShares = c.sh.mask.tables.Get(c.sh.mask.mu/float64(shares)), shares
 	}
@@ -550,10 +543,7 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 	if len(w) != s.numItems*stride {
 		return fmt.Errorf("%w: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(w), s.numItems*stride)
 	}
-	rho := s.b.Param(protocol.ParamMinShare, 1)
-	if !(rho > 0 && rho <= 1) {
-		rho = 1
-	}
+	rho := protocol.MinShare(&s.b)
 	tail := protocol.SumTail / float64(s.numItems*k)
 	roster := protocol.Roster(&s.b)
 	type key struct{ a, shares int64 }

@@ -180,12 +180,7 @@ func (c *client) maskedSampled(b *protocol.Broadcast, r *rand.Rand) (*protocol.U
 	var tab *dp.SkellamTable
 	var share float64 // Skellam mean of this client's share, 0: no noise
 	if sh.mask.mu > 0 {
-		n := shareBase(b, int(b.Param(paramClients, float64(sh.n))))
-		rho := b.Param(protocol.ParamMinShare, 1)
-		if !(rho > 0 && rho <= 1) {
-			rho = 1
-		}
-		share = sh.mask.mu / float64(max(1, int(math.Floor(rho*float64(n)))))
+		share = sh.mask.mu / float64(protocol.NoiseShares(b, int(b.Param(paramClients, float64(sh.n)))))
 		tab = sh.mask.tables.Get(share)
 	}
 	c.words = slices.Grow(c.words[:0], b.Words)
@@ -312,11 +307,7 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 	if a > int64(inputs) || a > n {
 		return fmt.Errorf("%w: round %d word %d: arrivals %d above min(%d inputs, %d announced)", protocol.ErrOutOfBounds, round, len(s.sel), a, inputs, n)
 	}
-	rho := s.b.Param(protocol.ParamMinShare, 1)
-	if !(rho > 0 && rho <= 1) {
-		rho = 1
-	}
-	shares := max(1, int64(math.Floor(rho*float64(shareBase(&s.b, s.n)))))
+	shares := int64(protocol.NoiseShares(&s.b, s.n))
 	per := int64(math.Ceil(s.mk.a))
 	t := dp.SkellamTailBound(float64(a)*s.mk.mu/float64(shares), protocol.SumTail/float64(max(1, len(s.sel))))
 	bound := a*per + t - 1

@@ -92,6 +92,25 @@ func Roster(b *Broadcast) int {
 	return int(r)
 }
 
+// MinShare returns b's ParamMinShare ρ, 1 when absent or outside (0, 1].
+func MinShare(b *Broadcast) float64 {
+	rho := b.Param(ParamMinShare, 1)
+	if !(rho > 0 && rho <= 1) {
+		return 1
+	}
+	return rho
+}
+
+// NoiseShares returns the number of clients a client's noise share in b's
+// round is drawn for: ⌊ρ·N⌋, at least 1, with ρ = MinShare(b) and N the
+// roster when b carries one (Roster), else n, the method's own count.
+func NoiseShares(b *Broadcast, n int) int {
+	if r := Roster(b); r > 0 {
+		n = r
+	}
+	return max(1, int(math.Floor(MinShare(b)*float64(n))))
+}
+
 // SumInputsSetter is a method server that wants to know how many clients'
 // masked vectors a round's single summed upload holds (a figure the
 // secure-aggregation protocol knows and the sum does not show).
