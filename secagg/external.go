@@ -53,3 +53,16 @@ func (s *Server) MaskStreams() ([]MaskStream, error) {
 	defer s.mu.Unlock()
 	return s.unmaskKeys()
 }
+
+// RemoveMasks removes streams (MaskStreams) from sum, which holds the words
+// [off, off+len(sum)) of the sum of the masked inputs — a shard's range —
+// modulo 2^32, in place, on every core: each worker takes a range of
+// coordinates at a time and expands every stream over it only, as Result
+// does. It does not reduce the words to the round's bits.
+func RemoveMasks(sum []uint32, off int, streams []MaskStream) error {
+	if off < 0 {
+		return fmt.Errorf("secagg: RemoveMasks at offset %d", off)
+	}
+	removeMasks(sum, off, streams)
+	return nil
+}

@@ -519,7 +519,7 @@ func (s *Server) Result() ([]uint32, error) {
 		return nil, err
 	}
 	sum := s.sum
-	removeMasks(sum, keys)
+	removeMasks(sum, 0, keys)
 	mask := s.p.mask()
 	out := make([]uint32, len(sum))
 	for i, x := range sum {

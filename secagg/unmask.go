@@ -116,9 +116,10 @@ func (u *unmaskPlan) maskKeys() ([]MaskStream, error) {
 	return keys, nil
 }
 
-// removeMasks removes the masks of keys from sum: each worker takes a
-// range of coordinates at a time and expands every key over it only.
-func removeMasks(sum []uint32, keys []MaskStream) {
+// removeMasks removes the masks of keys from sum, which holds words
+// [off, off+len(sum)) of the masked sum: each worker takes a range of
+// coordinates at a time and expands every key over it only.
+func removeMasks(sum []uint32, off int, keys []MaskStream) {
 	nr := (len(sum) + rangeWords - 1) / rangeWords
 	e := make([]*expander, runtime.GOMAXPROCS(0))
 	spread(nr, func(w, r int) {
@@ -127,7 +128,7 @@ func removeMasks(sum []uint32, keys []MaskStream) {
 		}
 		lo, hi := r*rangeWords, min(len(sum), (r+1)*rangeWords)
 		for i := range keys {
-			e[w].addAt(sum[lo:hi], &keys[i].Key, lo, keys[i].Sub)
+			e[w].addAt(sum[lo:hi], &keys[i].Key, off+lo, keys[i].Sub)
 		}
 	})
 	for _, x := range e {

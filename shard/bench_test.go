@@ -241,9 +241,8 @@ func BenchmarkJetStreamPublish(b *testing.B) {
 func BenchmarkAddRange(b *testing.B) {
 	key := [16]byte{3}
 	dst := make([]uint32, 25_000)
-	buf := make([]byte, expandBytes)
 	b.SetBytes(int64(4 * len(dst)))
 	for b.Loop() {
-		addRange(dst, &key, 50_001, true, buf)
+		addRange(dst, &key, 50_001, true)
 	}
 }

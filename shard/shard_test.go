@@ -442,14 +442,13 @@ func TestAddRange(t *testing.T) {
 	blk, _ := aes.NewCipher(key[:])
 	ks := make([]byte, 4*n)
 	cipher.NewCTR(blk, make([]byte, 16)).XORKeyStream(ks, ks)
-	buf := make([]byte, expandBytes)
 	for _, r := range [][2]int{{0, n}, {1, 2}, {3, 4100}, {4097, 9999}, {5000, 5001}, {6, 6}} {
 		for _, sub := range []bool{false, true} {
 			dst := make([]uint32, r[1]-r[0])
 			for i := range dst {
 				dst[i] = uint32(i)
 			}
-			addRange(dst, &key, r[0], sub, buf)
+			addRange(dst, &key, r[0], sub)
 			for i := range dst {
 				w := binary.LittleEndian.Uint32(ks[4*(r[0]+i):])
 				if sub {
@@ -540,7 +539,7 @@ func TestAggregatorRefusesPieces(t *testing.T) {
 	for i := range want {
 		want[i] = g0[i] + g1[i]
 	}
-	addRange(want, &key, lo, true, make([]byte, expandBytes))
+	addRange(want, &key, lo, true)
 	if !slices.Equal(got, want) {
 		t.Fatal("shard result is not the admitted pieces minus the mask range")
 	}
