@@ -167,7 +167,7 @@ func sdcfResult(cfg sdcf.Config, claim model.Privacy, rep *sdcf.Report) *Result 
 		priv.EpsRound = rep.EpsI.Round + rep.EpsG.Round
 		priv.EpsTotal = rep.ExistenceTotal
 		stats["eps_round_paper"], stats["eps_total_paper"] = priv.EpsRound, priv.EpsTotal
-		if cfg.Loss == sdcf.Squared { // not a bound: see sdcfSpent
+		if sdcfUnbounded(cfg) {
 			priv.EpsRound, priv.EpsTotal = math.Inf(1), math.Inf(1)
 		}
 		priv.Note = fmt.Sprintf("%s; this run: ε_I %g/round, %g total; ε_g %g/round, %g total; ε_P %g total",
@@ -217,15 +217,19 @@ func sdcfServer(cfg sdcf.Config, numItems int) (protocol.Stateful, error) {
 
 // sdcfSpent is the existence ε a user has spent after uploading in t
 // rounds of cfg, the headline: the paper's figure (sdcfSpentPaper) where
-// it bounds the unit, +Inf for the squared loss, whose uploads carry the
-// rating values that the grid attack reads existence from and whose real
-// errors are not truncated to [−α, α] as Thm 3's ε_g assumes.
+// it bounds the unit, +Inf where it does not (sdcfUnbounded).
 func sdcfSpent(cfg sdcf.Config, t int) float64 {
-	if cfg.Private && cfg.Loss == sdcf.Squared {
+	if sdcfUnbounded(cfg) {
 		return math.Inf(1)
 	}
 	return sdcfSpentPaper(cfg, t)
 }
+
+// sdcfUnbounded says whether cfg's existence ε is not a bound: a private
+// run with the squared loss, whose uploads carry the rating values the
+// grid attack reads existence from and whose real errors are not
+// truncated to [−α, α] as Thm 3's ε_g assumes.
+func sdcfUnbounded(cfg sdcf.Config) bool { return cfg.Private && cfg.Loss == sdcf.Squared }
 
 // sdcfSpentPaper is the existence ε after t rounds as the paper computes
 // it and the clients' ledger composes it: min(ε_P, t·ε_I) + t·ε_g (ε_g for
@@ -239,9 +243,9 @@ func sdcfSpentPaper(cfg sdcf.Config, t int) float64 {
 }
 
 // sdcfRoundEps is one round's existence ε, the headline: ε_I + ε_g as
-// the paper computes it, +Inf for the squared loss (see sdcfSpent).
+// the paper computes it, +Inf where that is not a bound (sdcfUnbounded).
 func sdcfRoundEps(cfg sdcf.Config) float64 {
-	if cfg.Private && cfg.Loss == sdcf.Squared {
+	if sdcfUnbounded(cfg) {
 		return math.Inf(1)
 	}
 	return cfg.EpsI + sdcfEpsG(cfg)
