@@ -107,7 +107,10 @@ func setBit(b []byte, i uint32)   { b[i/8] |= 1 << (i % 8) }
 // crash: nothing pending is acknowledged or checkpointed.
 func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error) {
 	var st AggStats
-	c := ag.c
+	c, err := ag.roundConfig(ctx, round)
+	if err != nil {
+		return st, err
+	}
 	lo, hi := c.Range(ag.shard)
 	kv, err := ag.js.KeyValue(ctx, c.ckptBucket())
 	if err != nil {
@@ -445,6 +448,41 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 	}
 	_ = ag.js.DeleteConsumer(ctx, c.upStream(ag.shard), fmt.Sprintf("agg-%d-%d", round, ag.shard))
 	return st, nil
+}
+
+// roundConfig waits (until ctx ends) for round's open message and
+// returns the run's Config with the round's shape, or ErrAborted if the
+// round was aborted first.
+func (ag *Aggregator) roundConfig(ctx context.Context, round uint64) (Config, error) {
+	cs, err := ag.js.Stream(ctx, ag.c.ctlStream())
+	if err != nil {
+		return ag.c, fmt.Errorf("shard: control stream: %w", err)
+	}
+	for {
+		m, err := cs.GetLastMsgForSubject(ctx, ag.c.ctlSubject(round, "open"))
+		if err == nil {
+			l, n, bits, err := decodeOpen(m.Data)
+			if err != nil {
+				return ag.c, fmt.Errorf("%w (round %d)", err, round)
+			}
+			rc, err := ag.c.forRound(l, n, bits)
+			if err != nil {
+				return ag.c, fmt.Errorf("shard: open message of round %d: %w", round, err)
+			}
+			return rc, nil
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return ag.c, fmt.Errorf("shard: open message of round %d: %w", round, err)
+		}
+		if m, err := cs.GetLastMsgForSubject(ctx, ag.c.ctlSubject(round, "abort")); err == nil {
+			return ag.c, fmt.Errorf("%w: round %d: %s", ErrAborted, round, m.Data)
+		}
+		select {
+		case <-ctx.Done():
+			return ag.c, ctx.Err()
+		case <-time.After(fetchWait):
+		}
+	}
 }
 
 func (ag *Aggregator) publishResult(ctx context.Context, round uint64, sum []uint32) error {
