@@ -203,10 +203,18 @@ func (co *Coordinator) CloseInput(ctx context.Context) ([]*secagg.UnmaskRequest,
 }
 
 // Abort ends the round with nothing released, whatever step it is in:
-// its aggregators stop it (ErrAborted) and go on to the next round. A
+// it stops admitting commits, and the aggregators stop the round
+// (ErrAborted) and go on to the next. A
 // caller aborts a round it gives up on (a failed secure-aggregation
 // session, a server stopping). It returns err wrapped in ErrAborted.
 func (co *Coordinator) Abort(ctx context.Context, err error) error {
+	co.mu.Lock()
+	co.closed = true // no commit is admitted any more
+	sub := co.sub
+	co.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe() // the next round's coordinator answers commits
+	}
 	_ = Abort(ctx, co.js, co.c, co.round, err.Error())
 	return fmt.Errorf("%w: round %d: %w", ErrAborted, co.round, err)
 }

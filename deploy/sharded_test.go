@@ -1,0 +1,231 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/privrec/privrec/eval"
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/shard"
+)
+
+// startNATS runs an embedded NATS server (127.0.0.1, random port,
+// JetStream file store in a temporary directory) until the test ends and
+// returns a connection to it.
+func startNATS(t *testing.T) *nats.Conn {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// runAggregators runs the run's aggregators in process, one per shard,
+// through its rounds 1, 2, … (skipping aborted ones) until the test ends,
+// as `privrec aggregate` does, and returns how many rounds each
+// completed and aborted (to read once the test is done with them).
+func runAggregators(t *testing.T, nc *nats.Conn, run string) func() (done, aborted []int) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer lcancel()
+	c, err := shard.LoadConfig(lctx, js, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	done, aborted := make([]int, c.Shards), make([]int, c.Shards)
+	for s := range c.Shards {
+		ag, err := shard.NewAggregator(js, c, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for r := uint64(1); ctx.Err() == nil; r++ {
+				_, err := ag.Round(ctx, r)
+				switch {
+				case errors.Is(err, shard.ErrAborted):
+					aborted[s]++
+				case err != nil:
+					if ctx.Err() == nil {
+						t.Errorf("aggregator %d, round %d: %v", s, r, err)
+					}
+					return
+				default:
+					done[s]++
+				}
+			}
+		})
+	}
+	stop := func() ([]int, []int) {
+		cancel()
+		wg.Wait()
+		return done, aborted
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// TestShardedServe: a served masked HDPMF run (test mode, TLS loopback)
+// whose rounds are aggregated by two in-process aggregators over an
+// embedded NATS JetStream (privrec serve --nats) gives the same final
+// model, bit for bit, as the same run aggregated in the server's
+// process; every masked round is one shard round that both aggregators
+// complete, none aborted.
+func TestShardedServe(t *testing.T) {
+	d, spl := smallCatalog(t, 30, 120)
+	params := map[string]string{"epochs": "2", "secagg": "masked"}
+	_, cfg := configure(t, "hdpmf", params)
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir()}, "127.0.0.1:0")
+	want, _ := runClients(t, h.dial(t, true, 4), spl.Train, 4)
+
+	nc := startNATS(t)
+	_, cfg = configure(t, "hdpmf", params)
+	hs := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "same", Shards: 2}}}, "127.0.0.1:0")
+	stop := runAggregators(t, nc, "same")
+	got, _ := runClients(t, hs.dial(t, true, 4), spl.Train, 4)
+	if k := firstDiff(got.V, want.V); k >= 0 {
+		t.Fatalf("V[%d] = %v with sharded aggregation, %v in the server's process", k, got.V[k], want.V[k])
+	}
+	led, err := hs.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkShardRounds(t, hs.srv, stop, len(led))
+}
+
+// checkShardRounds stops the aggregators and checks that each completed
+// every shard round the server opened, at least one a masked round in
+// its ledger, and aborted none.
+func checkShardRounds(t *testing.T, s *Server, stop func() ([]int, []int), ledger int) {
+	t.Helper()
+	done, aborted := stop()
+	opened, err := s.st.metaUint(keyShardRound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 2 || opened == 0 || opened > uint64(ledger) {
+		t.Fatalf("%d aggregators, %d shard rounds opened, %d rounds in the ledger", len(done), opened, ledger)
+	}
+	for s := range done {
+		if uint64(done[s]) != opened || aborted[s] != 0 {
+			t.Errorf("aggregator %d: %d rounds done, %d aborted; the server opened %d", s, done[s], aborted[s], opened)
+		}
+	}
+}
+
+// dropMasked fails the first masked-vector call of a training round, as
+// a device going offline after its keys and shares and before its masked
+// vector: its pairwise masks must be removed from the sum.
+type dropMasked struct {
+	next  http.RoundTripper
+	mu    sync.Mutex
+	round int32 // the round it dropped a client from, -1 before
+}
+
+func (d *dropMasked) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/SecAgg") && r.Body != nil && r.Header.Get("Content-Encoding") == "" {
+		body, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m fedv1.SecAggRequest
+		if proto.Unmarshal(body, &m) == nil && m.GetMasked() != nil && m.GetRound() >= 1 {
+			d.mu.Lock()
+			drop := d.round < 0
+			if drop {
+				d.round = m.GetRound()
+			}
+			d.mu.Unlock()
+			if drop {
+				return nil, errors.New("the device went offline before sending its masked vector")
+			}
+		}
+	}
+	return d.next.RoundTrip(r)
+}
+
+// TestShardedServeDropout: with sharded aggregation, a client that drops
+// out of a training round after sharing its keys and before its masked
+// vector does not stop the round: it closes at its deadline with the
+// others' vectors (above the 70% floor), the aggregators remove the
+// dropped client's pairwise masks, and the run ends with a model.
+func TestShardedServeDropout(t *testing.T) {
+	d, spl := smallCatalog(t, 20, 80)
+	nc := startNATS(t)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: time.Second, MinParticipants: 0.7,
+		Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "drop", Shards: 2}}}, "127.0.0.1:0")
+	stop := runAggregators(t, nc, "drop")
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := &dropMasked{next: hc.Transport, round: -1}
+	hc.Transport = drop
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sess, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4, Insecure: true,
+		Logger: quietLog(), Retry: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := runClients(t, sess, spl.Train, 4)
+	if rmse := eval.Rating(m, spl.Test).RMSE; math.IsNaN(rmse) || math.IsInf(rmse, 0) {
+		t.Fatalf("RMSE %v", rmse)
+	}
+	if drop.round < 0 {
+		t.Fatal("no client dropped")
+	}
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range led {
+		if e.Round != int(drop.round) {
+			continue
+		}
+		found = true
+		if e.Skipped != "" || e.Participants != e.Enrolled-1 {
+			t.Errorf("round %d: %d of %d took part, skipped %q; want all but the dropped client, released", e.Round, e.Participants, e.Enrolled, e.Skipped)
+		}
+	}
+	if !found {
+		t.Errorf("round %d is not in the ledger", drop.round)
+	}
+	checkShardRounds(t, h.srv, stop, len(led))
+}
