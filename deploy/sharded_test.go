@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -25,7 +26,7 @@ import (
 // startNATS runs an embedded NATS server (127.0.0.1, random port,
 // JetStream file store in a temporary directory) until the test ends and
 // returns a connection to it.
-func startNATS(t *testing.T) *nats.Conn {
+func startNATS(t testing.TB) *nats.Conn {
 	t.Helper()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
 	if err != nil {
@@ -48,7 +49,7 @@ func startNATS(t *testing.T) *nats.Conn {
 // through its rounds 1, 2, … (skipping aborted ones) until the test ends,
 // as `privrec aggregate` does, and returns how many rounds each
 // completed and aborted (to read once the test is done with them).
-func runAggregators(t *testing.T, nc *nats.Conn, run string) func() (done, aborted []int) {
+func runAggregators(t testing.TB, nc *nats.Conn, run string) func() ([]int, []int) {
 	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -228,4 +229,76 @@ func TestShardedServeDropout(t *testing.T) {
 		t.Errorf("round %d is not in the ledger", drop.round)
 	}
 	checkShardRounds(t, h.srv, stop, len(led))
+}
+
+// BenchmarkServedMaskedRound times a served masked HDPMF run's training
+// rounds (TLS loopback, every client in one process) from the opening of
+// the masked step to the unmasked sum — the masked vectors' upload, their
+// aggregation and the unmasking, the part sharding moves — with the
+// aggregation in the server's process ("local") and on an embedded NATS
+// JetStream with S = 1, 2, 4 in-process aggregators. It reports the
+// masked vectors and megabytes a second of that span.
+func BenchmarkServedMaskedRound(b *testing.B) {
+	d, spl := smallCatalog(b, 100, 2000)
+	for _, shards := range []int{0, 1, 2, 4} {
+		name := "local"
+		if shards > 0 {
+			name = fmt.Sprintf("S=%d", shards)
+		}
+		b.Run(name, func(b *testing.B) {
+			var nc *nats.Conn
+			if shards > 0 {
+				nc = startNATS(b)
+			}
+			var span time.Duration
+			var vectors, words int
+			for i := 0; b.Loop(); i++ {
+				_, cfg := configure(b, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
+				sc := ServerConfig{Method: "hdpmf", Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d), StateDir: b.TempDir()}
+				run := fmt.Sprintf("bench%d", i)
+				if shards > 0 {
+					sc.Sharded = &Sharded{Conn: nc, Config: shard.Config{Run: run, Shards: shards}}
+				}
+				h := startServer(b, sc, "127.0.0.1:0")
+				var stop func() ([]int, []int)
+				if shards > 0 {
+					stop = runAggregators(b, nc, run)
+				}
+				var mu sync.Mutex
+				var opened time.Time
+				h.srv.testHook = func(event string, round int, sum []uint32) {
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case round == 0: // the setup round: one word an item
+					case event == "masked":
+						opened = time.Now()
+					case event == "sum":
+						span += time.Since(opened)
+						words += len(sum)
+					}
+				}
+				runClients(b, h.dial(b, true, 4), spl.Train, 4)
+				led, err := h.srv.Ledger()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, e := range led {
+					if e.Phase == "train" && e.Skipped == "" {
+						vectors += e.Participants
+					}
+				}
+				if stop != nil {
+					stop()
+				}
+			}
+			if vectors == 0 {
+				b.Fatal("no training round released")
+			}
+			rounds := words / (len(d.ItemIDs) * 11)
+			b.ReportMetric(float64(vectors)/span.Seconds(), "vectors/s")
+			b.ReportMetric(float64(vectors)*float64(words/max(1, rounds))*4/1e6/span.Seconds(), "MB/s")
+			b.ReportMetric(span.Seconds()/float64(max(1, rounds)), "s/round")
+		})
+	}
 }
