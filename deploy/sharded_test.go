@@ -20,6 +20,7 @@ import (
 
 	"github.com/privrec/privrec/eval"
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/secagg"
 	"github.com/privrec/privrec/shard"
 )
 
@@ -300,5 +301,60 @@ func BenchmarkServedMaskedRound(b *testing.B) {
 			b.ReportMetric(float64(vectors)*float64(words/max(1, rounds))*4/1e6/span.Seconds(), "MB/s")
 			b.ReportMetric(span.Seconds()/float64(max(1, rounds)), "s/round")
 		})
+	}
+}
+
+// TestShardedRunState: a server restarted after a crash in shard round 2
+// aborts that round when it opens the next (3), so the aggregators go on;
+// a run name belongs to one state directory: a new state refuses a run
+// already on the cluster, and a state refuses another run name.
+func TestShardedRunState(t *testing.T) {
+	nc := startNATS(t)
+	d, _ := smallCatalog(t, 10, 20)
+	state := t.TempDir()
+	newServer := func(state, run string) (*Server, error) {
+		_, cfg := configure(t, "hdpmf", map[string]string{"secagg": "masked"})
+		return NewServer(ServerConfig{Method: "hdpmf", Config: cfg, Seed: 1, TestMode: true, Catalog: catalogOf(d), StateDir: state,
+			Token: testToken, Logger: quietLog(), Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: run, Shards: 2}}})
+	}
+	s, err := newServer(state, "st")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// As if an incarnation had opened shard rounds 1 and 2, then died.
+	if err := s.st.putMetaUint(keyShardRound, 2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	co, round, err := s.openShard(ctx, secagg.Params{N: 3, K: 2, T: 2, Bits: 24, Len: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if round != 3 || co.Config().Len != 10 || co.Config().Clients != 3 {
+		t.Errorf("opened shard round %d of %d words and %d clients, want round 3 of 10 and 3", round, co.Config().Len, co.Config().Clients)
+	}
+	_ = co.Abort(ctx, errors.New("test over"))
+	js, _ := jetstream.New(nc)
+	c, err := shard.LoadConfig(ctx, js, "st")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []uint64{2, 3} { // left open by the crash; aborted here
+		ag, err := shard.NewAggregator(js, c, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ag.Round(ctx, r); !errors.Is(err, shard.ErrAborted) {
+			t.Errorf("aggregator in shard round %d: %v", r, err)
+		}
+	}
+	if _, err := newServer(t.TempDir(), "st"); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("a new state on an existing run: %v", err)
+	}
+	s.Close()
+	if _, err := newServer(state, "other"); !errors.Is(err, ErrState) {
+		t.Errorf("a state on another run: %v", err)
 	}
 }

@@ -106,6 +106,16 @@ func setBit(b []byte, i uint32)   { b[i/8] |= 1 << (i % 8) }
 // aborted (ErrAborted), or ctx ends — which, before the result, is a
 // crash: nothing pending is acknowledged or checkpointed.
 func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error) {
+	st, err := ag.round(ctx, round)
+	if errors.Is(err, ErrAborted) { // its durable consumer is of no more use
+		_ = ag.js.DeleteConsumer(ctx, ag.c.upStream(ag.shard), consumerName(round, ag.shard))
+	}
+	return st, err
+}
+
+func consumerName(round uint64, s int) string { return fmt.Sprintf("agg-%d-%d", round, s) }
+
+func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error) {
 	var st AggStats
 	c, err := ag.roundConfig(ctx, round)
 	if err != nil {
@@ -139,7 +149,7 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 		return st, fmt.Errorf("shard: control consumer: %w", err)
 	}
 	up, err := ag.js.CreateOrUpdateConsumer(ctx, c.upStream(ag.shard), jetstream.ConsumerConfig{
-		Durable:       fmt.Sprintf("agg-%d-%d", round, ag.shard),
+		Durable:       consumerName(round, ag.shard),
 		FilterSubject: c.upSubject(round, ag.shard),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
@@ -446,7 +456,7 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 	if err := ag.publishResult(ctx, round, ck.sum); err != nil {
 		return st, err
 	}
-	_ = ag.js.DeleteConsumer(ctx, c.upStream(ag.shard), fmt.Sprintf("agg-%d-%d", round, ag.shard))
+	_ = ag.js.DeleteConsumer(ctx, c.upStream(ag.shard), consumerName(round, ag.shard))
 	return st, nil
 }
 
