@@ -48,6 +48,12 @@
 //     next broadcast (Coordinator.Broadcast); the round's uploads are
 //     purged.
 //
+// A deployed server (privrec serve --nats, deploy.Sharded) is the
+// coordinator and uploads on its clients' behalf: it receives their
+// masked vectors over its own API and calls Upload for each; each of its
+// secure-aggregation sessions is one round here, aborted when it ends
+// without a sum.
+//
 // # Exactly once and crashes
 //
 // An aggregator acknowledges a piece only after a checkpoint that
