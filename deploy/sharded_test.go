@@ -3,6 +3,8 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -357,4 +359,33 @@ func TestShardedRunState(t *testing.T) {
 	if _, err := newServer(state, "other"); !errors.Is(err, ErrState) {
 		t.Errorf("a state on another run: %v", err)
 	}
+}
+
+// TestShardedServeActive: secagg's active protocol (certified, signed
+// keys, the consistency round between the masked vectors and the
+// unmasking) runs with sharded aggregation too: every masked round is
+// released with all clients' vectors, and both aggregators complete
+// every shard round.
+func TestShardedServeActive(t *testing.T) {
+	d, spl := smallCatalog(t, 20, 60)
+	nc := startNATS(t)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: 5 * time.Second, ActiveSecAgg: true,
+		Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "active", Shards: 2}}}, "127.0.0.1:0")
+	stop := runAggregators(t, nc, "active")
+	sess := h.dial(t, true, 3)
+	_, certifier, _ := ed25519.GenerateKey(crand.Reader)
+	sess.cfg.Certifier, sess.cfg.Authority, sess.cfg.Run = certifier, certifier.Public().(ed25519.PublicKey), "test-run"
+	runClients(t, sess, spl.Train, 3)
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range led {
+		if e.Phase != "final" && (e.Skipped != "" || e.Uploads != spl.Train.NumUsers()) {
+			t.Errorf("round %d: %d masked vectors of %d, skipped %q", e.Round, e.Uploads, spl.Train.NumUsers(), e.Skipped)
+		}
+	}
+	checkShardRounds(t, h.srv, stop, len(led))
 }
