@@ -430,7 +430,7 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 		return nil, false, err
 	}
 	if co != nil {
-		released = true
+		released, s.shardDone = true, shardRound
 		if err := co.Purge(ctx); err != nil {
 			s.log.Warn("purging a sharded round", "round", b.Round, "shard_round", shardRound, "err", err)
 		}

@@ -253,10 +253,11 @@ type Server struct {
 	// are bounded by the setup's counts (nil: every client).
 	members map[uint32]bool
 	// js and shardCfg reach the sharded run (nil without Sharded);
-	// shardResumed is set once this incarnation opened a shard round.
-	js           jetstream.JetStream
-	shardCfg     shard.Config
-	shardResumed bool
+	// shardDone is the last shard round whose sum this incarnation took
+	// (the round loop alone touches it).
+	js        jetstream.JetStream
+	shardCfg  shard.Config
+	shardDone uint64
 	// testHook, when set by a test, is called at points of a round
 	// ("masked": a masked step opened, recorded durably; "sum": the
 	// unmasked sum of a masked round, before its release).

@@ -39,9 +39,10 @@ import (
 // 1, 2, … in the order the server opens them and recorded in the state
 // before it opens: a session retried under fresh keys is a new shard
 // round, and a session that ends without a sum (failed, skipped, the
-// server stopping) is aborted so the aggregators go on to the next. A
-// server that crashed mid-session aborts that shard round when it next
-// opens one. A run name belongs to one state directory.
+// server stopping) is aborted so the aggregators go on to the next;
+// before opening a shard round the server aborts the last one again
+// unless it took its sum (a lost abort, or a server that died in it). A
+// run name belongs to one state directory.
 type Sharded struct {
 	// Conn is connected to the NATS cluster; the server does not close
 	// it.
@@ -117,20 +118,20 @@ func (s *Server) setupSharded() error {
 }
 
 // openShard opens the next shard round for a session of parameters p,
-// recorded durably first; the first one of this incarnation first aborts
-// the last round a previous one opened (if it finished, the abort
-// changes nothing).
+// recorded durably first. It first aborts the last round opened unless
+// this incarnation took its sum: the previous session's abort may have
+// been lost, or a previous incarnation died in it (an abort of a round
+// already aborted or finished changes nothing).
 func (s *Server) openShard(ctx context.Context, p secagg.Params) (*shard.Coordinator, uint64, error) {
 	last, err := s.st.metaUint(keyShardRound)
 	if err != nil {
 		return nil, 0, err
 	}
-	if last > 0 && !s.shardResumed {
-		if err := shard.Abort(ctx, s.js, s.shardCfg, last, "the server restarted"); err != nil {
+	if last > 0 && last != s.shardDone {
+		if err := shard.Abort(ctx, s.js, s.shardCfg, last, "no sum was taken"); err != nil {
 			return nil, 0, err
 		}
 	}
-	s.shardResumed = true
 	round := last + 1
 	if err := s.st.putMetaUint(keyShardRound, round); err != nil {
 		return nil, 0, err
