@@ -5,13 +5,18 @@ import (
 	"context"
 	"crypto/ed25519"
 	crand "crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -388,4 +393,115 @@ func TestShardedServeActive(t *testing.T) {
 		}
 	}
 	checkShardRounds(t, h.srv, stop, len(led))
+}
+
+// TestShardedKill9: the server process (the test binary re-executed,
+// aggregating on an embedded NATS with 2 in-process aggregators) is
+// SIGKILLed in the first training round as soon as the first masked
+// vector was admitted (shard round 2), and started again on the same
+// state: that round is skipped for good (never re-aggregated), the
+// restarted server aborts shard round 2 so the aggregators go on, and
+// the run completes with every other round released.
+func TestShardedKill9(t *testing.T) {
+	const seed, users = 5, 30
+	nc := startNATS(t)
+	_, spl := testData(t, users)
+	state := t.TempDir()
+	spec := childSpec{Method: "hdpmf", Params: map[string]string{"epochs": "3", "secagg": "masked"}, Users: users, Seed: seed,
+		State: state, Addr: freeAddr(t), NATS: nc.ConnectedUrl(), Run: "kill"}
+	raw, _ := json.Marshal(spec)
+	start := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	admitted := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("privrec.kill.ctl.2.admit", func(*nats.Msg) {
+		select {
+		case admitted <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	child := start()
+	defer func() { child.Process.Kill(); child.Wait() }()
+	ca := filepath.Join(state, "tls", "cert.pem")
+	for k := 0; ; k++ {
+		if _, err := os.Stat(ca); err == nil {
+			break
+		}
+		if k == 600 {
+			t.Fatal("the child server made no certificate")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop := runAggregators(t, nc, "kill")
+	sess := (&harness{url: "https://" + spec.Addr, ca: ca}).dial(t, true, seed)
+	done := make(chan error, 1)
+	go func() {
+		spec, cfg, err := sess.Method()
+		if err != nil {
+			done <- err
+			return
+		}
+		cls, err := spec.NewClients(cfg, spl.Train, seed)
+		if err != nil {
+			done <- err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		_, err = sess.Run(ctx, cls.List)
+		done <- err
+	}()
+	select {
+	case <-admitted:
+	case err := <-done:
+		t.Fatalf("the run ended before the kill: %v", err)
+	case <-time.After(3 * time.Minute):
+		t.Fatal("no masked vector admitted in shard round 2 within 3 minutes")
+	}
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	child = start()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	st, err := openStore(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	led, err := st.ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(led) != 5 { // setup, 3 training rounds, final
+		t.Fatalf("the ledger holds %d rounds, want 5", len(led))
+	}
+	for k, e := range led {
+		if skip := e.Skipped != ""; e.Round != k || skip != (k == 1) {
+			t.Errorf("ledger entry %d: round %d skipped %q; want round 1 alone skipped", k, e.Round, e.Skipped)
+		}
+	}
+	opened, err := st.metaUint(keyShardRound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished, aborted := stop()
+	for s := range finished {
+		// Shard rounds: the setup, the killed one (aborted), 2 more.
+		if opened != 4 || finished[s] != 3 || aborted[s] != 1 {
+			t.Errorf("aggregator %d: %d shard rounds done, %d aborted; the server opened %d, want 3, 1 and 4", s, finished[s], aborted[s], opened)
+		}
+	}
 }
