@@ -149,9 +149,9 @@ func (s *Server) openShard(ctx context.Context, p secagg.Params) (*shard.Coordin
 
 // addSharded takes client me's masked vector y in a sharded session:
 // publishes its pieces and commits them on the client's behalf. The
-// position is reserved first, so a second call of the same client is
-// refused as a duplicate while the first uploads; the step's close waits
-// for the uploads under way.
+// position is taken first, so a second call of the same client is
+// refused as a duplicate, during the upload and after it; the step's
+// close waits for the uploads under way.
 func (s *Server) addSharded(ctx context.Context, sa *saRound, me uint32, y []uint32) error {
 	s.mu.Lock()
 	if sa.step != stepMasked {
@@ -172,9 +172,12 @@ func (s *Server) addSharded(ctx context.Context, sa *saRound, me uint32, y []uin
 	_, err := shard.Upload(uctx, s.cfg.Sharded.Conn, s.js, sa.co.Config(), sa.shardRound, &secagg.MaskedInput{From: me, Y: y})
 	cancel()
 	s.mu.Lock()
-	if err != nil {
-		delete(sa.seen, me) // the client may send again
-	} else {
+	// A failed upload keeps the position taken: the client is out of the
+	// round, as a dropout. Letting it send again could leave a shard
+	// holding a piece of its first vector (stored, dropped as a
+	// duplicate the second time) under the digest of its second, which
+	// no aggregator would fold: the round would stall.
+	if err == nil {
 		sa.got++
 		sa.inputs = append(sa.inputs, me)
 		if sa.got == sa.expect {
@@ -187,7 +190,7 @@ func (s *Server) addSharded(ctx context.Context, sa *saRound, me uint32, y []uin
 	case errors.Is(err, shard.ErrRefused):
 		return s.rejectErr(connect.CodeInvalidArgument, "secagg", "step %d: %v", stepMasked, err)
 	case err != nil:
-		return s.rejectErr(connect.CodeUnavailable, "sharded", "step %d: %v", stepMasked, err)
+		return s.rejectErr(connect.CodeUnavailable, "sharded", "step %d: handing the masked vector to the aggregators failed; the client is out of this round: %v", stepMasked, err)
 	}
 	s.met.accept()
 	return nil
