@@ -505,3 +505,72 @@ func TestShardedKill9(t *testing.T) {
 		}
 	}
 }
+
+// TestShardedUploadOnce: a client whose sharded upload failed (here its
+// call was cancelled before the first piece) is out of the round: a
+// second masked vector from it is refused as a duplicate, and so is one
+// after a successful upload.
+func TestShardedUploadOnce(t *testing.T) {
+	nc := startNATS(t)
+	d, _ := smallCatalog(t, 10, 20)
+	_, cfg := configure(t, "hdpmf", map[string]string{"secagg": "masked"})
+	s, err := NewServer(ServerConfig{Method: "hdpmf", Config: cfg, Seed: 1, TestMode: true, Catalog: catalogOf(d), StateDir: t.TempDir(),
+		Token: testToken, Logger: quietLog(), Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "once", Shards: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := secagg.Params{N: 3, K: 2, T: 2, Bits: 24, Len: 10}
+	co, round, err := s.openShard(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Abort(ctx, errors.New("test over"))
+	// Every position shares its keys, as the steps before would.
+	clients := make([]*secagg.Client, p.N)
+	for u := range p.N {
+		clients[u], _ = secagg.NewClient(uint32(u), p, crand.Reader)
+		m, _ := clients[u].AdvertiseKeys()
+		if err := co.Server().AddKeys(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kb, err := co.Server().FinishKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range kb {
+		m, _ := clients[b.To].ShareKeys(b)
+		if err := co.Server().AddShares(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := co.Server().FinishShares(); err != nil {
+		t.Fatal(err)
+	}
+	sa := &saRound{p: p, srv: co.Server(), co: co, shardRound: round, step: stepMasked, expect: p.N,
+		seen: map[uint32]bool{}, full: make(chan struct{})}
+	gone, stop := context.WithCancel(ctx)
+	stop()
+	y := make([]uint32, p.Len)
+	for _, tc := range []struct {
+		ctx  context.Context
+		me   uint32
+		want string // in the error, "" for none
+	}{
+		{gone, 0, "out of this round"},
+		{ctx, 0, "duplicate"},
+		{ctx, 1, ""},
+		{ctx, 1, "duplicate"},
+	} {
+		err := s.addSharded(tc.ctx, sa, tc.me, y)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("position %d: %v, want %q", tc.me, err, tc.want)
+		}
+	}
+	if sa.got != 1 || co.Admitted() != 1 {
+		t.Errorf("%d vectors taken, %d admitted; want 1 and 1", sa.got, co.Admitted())
+	}
+}
