@@ -13,6 +13,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/privrec/privrec/shard"
 )
 
 // childEnv names the environment variable that turns the test binary
@@ -27,6 +31,9 @@ type childSpec struct {
 	Seed   uint64            `json:"seed"`
 	State  string            `json:"state"`
 	Addr   string            `json:"addr"`
+	// NATS and Run, when set, aggregate masked rounds there in 2 shards.
+	NATS string `json:"nats,omitempty"`
+	Run  string `json:"run,omitempty"`
 }
 
 func TestMain(m *testing.M) {
@@ -46,8 +53,17 @@ func runChild(raw string) int {
 	t := &testing.T{}
 	d, _ := testData(t, c.Users)
 	_, cfg := configure(t, c.Method, c.Params)
+	var sharded *Sharded
+	if c.NATS != "" {
+		nc, err := nats.Connect(c.NATS)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		sharded = &Sharded{Conn: nc, Config: shard.Config{Run: c.Run, Shards: 2}}
+	}
 	srv, err := NewServer(ServerConfig{Method: c.Method, Config: cfg, Seed: c.Seed, TestMode: true, Catalog: catalogOf(d),
-		StateDir: c.State, Token: testToken, EnrollQuiet: 100 * time.Millisecond, Logger: quietLog()})
+		StateDir: c.State, Token: testToken, EnrollQuiet: 100 * time.Millisecond, Logger: quietLog(), Sharded: sharded})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -15,6 +16,7 @@ import (
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/rng"
 	"github.com/privrec/privrec/secagg"
+	"github.com/privrec/privrec/shard"
 )
 
 // streamGraph labels the public seeds of the rounds' neighbour graphs.
@@ -85,6 +87,12 @@ type saRound struct {
 	committed, commitSet []byte
 	inputs               []uint32 // positions whose masked vector was taken
 	err                  error
+	// co is the session's coordinator when the aggregation is sharded
+	// (Sharded), shardRound its shard round, uploads the masked vectors
+	// being published.
+	co         *shard.Coordinator
+	shardRound uint64
+	uploads    sync.WaitGroup
 }
 
 // exchangeMasked runs round b through SecAgg+ with the enrolled clients
@@ -220,14 +228,35 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	seed := rng.Seed(s.plan.Seed, streamGraph, uint64(b.Round))
 	seed = sha256.Sum256(append(seed[:], session...))
 	p := secagg.Params{N: n, K: k, T: t, Bits: b.Bits, Len: b.Words, Seed: seed, MinClients: floor, Active: s.cfg.ActiveSecAgg}
-	srv, err := secagg.NewServer(p)
-	if err != nil {
+	var (
+		srv        *secagg.Server
+		co         *shard.Coordinator
+		shardRound uint64
+		released   bool
+	)
+	if s.cfg.Sharded != nil {
+		if co, shardRound, err = s.openShard(ctx, p); err != nil {
+			return nil, false, fmt.Errorf("deploy: round %d: sharded aggregation: %w", b.Round, err)
+		}
+		srv = co.Server()
+		// A session that ends without a sum is aborted, so the
+		// aggregators go on to the next shard round.
+		defer func() {
+			if !released {
+				actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_ = co.Abort(actx, fmt.Errorf("session %s of round %d ended without a sum", session, b.Round))
+				_ = co.Purge(actx) // the pieces published, if any
+				cancel()
+			}
+		}()
+	} else if srv, err = secagg.NewServer(p); err != nil {
 		return nil, false, err
 	}
 	sa := &saRound{p: p, srv: srv, session: session, floor: floor, expect: n, seen: map[uint32]bool{}, full: make(chan struct{}), step: stepKeys,
 		slot: make(map[uint32]uint32, n),
 		plan: &fedv1.SecAggPlan{Order: roster, Degree: uint32(k), Threshold: uint32(t), Bits: uint32(b.Bits),
-			Words: uint32(b.Words), Seed: p.Seed[:], Session: session, Active: p.Active}}
+			Words: uint32(b.Words), Seed: p.Seed[:], Session: session, Active: p.Active},
+		co: co, shardRound: shardRound}
 	for pos, id := range roster {
 		sa.slot[id] = uint32(pos)
 	}
@@ -334,7 +363,19 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 			sa.checked = byRecipient(ex, func(m *secagg.SharesDelivery) uint32 { return m.To })
 			next = len(ex)
 		case stepMasked:
-			ur, err := srv.FinishMaskedInput()
+			var ur []*secagg.UnmaskRequest
+			if co != nil {
+				sa.uploads.Wait() // the step is closed: no upload starts
+				ur, err = co.CloseInput(ctx)
+				if ctx.Err() != nil {
+					return nil, false, ctx.Err()
+				}
+				s.mu.Lock()
+				sa.inputs = srv.Survivors() // admitted, whatever their callers heard
+				s.mu.Unlock()
+			} else {
+				ur, err = srv.FinishMaskedInput()
+			}
 			if err != nil {
 				return fail(step, err)
 			}
@@ -348,7 +389,19 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 			sa.signed = byRecipient(ur, func(m *secagg.UnmaskRequest) uint32 { return m.To })
 			next = len(ur)
 		case stepReveal:
-			if sum, err = srv.Result(); err != nil {
+			if co != nil {
+				// The aggregators' shards of the sum, bit for bit
+				// Result's; they wait as long as a step may.
+				fctx, cancel := context.WithTimeout(ctx, time.Duration(1+maxWaits)*s.cfg.RoundTimeout)
+				sum, err = co.Finish(fctx)
+				cancel()
+				if ctx.Err() != nil {
+					return nil, false, ctx.Err()
+				}
+			} else {
+				sum, err = srv.Result()
+			}
+			if err != nil {
 				return fail(step, err)
 			}
 			survivors := make([]uint32, 0, len(sa.inputs))
@@ -375,6 +428,12 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
+	}
+	if co != nil {
+		released, s.shardDone = true, shardRound
+		if err := co.Purge(ctx); err != nil {
+			s.log.Warn("purging a sharded round", "round", b.Round, "shard_round", shardRound, "err", err)
+		}
 	}
 	return []*protocol.Upload{{Client: -1, Round: b.Round, Words: sum}}, false, nil
 }
@@ -507,7 +566,7 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	if !ok {
 		return nil, s.rejectErr(connect.CodePermissionDenied, "banned", "client %d is banned from this run's secure aggregation", id)
 	}
-	if err := s.addStep(sa, step, id, me, msg); err != nil {
+	if err := s.addStep(ctx, sa, step, id, me, msg); err != nil {
 		return nil, err
 	}
 	select {
@@ -569,7 +628,7 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 // the secagg server. The step check, the hand-over and the count happen
 // under one lock, so that a message is either in the step (and in the
 // sum, and in the ledger's counts) or refused as late, never half.
-func (s *Server) addStep(sa *saRound, step int, id, me uint32, msg *fedv1.SecAggRequest) error {
+func (s *Server) addStep(ctx context.Context, sa *saRound, step int, id, me uint32, msg *fedv1.SecAggRequest) error {
 	// Decode outside the lock.
 	var y []uint32
 	if step == stepMasked {
@@ -581,6 +640,9 @@ func (s *Server) addStep(sa *saRound, step int, id, me uint32, msg *fedv1.SecAgg
 		y = make([]uint32, sa.p.Len)
 		for i := range y {
 			y[i] = binary.LittleEndian.Uint32(m.GetData()[4*i:])
+		}
+		if sa.co != nil {
+			return s.addSharded(ctx, sa, me, y)
 		}
 	}
 	s.mu.Lock()

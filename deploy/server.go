@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/privrec/privrec/dp"
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
@@ -28,6 +29,7 @@ import (
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/shard"
 )
 
 // Catalog is the public item list of a run.
@@ -115,6 +117,9 @@ type ServerConfig struct {
 	Logger *slog.Logger
 	// Metrics, when not nil, is updated as the run goes.
 	Metrics *Metrics
+	// Sharded, when not nil, runs the aggregation of masked rounds on
+	// NATS JetStream (see Sharded); nil keeps it in this process.
+	Sharded *Sharded
 	// OnPublish, when not nil, is called with the final model file as
 	// soon as the run is done (before any linger), e.g. to write it out;
 	// an error ends Run with it (the model stays published in the state).
@@ -247,6 +252,12 @@ type Server struct {
 	// round's sum: only they take part in later masked rounds, whose sums
 	// are bounded by the setup's counts (nil: every client).
 	members map[uint32]bool
+	// js and shardCfg reach the sharded run (nil without Sharded);
+	// shardDone is the last shard round whose sum this incarnation took
+	// (the round loop alone touches it).
+	js        jetstream.JetStream
+	shardCfg  shard.Config
+	shardDone uint64
 	// testHook, when set by a test, is called at points of a round
 	// ("masked": a masked step opened, recorded durably; "sum": the
 	// unmasked sum of a masked round, before its release).
@@ -290,6 +301,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := s.restore(); err != nil {
 		st.Close()
 		return nil, err
+	}
+	if cfg.Sharded != nil {
+		if err := s.setupSharded(); err != nil {
+			st.Close()
+			return nil, err
+		}
 	}
 	s.gate = newGate(s)
 	return s, nil

@@ -106,8 +106,21 @@ func setBit(b []byte, i uint32)   { b[i/8] |= 1 << (i % 8) }
 // aborted (ErrAborted), or ctx ends — which, before the result, is a
 // crash: nothing pending is acknowledged or checkpointed.
 func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error) {
+	st, err := ag.round(ctx, round)
+	if errors.Is(err, ErrAborted) { // its durable consumer is of no more use
+		_ = ag.js.DeleteConsumer(ctx, ag.c.upStream(ag.shard), consumerName(round, ag.shard))
+	}
+	return st, err
+}
+
+func consumerName(round uint64, s int) string { return fmt.Sprintf("agg-%d-%d", round, s) }
+
+func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error) {
 	var st AggStats
-	c := ag.c
+	c, err := ag.roundConfig(ctx, round)
+	if err != nil {
+		return st, err
+	}
 	lo, hi := c.Range(ag.shard)
 	kv, err := ag.js.KeyValue(ctx, c.ckptBucket())
 	if err != nil {
@@ -136,7 +149,7 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 		return st, fmt.Errorf("shard: control consumer: %w", err)
 	}
 	up, err := ag.js.CreateOrUpdateConsumer(ctx, c.upStream(ag.shard), jetstream.ConsumerConfig{
-		Durable:       fmt.Sprintf("agg-%d-%d", round, ag.shard),
+		Durable:       consumerName(round, ag.shard),
 		FilterSubject: c.upSubject(round, ag.shard),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
@@ -443,8 +456,43 @@ func (ag *Aggregator) Round(ctx context.Context, round uint64) (AggStats, error)
 	if err := ag.publishResult(ctx, round, ck.sum); err != nil {
 		return st, err
 	}
-	_ = ag.js.DeleteConsumer(ctx, c.upStream(ag.shard), fmt.Sprintf("agg-%d-%d", round, ag.shard))
+	_ = ag.js.DeleteConsumer(ctx, c.upStream(ag.shard), consumerName(round, ag.shard))
 	return st, nil
+}
+
+// roundConfig waits (until ctx ends) for round's open message and
+// returns the run's Config with the round's shape, or ErrAborted if the
+// round was aborted first.
+func (ag *Aggregator) roundConfig(ctx context.Context, round uint64) (Config, error) {
+	cs, err := ag.js.Stream(ctx, ag.c.ctlStream())
+	if err != nil {
+		return ag.c, fmt.Errorf("shard: control stream: %w", err)
+	}
+	for {
+		m, err := cs.GetLastMsgForSubject(ctx, ag.c.ctlSubject(round, "open"))
+		if err == nil {
+			l, n, bits, err := decodeOpen(m.Data)
+			if err != nil {
+				return ag.c, fmt.Errorf("%w (round %d)", err, round)
+			}
+			rc, err := ag.c.forRound(l, n, bits)
+			if err != nil {
+				return ag.c, fmt.Errorf("shard: open message of round %d: %w", round, err)
+			}
+			return rc, nil
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return ag.c, fmt.Errorf("shard: open message of round %d: %w", round, err)
+		}
+		if m, err := cs.GetLastMsgForSubject(ctx, ag.c.ctlSubject(round, "abort")); err == nil {
+			return ag.c, fmt.Errorf("%w: round %d: %s", ErrAborted, round, m.Data)
+		}
+		select {
+		case <-ctx.Done():
+			return ag.c, ctx.Err()
+		case <-time.After(fetchWait):
+		}
+	}
 }
 
 func (ag *Aggregator) publishResult(ctx context.Context, round uint64, sum []uint32) error {

@@ -23,9 +23,13 @@ type Config struct {
 	// Range(s) of every vector.
 	Shards int
 	// Len is L, the length of a client's vector, and Clients is N.
+	// Bits is the secagg modulus 2^Bits of the sum. For the run they are
+	// bounds: each round's coordinator announces the round's own L, N
+	// and Bits, at most these, in the round's open message (a deployed
+	// run's rounds differ in length and cohort), and every party of the
+	// round uses them (Coordinator.Config).
 	Len, Clients int
-	// Bits is the secagg modulus 2^Bits of the sum.
-	Bits int
+	Bits         int
 	// Backlog bounds the pieces of one shard and round that the upload
 	// stream holds unacknowledged (MaxMsgsPerSubject with
 	// DiscardNewPerSubject): when a shard falls that far behind, its
@@ -187,6 +191,36 @@ func LoadConfig(ctx context.Context, js jetstream.JetStream, run string) (Config
 		return c, fmt.Errorf("shard: config of run %s: %w", run, err)
 	}
 	return c, nil
+}
+
+// forRound returns c with a round's vector length, clients and bits,
+// which must be within c's.
+func (c Config) forRound(l, n, bits int) (Config, error) {
+	r := c
+	r.Len, r.Clients, r.Bits = l, n, bits
+	if err := r.Validate(); err != nil {
+		return c, err
+	}
+	if l > c.Len || n > c.Clients || bits > c.Bits {
+		return c, fmt.Errorf("shard: a round of %d words, %d clients and %d bits exceeds run %s's %d, %d and %d",
+			l, n, bits, c.Run, c.Len, c.Clients, c.Bits)
+	}
+	return r, nil
+}
+
+// The open message of a round (coordinator → aggregators) is its L, N
+// and Bits, 4 bytes each.
+func encodeOpen(c Config) []byte {
+	out := binary.BigEndian.AppendUint32(nil, uint32(c.Len))
+	out = binary.BigEndian.AppendUint32(out, uint32(c.Clients))
+	return binary.BigEndian.AppendUint32(out, uint32(c.Bits))
+}
+
+func decodeOpen(b []byte) (l, n, bits int, err error) {
+	if len(b) != 12 {
+		return 0, 0, 0, fmt.Errorf("shard: open message of %d bytes, want 12", len(b))
+	}
+	return int(binary.BigEndian.Uint32(b)), int(binary.BigEndian.Uint32(b[4:])), int(binary.BigEndian.Uint32(b[8:])), nil
 }
 
 // Headers of an uploaded piece.

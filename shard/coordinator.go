@@ -39,21 +39,37 @@ type Coordinator struct {
 	futures  []jetstream.PubAckFuture
 }
 
-// NewCoordinator sets up the run (Setup) and returns the coordinator of
-// round with secagg parameters p (p.N and p.Len must match c).
+// NewCoordinator sets up the run (Setup), announces round to the
+// aggregators with its shape — p.Len words, p.N clients, p.Bits bits, at
+// most the run's c.Len, c.Clients and c.Bits — and returns the round's
+// coordinator with secagg parameters p.
 func NewCoordinator(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c Config, p secagg.Params, round uint64) (*Coordinator, error) {
-	if p.N != c.Clients || p.Len != c.Len || p.Bits != c.Bits {
-		return nil, fmt.Errorf("shard: secagg params N=%d L=%d bits=%d do not match the run's %d, %d, %d", p.N, p.Len, p.Bits, c.Clients, c.Len, c.Bits)
-	}
 	if err := Setup(ctx, js, c); err != nil {
 		return nil, err
+	}
+	rc, err := c.forRound(p.Len, p.N, p.Bits)
+	if err != nil {
+		return nil, err
+	}
+	// A piece, a shard's result and its checkpoint are single messages.
+	if w := (p.Len + c.Shards - 1) / c.Shards; 5+(p.N+7)/8+4*w > int(nc.MaxPayload()) {
+		return nil, fmt.Errorf("shard: round %d: a shard of %d words (%d words over %d shards) and %d clients does not fit the NATS maximum payload of %d bytes; use more shards",
+			round, w, p.Len, c.Shards, p.N, nc.MaxPayload())
 	}
 	srv, err := secagg.NewServer(p)
 	if err != nil {
 		return nil, err
 	}
-	return &Coordinator{c: c.withDefaults(), nc: nc, js: js, srv: srv, round: round, commits: map[uint32][]byte{}}, nil
+	if _, err := js.Publish(ctx, rc.ctlSubject(round, "open"), encodeOpen(rc),
+		jetstream.WithMsgID(fmt.Sprintf("open.%d", round))); err != nil {
+		return nil, fmt.Errorf("shard: open round %d: %w", round, err)
+	}
+	return &Coordinator{c: rc.withDefaults(), nc: nc, js: js, srv: srv, round: round, commits: map[uint32][]byte{}}, nil
 }
+
+// Config returns the round's Config: the run's, with the round's vector
+// length, clients and bits. Clients upload with it.
+func (co *Coordinator) Config() Config { return co.c }
 
 // Server is the round's secagg server: the caller runs the key and share
 // steps on it (AddKeys, FinishKeys, AddShares, FinishShares, and the
@@ -160,12 +176,12 @@ func (co *Coordinator) CloseInput(ctx context.Context) ([]*secagg.UnmaskRequest,
 	}
 	for _, f := range futures {
 		if f == nil {
-			return nil, co.abort(ctx, errors.New("an admission was not published"))
+			return nil, co.Abort(ctx, errors.New("an admission was not published"))
 		}
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return nil, co.abort(ctx, fmt.Errorf("admission not stored: %w", err))
+			return nil, co.Abort(ctx, fmt.Errorf("admission not stored: %w", err))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -175,7 +191,7 @@ func (co *Coordinator) CloseInput(ctx context.Context) ([]*secagg.UnmaskRequest,
 	co.mu.Unlock()
 	reqs, err := co.srv.FinishMaskedInput()
 	if err != nil {
-		return nil, co.abort(ctx, err)
+		return nil, co.Abort(ctx, err)
 	}
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], uint32(n3))
@@ -186,11 +202,32 @@ func (co *Coordinator) CloseInput(ctx context.Context) ([]*secagg.UnmaskRequest,
 	return reqs, nil
 }
 
-// abort publishes the round's abort for the aggregators and returns err
-// wrapped in ErrAborted.
-func (co *Coordinator) abort(ctx context.Context, err error) error {
-	_, _ = co.js.Publish(ctx, co.c.ctlSubject(co.round, "abort"), []byte(err.Error()))
+// Abort ends the round with nothing released, whatever step it is in:
+// it stops admitting commits, and the aggregators stop the round
+// (ErrAborted) and go on to the next. A
+// caller aborts a round it gives up on (a failed secure-aggregation
+// session, a server stopping). It returns err wrapped in ErrAborted.
+func (co *Coordinator) Abort(ctx context.Context, err error) error {
+	co.mu.Lock()
+	co.closed = true // no commit is admitted any more
+	sub := co.sub
+	co.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe() // the next round's coordinator answers commits
+	}
+	_ = Abort(ctx, co.js, co.c, co.round, err.Error())
 	return fmt.Errorf("%w: round %d: %w", ErrAborted, co.round, err)
+}
+
+// Abort publishes the abort of round of run c without its coordinator:
+// a restarted caller aborts a round its previous incarnation may have
+// left open. An abort of a round whose aggregators already published
+// their results changes nothing.
+func Abort(ctx context.Context, js jetstream.JetStream, c Config, round uint64, why string) error {
+	if _, err := js.Publish(ctx, c.ctlSubject(round, "abort"), []byte(why)); err != nil {
+		return fmt.Errorf("shard: publish abort of round %d: %w", round, err)
+	}
+	return nil
 }
 
 // streamsPerMsg bounds the mask streams in one control message: 510 KB,
@@ -240,7 +277,7 @@ func decodeStreams(b []byte) ([]secagg.MaskStream, error) {
 func (co *Coordinator) Finish(ctx context.Context) ([]uint32, error) {
 	streams, err := co.srv.MaskStreams()
 	if err != nil {
-		return nil, co.abort(ctx, err)
+		return nil, co.Abort(ctx, err)
 	}
 	// In parts of at most streamsPerMsg streams (17 B each), so that a
 	// round of any size fits NATS's maximum payload.
@@ -315,6 +352,12 @@ func (co *Coordinator) Broadcast(ctx context.Context, data []byte) error {
 	if _, err := co.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("broadcast.%d", co.round))); err != nil {
 		return fmt.Errorf("shard: broadcast of round %d: %w", co.round, err)
 	}
+	return co.Purge(ctx)
+}
+
+// Purge deletes the round's uploads and checkpoints once its sum is
+// assembled (Broadcast calls it).
+func (co *Coordinator) Purge(ctx context.Context) error {
 	for s := range co.c.Shards {
 		st, err := co.js.Stream(ctx, co.c.upStream(s))
 		if err != nil {

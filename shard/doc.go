@@ -48,6 +48,12 @@
 //     next broadcast (Coordinator.Broadcast); the round's uploads are
 //     purged.
 //
+// A deployed server (privrec serve --nats, deploy.Sharded) is the
+// coordinator and uploads on its clients' behalf: it receives their
+// masked vectors over its own API and calls Upload for each; each of its
+// secure-aggregation sessions is one round here, aborted when it ends
+// without a sum.
+//
 // # Exactly once and crashes
 //
 // An aggregator acknowledges a piece only after a checkpoint that
@@ -89,8 +95,10 @@
 // stored the pieces, so an honest client cannot cause this. A piece, a
 // shard result and a checkpoint (shard sum plus one bit a client) are
 // single messages and must fit the NATS maximum payload (1 MiB by
-// default): shards of at most about 250,000 words. The mask streams go
-// in parts of 30,000. Rounds are numbered by the caller; an aggregator
-// command processes them in order, so a round number must not be
-// skipped (an aborted round is fine).
+// default): shards of at most about 250,000 words (NewCoordinator refuses
+// a round whose shard does not fit). The mask streams go in parts of
+// 30,000. Rounds are numbered by the caller; an aggregator command
+// processes them in order, so a round number must not be skipped: a
+// caller that gives a round up, even before opening it, aborts it
+// (Coordinator.Abort, Abort) and its aggregators go on to the next.
 package shard

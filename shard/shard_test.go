@@ -210,7 +210,7 @@ func runRound(t *testing.T, nc *nats.Conn, js jetstream.JetStream, c Config, pr 
 	var wg sync.WaitGroup
 	for _, m := range masked {
 		wg.Go(func() {
-			st, err := Upload(ctx, nc, js, c, round, m)
+			st, err := Upload(ctx, nc, js, co.Config(), round, m)
 			if err != nil {
 				t.Error(err)
 			}
@@ -282,6 +282,45 @@ func TestShardedSumEqualsSingleServer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRoundsOfOtherShapes: one run's rounds differ in length, cohort
+// and bits within the run's bounds (a deployed run's setup and training
+// rounds do); an aborted round that never opened is dropped by its
+// aggregators, which go on to the next; a round beyond the bounds is
+// refused.
+func TestRoundsOfOtherShapes(t *testing.T) {
+	nc, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := Config{Run: "shapes", Shards: 3, Len: 1000, Clients: 12, Bits: 32}
+	if err := Setup(ctx, js, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := Abort(ctx, js, c, 1, "a session that failed before it opened"); err != nil {
+		t.Fatal(err)
+	}
+	for s := range c.Shards {
+		ag, err := NewAggregator(js, c, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ag.Round(ctx, 1); !errors.Is(err, ErrAborted) {
+			t.Fatalf("shard %d, aborted round: %v, want ErrAborted", s, err)
+		}
+	}
+	for round, shape := range map[uint64][2]int{2: {8, 257}, 3: {12, 1000}, 4: {7, 31}} {
+		pr := newProblem(shape[0], shape[1], int(round))
+		got, want, _ := runRound(t, nc, js, c, pr, round, roundHooks{})
+		if !slices.Equal(got, want) || !slices.Equal(got, pr.plainSum()) {
+			t.Fatalf("round %d of %d clients and %d words: sharded sum differs", round, shape[0], shape[1])
+		}
+	}
+	for _, p := range []secagg.Params{{N: 13, K: 12, T: 7, Bits: 24, Len: 100}, {N: 8, K: 7, T: 5, Bits: 24, Len: 1001}} {
+		if _, err := NewCoordinator(ctx, nc, js, c, p, 9); err == nil {
+			t.Errorf("a round of %d clients and %d words in a run of %d and %d: accepted", p.N, p.Len, c.Clients, c.Len)
+		}
 	}
 }
 
@@ -495,6 +534,7 @@ func TestAggregatorRefusesPieces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	pub(c.ctlSubject(round, "open"), encodeOpen(c), "open")
 	for u, data := range good {
 		d := make([][32]byte, c.Shards)
 		d[s] = digest(u, round, s, data)

@@ -30,8 +30,12 @@ folds the pieces of admitted clients once each, checkpoints its sum in
 the run's key-value bucket before acknowledging, removes its range of the
 mask streams the coordinator publishes, and publishes its shard of the sum.
 
-The run's configuration (shards, vector length, clients, bits, limits) is
-read from the run's bucket, where the coordinator stored it. Rounds are
+The run's configuration (shards, limits, and bounds on a round's vector
+length, clients and bits) is read from the run's bucket, where the
+coordinator stored it; each round announces its own length, clients and
+bits, and the aggregator waits for that (or the round's abort, after
+which it goes on to the next). With privrec serve --nats URL --nats-run
+NAME --shards S, start S of these with --run NAME. Rounds are
 processed in order from --round; killed at any moment (even with
 SIGKILL) and started again with the same flags, it resumes the round from
 its checkpoint and durable consumer: nothing is folded twice or lost.`,

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -23,6 +24,7 @@ import (
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/shard"
 )
 
 func (a *app) serveCmd() *cobra.Command {
@@ -50,6 +52,9 @@ func (a *app) serveCmd() *cobra.Command {
 		maxStreams      int
 		idleTimeout     time.Duration
 		writeTimeout    time.Duration
+		natsURL         string
+		natsRun         string
+		shards          int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -120,7 +125,22 @@ only with at least --min-participants of the enrolled clients' vectors in
 it; below that it waits up to three more deadlines and is then skipped.
 A client whose key is of small order, or whose shares two neighbours
 report as failing authentication, is banned from later rounds; one
-report excludes it from that round only.`,
+report excludes it from that round only.
+
+Sharded aggregation (--nats URL): masked rounds are aggregated by
+--shards aggregator processes (privrec aggregate --nats URL --run
+--nats-run --shard s, started apart, before or after the server) over the
+NATS JetStream cluster at URL instead of in this process. Clients see no
+difference: the server runs the key, share and unmasking steps over
+Connect as without it, receives each masked vector, publishes its pieces
+by shard to JetStream on the client's behalf (JetStream only ever holds
+masked pieces) and takes the sum from the aggregators' results. Each
+secure-aggregation session is a shard round (1, 2, …); one that ends
+without a sum is aborted and the aggregators go on. The bbolt state
+under --state stays the server's own (model, ledger, crash records); a
+--nats-run name belongs to one --state. Only the server and the
+aggregators may publish on the run's subjects (the cluster's
+permissions): anyone else could forge pieces and spoil the sum.`,
 		Example: `  privrec serve --method hdpmf --dev-tls --state run1 --listen 127.0.0.1:7070
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small
@@ -155,6 +175,17 @@ report excludes it from that round only.`,
 			if d.Scale.Inferred {
 				return fmt.Errorf("--items %s: the rating scale is not declared; give it with --scale MIN,MAX[,STEP]", items)
 			}
+			var sharded *deploy.Sharded
+			if natsURL != "" {
+				nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1))
+				if err != nil {
+					return fmt.Errorf("--nats %s: %w", natsURL, err)
+				}
+				defer nc.Close()
+				sharded = &deploy.Sharded{Conn: nc, Config: shard.Config{Run: natsRun, Shards: shards}}
+			} else if cmd.Flags().Changed("shards") || cmd.Flags().Changed("nats-run") {
+				return errors.New("--shards and --nats-run need --nats")
+			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			log := slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -179,7 +210,7 @@ report excludes it from that round only.`,
 					return nil
 				},
 				MaxClients: maxClients, EnrollRate: enrollRate, EnrollBurst: enrollBurst, MaxPolls: maxPolls,
-				MaxStreams: maxStreams, IdleTimeout: idleTimeout, WriteTimeout: writeTimeout,
+				MaxStreams: maxStreams, IdleTimeout: idleTimeout, WriteTimeout: writeTimeout, Sharded: sharded,
 			})
 			if err != nil {
 				return err
@@ -235,6 +266,9 @@ report excludes it from that round only.`,
 	f.DurationVar(&writeTimeout, "write-timeout", 0, "answer every call within this (0: the longer of the 20 s long poll and 4 × --round-timeout, plus a minute; it must exceed both)")
 	f.BoolVar(&insecure, "insecure", false, "with --secagg off or ideal: let the server read single uploads of a method whose privacy rests on secure aggregation")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the server to this file (go tool pprof reads it)")
+	f.StringVar(&natsURL, "nats", "", "aggregate masked rounds on this NATS JetStream cluster (comma-separated URLs) with privrec aggregate processes, not in this process")
+	f.StringVar(&natsRun, "nats-run", "privrec", "with --nats: the run's name on the cluster (the aggregators' --run); one per --state")
+	f.IntVar(&shards, "shards", 1, "with --nats: the number of shards, one privrec aggregate --shard s each")
 	f.DurationVar(&linger, "linger", time.Minute, "after the run, keep serving the final model this long (0: until SIGTERM)")
 	return cmd
 }

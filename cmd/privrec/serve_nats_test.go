@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// servedModel runs `privrec serve` (hdpmf, masked, test mode, dev TLS on
+// loopback) with extra flags and one `privrec client --simulate` of every
+// user of data against it, and returns the published model file.
+func servedModel(t *testing.T, data string, users int, extra ...string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	prm := filepath.Join(dir, "model.prm")
+	common := []string{"--seed", "7", "--scale", "1,5,1"}
+	var wg sync.WaitGroup
+	var serveErr, clientErr error
+	var serveLog string
+	wg.Go(func() {
+		_, serveLog, serveErr = run(t, append(append([]string{"serve", "--method", "hdpmf", "--epochs", "2", "--secagg", "masked",
+			"--dev-tls", "--state", state, "--listen", addr, "--items", data, "--min-clients", fmt.Sprint(users),
+			"--enroll-quiet", "500ms", "--round-timeout", "1m", "--linger", "2s", "--out", prm}, common...), extra...)...)
+	})
+	cert := filepath.Join(state, "tls", "cert.pem")
+	for k := 0; ; k++ {
+		if st, err := os.Stat(cert); err == nil && st.Size() > 0 {
+			break
+		}
+		if k == 600 {
+			t.Fatal("the server wrote no certificate in 60 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, _, clientErr = run(t, append([]string{"client", "--server", "https://" + addr, "--ca", cert,
+		"--token-file", filepath.Join(state, "enroll-token"), "--simulate", fmt.Sprint(users),
+		"--data", data, "--split", "random:0.9"}, common...)...)
+	wg.Wait()
+	if serveErr != nil || clientErr != nil {
+		t.Fatalf("serve %v: %v; client: %v\n%s", extra, serveErr, clientErr, serveLog)
+	}
+	raw, err := os.ReadFile(prm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestServeNATS: `privrec serve --nats URL --shards 2` with two `privrec
+// aggregate` commands against an embedded NATS JetStream (127.0.0.1,
+// random port, file store in a temporary directory) publishes the same
+// model file, byte for byte, as the same served run without --nats; the
+// aggregators report every round folded. Bad flag combinations are
+// refused.
+func TestServeNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two served hdpmf runs")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--method", "hdpmf", "--dev-tls", "--state", t.TempDir(), "--shards", "2"}, "need --nats"},
+		{[]string{"serve", "--method", "hdpmf", "--dev-tls", "--state", t.TempDir(), "--nats", "nats://127.0.0.1:1"}, "--nats nats://127.0.0.1:1"},
+	} {
+		if _, _, err := run(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	data := syntheticTSV(t, 3)
+	const users = 200
+	want := servedModel(t, data, users)
+
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	defer ns.Shutdown()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	outs := make([]strings.Builder, 2)
+	errs := make([]error, 2)
+	for s := range outs {
+		wg.Go(func() {
+			var errb bytes.Buffer
+			errs[s] = newRoot(&outs[s], &errb, []string{"aggregate", "--nats", ns.ClientURL(), "--run", "cli",
+				"--shard", fmt.Sprint(s), "--wait", "200ms"}).ExecuteContext(ctx)
+		})
+	}
+	got := servedModel(t, data, users, "--nats", ns.ClientURL(), "--nats-run", "cli", "--shards", "2")
+	cancel()
+	wg.Wait()
+	if !bytes.Equal(got, want) {
+		t.Errorf("the model served with --nats differs from the one served without (%d and %d bytes)", len(got), len(want))
+	}
+	for s := range outs {
+		if errs[s] != nil && !errors.Is(errs[s], context.Canceled) {
+			t.Errorf("aggregator %d: %v", s, errs[s])
+		}
+		// hdpmf with 2 epochs: a setup round and 2 training rounds are
+		// masked, each one shard round here.
+		lines := strings.Split(strings.TrimSpace(outs[s].String()), "\n")
+		if len(lines) != 3 || !strings.HasPrefix(lines[0], fmt.Sprintf("round 1 shard %d: folded %d", s, users)) {
+			t.Errorf("aggregator %d printed:\n%s", s, outs[s].String())
+		}
+	}
+}
