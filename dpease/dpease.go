@@ -23,19 +23,32 @@
 // history, x_u·B + PopWeight·ŝ_i/max ŝ, on the device: the history never
 // leaves it. Items outside the top M are ranked by ŝ alone.
 //
-// Privacy: the unit is one user (added or removed with all their
-// ratings); each release is the Gaussian mechanism with the sensitivity
-// above, composed in zCDP (Release listed in Report.Ledger) and converted
-// to (Eps, Delta) over the whole run: FracCounts of ρ on the counts, the
-// rest on the Gram. The server is trusted to add the noise to the sum it
-// receives and is not trusted with any single upload (the ideal
-// functionality of secure aggregation); every other party, including
-// anyone who sees the published model, sees only the noised releases. A
-// user's recommendations are computed from their own history on the
-// device (joint DP). Hyperparameter tuning is not counted.
+// Privacy: the unit is one user; the neighbouring relation is adding or
+// removing one user with all their ratings (Report.EpsReplace: replacing
+// one). Each release has the sensitivity above, FracCounts of the zCDP
+// budget ρ on the counts, the rest on the Gram, and ε is an upper bound
+// over the whole run at Delta, listed release by release in
+// Report.Ledger. A user's recommendations are computed from their own
+// history on the device (joint DP). Hyperparameter tuning is not counted.
+// Who is trusted depends on Config.Aggregation:
 //
-// The noise is drawn from crypto/rand unless Config.Seeded selects the
-// reproducible test mode (noise from the run's seed).
+//   - ideal (in process): each release is the Gaussian mechanism, composed
+//     in zCDP. The server is trusted to add the noise to the sum it
+//     receives and with no single upload (the ideal functionality of
+//     secure aggregation).
+//   - masked (privrec serve's default; masked.go): the devices upload
+//     quantized dense vectors with their shares of distributed Skellam
+//     noise, summed by SecAgg+, so the server learns only the noisy sums
+//     and is trusted with nothing; the devices are trusted to add their
+//     shares. ε is the Rényi accounting of the two Skellam releases
+//     (quantization slack included), calibrated to at most Eps.
+//   - off: the server reads every upload; the ε holds only against
+//     observers of the releases.
+//
+// The noise (the server's, or the devices' shares and rounding) is drawn
+// from crypto/rand unless Config.Seeded selects the reproducible test
+// mode (noise from the run's seed; over the network, the devices' shares
+// are reproducible when the deployment runs in its test mode, --seed).
 package dpease
 
 import (
@@ -521,8 +534,7 @@ type client struct {
 	items []int32
 	cfg   *Config
 	pub   *public
-	n     int     // the catalog's size, from the counts round
-	noise []int64 // the integer path's scratch
+	n     int // the catalog's size, from the counts round
 }
 
 // public is what every device learns from the broadcasts: the top items;
@@ -627,10 +639,10 @@ func (c *client) encode(b *protocol.Broadcast, st int, x []float64, r *rand.Rand
 		return nil, fmt.Errorf("dpease: round %d asks for %d words (%d top items), the integer path's plan for %d items has %d (%d)",
 			b.Round, b.Words, len(b.Items), c.n, ms.D+1, p.m)
 	}
-	if len(c.noise) < ms.D {
-		c.noise = make([]int64, ms.D)
-	}
-	return &protocol.Upload{Client: c.id, Round: b.Round, Words: ms.Encode(x, r, shares(b), c.noise, c.pub.noiseless)}, nil
+	// The noise scratch is not kept: a vendor process holds thousands of
+	// devices, and the Gram's is M(M+1)/2 values.
+	noise := make([]int64, ms.D)
+	return &protocol.Upload{Client: c.id, Round: b.Round, Words: ms.Encode(x, r, shares(b), noise, c.pub.noiseless)}, nil
 }
 
 // slots returns the positions in top of the items (sorted ascending).
