@@ -62,6 +62,7 @@ import (
 	"sync"
 
 	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/internal/maskcal"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -598,11 +599,15 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 			}
 			return &protocol.Upload{Client: c.id, Round: b.Round, Items: slices.Clone(c.items), Values: vals}, nil
 		}
-		x := make([]float64, b.NumItems)
+		ms, err := c.step(b, 0)
+		if err != nil {
+			return nil, err
+		}
+		x := make([]float64, ms.D)
 		for _, j := range c.items {
 			x[j] = 1 / math.Sqrt(float64(len(c.items)))
 		}
-		return c.encode(b, 0, x, r)
+		return c.encode(b, ms, x, r)
 	case 1:
 		c.pub.once.Do(func() { c.pub.top = slices.Clone(b.Items) })
 		up := GramUpload(c.id, c.items, b.Items, c.cfg.Cap)
@@ -612,22 +617,26 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 			}
 			return up, nil
 		}
-		x := make([]float64, pairs(len(b.Items)))
+		ms, err := c.step(b, 1)
+		if err != nil {
+			return nil, err
+		}
+		x := make([]float64, ms.D)
 		if up != nil {
 			for k, p := range up.Items {
 				x[p] = float64(up.Values[k])
 			}
 		}
-		return c.encode(b, 1, x, r)
+		return c.encode(b, ms, x, r)
 	}
 	return nil, fmt.Errorf("dpease: no step %d (round %d)", st, b.Round)
 }
 
-// encode returns the device's integer upload of release st (0 counts, 1
-// Gram) from its dense float statistics x (maskcal.Step.Encode), after
-// checking that the broadcast's shape is the public plan's.
-func (c *client) encode(b *protocol.Broadcast, st int, x []float64, r *rand.Rand) (*protocol.Upload, error) {
-	if c.n == 0 {
+// step returns the integer path's calibration of release st (0 counts, 1
+// Gram), after checking that the broadcast's shape is the public plan's
+// (before anything is allocated for it).
+func (c *client) step(b *protocol.Broadcast, st int) (*maskcal.Step, error) {
+	if c.n <= 0 {
 		return nil, fmt.Errorf("dpease: round %d: the device saw no counts round, so it does not know the catalog's size", b.Round)
 	}
 	p, err := c.pub.maskPlan(*c.cfg, c.n)
@@ -635,10 +644,16 @@ func (c *client) encode(b *protocol.Broadcast, st int, x []float64, r *rand.Rand
 		return nil, err
 	}
 	ms := &p.steps[st]
-	if b.Words != ms.D+1 || len(x) != ms.D || (st == 1 && len(b.Items) != p.m) {
+	if b.Words != ms.D+1 || (st == 1 && len(b.Items) != p.m) {
 		return nil, fmt.Errorf("dpease: round %d asks for %d words (%d top items), the integer path's plan for %d items has %d (%d)",
 			b.Round, b.Words, len(b.Items), c.n, ms.D+1, p.m)
 	}
+	return ms, nil
+}
+
+// encode returns the device's integer upload of release ms from its dense
+// float statistics x (maskcal.Step.Encode).
+func (c *client) encode(b *protocol.Broadcast, ms *maskcal.Step, x []float64, r *rand.Rand) (*protocol.Upload, error) {
 	// The noise scratch is not kept: a vendor process holds thousands of
 	// devices, and the Gram's is M(M+1)/2 values.
 	noise := make([]int64, ms.D)
