@@ -48,10 +48,10 @@ func Charged(cfg Config, ni, round int) ([]Block, error) {
 			return nil, err
 		}
 		ms := p.steps[round]
-		if ms.rho == 0 {
+		if ms.Rho == 0 {
 			return nil, nil
 		}
-		return []Block{{Name: "integer sum", Size: ms.d, L1: ms.l1, L2: ms.l2}}, nil
+		return []Block{{Name: "integer sum", Size: ms.D, L1: ms.L1, L2: ms.L2}}, nil
 	}
 	k := 0
 	if factors {

@@ -186,7 +186,7 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 		if err != nil {
 			return nil, err
 		}
-		if b.Round >= len(p.steps) || p.steps[b.Round].d+1 != b.Words || len(c.up.Scalars) != p.steps[b.Round].d {
+		if b.Round >= len(p.steps) || p.steps[b.Round].D+1 != b.Words || len(c.up.Scalars) != p.steps[b.Round].D {
 			return nil, fmt.Errorf("dpals: round %d asks for %d words, the integer path's plan has another shape", b.Round, b.Words)
 		}
 		c.up.Words, c.up.Scalars = c.encode(b, &p.steps[b.Round], c.up.Scalars, r), nil

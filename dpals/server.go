@@ -348,7 +348,7 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 			b.Phase, b.Words, b.Bits = protocol.PhaseSetup, 1, 32
 		case kindFinal:
 		default:
-			b.Words, b.Bits = s.mask.steps[round].d+1, 32
+			b.Words, b.Bits = s.mask.steps[round].D+1, 32
 			b.Params[paramClients] = float64(s.clients)
 		}
 	} else if n := s.words(st); n > 0 {
@@ -451,7 +451,7 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 func (s *server) aggregateMasked(round int, st step, ups []*protocol.Upload) error {
 	want := 1
 	if st.kind != kindSetup {
-		want = s.mask.steps[round].d + 1
+		want = s.mask.steps[round].D + 1
 	}
 	var words []uint32
 	for _, u := range ups {
@@ -471,7 +471,7 @@ func (s *server) aggregateMasked(round int, st step, ups []*protocol.Upload) err
 		return nil
 	}
 	if words != nil {
-		s.arrA[round] = s.mask.steps[round].decode(words, s.sum)
+		s.arrA[round] = s.mask.steps[round].Decode(words, s.sum)
 	}
 	s.arrS[round] = shares(&s.b)
 	s.release(st, s.sum)

@@ -23,19 +23,32 @@
 // history, x_u·B + PopWeight·ŝ_i/max ŝ, on the device: the history never
 // leaves it. Items outside the top M are ranked by ŝ alone.
 //
-// Privacy: the unit is one user (added or removed with all their
-// ratings); each release is the Gaussian mechanism with the sensitivity
-// above, composed in zCDP (Release listed in Report.Ledger) and converted
-// to (Eps, Delta) over the whole run: FracCounts of ρ on the counts, the
-// rest on the Gram. The server is trusted to add the noise to the sum it
-// receives and is not trusted with any single upload (the ideal
-// functionality of secure aggregation); every other party, including
-// anyone who sees the published model, sees only the noised releases. A
-// user's recommendations are computed from their own history on the
-// device (joint DP). Hyperparameter tuning is not counted.
+// Privacy: the unit is one user; the neighbouring relation is adding or
+// removing one user with all their ratings (Report.EpsReplace: replacing
+// one). Each release has the sensitivity above, FracCounts of the zCDP
+// budget ρ on the counts, the rest on the Gram, and ε is an upper bound
+// over the whole run at Delta, listed release by release in
+// Report.Ledger. A user's recommendations are computed from their own
+// history on the device (joint DP). Hyperparameter tuning is not counted.
+// Who is trusted depends on Config.Aggregation:
 //
-// The noise is drawn from crypto/rand unless Config.Seeded selects the
-// reproducible test mode (noise from the run's seed).
+//   - ideal (in process): each release is the Gaussian mechanism, composed
+//     in zCDP. The server is trusted to add the noise to the sum it
+//     receives and with no single upload (the ideal functionality of
+//     secure aggregation).
+//   - masked (privrec serve's default; masked.go): the devices upload
+//     quantized dense vectors with their shares of distributed Skellam
+//     noise, summed by SecAgg+, so the server learns only the noisy sums
+//     and is trusted with nothing; the devices are trusted to add their
+//     shares. ε is the Rényi accounting of the two Skellam releases
+//     (quantization slack included), calibrated to at most Eps.
+//   - off: the server reads every upload; the ε holds only against
+//     observers of the releases.
+//
+// The noise (the server's, or the devices' shares and rounding) is drawn
+// from crypto/rand unless Config.Seeded selects the reproducible test
+// mode (noise from the run's seed; over the network, the devices' shares
+// are reproducible when the deployment runs in its test mode, --seed).
 package dpease
 
 import (
@@ -49,6 +62,7 @@ import (
 	"sync"
 
 	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/internal/maskcal"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -67,6 +81,13 @@ type Config struct {
 	PopWeight   float64 `json:"pop_weight"`   // weight of the noisy popularity in a score
 	Seeded      bool    `json:"seeded"`       // test mode: noise from the seed, not crypto/rand
 	Workers     int     `json:"workers"`      // client workers of the in-process run (0: all cores)
+	// Aggregation is how the server receives the uploads: AggIdeal (the
+	// default in process: only their sums, to which the server adds the
+	// Gaussian noise), AggMasked (the integer path of masked.go: dense
+	// quantized vectors with the devices' Skellam noise shares, summed by
+	// SecAgg+; privrec serve's default) or AggOff (the server reads every
+	// upload, and the claim does not hold against it).
+	Aggregation protocol.Aggregation `json:"secagg"`
 }
 
 // DefaultConfig returns the defaults: TopItems, LambdaNoise and PopWeight
@@ -74,7 +95,7 @@ type Config struct {
 // part, docs/results/private-topn.md).
 func DefaultConfig() Config {
 	return Config{Eps: 1, Delta: 1e-6, TopItems: 0, Cap: 10, FracCounts: 0.1,
-		Lambda: 1, LambdaNoise: -1, PopWeight: -1}
+		Lambda: 1, LambdaNoise: -1, PopWeight: -1, Aggregation: protocol.AggIdeal}
 }
 
 // ByEps returns the ε-dependent defaults: the number of items in the
@@ -126,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dpease: lambda %v, lambda-noise %v: want ≥ 0, not both 0", c.Lambda, c.LambdaNoise)
 	case !(c.PopWeight >= 0):
 		return fmt.Errorf("dpease: pop-weight %v, want ≥ 0", c.PopWeight)
+	case c.Aggregation != protocol.AggIdeal && c.Aggregation != protocol.AggMasked && c.Aggregation != protocol.AggOff:
+		return fmt.Errorf("dpease: aggregation %v: want masked, ideal or off", c.Aggregation)
 	}
 	return nil
 }
@@ -137,8 +160,14 @@ func GramL2(c int) float64 { return math.Sqrt((1 + 1/float64(c)) / 2) }
 type Report struct {
 	Ledger rdp.Ledger
 	Rho    float64 // the zCDP budget (Eps, Delta) allows
-	Eps    float64 // the ledger's ε at Delta
-	Stats  map[string]float64
+	// Eps is the run's ε at Delta for add/remove-one-user neighbours: the
+	// ledger's (Gaussian releases, zCDP) on the ideal path, the Skellam
+	// releases' (Rényi, every noise share arriving) on the integer path.
+	Eps float64
+	// EpsReplace is the same for replace-one-user neighbours (every
+	// sensitivity doubled).
+	EpsReplace float64
+	Stats      map[string]float64
 }
 
 // Server is the server half.
@@ -153,6 +182,11 @@ type Server struct {
 	st     state
 	led    rdp.Ledger
 	gram   []float64 // the last released noisy Gram triangle (for tests)
+	// The integer path (nil mask on the ideal path): its calibration and
+	// the last broadcast (a deployment adds its noise-share parameters to
+	// it; the sum check and the accounting read them).
+	mask *maskPlan
+	b    protocol.Broadcast
 }
 
 // state is the server's state between rounds (its snapshot).
@@ -160,7 +194,12 @@ type state struct {
 	Round  int
 	Counts []float64 // noisy popularity ŝ after round 0
 	Top    []int32   // the top M items after round 0
-	V      []float32 // item factors after round 1
+	V      []float32 // item factors after the Gram round
+	// The integer path: the clients counted at setup, and per release
+	// (counts, Gram) the noise shares that arrived and the number of
+	// clients each share was drawn for.
+	Clients    int
+	ArrA, ArrS []int
 }
 
 const streamNoise uint64 = 0x6470_6561 // "dpea"
@@ -182,6 +221,12 @@ func NewServer(cfg Config, numItems int, seed uint64) (*Server, error) {
 	s := &Server{cfg: cfg, n: numItems, m: min(cfg.TopItems, numItems), rho: rho}
 	s.sigmaC = rdp.GaussianSigmaFor(cfg.FracCounts*rho, 1)
 	s.sigmaG = rdp.GaussianSigmaFor((1-cfg.FracCounts)*rho, GramL2(cfg.Cap))
+	if cfg.Aggregation == protocol.AggMasked {
+		if s.mask, err = newMaskPlan(cfg, numItems); err != nil {
+			return nil, err
+		}
+		s.st.ArrA, s.st.ArrS = make([]int, 2), make([]int, 2)
+	}
 	if cfg.Seeded {
 		s.noise = rng.New(seed, streamNoise)
 	} else {
@@ -197,18 +242,49 @@ func pairs(m int) int { return m * (m + 1) / 2 }
 // triangle of an m×m matrix.
 func pairIndex(a, b, m int) int { return a*m - a*(a-1)/2 + (b - a) }
 
-// Broadcast implements protocol.Server.
+// Broadcast parameters.
+const (
+	paramStep    = "dpease-step" // 0: counts, 1: Gram (absent: the round number)
+	paramClients = "clients"     // the integer path: the clients counted at setup
+)
+
+// offset is the number of rounds before the counts: 1 (the setup round)
+// on the integer path, else 0.
+func (s *Server) offset() int {
+	if s.mask != nil {
+		return 1
+	}
+	return 0
+}
+
+// Broadcast implements protocol.Server. On the integer path round 0 is a
+// setup round (each device uploads the word 1, so the server counts the
+// clients its noise shares are drawn for), and the counts and the Gram
+// follow as rounds 1 and 2, each asking for a dense vector of words.
 func (s *Server) Broadcast(round int) (*protocol.Broadcast, error) {
-	switch round {
+	if round != s.st.Round || s.Done() {
+		return nil, fmt.Errorf("dpease: broadcast of round %d, the server is at round %d of %d", round, s.st.Round, 2+s.offset())
+	}
+	st := round - s.offset()
+	b := &s.b
+	switch st {
+	case -1:
+		*b = protocol.Broadcast{Round: round, Phase: protocol.PhaseSetup, Dim: 1, NumItems: s.n, Words: 1, Bits: 32}
+		return b, nil
 	case 0:
-		return &protocol.Broadcast{Round: 0, Phase: protocol.PhaseTrain, Dim: 1, NumItems: s.n}, nil
+		*b = protocol.Broadcast{Round: round, Phase: protocol.PhaseTrain, Dim: 1, NumItems: s.n}
 	case 1:
 		// The uploads index the pairs of the top items' upper triangle:
 		// the index space is the larger of the catalog and the pairs.
-		return &protocol.Broadcast{Round: 1, Phase: protocol.PhaseTrain, Dim: 1,
-			NumItems: max(s.n, pairs(s.m)), Items: s.st.Top}, nil
+		*b = protocol.Broadcast{Round: round, Phase: protocol.PhaseTrain, Dim: 1,
+			NumItems: max(s.n, pairs(s.m)), Items: s.st.Top}
 	}
-	return nil, fmt.Errorf("dpease: no round %d", round)
+	b.Params = map[string]float64{paramStep: float64(st)}
+	if s.mask != nil {
+		b.Words, b.Bits = s.mask.steps[st].D+1, 32
+		b.Params[paramClients] = float64(s.st.Clients)
+	}
+	return b, nil
 }
 
 // sum adds the uploads of a round into a dense vector of length size.
@@ -231,40 +307,64 @@ func sum(ups []*protocol.Upload, size int) ([]float64, error) {
 	return out, nil
 }
 
-// Aggregate implements protocol.Server.
+// Aggregate implements protocol.Server: it adds up the round's uploads
+// (one summed upload under secure aggregation), adds the Gaussian noise
+// on the ideal path (the integer path's sum carries the devices' Skellam
+// shares), records the release and updates the public state.
 func (s *Server) Aggregate(round int, ups []*protocol.Upload) error {
-	switch round {
-	case 0:
-		c, err := sum(ups, s.n)
-		if err != nil {
+	if round != s.st.Round || s.Done() {
+		return fmt.Errorf("dpease: aggregate of round %d, the server is at round %d of %d", round, s.st.Round, 2+s.offset())
+	}
+	st := round - s.offset()
+	var sums []float64
+	var err error
+	size := s.n
+	if st == 1 {
+		size = pairs(s.m)
+	}
+	if s.mask != nil {
+		if sums, err = s.decode(round, st, ups); err != nil || st < 0 {
 			return err
 		}
-		for j := range c {
-			c[j] += s.sigmaC * s.noise.NormFloat64()
+	} else if sums, err = sum(ups, size); err != nil {
+		return err
+	}
+	switch st {
+	case 0:
+		c := sums
+		if s.mask == nil {
+			for j := range c {
+				c[j] += s.sigmaC * s.noise.NormFloat64()
+			}
 		}
-		s.led.Gaussian("item counts (indicators / √n_u)", 1, 1, s.sigmaC)
+		s.led.Gaussian(countsRelease, 1, 1, s.sigmaC)
 		s.st.Counts = c
 		s.st.Top = TopItems(c, s.m)
 	case 1:
-		g, err := sum(ups, pairs(s.m))
-		if err != nil {
-			return err
-		}
-		for p := range g {
-			g[p] += s.sigmaG * s.noise.NormFloat64()
+		g := sums
+		if s.mask == nil {
+			for p := range g {
+				g[p] += s.sigmaG * s.noise.NormFloat64()
+			}
 		}
 		s.gram = g
-		s.led.Gaussian(fmt.Sprintf("Gram of the top %d items (upper triangle, weights 1/max(n', %d))", s.m, s.cfg.Cap), 1, GramL2(s.cfg.Cap), s.sigmaG)
+		s.led.Gaussian(s.gramRelease(), 1, GramL2(s.cfg.Cap), s.sigmaG)
 		v, err := s.solve(g)
 		if err != nil {
 			return err
 		}
 		s.st.V = v
-	default:
-		return fmt.Errorf("dpease: no round %d", round)
 	}
 	s.st.Round = round + 1
 	return nil
+}
+
+// countsRelease names the counts in the ledger.
+const countsRelease = "item counts (indicators / √n_u)"
+
+// gramRelease names the Gram in the ledger.
+func (s *Server) gramRelease() string {
+	return fmt.Sprintf("Gram of the top %d items (upper triangle, weights 1/max(n', %d))", s.m, s.cfg.Cap)
 }
 
 // Lambda returns the ridge of the EASE solve.
@@ -376,7 +476,7 @@ func TopItems(c []float64, m int) []int32 {
 }
 
 // Done implements protocol.Server.
-func (s *Server) Done() bool { return s.st.Round >= 2 }
+func (s *Server) Done() bool { return s.st.Round >= 2+s.offset() }
 
 // Round implements protocol.Stateful.
 func (s *Server) Round() int { return s.st.Round }
@@ -415,8 +515,10 @@ func (s *Server) UnmarshalBinary(data []byte) error {
 		return fmt.Errorf("dpease: %w", err)
 	}
 	st := sn.State
-	if st.Round < 0 || st.Round > 2 || (st.Round >= 1 && (len(st.Counts) != s.n || len(st.Top) != s.m)) ||
-		(st.Round == 2 && len(st.V) != s.n*(s.m+1)) {
+	o := s.offset()
+	if st.Round < 0 || st.Round > 2+o || (st.Round >= 1+o && (len(st.Counts) != s.n || len(st.Top) != s.m)) ||
+		(st.Round == 2+o && len(st.V) != s.n*(s.m+1)) ||
+		(s.mask != nil) != (st.ArrA != nil) || (st.ArrA != nil && (len(st.ArrA) != 2 || len(st.ArrS) != 2)) {
 		return errors.New("dpease: the snapshot does not fit this server")
 	}
 	s.st = st
@@ -431,37 +533,131 @@ func (s *Server) UnmarshalBinary(data []byte) error {
 type client struct {
 	id    int
 	items []int32
-	cap   int
+	cfg   *Config
 	pub   *public
+	n     int // the catalog's size, from the counts round
 }
 
-// public is what every device learns from the broadcasts: the top items.
+// public is what every device learns from the broadcasts: the top items;
+// and the integer path's calibration, built on first use.
 type public struct {
-	once sync.Once
-	top  []int32
+	once      sync.Once
+	top       []int32
+	mu        sync.Mutex
+	plan      *maskPlan
+	noiseless bool // Clients.Noiseless: no Skellam shares (tests only)
+}
+
+// maskPlan returns the integer path's calibration of cfg for n items.
+func (p *public) maskPlan(cfg Config, n int) (*maskPlan, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.plan == nil || p.plan.n != n {
+		mp, err := newMaskPlan(cfg.Resolve(), n)
+		if err != nil {
+			return nil, err
+		}
+		p.plan = mp
+	}
+	return p.plan, nil
 }
 
 // ID implements protocol.Client.
 func (c *client) ID() int { return c.id }
 
-// Round implements protocol.Client.
-func (c *client) Round(b *protocol.Broadcast, _ *rand.Rand) (*protocol.Upload, error) {
-	if len(c.items) == 0 {
+// Round implements protocol.Client. On the ideal path the uploads are
+// sparse (the items or pairs the user has); on the integer path (the
+// broadcast asks for Words) they are dense vectors over every coordinate
+// of the release, quantized, with the device's Skellam noise share drawn
+// from r, so the server, which sees only the sum, cannot tell who has
+// data where.
+func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
+	if b.Phase == protocol.PhaseSetup {
+		if b.Words != 1 {
+			return nil, fmt.Errorf("dpease: setup round %d asks for %d words, want 1", b.Round, b.Words)
+		}
+		return &protocol.Upload{Client: c.id, Round: b.Round, Words: []uint32{1}}, nil
+	}
+	st := int(b.Param(paramStep, float64(b.Round)))
+	masked := b.Words > 0
+	for _, j := range c.items {
+		if st == 0 && int(j) >= b.NumItems {
+			return nil, fmt.Errorf("dpease: round %d: the user's item %d is outside the server's catalog of %d", b.Round, j, b.NumItems)
+		}
+	}
+	if len(c.items) == 0 && !masked {
 		return nil, nil
 	}
-	switch b.Round {
+	switch st {
 	case 0:
-		w := float32(1 / math.Sqrt(float64(len(c.items))))
-		vals := make([]float32, len(c.items))
-		for k := range vals {
-			vals[k] = w
+		c.n = b.NumItems
+		if !masked {
+			w := float32(1 / math.Sqrt(float64(len(c.items))))
+			vals := make([]float32, len(c.items))
+			for k := range vals {
+				vals[k] = w
+			}
+			return &protocol.Upload{Client: c.id, Round: b.Round, Items: slices.Clone(c.items), Values: vals}, nil
 		}
-		return &protocol.Upload{Client: c.id, Round: 0, Items: slices.Clone(c.items), Values: vals}, nil
+		ms, err := c.step(b, 0)
+		if err != nil {
+			return nil, err
+		}
+		x := make([]float64, ms.D)
+		for _, j := range c.items {
+			x[j] = 1 / math.Sqrt(float64(len(c.items)))
+		}
+		return c.encode(b, ms, x, r)
 	case 1:
 		c.pub.once.Do(func() { c.pub.top = slices.Clone(b.Items) })
-		return GramUpload(c.id, c.items, b.Items, c.cap), nil
+		up := GramUpload(c.id, c.items, b.Items, c.cfg.Cap)
+		if !masked {
+			if up != nil {
+				up.Round = b.Round
+			}
+			return up, nil
+		}
+		ms, err := c.step(b, 1)
+		if err != nil {
+			return nil, err
+		}
+		x := make([]float64, ms.D)
+		if up != nil {
+			for k, p := range up.Items {
+				x[p] = float64(up.Values[k])
+			}
+		}
+		return c.encode(b, ms, x, r)
 	}
-	return nil, fmt.Errorf("dpease: no round %d", b.Round)
+	return nil, fmt.Errorf("dpease: no step %d (round %d)", st, b.Round)
+}
+
+// step returns the integer path's calibration of release st (0 counts, 1
+// Gram), after checking that the broadcast's shape is the public plan's
+// (before anything is allocated for it).
+func (c *client) step(b *protocol.Broadcast, st int) (*maskcal.Step, error) {
+	if c.n <= 0 {
+		return nil, fmt.Errorf("dpease: round %d: the device saw no counts round, so it does not know the catalog's size", b.Round)
+	}
+	p, err := c.pub.maskPlan(*c.cfg, c.n)
+	if err != nil {
+		return nil, err
+	}
+	ms := &p.steps[st]
+	if b.Words != ms.D+1 || (st == 1 && len(b.Items) != p.m) {
+		return nil, fmt.Errorf("dpease: round %d asks for %d words (%d top items), the integer path's plan for %d items has %d (%d)",
+			b.Round, b.Words, len(b.Items), c.n, ms.D+1, p.m)
+	}
+	return ms, nil
+}
+
+// encode returns the device's integer upload of release ms from its dense
+// float statistics x (maskcal.Step.Encode).
+func (c *client) encode(b *protocol.Broadcast, ms *maskcal.Step, x []float64, r *rand.Rand) (*protocol.Upload, error) {
+	// The noise scratch is not kept: a vendor process holds thousands of
+	// devices, and the Gram's is M(M+1)/2 values.
+	noise := make([]int64, ms.D)
+	return &protocol.Upload{Client: c.id, Round: b.Round, Words: ms.Encode(x, r, shares(b), noise, c.pub.noiseless)}, nil
 }
 
 // slots returns the positions in top of the items (sorted ascending).
@@ -519,7 +715,7 @@ func NewClients(train *ratings.Dataset, cfg Config) *Clients {
 		if len(items) == 0 {
 			continue
 		}
-		cl.List = append(cl.List, &client{id: u, items: slices.Clone(items), cap: cfg.Cap, pub: cl.pub})
+		cl.List = append(cl.List, &client{id: u, items: slices.Clone(items), cfg: &cfg, pub: cl.pub})
 	}
 	return cl
 }
@@ -550,15 +746,27 @@ func (cl *Clients) Model(v []float32) (*model.Model, error) {
 		Ranking: true, Scale: d.Scale, UserIDs: d.UserIDs, ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles}, nil
 }
 
-// Train runs the protocol in process over protocol.InMem under ideal
-// secure aggregation.
+// Noiseless switches the integer path's Skellam shares off, so that the
+// masked uploads carry only their data (tests compare the noise-free sums
+// of both paths). The uploads then protect nothing.
+func (cl *Clients) Noiseless() { cl.pub.noiseless = true }
+
+// Train runs the protocol in process over protocol.InMem with
+// cfg.Aggregation: the server's noise (ideal path) comes from crypto/rand,
+// and so do the devices' noise shares and rounding (integer path: their
+// streams are seeded by a secret seed), unless cfg.Seeded selects the
+// test mode, where seed reproduces both.
 func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64) (*model.Model, *Report, error) {
 	srv, err := NewServer(cfg, train.NumItems(), seed)
 	if err != nil {
 		return nil, nil, err
 	}
 	cl := NewClients(train, cfg)
-	if err := protocol.Run(ctx, srv, cl.List, protocol.RunOptions{Workers: cfg.Workers, Seed: seed, Aggregation: protocol.AggIdeal}); err != nil {
+	runSeed := seed
+	if !cfg.Seeded {
+		runSeed = rng.Crypto().Uint64()
+	}
+	if err := protocol.Run(ctx, srv, cl.List, protocol.RunOptions{Workers: cfg.Workers, Seed: runSeed, Aggregation: cfg.Aggregation}); err != nil {
 		return nil, nil, err
 	}
 	v, _ := srv.Factors()
@@ -569,10 +777,27 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64)
 	return m, srv.Report(), nil
 }
 
-// Report returns what the run spent so far.
+// Report returns what the run spent so far (on the integer path Eps is
+// the calibrated plan's, every share arriving; Stats["eps_spent"] counts
+// the shares that arrived).
 func (s *Server) Report() *Report {
-	r := &Report{Ledger: s.led, Rho: s.rho, Eps: s.led.Epsilon(s.cfg.Delta)}
+	r := s.report(s.led)
+	if s.mask != nil && s.st.Round > 1 {
+		r.Stats["eps_spent"], _, _ = s.Spent()
+	}
+	return r
+}
+
+// report is the report of the releases in l.
+func (s *Server) report(l rdp.Ledger) *Report {
+	r := &Report{Ledger: l, Rho: s.rho, Eps: l.Epsilon(s.cfg.Delta), EpsReplace: rdp.ZCDPToDP(4*l.Rho(), s.cfg.Delta)}
 	r.Stats = s.stats()
+	if s.mask != nil {
+		r.Eps, r.EpsReplace = s.mask.eps, s.mask.epsR
+		r.Stats["skellam_eta"] = s.mask.eta
+		r.Stats["sigma_counts_skellam"] = s.mask.steps[0].NoiseSigma(0)
+		r.Stats["sigma_gram_skellam"] = s.mask.steps[1].NoiseSigma(0)
+	}
 	return r
 }
 
@@ -588,29 +813,19 @@ func (s *Server) stats() map[string]float64 {
 // config, never on the data.
 func (s *Server) PlannedReport() *Report {
 	var l rdp.Ledger
-	l.Gaussian("item counts (indicators / √n_u)", 1, 1, s.sigmaC)
-	l.Gaussian(fmt.Sprintf("Gram of the top %d items (upper triangle, weights 1/max(n', %d))", s.m, s.cfg.Cap), 1, GramL2(s.cfg.Cap), s.sigmaG)
-	r := &Report{Ledger: l, Rho: s.rho, Eps: l.Epsilon(s.cfg.Delta)}
-	r.Stats = s.stats()
-	return r
+	l.Gaussian(countsRelease, 1, 1, s.sigmaC)
+	l.Gaussian(s.gramRelease(), 1, GramL2(s.cfg.Cap), s.sigmaG)
+	return s.report(l)
 }
 
-// Spent implements protocol.Spent: the zCDP composition of the releases
-// so far, converted to ε at the configured δ, for one user added or
-// removed (what the Report gives at the end of the run).
-func (s *Server) Spent() (eps, delta float64, ok bool) {
-	if s.led.Rho() == 0 {
-		return 0, s.cfg.Delta, true
+// ReleaseEps returns the ε at Delta of each release taken alone (counts,
+// Gram): the Gaussian releases' zCDP shares on the ideal path, the
+// calibrated Skellam releases (every share arriving) on the integer path.
+func (s *Server) ReleaseEps() (counts, gram float64) {
+	if s.mask != nil {
+		c, _ := rdp.ToDP(s.mask.steps[0].Curve(1, 1), s.cfg.Delta)
+		g, _ := rdp.ToDP(s.mask.steps[1].Curve(1, 1), s.cfg.Delta)
+		return c, g
 	}
-	return s.led.Epsilon(s.cfg.Delta), s.cfg.Delta, true
-}
-
-// RoundSpent implements protocol.RoundSpent: the ε at δ of the release
-// of the round aggregated last, alone.
-func (s *Server) RoundSpent() (eps float64, ok bool) {
-	rs := s.led.Releases()
-	if len(rs) == 0 {
-		return 0, false
-	}
-	return rdp.ZCDPToDP(rs[len(rs)-1].Rho, s.cfg.Delta), true
+	return rdp.ZCDPToDP(s.cfg.FracCounts*s.rho, s.cfg.Delta), rdp.ZCDPToDP((1-s.cfg.FracCounts)*s.rho, s.cfg.Delta)
 }

@@ -151,7 +151,9 @@ func TestSensitivityNegativeControl(t *testing.T) {
 	round(t, s0, c0, 0, b)
 	round(t, s1, c1, 0, b)
 	s1.st.Top = s0.st.Top
-	c1.List = append(c1.List, &client{id: len(with.UserIDs) - 1, items: []int32{s0.st.Top[0]}, cap: 1, pub: c1.pub})
+	cap1 := cfg
+	cap1.Cap = 1
+	c1.List = append(c1.List, &client{id: len(with.UserIDs) - 1, items: []int32{s0.st.Top[0]}, cfg: &cap1, pub: c1.pub})
 	b, _ = s0.Broadcast(1)
 	round(t, s0, c0, 1, b)
 	round(t, s1, c1, 1, b)

@@ -10,14 +10,29 @@ import (
 	"github.com/privrec/privrec/ratings"
 )
 
-// dpeaseClaim is the claim of dp-ease (see package dpease).
+// dpeaseNeighbouring is dp-ease's neighbouring relation.
+const dpeaseNeighbouring = "add/remove one user (all of one user's ratings)"
+
+// dpeaseClaim is the claim of dp-ease (see package dpease): user-level
+// (ε, δ) for the whole run, for datasets that differ by one user's whole
+// history; trusted: nobody on the masked path (privrec serve's default:
+// the server sees only SecAgg+ sums of the devices' quantized vectors, to
+// which each device adds its Skellam noise share), the aggregator that
+// adds the noise to the sum on the ideal path (in process). ε per round:
+// the counts and the Gram are one release each, composed into the one
+// total eps_total (which eps_round also reports); the Result's note gives
+// each release's ε alone.
 var dpeaseClaim = model.Privacy{
-	Unit: "user", Trusted: "the aggregator that adds the noise to the sum (ideal secure aggregation); no one with a single upload",
-	Note: "user-level joint DP over the whole run: two Gaussian releases, noisy item counts (indicators / √n_u, L2 sensitivity 1) " +
-		"and the noisy Gram matrix of the top-M noisy-popular items (weights 1/max(n', c), upper triangle, L2 sensitivity " +
-		"√((1+1/c)/2)), composed in zCDP and converted to (ε, δ); the EASE solve is post-processing; each device scores with " +
-		"its own history, which never leaves it; hyperparameter tuning is not counted",
-	Aggregation: "ideal", Noise: "gaussian",
+	Unit: "user", Trusted: "nobody with secagg=masked (the server sees only SecAgg+ sums of the devices' quantized vectors, each carrying " +
+		"its device's Skellam noise share; privrec serve's default); with secagg=ideal (in process) the aggregator that adds the noise to the sum",
+	Note: "user-level joint DP over the whole run, for datasets that differ by adding or removing one user's whole history: two " +
+		"releases, noisy item counts (indicators / √n_u, L2 sensitivity 1) and the noisy Gram matrix of the top-M noisy-popular items " +
+		"(weights 1/max(n', c), upper triangle, L2 sensitivity √((1+1/c)/2)), composed in zCDP (secagg=ideal: Gaussian noise added by " +
+		"the aggregator) or by Rényi accounting of distributed Skellam noise with the quantization's slack (secagg=masked: dense " +
+		"integer vectors, γ = 2^15/√(2ρ_t), each device adding its share drawn for ⌊ρ·N⌋ clients, N the clients counted at setup or " +
+		"the roster) and converted to (ε, δ); eps_round is the total (both releases make one user-level total); the EASE solve is " +
+		"post-processing; each device scores with its own history, which never leaves it; hyperparameter tuning is not counted",
+	Aggregation: "ideal", Noise: "gaussian", Neighbouring: dpeaseNeighbouring,
 }
 
 // dpeaseFields names the fields of a dpease.Config.
@@ -33,21 +48,43 @@ func dpeaseFields(c *dpease.Config) []Field {
 		floatF("pop-weight", &c.PopWeight, "weight of the normalized noisy popularity in every score, shrinkage toward DP popularity (negative: by ε, 0.12 at ε ≤ 1 to 0.04 at ε ≥ 10)"),
 		boolF("seeded", &c.Seeded, "test mode: the noise is drawn from the run's seed (reproducible), not crypto/rand"),
 		intF("workers", &c.Workers, "parallel client workers (0: all cores)"),
+		aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation for real: each device uploads its counts and Gram triangle quantized, with its share of distributed Skellam noise, and the server sees only the sums; privrec serve's default), ideal (the server receives only the sums and adds Gaussian noise; in process, the ideal functionality of secure aggregation) or off (the server reads every upload, and the claim does not hold against it)"),
 	}
 }
 
-// dpeaseResult is the Result of a run.
-func dpeaseResult(c dpease.Config, rep *dpease.Report) *Result {
+// dpeaseResult is the Result of a run of c, whose server srv gives each
+// release's ε alone.
+func dpeaseResult(c dpease.Config, rep *dpease.Report, srv *dpease.Server) *Result {
 	p := dpeaseClaim
-	p.EpsTotal, p.EpsRound, p.Delta = rep.Eps, rep.Eps, c.Delta
+	p.EpsTotal, p.EpsRound, p.Delta, p.EpsReplace = rep.Eps, rep.Eps, c.Delta, rep.EpsReplace
 	p.Releases = rep.Ledger.Releases()
-	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total", p.Note, len(p.Releases), rep.Ledger.Rho())
-	if !c.Seeded {
-		p.Noise = "gaussian (crypto/rand)"
-	} else {
-		p.Noise = "gaussian (seeded test mode: reproducible, not private against whoever knows the seed)"
+	p.Aggregation = c.Aggregation.String()
+	ec, eg := srv.ReleaseEps()
+	switch c.Aggregation {
+	case protocol.AggMasked:
+		p.Trusted = "nobody: the server saw only SecAgg+ sums of the devices' quantized vectors, each with its device's Skellam noise share (devices are trusted to add their share)"
+		p.Noise = "skellam"
+		p.Note += fmt.Sprintf("; integer path (secagg=masked): ε by Rényi accounting of the two Skellam releases (η = %.3g: the "+
+			"releases below are the Gaussian plan the integer noise stands for, σ scaled by √(1+η)·(2^15+√d)/2^15)", rep.Stats["skellam_eta"])
+	case protocol.AggIdeal:
+		p.Trusted = "the aggregator that adds the Gaussian noise to the sum it receives (ideal secure aggregation); no one with a single upload"
+	case protocol.AggOff:
+		p.Trusted = "the server, which read every upload"
+		p.Note = "secagg=off: the server read every user's upload, so the ε below does not hold against the server, only " +
+			"against an observer of the released sums; " + p.Note
 	}
-	return &Result{Privacy: p, Stats: rep.Stats}
+	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total; ε per release alone: counts %.4g, Gram %.4g; total ε = %.4g at δ = %g "+
+		"(%s), replace-one ε = %.4g", p.Note, len(p.Releases), rep.Ledger.Rho(), ec, eg, rep.Eps, c.Delta, dpeaseNeighbouring, rep.EpsReplace)
+	if !c.Seeded {
+		p.Note += "; the noise was drawn from crypto/rand (no seed reproduces it)"
+	} else {
+		p.Noise += " (seeded test mode: reproducible, not private against whoever knows the seed)"
+		p.Note += "; TEST MODE (--seeded): the noise was drawn from the run's seed, which reproduces it, so anyone who knows " +
+			"the seed can remove it: this model is not a release and carries no privacy guarantee"
+	}
+	stats := rep.Stats
+	stats["eps_counts"], stats["eps_gram"] = ec, eg
+	return &Result{Privacy: p, Stats: stats}
 }
 
 func dpeaseConfig(cfg *dpease.Config) (dpease.Config, error) {
@@ -80,10 +117,10 @@ func init() {
 				if err != nil {
 					return nil, nil, err
 				}
-				return m, dpeaseResult(c, acct.PlannedReport()), nil
+				return m, dpeaseResult(c, acct.PlannedReport(), acct), nil
 			}}, nil
 		},
-		func(*dpease.Config) protocol.Aggregation { return protocol.AggIdeal })
+		func(c *dpease.Config) protocol.Aggregation { return c.Aggregation })
 	define(Spec{
 		Name:      "dp-ease",
 		Summary:   "user-level (ε, δ) joint-DP EASE: noisy item counts and top-M Gram matrix, item-item ridge solve, scores on the device (ranks, no ratings)",
@@ -96,6 +133,10 @@ func init() {
 			if err != nil {
 				return nil, nil, err
 			}
+			srv, err := dpease.NewServer(c, train.NumItems(), seed) // the releases' ε alone (no data)
+			if err != nil {
+				return nil, nil, err
+			}
 			m, rep, err := dpease.Train(ctx, train, c, seed)
 			if err != nil {
 				return nil, nil, err
@@ -103,6 +144,6 @@ func init() {
 			if hook != nil {
 				hook(Progress{Epoch: 1, Epochs: 1, TrainRMSE: 0, EpsSpent: rep.Eps})
 			}
-			return m, dpeaseResult(c, rep), nil
+			return m, dpeaseResult(c, rep, srv), nil
 		})
 }

@@ -326,7 +326,8 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	// HDPMF family's DPMF floor and PDPMF threshold, LDP-OP's noise split
 	// and SDCF's z are computed over the population (the vendor case).
 	// A dp-als device needs only its own ratings and the broadcasts;
-	// dp-ease's uploads its own indicators and adds no noise.
+	// dp-ease's uploads its own indicators (with its Skellam share,
+	// drawn for the clients counted at setup, on the masked path).
 	_, isDPALS := cfg.(*dpals.Config)
 	_, isEase := cfg.(*dpease.Config)
 	if c, ok := cfg.(*hdpmf.Config); !isDPALS && !isEase && (!ok || (c.Variant != hdpmf.HDPMF && c.Variant != hdpmf.HDPMFR)) {

@@ -101,10 +101,11 @@ and waits on. Uploads that are late, duplicate, malformed, of the wrong
 shape, non-finite or out of range (|value| > --max-abs) are refused with an
 error saying why, counted in /metrics by reason, and change nothing.
 
-Aggregation: the HDPMF family, LDP-OP, RSMF, dp-als and dp-biases run with
---secagg masked by default here: each round's uploads are quantized integer
-vectors over every coordinate of the round (every item; LDP-OP: every named
-position; dp-als: every statistic of the release),
+Aggregation: the HDPMF family, LDP-OP, RSMF, dp-als, dp-biases and dp-ease
+run with --secagg masked by default here: each round's uploads are quantized
+integer vectors over every coordinate of the round (every item; LDP-OP: every
+named position; dp-als: every statistic of the release; dp-ease: every item's
+count, then every pair of the top items),
 aggregated by the SecAgg+ protocol between the clients and the server
 (key agreement, encrypted Shamir shares, masked vectors, unmasking of the
 survivors' sum), so the server learns each round's sum and nothing else,

@@ -1,0 +1,215 @@
+package dpease
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/internal/maskcal"
+	"github.com/privrec/privrec/protocol"
+)
+
+// The integer path (Config.Aggregation = protocol.AggMasked), dp-als's
+// (package maskcal): a setup round counts the clients N, then each of the
+// two releases is one dense integer vector per device over all its
+// coordinates — the counts over the whole catalog, the Gram over every
+// pair of the top M items — summed mod 2^32 by secure aggregation
+// (SecAgg+), so the server learns the sum and nothing else.
+//
+// A device divides each coordinate of its float statistics (the ideal
+// path's upload: 1/√n_u per item it has; 1/max(n', c) per pair of its top
+// items) by the Gaussian σ of the release (σ_c, σ_g: what the zCDP ledger
+// charges), scales by γ_t = G/√(2ρ_t), rounds stochastically, adds its
+// share Skellam(μ_t/s) of the release's noise (s = ⌊ρ·N⌋, ρ the
+// deployment's protocol.ParamMinShare, N the roster when the broadcast
+// carries one; crypto/rand outside the test mode) and an arrival word 1.
+// μ_t = (1+η)·Δ2²/(4ρ_t) with η the least slack for which the two Skellam
+// Rényi curves (sensitivities Δ2 = G + √d and Δ1 = min(√d·Δ2, Δ2²) in
+// integer units: the rounding's inflation) compose to at most the target
+// (ε, δ). The server decodes the sum (its noise is the devices') and adds
+// nothing; the ledger lists the two releases of the Gaussian plan the
+// integer noise stands for, and the Report's Eps is the Skellam
+// accounting's.
+//
+// A release whose shares did not all arrive (devices dropping out) is
+// accounted with the noise that did (Spent, Stats["eps_spent"]).
+
+// maskPlan is the integer path's public calibration: a function of the
+// config and the catalog's size alone, known to the server and the
+// devices.
+type maskPlan struct {
+	n, m  int            // catalog size, top items
+	steps []maskcal.Step // counts, Gram
+	eta   float64
+	eps   float64 // ε at Delta, every share arriving
+	epsR  float64 // the same for replace-one neighbours
+}
+
+// newMaskPlan calibrates the integer path of cfg (resolved) for n items.
+func newMaskPlan(cfg Config, n int) (*maskPlan, error) {
+	rho, err := rdp.ZCDPRhoFor(cfg.Eps, cfg.Delta)
+	if err != nil {
+		return nil, fmt.Errorf("dpease: %w", err)
+	}
+	m := min(cfg.TopItems, n)
+	rc, rg := cfg.FracCounts*rho, (1-cfg.FracCounts)*rho
+	p := &maskPlan{n: n, m: m, steps: []maskcal.Step{
+		maskcal.NewStep(rc, []int{n}, []float64{rdp.GaussianSigmaFor(rc, 1)}, []float64{1}),
+		maskcal.NewStep(rg, []int{pairs(m)}, []float64{rdp.GaussianSigmaFor(rg, GramL2(cfg.Cap))}, []float64{GramL2(cfg.Cap)}),
+	}}
+	if p.eta, p.eps, p.epsR, err = maskcal.Calibrate(p.steps, cfg.Eps, cfg.Delta); err != nil {
+		return nil, fmt.Errorf("dpease: %w", err)
+	}
+	return p, nil
+}
+
+// shares returns the number of clients each device's noise share of b's
+// round is drawn for (protocol.NoiseShares of the clients counted at
+// setup).
+func shares(b *protocol.Broadcast) int {
+	return protocol.NoiseShares(b, int(b.Param(paramClients, 1)))
+}
+
+// decode folds the integer path's single summed upload of round (release
+// st, or the setup round at st −1) and returns the release's float sums,
+// the noise included; nil sums, no error, after the setup round, which
+// fails without a count. A round
+// without a sum (refused by CheckSum, or nobody sent) releases zeros and
+// is accounted as released with no noise arrived.
+func (s *Server) decode(round, st int, ups []*protocol.Upload) ([]float64, error) {
+	want := 1
+	if st >= 0 {
+		want = s.mask.steps[st].D + 1
+	}
+	var words []uint32
+	for _, u := range ups {
+		if u == nil {
+			continue
+		}
+		if words != nil || len(u.Words) != want || u.Values != nil {
+			return nil, fmt.Errorf("%w: dpease round %d: want one summed upload of %d words (secagg=masked)", protocol.ErrMessage, round, want)
+		}
+		words = u.Words
+	}
+	if st < 0 {
+		if words == nil {
+			// Refused by CheckSum, or nobody answered: the devices' shares
+			// would be drawn for one client each, noise the solve's ridge
+			// is not set for. Stop rather than release.
+			return nil, fmt.Errorf("dpease: setup round %d folded no client count (its sum was refused or empty): the noise shares cannot be calibrated", round)
+		}
+		s.st.Clients = int(words[0])
+		s.st.Round = round + 1
+		return nil, nil
+	}
+	ms := &s.mask.steps[st]
+	out := make([]float64, ms.D)
+	s.st.ArrA[st] = 0
+	if words != nil {
+		s.st.ArrA[st] = ms.Decode(words, out)
+	}
+	s.st.ArrS[st] = shares(&s.b)
+	return out, nil
+}
+
+// CheckSum implements protocol.SumChecker on the integer path: it checks
+// the unmasked sum of the round the server last broadcast, of inputs
+// devices' masked vectors, against what honest devices can produce, and
+// returns an error wrapping protocol.ErrOutOfBounds at the first word out
+// of bounds. It changes nothing.
+//
+// Setup: one word, each device adding 1, so at most inputs. A release:
+// maskcal.Step.Check — the arrival word at most inputs, and every
+// coordinate and the L2 norm of the sum within the honest devices' largest
+// contribution (a device's counts have L2 norm 1, its Gram triangle
+// √((1+1/c)/2)) plus the Skellam noise's tail, so an honest round is
+// refused with probability at most protocol.SumTail (2^−40).
+//
+// Unverifiable (protocol's bounds note): a device whose excess keeps the
+// sum within these bounds, omits its noise share, or sends an arrival word
+// of 0 or 2.
+func (s *Server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
+	if s.mask == nil {
+		return nil
+	}
+	if round != s.st.Round || round != s.b.Round {
+		return fmt.Errorf("%w: dpease: check of round %d, the server broadcast round %d", protocol.ErrMessage, round, s.b.Round)
+	}
+	w := sum.Words
+	st := round - 1
+	if st < 0 {
+		if len(w) != 1 {
+			return fmt.Errorf("%w: dpease: masked setup sum has %d words, want 1", protocol.ErrMessage, len(w))
+		}
+		if int64(w[0]) > int64(inputs) {
+			return fmt.Errorf("%w: round %d (setup) word 0: count %d above the %d inputs", protocol.ErrOutOfBounds, round, w[0], inputs)
+		}
+		return nil
+	}
+	ms := &s.mask.steps[st]
+	if len(w) != ms.D+1 {
+		return fmt.Errorf("%w: dpease: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(w), ms.D+1)
+	}
+	return ms.Check(round, w, inputs, shares(&s.b))
+}
+
+// released returns the number of releases aggregated so far.
+func (s *Server) released() int { return max(0, min(2, s.st.Round-s.offset())) }
+
+// Spent implements protocol.Spent: the ε at Delta of the releases so far,
+// for one user added or removed: the zCDP composition of the Gaussian
+// releases on the ideal path; on the integer path the Rényi composition
+// of the Skellam releases with the noise that arrived (A/s of each
+// release's calibrated noise, A the arrival word, s the clients each share
+// was drawn for).
+func (s *Server) Spent() (eps, delta float64, ok bool) {
+	if s.mask == nil {
+		if s.led.Rho() == 0 {
+			return 0, s.cfg.Delta, true
+		}
+		return s.led.Epsilon(s.cfg.Delta), s.cfg.Delta, true
+	}
+	var cs []rdp.Curve
+	for st := range s.released() {
+		cs = append(cs, s.mask.steps[st].Curve(s.st.ArrA[st], s.st.ArrS[st]))
+	}
+	if len(cs) == 0 {
+		return 0, s.cfg.Delta, true
+	}
+	eps, _ = rdp.ToDP(rdp.Compose(cs...), s.cfg.Delta)
+	return eps, s.cfg.Delta, true
+}
+
+// RoundSpent implements protocol.RoundSpent: the ε at Delta of the release
+// aggregated last, alone (with the noise that arrived on the integer
+// path); false after the setup round or before any release.
+func (s *Server) RoundSpent() (eps float64, ok bool) {
+	st := s.st.Round - 1 - s.offset()
+	if st < 0 || st > 1 {
+		return 0, false
+	}
+	if s.mask == nil {
+		rs := s.led.Releases()
+		return rdp.ZCDPToDP(rs[len(rs)-1].Rho, s.cfg.Delta), true
+	}
+	if s.st.ArrA[st] == 0 {
+		return 0, false
+	}
+	eps, _ = rdp.ToDP(s.mask.steps[st].Curve(s.st.ArrA[st], s.st.ArrS[st]), s.cfg.Delta)
+	return eps, true
+}
+
+// NoiseCoverage implements protocol.NoiseCoverage on the integer path: for
+// the release aggregated last, the fraction of its calibrated Skellam
+// noise that arrived (A/s, capped at 1) and its ε alone with that noise
+// (RoundSpent). The arrival word is a word of the masked sum: CheckSum
+// bounds it by the inputs, and a device sending 2 (or 0) moves the figure
+// by one share.
+func (s *Server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
+	st := s.st.Round - 2
+	if s.mask == nil || st < 0 || st > 1 || s.st.ArrA[st] == 0 {
+		return 0, 0, false
+	}
+	eps, ok = s.RoundSpent()
+	return math.Min(1, float64(s.st.ArrA[st])/float64(max(s.st.ArrS[st], 1))), eps, ok
+}
