@@ -75,9 +75,7 @@ func dpeaseResult(c dpease.Config, rep *dpease.Report, srv *dpease.Server) *Resu
 	}
 	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total; ε per release alone: counts %.4g, Gram %.4g; total ε = %.4g at δ = %g "+
 		"(%s), replace-one ε = %.4g", p.Note, len(p.Releases), rep.Ledger.Rho(), ec, eg, rep.Eps, c.Delta, dpeaseNeighbouring, rep.EpsReplace)
-	if !c.Seeded {
-		p.Note += "; the noise was drawn from crypto/rand (no seed reproduces it)"
-	} else {
+	if c.Seeded {
 		p.Noise += " (seeded test mode: reproducible, not private against whoever knows the seed)"
 		p.Note += "; TEST MODE (--seeded): the noise was drawn from the run's seed, which reproduces it, so anyone who knows " +
 			"the seed can remove it: this model is not a release and carries no privacy guarantee"
@@ -144,6 +142,13 @@ func init() {
 			if hook != nil {
 				hook(Progress{Epoch: 1, Epochs: 1, TrainRMSE: 0, EpsSpent: rep.Eps})
 			}
-			return m, dpeaseResult(c, rep, srv), nil
+			res := dpeaseResult(c, rep, srv)
+			if !c.Seeded {
+				// In process the noise source is Train's; a served
+				// device's is its deployment's (privrec client labels
+				// its test mode).
+				res.Privacy.Note += "; the noise was drawn from crypto/rand (no seed reproduces it)"
+			}
+			return m, res, nil
 		})
 }

@@ -241,6 +241,12 @@ before.`,
 				Method: spec.Name, Config: method.JSON(fields), Split: split, Seed: seed,
 				Settings: spec.Name + " " + method.String(fields)}
 			if res != nil {
+				if test && res.Privacy.Unit != "" && res.Privacy.Unit != "none" && !strings.Contains(res.Privacy.Note, "TEST MODE") {
+					// --seed: every device's noise came from the run's
+					// seed (deploy.ClientConfig.Seeded), whatever the
+					// method's own config says.
+					res.Privacy.Note = method.TestModeNote + "; " + res.Privacy.Note
+				}
 				rep.Privacy = &res.Privacy
 			}
 			e := eval.Rating(m, spl.Test)

@@ -64,7 +64,7 @@ func TestServeDPEaseMasked(t *testing.T) {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		outs[0], _, errs[0] = run(t, append([]string{"serve", "--method", "dp-ease", "--eps", "5", "--top-items", "20", "--seeded",
+		outs[0], _, errs[0] = run(t, append([]string{"serve", "--method", "dp-ease", "--eps", "5", "--top-items", "20",
 			"--dev-tls", "--state", state, "--listen", addr, "--items", data, "--min-clients", fmt.Sprint(vendor + 1),
 			"--enroll-quiet", "1s", "--round-timeout", "2m", "--linger", "5s", "--out", prm}, common...)...)
 	}()
@@ -89,7 +89,7 @@ func TestServeDPEaseMasked(t *testing.T) {
 		defer wg.Done()
 		outs[2], _, errs[2] = run(t, append([]string{"client", "--server", url, "--ca", cert,
 			"--token-file", filepath.Join(state, "enroll-token"), "--simulate", fmt.Sprint(vendor),
-			"--data", data, "--split", "random:0.9"}, common...)...)
+			"--data", data, "--split", "random:0.9", "--json"}, common...)...)
 	}()
 	// A server that fails stops the test at once (its clients would
 	// retry until the test's deadline).
@@ -108,6 +108,18 @@ func TestServeDPEaseMasked(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", []string{"serve", "device client", "vendor client"}[k], err)
 		}
+	}
+	// --seed without the method's --seeded: the devices' shares still
+	// came from the run's seed (deploy's test mode), and the vendor's
+	// report must say so, not claim crypto/rand.
+	var vendorRep struct {
+		Privacy struct{ Note string }
+	}
+	if err := json.Unmarshal([]byte(outs[2]), &vendorRep); err != nil {
+		t.Fatalf("vendor output: %v\n%s", err, outs[2])
+	}
+	if n := vendorRep.Privacy.Note; !strings.HasPrefix(n, "TEST MODE") || strings.Contains(n, "crypto/rand (no seed") {
+		t.Errorf("vendor's privacy note in test mode: %q", n)
 	}
 	var recs []model.Recommendation
 	if err := json.Unmarshal([]byte(outs[1]), &recs); err != nil {
