@@ -327,12 +327,14 @@ func (p *Plan) NumCells() int {
 
 // resultNeutral are method parameters that by contract do not change a
 // fitted model, only how it is computed or what the server sees: the
-// worker count, and secure aggregation between off and ideal (the server
+// worker count, secure aggregation between off and ideal (the server
 // adds the same float uploads either way; hdpmf's TestSecureAggregation
 // checks the models agree, and on ml-latest-small they are
-// bit-identical). secagg=masked is not neutral: it runs the integer path
-// with Skellam noise, another model (see neutral).
-var resultNeutral = []string{"workers", "secagg"}
+// bit-identical), and ease's max-items (a catalog size above which it
+// refuses to run, never a change to the model it fits). secagg=masked is
+// not neutral: it runs the integer path with Skellam noise, another model
+// (see neutral).
+var resultNeutral = []string{"workers", "secagg", "max-items"}
 
 // neutral reports whether parameter name set to value leaves the fitted
 // model as it is (resultNeutral).

@@ -410,8 +410,9 @@ func TestSpecErrorsNameFileAndLine(t *testing.T) {
 	}
 }
 
-// TestSecaggNeutral: the worker count and secagg off/ideal leave a cell's
-// key alone; secagg=masked, another noise path, does not.
+// TestSecaggNeutral: the worker count, secagg off/ideal and ease's
+// max-items leave a cell's key alone; secagg=masked, another noise path,
+// does not.
 func TestSecaggNeutral(t *testing.T) {
 	for _, tc := range []struct {
 		name, value string
@@ -419,6 +420,7 @@ func TestSecaggNeutral(t *testing.T) {
 	}{
 		{"workers", "4", true}, {"secagg", "ideal", true}, {"secagg", "off", true},
 		{"secagg", "true", true}, {"secagg", "masked", false}, {"eps", "1", false},
+		{"max-items", "20000", true}, {"top-items", "300", false},
 	} {
 		if got := neutral(tc.name, tc.value); got != tc.want {
 			t.Errorf("neutral(%s=%s) = %v, want %v", tc.name, tc.value, got, tc.want)

@@ -79,16 +79,16 @@ func init() {
 		Summary: "EASE (Steck 2019): closed-form item-item ridge regression on the binary matrix (non-private; ranking-only)",
 		Claim:   noPrivacy,
 		Ranks:   true,
-	}, func() easeConfig { return easeConfig{Lambda: 500, MaxItems: 12000} }, func(c *easeConfig) []Field {
+	}, func() easeConfig { return easeConfig{Lambda: 500, MaxItems: 16000} }, func(c *easeConfig) []Field {
 		return []Field{floatF("lambda", &c.Lambda, "ridge λ added to the diagonal of XᵀX"),
-			intF("max-items", &c.MaxItems, "refuse catalogs larger than this: memory grows as 20·items² bytes")}
+			intF("max-items", &c.MaxItems, "refuse catalogs larger than this: memory grows as 12·items² bytes (+4·users·items)")}
 	}, func(ctx context.Context, train *ratings.Dataset, cfg *easeConfig, seed uint64, hook Hook) (*model.Model, *Result, error) {
 		if !(cfg.Lambda > 0) {
 			return nil, nil, invalid(fmt.Errorf("lambda %v: want > 0", cfg.Lambda))
 		}
 		if n := train.NumItems(); n > cfg.MaxItems {
 			return nil, nil, invalid(fmt.Errorf("%d items > max-items %d: EASE's Gramian, inverse and model need about %.1f GB; raise --max-items to try",
-				n, cfg.MaxItems, 20*float64(n)*float64(n)/1e9))
+				n, cfg.MaxItems, (12*float64(n)+4*float64(train.NumUsers()))*float64(n)/1e9))
 		}
 		m, err := topn.EASE(ctx, train, cfg.Lambda)
 		if err != nil {

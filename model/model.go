@@ -206,7 +206,7 @@ func (m *Model) PredictRaw(u, i int32) float32 {
 	var p float32
 	if users {
 		k := m.Dim
-		p = vec.Dot(m.U[int(u)*k:int(u)*k+k:int(u)*k+k], m.V[int(i)*k:int(i)*k+k:int(i)*k+k])
+		p = userDot(m.U[int(u)*k:int(u)*k+k:int(u)*k+k], m.V[int(i)*k:int(i)*k+k:int(i)*k+k])
 		if m.UserWeight != nil {
 			p /= m.UserWeight[u] * m.ItemWeight[i]
 		}
@@ -291,10 +291,17 @@ func (m *Model) ScoreItems(u int32, dst []float32) []float32 {
 	// dst could otherwise alias).
 	v, iw, bi := m.V, m.ItemWeight, m.BI
 	weighted, offset := m.UserWeight != nil, m.Offset != nil
+	// A long, sparse user row (an EASE history) is gathered over its
+	// nonzero entries: O(nonzeros) per item instead of O(Dim).
+	nz, sparse := sparseUser(pu, nil)
 	for i := range dst {
 		var s float32
 		if users {
-			s = vec.Dot(pu, v[i*k:i*k+k:i*k+k])
+			if sparse {
+				s = gatherDot(pu, nz, v[i*k:i*k+k:i*k+k])
+			} else {
+				s = vec.Dot(pu, v[i*k:i*k+k:i*k+k])
+			}
 			if weighted {
 				s /= uw * iw[i]
 			}

@@ -16,8 +16,11 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
-	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/lapack/lapack64"
 
 	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/internal/linalg"
@@ -126,47 +129,88 @@ func binaryRows(c *ratings.CSR) [][]int32 {
 // u's scores are X_u·B. The model stores X as its user factors and the
 // columns of B as its item factors (Dim = number of items). It makes no
 // privacy claim.
+//
+// The cost is the inverse: an in-place Cholesky factorisation and inverse
+// (LAPACK's dpotrf and dpotri through gonum, float64) of the Gramian of
+// the items with at least one training interaction, about m³/2
+// multiply-adds for m such items. An item without one has a zero row and
+// column in B (its Gramian row is λ·e_i), so leaving it out of the inverse
+// changes no score. Memory: 8·m² bytes for the Gramian and its inverse,
+// 4·n² for the model's item factors and 4·users·n for its user factors.
+// workers (0: GOMAXPROCS) build the Gramian and the item factors.
 func EASE(ctx context.Context, train *ratings.Dataset, lambda float64) (*model.Model, error) {
+	return easeWorkers(ctx, train, lambda, 0)
+}
+
+func easeWorkers(ctx context.Context, train *ratings.Dataset, lambda float64, workers int) (*model.Model, error) {
 	if !(lambda > 0) {
 		return nil, fmt.Errorf("lambda %v: want > 0", lambda)
 	}
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	n, nu := train.NumItems(), train.NumUsers()
 	rows := binaryRows(train.ByUser())
-	g := mat.NewSymDense(n, nil)
-	raw := g.RawSymmetric().Data
+	// Compact the items that have an interaction: act[c] is the item of
+	// compact index c, pos[i] the compact index of item i (−1: none).
+	pos := make([]int32, n)
+	for i := range pos {
+		pos[i] = -1
+	}
 	for _, r := range rows {
-		for a, i := range r {
-			row := raw[int(i)*n:]
-			for _, j := range r[a:] {
-				row[j]++
-			}
+		for _, i := range r {
+			pos[i] = 0
 		}
 	}
-	for i := range n {
-		raw[i*n+i] += lambda
+	var act []int32
+	for i := range pos {
+		if pos[i] == 0 {
+			pos[i] = int32(len(act))
+			act = append(act, int32(i))
+		}
+	}
+	m := len(act)
+	crows := make([][]int32, len(rows))
+	for k, r := range rows {
+		c := make([]int32, len(r))
+		for a, i := range r {
+			c[a] = pos[i] // increasing, as r is sorted
+		}
+		crows[k] = c
+	}
+	g := easeGram(crows, m, lambda, workers)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t, ok := lapack64.Potrf(blas64.Symmetric{Uplo: blas.Upper, N: m, Stride: max(m, 1), Data: g})
+	if !ok {
+		return nil, errors.New("ease: Gram matrix not positive definite")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var ch mat.Cholesky
-	if !ch.Factorize(g) {
-		return nil, errors.New("ease: Gram matrix not positive definite")
+	if _, ok := lapack64.Potri(t); !ok {
+		return nil, errors.New("ease: Gram matrix is singular")
 	}
-	var p mat.SymDense
-	if err := ch.InverseTo(&p); err != nil {
-		return nil, fmt.Errorf("ease: %w", err)
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	// V row i = column i of B: B[j][i] = −P[j][i]/P[i][i], B[i][i] = 0.
+	// The upper triangle of g now holds P; mirror it, then V row i =
+	// column i of B: B[j][i] = −P[j][i]/P[i][i] = −P[i][j]/P[i][i],
+	// B[i][i] = 0 (P is symmetric).
+	mirrorUpper(g, m)
 	v := make([]float32, n*n)
-	for i := range n {
-		pii := p.At(i, i)
-		vi := v[i*n : i*n+n]
-		for j := range n {
-			if j != i {
-				vi[j] = float32(-p.At(j, i) / pii)
+	parallelRange(m, workers, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			prow := g[c*m : c*m+m]
+			inv := -1 / prow[c]
+			vi := v[int(act[c])*n : int(act[c])*n+n]
+			for d, p := range prow {
+				vi[act[d]] = float32(p * inv)
 			}
+			vi[act[c]] = 0
 		}
-	}
+	})
 	u := make([]float32, nu*n)
 	for k, r := range rows {
 		for _, i := range r {
@@ -177,6 +221,75 @@ func EASE(ctx context.Context, train *ratings.Dataset, lambda float64) (*model.M
 		Dim: n, NumUsers: nu, NumItems: n, U: u, V: v, Ranking: true, Scale: train.Scale,
 		UserIDs: slices.Clone(train.UserIDs), ItemIDs: slices.Clone(train.ItemIDs), ItemTitles: slices.Clone(train.ItemTitles),
 	}, nil
+}
+
+// easeGram returns the upper triangle of XᵀX + λI (row-major, m×m; the
+// strict lower triangle is zero) for the binary rows (sorted item
+// indices below m). Worker w adds the pairs whose first item i has
+// i % workers == w, so no two workers write the same row.
+func easeGram(rows [][]int32, m int, lambda float64, workers int) []float64 {
+	g := make([]float64, m*m)
+	workers = max(1, min(workers, m))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, r := range rows {
+				for a, i := range r {
+					if int(i)%workers != w {
+						continue
+					}
+					row := g[int(i)*m:]
+					for _, j := range r[a:] {
+						row[j]++
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range m {
+		g[i*m+i] += lambda
+	}
+	return g
+}
+
+// mirrorUpper copies the upper triangle of the m×m row-major a onto its
+// lower triangle, in tiles to stay in cache.
+func mirrorUpper(a []float64, m int) {
+	const tile = 64
+	for bi := 0; bi < m; bi += tile {
+		for bj := 0; bj <= bi; bj += tile {
+			for i := bi; i < min(bi+tile, m); i++ {
+				for j := bj; j < min(bj+tile, i); j++ {
+					a[i*m+j] = a[j*m+i]
+				}
+			}
+		}
+	}
+}
+
+// parallelRange calls f on contiguous chunks of [0, n) from workers
+// goroutines and waits for them.
+func parallelRange(n, workers int, f func(lo, hi int)) {
+	var next atomic.Int64
+	const chunk = 32
+	var wg sync.WaitGroup
+	for range max(1, workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				lo := int(next.Add(chunk)) - chunk
+				if lo >= n {
+					return
+				}
+				f(lo, min(lo+chunk, n))
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // IALSConfig holds the hyperparameters of implicit ALS.

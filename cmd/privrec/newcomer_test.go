@@ -25,8 +25,7 @@ func TestClientSeedHelp(t *testing.T) {
 
 // TestResultsDirIsTheCommittedOne: experiment run's default output folder
 // is where the experiment's committed report is; an experiment whose only
-// committed run is the quick one (defaults-ranking) has it in the quick
-// folder.
+// committed run is the quick one has it in the quick folder.
 func TestResultsDirIsTheCommittedOne(t *testing.T) {
 	for _, name := range experiment.Names() {
 		if name == "smoke" { // a check of the runner, never committed
