@@ -15,10 +15,11 @@ import (
 // --model trains ease; above it, ials. EASE inverts an items×items matrix
 // (a single-threaded Cholesky, cubic in the items) and its model holds
 // that matrix. Measured with privrec train --method ease on this 2-core
-// machine, shared with other jobs: ML-100K (1,682 items) 1.3 s wall,
-// ML-1M (3,706) 24 s and 0.57 GB, so about a minute at 5,000 items by the
-// cubic law and 7 minutes at ml-latest-small's 9,724; ials took 67 s on
-// ML-1M (linear in the ratings) and 30 s on ml-latest-small.
+// machine, shared with other jobs (wall, CPU, peak memory): ML-100K
+// (1,682 items) 1.3 s; ML-1M (3,706) 24 s, 17 s, 0.57 GB; ml-latest-small
+// (9,724) 550 s, 346 s, 2.5 GB, 20 times ML-1M's CPU for 2.6 times the
+// items (the cube is 18), so about 45 s of CPU at 5,000 items. ials took
+// 67 s on ML-1M and 14 s on ml-latest-small (linear in the ratings).
 const easeMaxItems = 5000
 
 // Figures of docs/results/ranking.md and docs/results/private-topn.md
@@ -67,7 +68,7 @@ func chooseRanking(numItems int, eps, delta float64) rankingChoice {
 		return rankingChoice{
 			method: "ials",
 			why: fmt.Sprintf("%d items is more than %d, above which ease (ML-1M Recall@20 %s, the best measured) is slow: "+
-				"it inverts an items×items matrix, cubic in the items (24 s on ML-1M's 3,706 items); ials is second "+
+				"it inverts an items×items matrix, cubic in the items (ml-latest-small's 9,724: 9 minutes, 2.5 GB); ials is second "+
 				"(Recall@20 %s, docs/results/ranking.md), not private; --eps E trains dp-ease instead",
 				numItems, easeMaxItems, r20EASE, r20IALS),
 		}
