@@ -37,13 +37,16 @@ import (
 
 // run is the part of one line of runs.jsonl that the frontier reads.
 type run struct {
-	Label   string             `json:"label"`
-	K       float64            `json:"k"`
-	Method  string             `json:"method"`
-	Seed    uint64             `json:"seed"`
-	RMSE    *float64           `json:"rmse"`
-	Rank    map[string]float64 `json:"rank"`
-	Privacy *struct {
+	Label  string             `json:"label"`
+	K      float64            `json:"k"`
+	Method string             `json:"method"`
+	Seed   uint64             `json:"seed"`
+	RMSE   *float64           `json:"rmse"`
+	Rank   map[string]float64 `json:"rank"`
+	// EpsPaper is a method's ε as its paper computes it, when that is
+	// not an upper bound (its privacy.eps_total is then "Inf").
+	EpsPaper *float64 `json:"eps_total_paper"`
+	Privacy  *struct {
 		Unit     string          `json:"unit"`
 		Trusted  string          `json:"trusted"`
 		EpsTotal json.RawMessage `json:"eps_total"`
@@ -174,6 +177,9 @@ func read(file string) ([]*point, error) {
 			}
 		}
 		_, p.paperOnly = notBound[r.Method]
+		if p.paperOnly && r.EpsPaper != nil {
+			p.eps = *r.EpsPaper
+		}
 		switch {
 		case p.unit == "none", p.paperOnly:
 			p.userEps = math.Inf(1)
@@ -308,10 +314,10 @@ func draw2(pts []*point, dir, m string) error {
 	p.Legend.Add(refLabel, rs)
 	var ticks []plot.Tick
 	if m == mRecall {
-		for y := 0.0; y <= 0.4501; y += 0.05 {
+		for y := 0.0; y <= 0.5001; y += 0.05 {
 			ticks = append(ticks, plot.Tick{Value: y, Label: fmt.Sprintf("%.2f", y)})
 		}
-		p.Y.Min, p.Y.Max = 0, 0.45
+		p.Y.Min, p.Y.Max = 0, 0.5
 	} else {
 		for y := 0.85; y <= 1.1001; y += 0.025 {
 			ticks = append(ticks, plot.Tick{Value: y, Label: fmt.Sprintf("%.3f", y)})
