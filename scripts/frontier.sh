@@ -45,6 +45,9 @@ run() { # label seed args...
 if [ -z "${ONLY_DP:-}" ]; then
 	run "MF" 1 --method mf
 	run "item average" 1 --method itemavg
+	# Non-private ranking references (issue 33), at their defaults.
+	run "most popular" 1 --method pop
+	run "EASE" 1 --method ease
 	for e in 0.1 1 10; do run "DP item average" 1 --method dp-itemavg --eps $e; done
 	for m in dp-pmf pdp-pmf hdpmf pdpmf ldp-op isgld sdmf; do run "$m" 1 --method $m; done
 fi
