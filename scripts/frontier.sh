@@ -36,9 +36,9 @@ run() { # label seed args...
 	local label=$1 seed=$2
 	shift 2
 	# --rank 20: Recall@20 and NDCG@20 beside the RMSE, kept as "rank";
-	# a paper's own ε (stats eps_total_paper, not a bound) is kept too.
+	# a paper's own ε (evaluate's stats.eps_total_paper, not a bound) too.
 	nice "$BIN" evaluate --data ml-1m --split random:0.8 --seed "$seed" --json --rank 20 "$@" |
-		python3 -c 'import json,sys; d=json.load(sys.stdin); d["label"]=sys.argv[1]; d["k"]=float(sys.argv[2]); d.pop("runs",None); s=d.pop("summary",None) or {}; d["rank"]={m: s[m]["mean"] for m in ("recall@20","ndcg@20") if m in s}; d.update({"eps_total_paper": s["eps_total_paper"]["mean"]} if "eps_total_paper" in s else {}); print(json.dumps(d))' "$label" "$K" >> "$RUNS"
+		python3 -c 'import json,sys; d=json.load(sys.stdin); d["label"]=sys.argv[1]; d["k"]=float(sys.argv[2]); d.pop("runs",None); s=d.pop("summary",None) or {}; d["rank"]={m: s[m]["mean"] for m in ("recall@20","ndcg@20") if m in s}; t=d.pop("stats",None) or {}; d.update({"eps_total_paper": t["eps_total_paper"]} if "eps_total_paper" in t else {}); print(json.dumps(d))' "$label" "$K" >> "$RUNS"
 	tail -1 "$RUNS" | python3 -c 'import json,sys; d=json.load(sys.stdin); p=d.get("privacy") or {}; r=d.get("rank") or {}; print(d["label"], d["seed"], p.get("eps_total","-"), round(d.get("rmse",float("nan")),4), round(r.get("recall@20",float("nan")),4), round(r.get("ndcg@20",float("nan")),4))'
 }
 
