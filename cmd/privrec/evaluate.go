@@ -86,7 +86,10 @@ type evalReport struct {
 	Summary      map[string]eval.Summary `json:"summary"`
 	// Privacy is the method's claim and what the last run spent.
 	Privacy *model.Privacy `json:"privacy,omitempty"`
-	Runs    []runResult    `json:"runs"`
+	// Stats are the last run's method-specific figures (method.Result's
+	// Stats, such as a paper's own ε, eps_total_paper), finite ones only.
+	Stats map[string]float64 `json:"stats,omitempty"`
+	Runs  []runResult        `json:"runs"`
 	// Tune is each run's hyperparameter selection (--tune).
 	Tune tuneReports `json:"tune,omitempty"`
 	// Settings is the method and its config as one line of text.
@@ -270,6 +273,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 					secs := time.Since(start).Seconds()
 					if mfl.result != nil {
 						rep.Privacy = &mfl.result.Privacy
+						rep.Stats = finiteStats(mfl.result.Stats)
 					}
 					e := eval.Rating(m, spl.Test)
 					res := runResult{Seed: s, Fold: fold, Train: spl.Train.Len(), Test: spl.Test.Len(),
@@ -388,3 +392,19 @@ func printReport(a *app, r *evalReport, rankK int) error {
 
 // rankProtocol states the top-N protocol of evaluate --rank.
 const rankProtocol = "ranking: per test user, every item without a training rating is a candidate, ordered by the model's raw score (rating-prediction methods rank by their unclamped prediction); recall@K = hits/relevant, NDCG@K binary gain"
+
+// finiteStats returns the finite entries of stats (JSON has no NaN or
+// infinity), or nil when there are none.
+func finiteStats(stats map[string]float64) map[string]float64 {
+	var out map[string]float64
+	for k, v := range stats {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		if out == nil {
+			out = map[string]float64{}
+		}
+		out[k] = v
+	}
+	return out
+}
