@@ -525,6 +525,21 @@ func (s *Server) abort(sa *saRound, round int, err error) {
 	}
 }
 
+// refusal says, with s.mu held, why position me may not send its message
+// of step now: the step is closed ("late") or not open yet ("early"), or
+// me sent it already ("duplicate"); reason "" when it may.
+func (sa *saRound) refusal(me uint32, step int) (code connect.Code, reason, msg string) {
+	switch {
+	case sa.step > step:
+		return connect.CodeFailedPrecondition, "late", fmt.Sprintf("step %d of the round is closed", step)
+	case sa.step != step:
+		return connect.CodeUnavailable, "early", fmt.Sprintf("step %d is not open yet", step)
+	case sa.seen[me]:
+		return connect.CodeAlreadyExists, "duplicate", fmt.Sprintf("position %d already sent step %d", me, step)
+	}
+	return 0, "", ""
+}
+
 // SecAgg takes one client's message for the open step of a masked round
 // and answers, once the step is closed, with the client's input for the
 // next one.
@@ -646,16 +661,9 @@ func (s *Server) addStep(ctx context.Context, sa *saRound, step int, id, me uint
 		}
 	}
 	s.mu.Lock()
-	if sa.step != step {
+	if code, reason, msg := sa.refusal(me, step); reason != "" {
 		s.mu.Unlock()
-		if sa.step > step {
-			return s.rejectErr(connect.CodeFailedPrecondition, "late", "step %d of the round is closed", step)
-		}
-		return s.rejectErr(connect.CodeUnavailable, "early", "step %d is not open yet", step)
-	}
-	if sa.seen[me] {
-		s.mu.Unlock()
-		return s.rejectErr(connect.CodeAlreadyExists, "duplicate", "position %d already sent step %d", me, step)
+		return s.rejectErr(code, reason, "%s", msg)
 	}
 	var err error
 	switch step {

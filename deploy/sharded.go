@@ -154,16 +154,9 @@ func (s *Server) openShard(ctx context.Context, p secagg.Params) (*shard.Coordin
 // close waits for the uploads under way.
 func (s *Server) addSharded(ctx context.Context, sa *saRound, me uint32, y []uint32) error {
 	s.mu.Lock()
-	if sa.step != stepMasked {
+	if code, reason, msg := sa.refusal(me, stepMasked); reason != "" {
 		s.mu.Unlock()
-		if sa.step > stepMasked {
-			return s.rejectErr(connect.CodeFailedPrecondition, "late", "step %d of the round is closed", stepMasked)
-		}
-		return s.rejectErr(connect.CodeUnavailable, "early", "step %d is not open yet", stepMasked)
-	}
-	if sa.seen[me] {
-		s.mu.Unlock()
-		return s.rejectErr(connect.CodeAlreadyExists, "duplicate", "position %d already sent step %d", me, stepMasked)
+		return s.rejectErr(code, reason, "%s", msg)
 	}
 	sa.seen[me] = true
 	sa.uploads.Add(1)
