@@ -75,16 +75,7 @@ func TestServeDPALSOneUser(t *testing.T) {
 			"--dev-tls", "--state", state, "--listen", addr, "--items", data, "--min-clients", fmt.Sprint(vendor + 1),
 			"--enroll-quiet", "1s", "--round-timeout", "2m", "--linger", "5s", "--out", prm}, common...)...)
 	}()
-	cert := filepath.Join(state, "tls", "cert.pem")
-	for k := 0; ; k++ {
-		if st, err := os.Stat(cert); err == nil && st.Size() > 0 {
-			break
-		}
-		if k == 600 {
-			t.Fatal("the server wrote no certificate in 60 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	cert := devCert(t, state)
 	url := "https://" + addr
 	wg.Add(2)
 	go func() {
@@ -147,5 +138,21 @@ func TestServeDPALSOneUser(t *testing.T) {
 	}
 	if rmse := math.Sqrt(se / 5); rmse > 0.5 {
 		t.Errorf("fold-in against the published model predicts the device's own ratings (all 2) with RMSE %.3f", rmse)
+	}
+}
+
+// devCert waits until a privrec serve --dev-tls with this --state has
+// written its certificate (at most 60 s) and returns its path.
+func devCert(t *testing.T, state string) string {
+	t.Helper()
+	cert := filepath.Join(state, "tls", "cert.pem")
+	for k := 0; ; k++ {
+		if st, err := os.Stat(cert); err == nil && st.Size() > 0 {
+			return cert
+		}
+		if k == 600 {
+			t.Fatal("the server wrote no certificate in 60 s")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
@@ -68,16 +67,7 @@ func TestServeDPEaseMasked(t *testing.T) {
 			"--dev-tls", "--state", state, "--listen", addr, "--items", data, "--min-clients", fmt.Sprint(vendor + 1),
 			"--enroll-quiet", "1s", "--round-timeout", "2m", "--linger", "5s", "--out", prm}, common...)...)
 	}()
-	cert := filepath.Join(state, "tls", "cert.pem")
-	for k := 0; ; k++ {
-		if st, err := os.Stat(cert); err == nil && st.Size() > 0 {
-			break
-		}
-		if k == 600 {
-			t.Fatal("the server wrote no certificate in 60 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	cert := devCert(t, state)
 	url := "https://" + addr
 	wg.Add(2)
 	go func() {

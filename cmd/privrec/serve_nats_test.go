@@ -39,16 +39,7 @@ func servedModel(t *testing.T, data string, users int, extra ...string) []byte {
 			"--dev-tls", "--state", state, "--listen", addr, "--items", data, "--min-clients", fmt.Sprint(users),
 			"--enroll-quiet", "500ms", "--round-timeout", "1m", "--linger", "2s", "--out", prm}, common...), extra...)...)
 	})
-	cert := filepath.Join(state, "tls", "cert.pem")
-	for k := 0; ; k++ {
-		if st, err := os.Stat(cert); err == nil && st.Size() > 0 {
-			break
-		}
-		if k == 600 {
-			t.Fatal("the server wrote no certificate in 60 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	cert := devCert(t, state)
 	_, _, clientErr = run(t, append([]string{"client", "--server", "https://" + addr, "--ca", cert,
 		"--token-file", filepath.Join(state, "enroll-token"), "--simulate", fmt.Sprint(users),
 		"--data", data, "--split", "random:0.9"}, common...)...)
