@@ -21,7 +21,12 @@
 // item factors: item i's row is column slot(i) of B, plus PopWeight·ŝ_i/
 // max ŝ in a last coordinate. A device scores every item with its own
 // history, x_u·B + PopWeight·ŝ_i/max ŝ, on the device: the history never
-// leaves it. Items outside the top M are ranked by ŝ alone.
+// leaves it. Items outside the top M are ranked by ŝ alone. When the
+// counts are weak against their noise (fewer than M items with ŝ ≥
+// PopDiagSNR·σ_c, default 2: few users for the budget), the top M items'
+// popularity coordinate is PopWeight·(1 + G̃_ii/max G̃_jj) instead, from
+// the Gram's diagonal (the larger share of ρ), above every other item's;
+// a rule on the released counts alone, which keeps the ML-1M defaults.
 //
 // Privacy: the unit is one user; the neighbouring relation is adding or
 // removing one user with all their ratings (Report.EpsReplace: replacing
@@ -98,7 +103,8 @@ type Config struct {
 
 // DefaultConfig returns the defaults: TopItems, LambdaNoise and PopWeight
 // follow ε (ByEps; chosen on a validation split of the ML-1M training
-// part, docs/results/private-topn.md).
+// part), PopDiagSNR 2 (chosen on validation splits of five datasets'
+// training parts; docs/results/private-topn.md).
 func DefaultConfig() Config {
 	return Config{Eps: 1, Delta: 1e-6, TopItems: 0, Cap: 10, FracCounts: 0.1,
 		Lambda: 1, LambdaNoise: -1, PopWeight: -1, PopDiagSNR: 2, Aggregation: protocol.AggIdeal}
