@@ -56,22 +56,34 @@ func TestPopDiagRule(t *testing.T) {
 
 // TestPopDiagScores: with the rule on, every top item's popularity
 // coordinate lies in PopWeight·[1, 2] and every other item's at most
-// PopWeight; with it off, the coordinate is PopWeight·ŝ/max ŝ.
+// PopWeight; with it off, the coordinate is PopWeight·ŝ/max ŝ. On the
+// masked path the server decides from the decoded sums, the same way.
 func TestPopDiagScores(t *testing.T) {
 	d := synth(200, 40, 3)
-	for _, k := range []float64{0, math.Inf(1)} {
+	for _, tc := range []struct {
+		masked bool
+		k      float64
+	}{{false, 0}, {false, math.Inf(1)}, {true, 0}, {true, math.Inf(1)}} {
 		cfg := DefaultConfig()
-		cfg.TopItems, cfg.PopWeight, cfg.PopDiagSNR, cfg.Seeded = 15, 0.5, k, true
-		srv, err := NewServer(cfg, 40, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg.TopItems, cfg.PopWeight, cfg.PopDiagSNR, cfg.Seeded = 15, 0.5, tc.k, true
 		cl := NewClients(d, cfg)
-		for r := range 2 {
-			b, _ := srv.Broadcast(r)
-			round(t, srv, cl, r, b)
+		var srv *Server
+		if tc.masked {
+			srv, _ = maskedRun(t, d, cfg, cl.List, 2)
+		} else {
+			var err error
+			if srv, err = NewServer(cfg, 40, 2); err != nil {
+				t.Fatal(err)
+			}
+			for r := range 2 {
+				b, _ := srv.Broadcast(r)
+				round(t, srv, cl, r, b)
+			}
 		}
 		v, dim := srv.Factors()
+		if v == nil {
+			t.Fatalf("masked %v k %v: no factors", tc.masked, tc.k)
+		}
 		top := map[int32]bool{}
 		for _, j := range srv.st.Top {
 			top[j] = true
@@ -83,16 +95,16 @@ func TestPopDiagScores(t *testing.T) {
 		for j := range 40 {
 			p := float64(v[j*dim+dim-1])
 			switch {
-			case k == 0 && math.Abs(p-0.5*srv.st.Counts[j]/maxc) > 1e-6:
-				t.Errorf("off: item %d popularity %.4f, want %.4f", j, p, 0.5*srv.st.Counts[j]/maxc)
-			case k > 0 && top[int32(j)] && (p < 0.5-1e-6 || p > 1+1e-6):
-				t.Errorf("on: top item %d popularity %.4f, want in [0.5, 1]", j, p)
-			case k > 0 && !top[int32(j)] && p > 0.5+1e-6:
-				t.Errorf("on: item %d outside the top has popularity %.4f > 0.5", j, p)
+			case tc.k == 0 && math.Abs(p-0.5*srv.st.Counts[j]/maxc) > 1e-6:
+				t.Errorf("masked %v, off: item %d popularity %.4f, want %.4f", tc.masked, j, p, 0.5*srv.st.Counts[j]/maxc)
+			case tc.k > 0 && top[int32(j)] && (p < 0.5-1e-6 || p > 1+1e-6):
+				t.Errorf("masked %v, on: top item %d popularity %.4f, want in [0.5, 1]", tc.masked, j, p)
+			case tc.k > 0 && !top[int32(j)] && p > 0.5+1e-6:
+				t.Errorf("masked %v, on: item %d outside the top has popularity %.4f > 0.5", tc.masked, j, p)
 			}
 		}
-		if srv.PopDiag() != (k > 0) {
-			t.Errorf("k %v: PopDiag() = %v after the run", k, srv.PopDiag())
+		if srv.PopDiag() != (tc.k > 0) {
+			t.Errorf("masked %v k %v: PopDiag() = %v after the run", tc.masked, tc.k, srv.PopDiag())
 		}
 	}
 }
