@@ -21,7 +21,12 @@
 // item factors: item i's row is column slot(i) of B, plus PopWeight·ŝ_i/
 // max ŝ in a last coordinate. A device scores every item with its own
 // history, x_u·B + PopWeight·ŝ_i/max ŝ, on the device: the history never
-// leaves it. Items outside the top M are ranked by ŝ alone.
+// leaves it. Items outside the top M are ranked by ŝ alone. When the
+// counts are weak against their noise (fewer than M items with ŝ ≥
+// PopDiagSNR·σ_c, default 2: few users for the budget), the top M items'
+// popularity coordinate is PopWeight·(1 + G̃_ii/max G̃_jj) instead, from
+// the Gram's diagonal (the larger share of ρ), above every other item's;
+// a rule on the released counts alone, which keeps the ML-1M defaults.
 //
 // Privacy: the unit is one user; the neighbouring relation is adding or
 // removing one user with all their ratings (Report.EpsReplace: replacing
@@ -79,8 +84,14 @@ type Config struct {
 	Lambda      float64 `json:"lambda"`       // ridge of the EASE solve
 	LambdaNoise float64 `json:"lambda_noise"` // ridge added per σ_g·√M
 	PopWeight   float64 `json:"pop_weight"`   // weight of the noisy popularity in a score
-	Seeded      bool    `json:"seeded"`       // test mode: noise from the seed, not crypto/rand
-	Workers     int     `json:"workers"`      // client workers of the in-process run (0: all cores)
+	// PopDiagSNR k: when fewer than M items have a noisy count ŝ of at
+	// least k·σ_c (the counts are weak against their noise), the top M
+	// items' popularity coordinate is taken from the Gram release's
+	// diagonal (0.9 of ρ at the default split) instead of ŝ. 0: never; +Inf:
+	// always. Post-processing of the two releases.
+	PopDiagSNR float64 `json:"pop_diag_snr"`
+	Seeded     bool    `json:"seeded"`  // test mode: noise from the seed, not crypto/rand
+	Workers    int     `json:"workers"` // client workers of the in-process run (0: all cores)
 	// Aggregation is how the server receives the uploads: AggIdeal (the
 	// default in process: only their sums, to which the server adds the
 	// Gaussian noise), AggMasked (the integer path of masked.go: dense
@@ -92,10 +103,11 @@ type Config struct {
 
 // DefaultConfig returns the defaults: TopItems, LambdaNoise and PopWeight
 // follow ε (ByEps; chosen on a validation split of the ML-1M training
-// part, docs/results/private-topn.md).
+// part), PopDiagSNR 2 (chosen on validation splits of five datasets'
+// training parts; docs/results/private-topn.md).
 func DefaultConfig() Config {
 	return Config{Eps: 1, Delta: 1e-6, TopItems: 0, Cap: 10, FracCounts: 0.1,
-		Lambda: 1, LambdaNoise: -1, PopWeight: -1, Aggregation: protocol.AggIdeal}
+		Lambda: 1, LambdaNoise: -1, PopWeight: -1, PopDiagSNR: 2, Aggregation: protocol.AggIdeal}
 }
 
 // ByEps returns the ε-dependent defaults: the number of items in the
@@ -147,6 +159,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dpease: lambda %v, lambda-noise %v: want ≥ 0, not both 0", c.Lambda, c.LambdaNoise)
 	case !(c.PopWeight >= 0):
 		return fmt.Errorf("dpease: pop-weight %v, want ≥ 0", c.PopWeight)
+	case !(c.PopDiagSNR >= 0):
+		return fmt.Errorf("dpease: pop-diag-snr %v, want ≥ 0", c.PopDiagSNR)
 	case c.Aggregation != protocol.AggIdeal && c.Aggregation != protocol.AggMasked && c.Aggregation != protocol.AggOff:
 		return fmt.Errorf("dpease: aggregation %v: want masked, ideal or off", c.Aggregation)
 	}
@@ -187,6 +201,10 @@ type Server struct {
 	// it; the sum check and the accounting read them).
 	mask *maskPlan
 	b    protocol.Broadcast
+	// Validation experiments only (validation_test.go sets it; zero in
+	// every run of the method): snr > 0 lets the released counts choose M
+	// (chooseM), post-processing.
+	snr float64
 }
 
 // state is the server's state between rounds (its snapshot).
@@ -339,6 +357,7 @@ func (s *Server) Aggregate(round int, ups []*protocol.Upload) error {
 		}
 		s.led.Gaussian(countsRelease, 1, 1, s.sigmaC)
 		s.st.Counts = c
+		s.m = s.chooseM(c)
 		s.st.Top = TopItems(c, s.m)
 	case 1:
 		g := sums
@@ -357,6 +376,38 @@ func (s *Server) Aggregate(round int, ups []*protocol.Upload) error {
 	}
 	s.st.Round = round + 1
 	return nil
+}
+
+// chooseM returns the number of items in the Gram release from the
+// released noisy counts c (post-processing): cfg's M, or with the
+// validation hook snr > 0 the number of items whose noisy count clears
+// snr·σ_c, between 1 and cfg's M.
+func (s *Server) chooseM(c []float64) int {
+	m := min(s.cfg.TopItems, s.n)
+	if !(s.snr > 0) {
+		return m
+	}
+	return max(1, min(m, signalItems(c, s.snr*s.sigmaC)))
+}
+
+// PopDiag reports whether the solve takes the top items' popularity from
+// the Gram's diagonal: after the counts release, when fewer than M items'
+// noisy counts clear PopDiagSNR·σ_c (a function of the released counts
+// alone).
+func (s *Server) PopDiag() bool {
+	k := s.cfg.PopDiagSNR
+	return k > 0 && s.st.Counts != nil && (math.IsInf(k, 1) || signalItems(s.st.Counts, k*s.sigmaC) < s.m)
+}
+
+// signalItems returns the number of entries of c at or above thr.
+func signalItems(c []float64, thr float64) int {
+	k := 0
+	for _, x := range c {
+		if x >= thr {
+			k++
+		}
+	}
+	return k
 }
 
 // countsRelease names the counts in the ledger.
@@ -397,6 +448,21 @@ func (s *Server) solve(g []float64) ([]float32, error) {
 	for j := range s.n {
 		if maxc > 0 {
 			v[j*dim+m] = float32(s.cfg.PopWeight * s.st.Counts[j] / maxc)
+		}
+	}
+	if s.PopDiag() {
+		// The top items' coordinate from the Gram's diagonal, in
+		// PopWeight·[1, 2], above every other item's (at most PopWeight).
+		maxd := 0.0
+		for sj := range m {
+			maxd = math.Max(maxd, g[pairIndex(sj, sj, m)])
+		}
+		for sj, j := range s.st.Top {
+			x := 0.0
+			if maxd > 0 {
+				x = math.Max(g[pairIndex(sj, sj, m)], 0) / maxd
+			}
+			v[int(j)*dim+m] = float32(s.cfg.PopWeight * (1 + x))
 		}
 	}
 	for sj, j := range s.st.Top {

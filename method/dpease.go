@@ -46,6 +46,7 @@ func dpeaseFields(c *dpease.Config) []Field {
 		floatF("lambda", &c.Lambda, "ridge λ of the EASE solve"),
 		floatF("lambda-noise", &c.LambdaNoise, "ridge added per unit of the Gram noise's spectral scale σ·√M (negative: by ε, 6 at ε ≤ 1 to 5 at ε ≥ 10)"),
 		floatF("pop-weight", &c.PopWeight, "weight of the normalized noisy popularity in every score, shrinkage toward DP popularity (negative: by ε, 0.12 at ε ≤ 1 to 0.04 at ε ≥ 10)"),
+		floatF("pop-diag-snr", &c.PopDiagSNR, "k: when fewer than M items' noisy counts clear k·σ_c (few users for the budget), the top items' popularity comes from the Gram release's diagonal instead (post-processing; 0: never, inf: always)"),
 		boolF("seeded", &c.Seeded, "test mode: the noise is drawn from the run's seed (reproducible), not crypto/rand"),
 		intF("workers", &c.Workers, "parallel client workers (0: all cores)"),
 		aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation for real: each device uploads its counts and Gram triangle quantized, with its share of distributed Skellam noise, and the server sees only the sums; privrec serve's default), ideal (the server receives only the sums and adds Gaussian noise; in process, the ideal functionality of secure aggregation) or off (the server reads every upload, and the claim does not hold against it)"),
