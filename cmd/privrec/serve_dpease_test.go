@@ -2,16 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
-	"net"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/privrec/privrec/model"
-	"github.com/privrec/privrec/ratings"
 )
 
 // TestServeDPEaseMasked: privrec serve --method dp-ease runs at its
@@ -25,98 +20,30 @@ func TestServeDPEaseMasked(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a served dp-ease run")
 	}
-	data := syntheticTSV(t, 6)
-	d, _, err := ratings.Load(data, ratings.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	out, _, err := run(t, "enroll-codes", "--state", state, "-n", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	code := strings.TrimSpace(out)
-	mine := filepath.Join(dir, "mine.csv")
-	var b strings.Builder
-	b.WriteString("userId,movieId,rating\n")
-	rated := map[string]bool{}
-	for _, j := range []int{1, 4, 9, 16} {
-		fmt.Fprintf(&b, "me,%s,5\n", d.ItemIDs[j])
-		rated[d.ItemIDs[j]] = true
-	}
-	if err := os.WriteFile(mine, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	r := newDeviceRun(t, 6, []int{1, 4, 9, 16}, 5)
+	rated := r.rated
 	const vendor = 120
-	prm := filepath.Join(dir, "model.prm")
-	common := []string{"--seed", "3", "--scale", "1,5,1"}
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	outs := make([]string, 3)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		outs[0], _, errs[0] = run(t, append([]string{"serve", "--method", "dp-ease", "--eps", "5", "--top-items", "20",
-			"--dev-tls", "--state", state, "--listen", addr, "--items", data, "--min-clients", fmt.Sprint(vendor + 1),
-			"--enroll-quiet", "1s", "--round-timeout", "2m", "--linger", "5s", "--out", prm}, common...)...)
-	}()
-	cert := devCert(t, state)
-	url := "https://" + addr
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		outs[1], _, errs[1] = run(t, append([]string{"client", "--server", url, "--ca", cert, "--code", code,
-			"--ratings", mine, "--top", "5", "--json"}, common...)...)
-	}()
-	go func() {
-		defer wg.Done()
-		outs[2], _, errs[2] = run(t, append([]string{"client", "--server", url, "--ca", cert,
-			"--token-file", filepath.Join(state, "enroll-token"), "--simulate", fmt.Sprint(vendor),
-			"--data", data, "--split", "random:0.9", "--json"}, common...)...)
-	}()
-	// A server that fails stops the test at once (its clients would
-	// retry until the test's deadline).
-	clientsDone := make(chan struct{})
-	go func() { wg.Wait(); close(clientsDone) }()
-	select {
-	case <-clientsDone:
-	case <-served:
-		if errs[0] != nil {
-			t.Fatalf("serve: %v\n%s", errs[0], outs[0])
-		}
-		<-clientsDone
-	}
-	<-served
-	for k, err := range errs {
-		if err != nil {
-			t.Fatalf("%s: %v", []string{"serve", "device client", "vendor client"}[k], err)
-		}
-	}
+	device, vendorOut := r.run(t, []string{"--method", "dp-ease", "--eps", "5", "--top-items", "20"}, vendor,
+		[]string{"--split", "random:0.9", "--json"}, []string{"--seed", "3", "--scale", "1,5,1"})
+	prm := r.prm
 	// --seed without the method's --seeded: the devices' shares still
 	// came from the run's seed (deploy's test mode), and the vendor's
 	// report must say so, not claim crypto/rand.
 	var vendorRep struct {
 		Privacy struct{ Note string }
 	}
-	if err := json.Unmarshal([]byte(outs[2]), &vendorRep); err != nil {
-		t.Fatalf("vendor output: %v\n%s", err, outs[2])
+	if err := json.Unmarshal([]byte(vendorOut), &vendorRep); err != nil {
+		t.Fatalf("vendor output: %v\n%s", err, vendorOut)
 	}
 	if n := vendorRep.Privacy.Note; !strings.HasPrefix(n, "TEST MODE") || strings.Contains(n, "crypto/rand (no seed") {
 		t.Errorf("vendor's privacy note in test mode: %q", n)
 	}
 	var recs []model.Recommendation
-	if err := json.Unmarshal([]byte(outs[1]), &recs); err != nil {
-		t.Fatalf("device output: %v\n%s", err, outs[1])
+	if err := json.Unmarshal([]byte(device), &recs); err != nil {
+		t.Fatalf("device output: %v\n%s", err, device)
 	}
 	if len(recs) != 5 {
-		t.Fatalf("%d recommendations, want 5:\n%s", len(recs), outs[1])
+		t.Fatalf("%d recommendations, want 5:\n%s", len(recs), device)
 	}
 	for k, r := range recs {
 		if rated[r.Item] || r.Rating != nil || (k > 0 && r.Score > recs[k-1].Score) {

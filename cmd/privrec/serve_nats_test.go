@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,12 +22,7 @@ func servedModel(t *testing.T, data string, users int, extra ...string) []byte {
 	t.Helper()
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	prm := filepath.Join(dir, "model.prm")
 	common := []string{"--seed", "7", "--scale", "1,5,1"}
 	var wg sync.WaitGroup
