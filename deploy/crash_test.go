@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/shard"
 )
 
@@ -103,6 +104,76 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// childStarter returns a function that starts the test binary again as
+// the server of spec (TestMain reads it from childEnv).
+func childStarter(t *testing.T, spec childSpec) func() *exec.Cmd {
+	raw, _ := json.Marshal(spec)
+	return func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+}
+
+// childCert waits (at most 30 s) for the certificate a child server
+// writes into its state directory and returns its path.
+func childCert(t *testing.T, state string) string {
+	t.Helper()
+	ca := filepath.Join(state, "tls", "cert.pem")
+	for k := 0; ; k++ {
+		if _, err := os.Stat(ca); err == nil {
+			return ca
+		}
+		if k == 600 {
+			t.Fatal("the child server made no certificate")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runResult is the end of a run of clients: the item factors their
+// model holds, or the error that stopped them.
+type runResult struct {
+	v   []float32
+	err error
+}
+
+// runAsync runs the clients of train in session sess (within 3 minutes)
+// and delivers the result on the channel it returns.
+func runAsync(sess *Session, train *ratings.Dataset, seed uint64) <-chan runResult {
+	done := make(chan runResult, 1)
+	go func() {
+		spec, cfg, err := sess.Method()
+		if err != nil {
+			done <- runResult{err: err}
+			return
+		}
+		cls, err := spec.NewClients(cfg, train, seed)
+		if err != nil {
+			done <- runResult{err: err}
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		pub, err := sess.Run(ctx, cls.List)
+		if err != nil {
+			done <- runResult{err: err}
+			return
+		}
+		m, _, err := cls.Finish(pub.V)
+		if err != nil {
+			done <- runResult{err: err}
+			return
+		}
+		done <- runResult{v: m.V}
+	}()
+	return done
+}
+
 // TestKill9Resume kills the server process at random moments of a run,
 // with SIGKILL (and every third time with SIGTERM, the graceful shutdown
 // that abandons the open round), and restarts it on the same state: the clients retry across
@@ -121,62 +192,13 @@ func TestKill9Resume(t *testing.T) {
 	}
 	state := t.TempDir()
 	spec2 := childSpec{Method: "hdpmf", Params: params, Users: users, Seed: seed, State: state, Addr: freeAddr(t)}
-	raw, _ := json.Marshal(spec2)
-	start := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	start := childStarter(t, spec2)
 	child := start()
 	defer func() { child.Process.Kill(); child.Wait() }()
-	ca := filepath.Join(state, "tls", "cert.pem")
-	for k := 0; ; k++ {
-		if _, err := os.Stat(ca); err == nil {
-			break
-		}
-		if k == 100 {
-			t.Fatal("the child server made no certificate")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	h := &harness{url: "https://" + spec2.Addr, ca: ca}
-	sess := h.dial(t, true, seed)
-	type result struct {
-		v   []float32
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		spec, cfg, err := sess.Method()
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		cls, err := spec.NewClients(cfg, spl.Train, seed)
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		pub, err := sess.Run(ctx, cls.List)
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		m, _, err := cls.Finish(pub.V)
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		done <- result{v: m.V}
-	}()
+	h := &harness{url: "https://" + spec2.Addr, ca: childCert(t, state)}
+	done := runAsync(h.dial(t, true, seed), spl.Train, seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	var got result
+	var got runResult
 	killed := 0
 loop:
 	for killed < kills {

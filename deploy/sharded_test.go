@@ -5,15 +5,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	crand "crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -409,16 +405,7 @@ func TestShardedKill9(t *testing.T) {
 	state := t.TempDir()
 	spec := childSpec{Method: "hdpmf", Params: map[string]string{"epochs": "3", "secagg": "masked"}, Users: users, Seed: seed,
 		State: state, Addr: freeAddr(t), NATS: nc.ConnectedUrl(), Run: "kill"}
-	raw, _ := json.Marshal(spec)
-	start := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	start := childStarter(t, spec)
 	admitted := make(chan struct{}, 1)
 	sub, err := nc.Subscribe("privrec.kill.ctl.2.admit", func(*nats.Msg) {
 		select {
@@ -432,47 +419,21 @@ func TestShardedKill9(t *testing.T) {
 	defer sub.Unsubscribe()
 	child := start()
 	defer func() { child.Process.Kill(); child.Wait() }()
-	ca := filepath.Join(state, "tls", "cert.pem")
-	for k := 0; ; k++ {
-		if _, err := os.Stat(ca); err == nil {
-			break
-		}
-		if k == 600 {
-			t.Fatal("the child server made no certificate")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	ca := childCert(t, state)
 	stop := runAggregators(t, nc, "kill")
-	sess := (&harness{url: "https://" + spec.Addr, ca: ca}).dial(t, true, seed)
-	done := make(chan error, 1)
-	go func() {
-		spec, cfg, err := sess.Method()
-		if err != nil {
-			done <- err
-			return
-		}
-		cls, err := spec.NewClients(cfg, spl.Train, seed)
-		if err != nil {
-			done <- err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		_, err = sess.Run(ctx, cls.List)
-		done <- err
-	}()
+	done := runAsync((&harness{url: "https://" + spec.Addr, ca: ca}).dial(t, true, seed), spl.Train, seed)
 	select {
 	case <-admitted:
-	case err := <-done:
-		t.Fatalf("the run ended before the kill: %v", err)
+	case r := <-done:
+		t.Fatalf("the run ended before the kill: %v", r.err)
 	case <-time.After(3 * time.Minute):
 		t.Fatal("no masked vector admitted in shard round 2 within 3 minutes")
 	}
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 	child = start()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
 	}
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
