@@ -5,48 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/privrec/privrec/datasets"
-	"github.com/privrec/privrec/deploy"
-	"github.com/privrec/privrec/method"
-	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/internal/servedrun"
 )
 
 const chromium = "/usr/bin/chromium"
-
-// recorder keeps every request the server received.
-type recorder struct {
-	mu   sync.Mutex
-	reqs []recorded
-}
-
-type recorded struct {
-	path, auth string
-	body       []byte
-}
-
-func (r *recorder) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
-		body, _ := io.ReadAll(q.Body)
-		r.mu.Lock()
-		r.reqs = append(r.reqs, recorded{q.URL.Path, q.Header.Get("Authorization"), body})
-		r.mu.Unlock()
-		q.Body = io.NopCloser(bytes.NewReader(body))
-		h.ServeHTTP(w, q)
-	})
-}
 
 // TestBrowserEndToEnd: headless Chromium loads the page from a served
 // masked dp-als run over ml-latest-small's catalog, rates 20 movies,
@@ -65,66 +35,10 @@ func TestBrowserEndToEnd(t *testing.T) {
 		t.Skip("a browser and a served run: skipped in -short")
 	}
 	const sim = 12
-	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{Catalog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var idx []int
-	for k, u := range d.Users {
-		if int(u) < sim {
-			idx = append(idx, k)
-		}
-	}
-	train := d.Subset(idx)
-	spec, _ := method.Lookup("dp-als")
-	cfg, err := spec.Configure(map[string]string{"secagg": "masked", "bias-rounds": "2", "init-items": "20"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	codes, err := deploy.IssueCodes(dir, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := deploy.NewServer(deploy.ServerConfig{Method: "dp-als", Config: cfg, StateDir: dir, Token: "tok-0123456789abcdef",
-		Catalog:    deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale},
-		MinClients: sim + 1, EnrollQuiet: 300 * time.Millisecond, RoundTimeout: 2 * time.Minute, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	rec := &recorder{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	hs := &http.Server{Handler: rec.wrap(srv.Mux(nil))}
-	go hs.Serve(ln)
-	defer hs.Close()
-	url := "http://" + ln.Addr().String()
-	runDone := make(chan error, 1)
-	go func() { runDone <- srv.Run(ctx) }()
-	sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: url, Token: "tok-0123456789abcdef", Retry: time.Minute, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cls, err := spec.NewClients(cfg, train, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		if _, err := sess.Run(ctx, cls.List); err != nil && ctx.Err() == nil {
-			t.Errorf("simulated clients: %v", err)
-		}
-	}()
-	for deadline := time.Now().Add(time.Minute); srv.Parties() < 1; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the simulated clients did not enrol")
-		}
-	}
+	run := servedrun.Start(ctx, t, sim, 2*time.Minute)
+	url := run.URL
 
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
@@ -163,7 +77,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 		}
 	}
 	ready := "!!(window.privrecPage && window.privrecPage.ready)"
-	if _, err := chromedp.Run(bctx, chromedp.Navigate(url+"/?code="+codes[0])); err != nil {
+	if _, err := chromedp.Run(bctx, chromedp.Navigate(url+"/?code="+run.Code)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("the page is ready", ready, time.Minute)
@@ -193,14 +107,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 
 	eval(`document.getElementById("join").click()`, nil)
 	waitFor("the run ends in the browser", "window.privrecPage.trained === true", 2*time.Minute)
-	select {
-	case err := <-runDone:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the server's run did not end")
-	}
+	run.Wait(t, time.Minute)
 	var evs []struct {
 		Round     int
 		Phase     string
@@ -235,7 +142,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 		t.Errorf("a masked round took %.0f ms in the browser; the budget is 2 s", worst)
 	}
 	t.Logf("%d masked rounds in the browser; the longest %.0f ms (%d words over %d items), the browser's own computation at most %.0f ms",
-		masked, worst, words, len(d.ItemIDs), worstCompute)
+		masked, worst, words, len(run.Train.ItemIDs), worstCompute)
 	var nrecs int
 	eval(`document.querySelectorAll("#recs li").length`, &nrecs)
 	if nrecs != 10 {
@@ -270,19 +177,17 @@ func TestBrowserEndToEnd(t *testing.T) {
 
 	// What the server received from the browser: only the federation
 	// calls' allowed fields, never a rating or an item list.
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
 	allowed := map[string]string{"Hello": "", "GetRound": "after boot session", "GetModel": "", "Upload": "round meta",
 		"Enroll": "code secrets", "SecAgg": "round session keys shares check masked reveal"}
 	calls := 0
-	for _, q := range rec.reqs {
-		proc := q.path[strings.LastIndex(q.path, "/")+1:]
-		if !strings.HasPrefix(q.path, "/privrec.") || !bytes.HasPrefix(q.body, []byte("{")) {
+	for _, q := range run.Requests() {
+		proc := q.Path[strings.LastIndex(q.Path, "/")+1:]
+		if !strings.HasPrefix(q.Path, "/privrec.") || !bytes.HasPrefix(q.Body, []byte("{")) {
 			continue // the page's assets; the Go clients' protobuf calls
 		}
 		calls++
 		var m map[string]json.RawMessage
-		if err := json.Unmarshal(q.body, &m); err != nil {
+		if err := json.Unmarshal(q.Body, &m); err != nil {
 			t.Fatalf("%s: %v", proc, err)
 		}
 		for k := range m {
@@ -290,8 +195,8 @@ func TestBrowserEndToEnd(t *testing.T) {
 				t.Errorf("%s: the browser sent field %q", proc, k)
 			}
 		}
-		if proc == "Upload" && m["sparse"] != nil || proc == "SecAgg" && m["masked"] == nil && bytes.Contains(q.body, []byte(`"items"`)) {
-			t.Errorf("%s: the browser sent statistics in the clear: %.200s", proc, q.body)
+		if proc == "Upload" && m["sparse"] != nil || proc == "SecAgg" && m["masked"] == nil && bytes.Contains(q.Body, []byte(`"items"`)) {
+			t.Errorf("%s: the browser sent statistics in the clear: %.200s", proc, q.Body)
 		}
 	}
 	if calls < 5*masked {

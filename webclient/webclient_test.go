@@ -5,20 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/privrec/privrec/datasets"
-	"github.com/privrec/privrec/deploy"
 	"github.com/privrec/privrec/dpals"
+	"github.com/privrec/privrec/internal/servedrun"
 	"github.com/privrec/privrec/method"
-	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/webclient"
 )
 
@@ -95,144 +90,23 @@ func TestRefusesUnmaskedPlans(t *testing.T) {
 	}
 }
 
-// recorder keeps every request body the server received, by credential.
-type recorder struct {
-	mu   sync.Mutex
-	reqs []recorded
-}
-
-type recorded struct {
-	path, auth string
-	body       []byte
-}
-
-func (r *recorder) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
-		body, _ := io.ReadAll(q.Body)
-		r.mu.Lock()
-		r.reqs = append(r.reqs, recorded{q.URL.Path, q.Header.Get("Authorization"), body})
-		r.mu.Unlock()
-		q.Body = io.NopCloser(bytes.NewReader(body))
-		h.ServeHTTP(w, q)
-	})
-}
-
-// Run is a served dp-als run, masked, over ml-latest-small's catalog,
-// with simulated Go clients; tests add one browser-like client with a
-// one-time code.
-type Run struct {
-	URL   string
-	Code  string
-	Rec   *recorder
-	Srv   *deploy.Server
-	Train *ratings.Dataset
-	done  chan error
-}
-
-func startRun(t *testing.T, sim int) *Run {
-	t.Helper()
-	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{Catalog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var idx []int
-	for k, u := range d.Users {
-		if int(u) < sim {
-			idx = append(idx, k)
-		}
-	}
-	train := d.Subset(idx)
-	spec, err := method.Lookup("dp-als")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := spec.Configure(map[string]string{"secagg": "masked", "bias-rounds": "2", "init-items": "20"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	codes, err := deploy.IssueCodes(dir, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := deploy.NewServer(deploy.ServerConfig{Method: "dp-als", Config: cfg, StateDir: dir, Token: "tok-0123456789abcdef",
-		Catalog:    deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale},
-		MinClients: sim + 1, EnrollQuiet: 300 * time.Millisecond, RoundTimeout: time.Minute,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	rec := &recorder{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	hs := &http.Server{Handler: rec.wrap(srv.Mux(nil))}
-	go hs.Serve(ln)
-	r := &Run{URL: "http://" + ln.Addr().String(), Code: codes[0], Rec: rec, Srv: srv, Train: train, done: make(chan error, 1)}
-	go func() { r.done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); hs.Close() })
-
-	// The simulated clients enrol first (ids 0..sim-1), then wait for
-	// the browser.
-	sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: r.URL, Token: "tok-0123456789abcdef", Retry: time.Minute,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cls, err := spec.NewClients(cfg, train, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_, err := sess.Run(ctx, cls.List)
-		if err != nil && ctx.Err() == nil {
-			t.Errorf("simulated clients: %v", err)
-		}
-	}()
-	for deadline := time.Now().Add(time.Minute); srv.Parties() < 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the simulated clients did not enrol")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return r
-}
-
-// Wait waits for the server's run to end.
-func (r *Run) Wait(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Minute):
-		t.Fatal("the run did not end")
-	}
-}
-
-// CheckNoRatings asserts that nothing the client with credential prefix
+// checkNoRatings asserts that nothing the client with credential prefix
 // sent carries a rating or its rated-item list: no Upload with a
 // payload, and no SecAgg step but keys, shares, checks, masked vectors
 // and reveals.
-func (r *Run) CheckNoRatings(t *testing.T, cred string, rated []int) (calls int) {
+func checkNoRatings(t *testing.T, r *servedrun.Run, cred string, rated []int) (calls int) {
 	t.Helper()
-	r.Rec.mu.Lock()
-	defer r.Rec.mu.Unlock()
-	for _, q := range r.Rec.reqs {
-		browserEnrol := strings.HasSuffix(q.path, "/Enroll") && bytes.HasPrefix(q.body, []byte("{")) // the Go clients send protobuf
-		if q.auth != "Bearer "+cred && !browserEnrol {
+	for _, q := range r.Requests() {
+		browserEnrol := strings.HasSuffix(q.Path, "/Enroll") && bytes.HasPrefix(q.Body, []byte("{")) // the Go clients send protobuf
+		if q.Auth != "Bearer "+cred && !browserEnrol {
 			continue
 		}
 		calls++
 		var m map[string]json.RawMessage
-		if err := json.Unmarshal(q.body, &m); err != nil {
-			t.Fatalf("%s: a body that is not JSON: %v", q.path, err)
+		if err := json.Unmarshal(q.Body, &m); err != nil {
+			t.Fatalf("%s: a body that is not JSON: %v", q.Path, err)
 		}
-		proc := q.path[strings.LastIndex(q.path, "/")+1:]
+		proc := q.Path[strings.LastIndex(q.Path, "/")+1:]
 		allowed := map[string][]string{
 			"Hello": {}, "GetRound": {"after", "boot", "session"}, "GetModel": {}, "Upload": {"round", "meta"},
 			"Enroll": {"code", "secrets"},
@@ -268,7 +142,7 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a served run: skipped in -short")
 	}
-	r := startRun(t, 12)
+	r := servedrun.Start(context.Background(), t, 12, time.Minute)
 	resp, err := http.Post(r.URL+webclient.Service+"Hello", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +175,7 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v; rounds seen: %+v", err, evs)
 	}
-	r.Wait(t)
+	r.Wait(t, 5*time.Minute)
 	masked := 0
 	for _, e := range evs {
 		if e.Err != "" {
@@ -327,7 +201,7 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 	if !(res.EpsTotal > 0 && res.EpsTotal <= c.Config().Eps*1.0001) {
 		t.Errorf("ε %v published, the config's %v", res.EpsTotal, c.Config().Eps)
 	}
-	if n := r.CheckNoRatings(t, cred, rated); n < 5*masked {
+	if n := checkNoRatings(t, r, cred, rated); n < 5*masked {
 		t.Errorf("%d calls recorded for %d masked rounds", n, masked)
 	}
 }

@@ -1,0 +1,152 @@
+// Package servedrun starts a served run for the tests of privrec's
+// browser-side clients (packages web and webclient): a masked dp-als run
+// over ml-latest-small's catalog, on plain HTTP at 127.0.0.1, with
+// simulated Go clients already enrolled and one one-time code left for
+// the client under test. It records every request the server receives,
+// so a test can check what that client sent.
+package servedrun
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/privrec/privrec/datasets"
+	"github.com/privrec/privrec/deploy"
+	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/ratings"
+)
+
+// token is the simulated clients' vendor token.
+const token = "tok-0123456789abcdef"
+
+// Request is one request the server received.
+type Request struct {
+	Path string // the URL path: /privrec.federation.v1.Federation/Upload, ...
+	Auth string // the Authorization header
+	Body []byte
+}
+
+// Run is a served run under way.
+type Run struct {
+	URL   string           // the server's base URL
+	Code  string           // a one-time enrolment code for the client under test
+	Srv   *deploy.Server   // the server
+	Train *ratings.Dataset // the simulated clients' ratings
+
+	mu   sync.Mutex
+	reqs []Request
+	done chan error
+}
+
+// Start serves the run until ctx ends or the test does: sim simulated
+// clients (ml-latest-small's first sim users) enrol and take part, the
+// server waits for one more party (the client under test, with r.Code),
+// and a round closes at roundTimeout at the latest.
+func Start(ctx context.Context, t testing.TB, sim int, roundTimeout time.Duration) *Run {
+	t.Helper()
+	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{Catalog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx []int
+	for k, u := range d.Users {
+		if int(u) < sim {
+			idx = append(idx, k)
+		}
+	}
+	train := d.Subset(idx)
+	spec, err := method.Lookup("dp-als")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := spec.Configure(map[string]string{"secagg": "masked", "bias-rounds": "2", "init-items": "20"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	codes, err := deploy.IssueCodes(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := deploy.NewServer(deploy.ServerConfig{Method: "dp-als", Config: cfg, StateDir: dir, Token: token,
+		Catalog:    deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale},
+		MinClients: sim + 1, EnrollQuiet: 300 * time.Millisecond, RoundTimeout: roundTimeout, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r := &Run{URL: "http://" + ln.Addr().String(), Code: codes[0], Srv: srv, Train: train, done: make(chan error, 1)}
+	hs := &http.Server{Handler: r.record(srv.Mux(nil))}
+	go hs.Serve(ln)
+	go func() { r.done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); hs.Close() })
+
+	// The simulated clients enrol first (ids 0..sim-1), then wait for
+	// the client under test.
+	sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: r.URL, Token: token, Retry: time.Minute, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls, err := spec.NewClients(cfg, train, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if _, err := sess.Run(ctx, cls.List); err != nil && ctx.Err() == nil {
+			t.Errorf("simulated clients: %v", err)
+		}
+	}()
+	for deadline := time.Now().Add(time.Minute); srv.Parties() < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the simulated clients did not enrol")
+		}
+	}
+	return r
+}
+
+// record wraps h to keep every request it receives.
+func (r *Run) record(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		body, _ := io.ReadAll(q.Body)
+		r.mu.Lock()
+		r.reqs = append(r.reqs, Request{q.URL.Path, q.Header.Get("Authorization"), body})
+		r.mu.Unlock()
+		q.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, q)
+	})
+}
+
+// Requests returns the requests received so far, in order.
+func (r *Run) Requests() []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reqs)
+}
+
+// Wait waits up to limit for the server's run to end, and fails the test
+// if it does not or ends with an error.
+func (r *Run) Wait(t testing.TB, limit time.Duration) {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(limit):
+		t.Fatal("the server's run did not end")
+	}
+}
