@@ -3,53 +3,19 @@ package dpals
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/protocol/protocoltest"
 	"github.com/privrec/privrec/ratings"
 )
-
-// tamperer wraps a client whose masked words tamper changes from round
-// from on.
-type tamperer struct {
-	protocol.Client
-	from   int
-	tamper func(b *protocol.Broadcast, w []uint32)
-}
-
-func (h *tamperer) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
-	up, err := h.Client.Round(b, r)
-	if err != nil || up == nil || b.Words == 0 || b.Round < h.from {
-		return up, err
-	}
-	c := *up
-	c.Words = slices.Clone(up.Words)
-	h.tamper(b, c.Words)
-	return &c, nil
-}
-
-// dropper wraps a client that sends nothing in a training round with
-// probability p.
-type dropper struct {
-	protocol.Client
-	p float64
-}
-
-func (d *dropper) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
-	up, err := d.Client.Round(b, r)
-	if b.Phase == protocol.PhaseTrain && r.Float64() < d.p {
-		return nil, err
-	}
-	return up, err
-}
 
 // checkedRun runs cfg masked in process on train, with client 0 replaced
 // by hostile (when not nil) and every client dropping out with
 // probability drop, and returns the round infos.
-func checkedRun(t *testing.T, train *ratings.Dataset, cfg Config, seed uint64, drop float64, hostile *tamperer) ([]protocol.RoundInfo, error) {
+func checkedRun(t *testing.T, train *ratings.Dataset, cfg Config, seed uint64, drop float64, hostile *protocoltest.Tamperer) ([]protocol.RoundInfo, error) {
 	t.Helper()
 	cfg.Aggregation = protocol.AggMasked
 	srv, err := newServer(cfg, train.NumItems(), nil, seed)
@@ -63,7 +29,7 @@ func checkedRun(t *testing.T, train *ratings.Dataset, cfg Config, seed uint64, d
 	list := slices.Clone(cl.List)
 	if drop > 0 {
 		for k, c := range list {
-			list[k] = &dropper{c, drop}
+			list[k] = &protocoltest.Dropper{Client: c, P: drop}
 		}
 	}
 	if hostile != nil {
@@ -139,7 +105,7 @@ func TestHostileSumsRefused(t *testing.T) {
 		}, "setup"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &tamperer{from: tc.from, tamper: tc.tamper}
+			h := &protocoltest.Tamperer{From: tc.from, Tamper: func(b *protocol.Broadcast, up *protocol.Upload) { tc.tamper(b, up.Words) }}
 			infos, err := checkedRun(t, train, boundsConfig(true, 1), 6, 0, h)
 			if err != nil && tc.from > 0 {
 				t.Fatal(err)

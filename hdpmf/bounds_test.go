@@ -3,49 +3,15 @@ package hdpmf
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/protocol/protocoltest"
 	"github.com/privrec/privrec/ratings"
 )
-
-// tamperer wraps a client and rewrites a copy of its masked words from
-// round from on: a hostile client under secure aggregation.
-type tamperer struct {
-	protocol.Client
-	from   int
-	tamper func(b *protocol.Broadcast, up *protocol.Upload)
-}
-
-func (h *tamperer) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
-	up, err := h.Client.Round(b, r)
-	if err != nil || up == nil || b.Words == 0 || b.Round < h.from {
-		return up, err
-	}
-	c := *up
-	c.Words = slices.Clone(up.Words)
-	h.tamper(b, &c)
-	return &c, nil
-}
-
-// dropper wraps a client that sends nothing in a training round with
-// probability p (its own random stream decides).
-type dropper struct {
-	protocol.Client
-	p float64
-}
-
-func (d *dropper) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
-	up, err := d.Client.Round(b, r)
-	if b.Phase == protocol.PhaseTrain && r.Float64() < d.p {
-		return nil, err
-	}
-	return up, err
-}
 
 // rhoTransport sets ParamMinShare in every broadcast, as a deployment
 // provisioning for dropouts does (in the server's broadcast too, which
@@ -67,7 +33,7 @@ type checkedRun struct {
 	seed    uint64
 	rho     float64 // ParamMinShare; 0: absent
 	drop    float64 // per-round dropout of every client
-	hostile *tamperer
+	hostile *protocoltest.Tamperer
 	noTail  bool // the negative control: the bound without its noise tail
 	// unchecked runs the server without its SumChecker, as before.
 	unchecked bool
@@ -100,7 +66,7 @@ func (c checkedRun) run(t *testing.T, train *ratings.Dataset) ([]protocol.RoundI
 	clients := slices.Clone(cl.List)
 	if c.drop > 0 {
 		for k, x := range clients {
-			clients[k] = &dropper{x, c.drop}
+			clients[k] = &protocoltest.Dropper{Client: x, P: c.drop}
 		}
 	}
 	if h := c.hostile; h != nil { // client 0, which never drops out
@@ -210,7 +176,7 @@ func TestHostileSumsRefused(t *testing.T) {
 		}, "setup", HDPMF},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := checkedRun{variant: tc.variant, rounds: 4, seed: 3, hostile: &tamperer{from: tc.from, tamper: tc.tamper}}
+			c := checkedRun{variant: tc.variant, rounds: 4, seed: 3, hostile: &protocoltest.Tamperer{From: tc.from, Tamper: tc.tamper}}
 			infos, vs, err := c.run(t, train)
 			if tc.from == 0 { // a refused setup: no training
 				if err == nil || len(infos) != 1 || infos[0].Rejected == nil {
@@ -277,14 +243,14 @@ func TestNoiseTailMatters(t *testing.T) {
 func TestCoverageOfInflatedArrivals(t *testing.T) {
 	train := tiny(t, 60)
 	const k = 10
-	inflate := &tamperer{from: 1, tamper: func(b *protocol.Broadcast, up *protocol.Upload) {
+	inflate := &protocoltest.Tamperer{From: 1, Tamper: func(b *protocol.Broadcast, up *protocol.Upload) {
 		for n, j := range up.Items {
 			up.Words[n*(k+1)+k] += uint32(b.Counts[j])
 		}
 	}}
 	for _, tc := range []struct {
 		name    string
-		hostile *tamperer
+		hostile *protocoltest.Tamperer
 	}{{"honest", nil}, {"inflated arrivals", inflate}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var covs []float64
@@ -375,8 +341,8 @@ func TestHostileValueKeepsTheModel(t *testing.T) {
 		t.Skip("three masked runs on ml-latest-small")
 	}
 	train, test := small(t)
-	hostile := func() *tamperer {
-		return &tamperer{from: 6, tamper: func(b *protocol.Broadcast, up *protocol.Upload) {
+	hostile := func() *protocoltest.Tamperer {
+		return &protocoltest.Tamperer{From: 6, Tamper: func(b *protocol.Broadcast, up *protocol.Upload) {
 			if b.Phase == protocol.PhaseTrain {
 				up.Words[0] += 1 << 28
 			}

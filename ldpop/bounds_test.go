@@ -3,53 +3,14 @@ package ldpop
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/protocol/protocoltest"
 	"github.com/privrec/privrec/ratings"
 )
-
-// tamperer wraps a client and rewrites a copy of its masked words from
-// round from on: a hostile client under secure aggregation.
-type tamperer struct {
-	protocol.Client
-	from   int
-	tamper func(b *protocol.Broadcast, up *protocol.Upload)
-}
-
-func (h *tamperer) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
-	up, err := h.Client.Round(b, r)
-	if err != nil || up == nil || b.Words == 0 || b.Round < h.from {
-		return up, err
-	}
-	c := *up
-	c.Words = slices.Clone(up.Words)
-	h.tamper(b, &c)
-	return &c, nil
-}
-
-// dropper wraps a client that sends nothing in a training round with
-// probability p (its own random stream decides), or, with setup set, in
-// the setup round only.
-type dropper struct {
-	protocol.Client
-	p     float64
-	setup bool
-}
-
-func (d *dropper) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, error) {
-	up, err := d.Client.Round(b, r)
-	switch {
-	case d.setup && b.Phase == protocol.PhaseSetup:
-		return nil, err
-	case b.Phase == protocol.PhaseTrain && r.Float64() < d.p:
-		return nil, err
-	}
-	return up, err
-}
 
 // rhoTransport sets ParamMinShare in every broadcast, as a deployment
 // provisioning for dropouts does (in the server's broadcast too, which
@@ -71,7 +32,7 @@ type checkedRun struct {
 	seed                  uint64
 	rho                   float64 // ParamMinShare; 0: absent
 	drop                  float64 // per-round dropout of every client but 0
-	hostile               *tamperer
+	hostile               *protocoltest.Tamperer
 	lateJoiner            bool // client 1 sends nothing in setup, then trains
 	// observe, when not nil, is called after every round.
 	observe func(srv *server, ri protocol.RoundInfo)
@@ -95,11 +56,11 @@ func (c checkedRun) run(t *testing.T, d *ratings.Dataset) ([]protocol.RoundInfo,
 	clients := slices.Clone(cl.List)
 	if c.drop > 0 {
 		for k, x := range clients[1:] {
-			clients[k+1] = &dropper{Client: x, p: c.drop}
+			clients[k+1] = &protocoltest.Dropper{Client: x, P: c.drop}
 		}
 	}
 	if c.lateJoiner {
-		clients[1] = &dropper{Client: cl.List[1], setup: true}
+		clients[1] = &protocoltest.Dropper{Client: cl.List[1], Setup: true}
 	}
 	if h := c.hostile; h != nil {
 		h.Client = cl.List[0]
@@ -196,7 +157,7 @@ func TestHostileSumsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := checkedRun{variant: LDPOP, rounds: 5, perRound: 25, seed: 3, lateJoiner: tc.late,
-				hostile: &tamperer{from: tc.from, tamper: tc.tamper}}
+				hostile: &protocoltest.Tamperer{From: tc.from, Tamper: tc.tamper}}
 			infos, vs, err := c.run(t, d)
 			if tc.from == 0 { // a refused setup: no training
 				if err == nil || len(infos) != 1 || infos[0].Rejected == nil {
@@ -235,12 +196,12 @@ func TestHostileSumsRefused(t *testing.T) {
 // a refused round reports no coverage (ok false).
 func TestCoverageOfInflatedArrivals(t *testing.T) {
 	d := synth(t, 40, 30, 8)
-	inflate := &tamperer{from: 1, tamper: func(b *protocol.Broadcast, up *protocol.Upload) {
+	inflate := &protocoltest.Tamperer{From: 1, Tamper: func(b *protocol.Broadcast, up *protocol.Upload) {
 		up.Words[len(up.Words)-1] += 20
 	}}
 	for _, tc := range []struct {
 		name    string
-		hostile *tamperer
+		hostile *protocoltest.Tamperer
 	}{{"honest", nil}, {"inflated arrivals", inflate}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var covs, epss []float64
