@@ -72,6 +72,7 @@ func dpalsResult(cfg *dpals.Config, rep *dpals.Report, train *ratings.Dataset) *
 	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total; neighbouring relation: %s, ε = %.4g at δ = %g; "+
 		"replace-one: ε = %.4g at the same δ", p.Note, len(p.Releases), rep.Ledger.Rho(), dpals.Neighbouring, rep.Eps, cfg.Delta, rep.EpsReplace)
 	if !cfg.Aggregation.Secure() {
+		p.Trusted = "the server, which read every user's statistics (secagg=off)"
 		p.Note = "secagg=off: the server read every user's statistics, so the ε below does not hold against the server, " +
 			"only against an observer of the released sums; " + p.Note
 	}

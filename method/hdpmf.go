@@ -22,7 +22,7 @@ var hdpmfClaim = model.Privacy{
 		"(L2 C·Δ, L1 C·√K·Δ), so one user's values move a round's release by at most 2C·Δ (L2), 2C·√K·Δ (L1): " +
 		"ε per round C times the per-round ε of a weight-1 rating, composed over the rounds by the smaller of basic composition " +
 		"(δ = 0) and zCDP (pure ε-DP is ε²/2-zCDP; δ = delta); holds against a server that sees only the per-item sums, which " +
-		"secure aggregation (secagg=ideal, the default: its ideal functionality with float gamma shares; secagg=masked: SecAgg+ " +
+		"secure aggregation (secagg=ideal, train's and evaluate's: its ideal functionality in process, with float gamma shares; secagg=masked, privrec serve's: SecAgg+ " +
 		"masked integer sums with distributed Skellam noise, (ε, δ) by Rényi DP at the clip's integer sensitivity) ensures; " +
 		"with secagg=off the server reads single uploads carrying 1/n_j of the noise: no ε against it (Inf). " +
 		"As the paper computes it (stats eps_round_paper, eps_total_paper): W_ij·ε per rating per round, T·W_ij·ε in total, " +

@@ -1,0 +1,88 @@
+package method_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/ratings"
+)
+
+// tinyData returns a small dense dataset: 40 users, each rating 8 of 16
+// items on a 1..5 scale, with the items as a declared public catalog.
+func tinyData() *ratings.Dataset {
+	d := &ratings.Dataset{Name: "tiny", Scale: ratings.Scale{Min: 1, Max: 5, Step: 1}, Catalog: "tiny items"}
+	for i := range 16 {
+		d.ItemIDs = append(d.ItemIDs, fmt.Sprint("i", i))
+	}
+	for u := range 40 {
+		d.UserIDs = append(d.UserIDs, fmt.Sprint("u", u))
+		for k := range 8 {
+			i := (u*3 + k*2) % 16
+			d.Users = append(d.Users, int32(u))
+			d.Items = append(d.Items, int32(i))
+			d.Values = append(d.Values, float32(1+(u+i)%5))
+		}
+	}
+	return d
+}
+
+// TestLabelsSayWhatRan runs every method with a --secagg parameter under
+// every aggregation it accepts and checks that the run's privacy label
+// describes that run: the aggregation it names is the one that ran, the
+// note names no other mode as what ran, and with secagg=off (the server
+// reads single uploads) a claim that trusted nobody either reports no ε
+// against the server (+Inf) or names the server as trusted.
+func TestLabelsSayWhatRan(t *testing.T) {
+	train := tinyData()
+	for _, s := range method.All() {
+		if !s.Has("secagg") {
+			continue
+		}
+		for _, mode := range []string{"masked", "ideal", "off"} {
+			t.Run(s.Name+"/"+mode, func(t *testing.T) {
+				p := params{"secagg": mode}
+				for name, v := range map[string]string{"epochs": "2", "rounds": "1", "bias-rounds": "1", "top-items": "8", "dim": "2"} {
+					if s.Has(name) {
+						p[name] = v
+					}
+				}
+				if s.Name == "dp-ease" {
+					p["top-items"] = "8"
+				}
+				cfg, err := s.Configure(p)
+				if err != nil {
+					t.Skipf("%s does not take secagg=%s: %v", s.Name, mode, err)
+				}
+				_, res, err := s.Fit(method.WithTestMode(context.Background()), train, cfg, 1, nil)
+				if err != nil {
+					if mode == "masked" {
+						t.Skipf("no masked path in process: %v", err)
+					}
+					t.Fatal(err)
+				}
+				pr := res.Privacy
+				if s.Claim.Unit == "none" {
+					return
+				}
+				if pr.Aggregation != mode {
+					t.Errorf("label says aggregation %q, ran %q", pr.Aggregation, mode)
+				}
+				for _, other := range []string{"masked", "ideal", "off"} {
+					if other != mode && strings.Contains(pr.Note, "secagg="+other+", the default") {
+						t.Errorf("a secagg=%s run's note calls secagg=%s the default: %.200s", mode, other, pr.Note)
+					}
+				}
+				if mode == "off" && s.Claim.Trusted == "nobody" && pr.Trusted == "nobody" && !math.IsInf(pr.EpsTotal, 1) {
+					t.Errorf("secagg=off: trusted %q with ε %g, but the server read single uploads", pr.Trusted, pr.EpsTotal)
+				}
+				if mode != "off" && strings.Contains(pr.Note, "secagg=off: the server read") {
+					t.Errorf("a secagg=%s run's note says the server read single uploads", mode)
+				}
+			})
+		}
+	}
+}
