@@ -2,6 +2,7 @@ package method_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -84,5 +85,44 @@ func TestLabelsSayWhatRan(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPrivateMethodsRefuseRepeatedPairs checks that every private method
+// refuses training data with a repeated (user, item) pair, in process and
+// as federated clients: their sensitivities assume distinct items (a
+// dp-ease device's indicator vector would have norm √2 against a charge
+// of 1).
+func TestPrivateMethodsRefuseRepeatedPairs(t *testing.T) {
+	train := tinyData()
+	train.Users = append(train.Users, train.Users[0])
+	train.Items = append(train.Items, train.Items[0])
+	train.Values = append(train.Values, train.Values[0])
+	for _, s := range method.All() {
+		if s.Claim.Unit == "none" {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			p := params{}
+			for name, v := range map[string]string{"epochs": "1", "rounds": "1", "bias-rounds": "1"} {
+				if s.Has(name) {
+					p[name] = v
+				}
+			}
+			cfg, err := s.Configure(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = s.Fit(method.WithTestMode(context.Background()), train, cfg, 1, nil)
+			if !errors.Is(err, ratings.ErrDuplicate) {
+				t.Errorf("Fit: error %v, want one wrapping ratings.ErrDuplicate", err)
+			}
+			if s.Federated == nil {
+				return
+			}
+			if _, err := s.NewClients(cfg, train, 1); !errors.Is(err, ratings.ErrDuplicate) {
+				t.Errorf("NewClients: error %v, want one wrapping ratings.ErrDuplicate", err)
+			}
+		})
 	}
 }
