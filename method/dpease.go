@@ -11,7 +11,7 @@ import (
 )
 
 // dpeaseNeighbouring is dp-ease's neighbouring relation.
-const dpeaseNeighbouring = "add/remove one user (all of one user's ratings)"
+const dpeaseNeighbouring = NeighboursZeroOutUser
 
 // dpeaseClaim is the claim of dp-ease (see package dpease): user-level
 // (ε, δ) for the whole run, for datasets that differ by one user's whole

@@ -28,6 +28,7 @@ var hdpmfClaim = model.Privacy{
 		"As the paper computes it (stats eps_round_paper, eps_total_paper): W_ij·ε per rating per round, T·W_ij·ε in total, " +
 		"assuming a rating moves only its item's row; not an upper bound, since from round 2 u_i carries a changed rating into " +
 		"every row of the user (privrec audit --attack canary)",
+	Neighbouring: NeighboursUserValues,
 }
 
 // schemeValue is a field holding a dp.ShareScheme.

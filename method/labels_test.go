@@ -126,3 +126,37 @@ func TestPrivateMethodsRefuseRepeatedPairs(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryClaimStatesItsNeighbours checks that every private method's
+// claim, and the privacy its run reports, names the neighbouring relation
+// its ε holds for.
+func TestEveryClaimStatesItsNeighbours(t *testing.T) {
+	train := tinyData()
+	for _, s := range method.All() {
+		if s.Claim.Unit == "none" {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			if s.Claim.Neighbouring == "" {
+				t.Fatal("the claim names no neighbouring relation")
+			}
+			p := params{}
+			for name, v := range map[string]string{"epochs": "1", "rounds": "1", "bias-rounds": "1", "top-items": "8"} {
+				if s.Has(name) {
+					p[name] = v
+				}
+			}
+			cfg, err := s.Configure(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, res, err := s.Fit(method.WithTestMode(context.Background()), train, cfg, 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Privacy.Neighbouring != s.Claim.Neighbouring {
+				t.Errorf("the run reports neighbouring %q, the claim %q", res.Privacy.Neighbouring, s.Claim.Neighbouring)
+			}
+		})
+	}
+}

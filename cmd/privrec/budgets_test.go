@@ -154,7 +154,8 @@ func budgetData() *ratings.Dataset {
 
 // TestMethodsJSONClaimHasNoSpend checks that the privacy block of
 // privrec methods --json holds the claim only: no ε or δ field, which a
-// reader would take for "costs nothing".
+// reader would take for "costs nothing"; and that every private method's
+// claim names its neighbouring relation.
 func TestMethodsJSONClaimHasNoSpend(t *testing.T) {
 	out, _, err := run(t, "methods", "--json")
 	if err != nil {
@@ -172,6 +173,9 @@ func TestMethodsJSONClaimHasNoSpend(t *testing.T) {
 			if v, ok := m.Privacy[k]; ok {
 				t.Errorf("%s: privacy block has %s = %v", m.Name, k, v)
 			}
+		}
+		if n, _ := m.Privacy["neighbouring"].(string); m.Privacy["unit"] != "none" && n == "" {
+			t.Errorf("%s: a private method's claim names no neighbouring relation", m.Name)
 		}
 	}
 }
