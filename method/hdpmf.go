@@ -156,7 +156,8 @@ func hdpmfResult(v hdpmf.Variant, c hdpmf.Config, rep *hdpmf.Report) *Result {
 	if rep.Noise == "skellam" {
 		priv.Note += "; integer path: uploads quantized (clipped rows, unbiased rounding) over every item and summed mod 2^32 " +
 			"by secure aggregation, with distributed Skellam noise calibrated so that the rounds compose in Rényi DP to " +
-			"the paper's T·ε per rating at δ"
+			"the float path's proven user-level total at δ (the smaller of basic composition and zCDP; " +
+			"without a user clip, the paper's T·ε per rating)"
 	} else {
 		priv.Note += fmt.Sprintf("; the paper's advanced composition: ε %.4g at δ %.2g", rep.AdvEpsTotal, rep.AdvDelta)
 	}
