@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -156,6 +157,60 @@ func TestEveryClaimStatesItsNeighbours(t *testing.T) {
 			}
 			if res.Privacy.Neighbouring != s.Claim.Neighbouring {
 				t.Errorf("the run reports neighbouring %q, the claim %q", res.Privacy.Neighbouring, s.Claim.Neighbouring)
+			}
+		})
+	}
+}
+
+// TestEveryPrivateMethodDrawsSecretNoise checks the one rule of every
+// private method's noise: outside the test mode (WithTestMode, privrec's
+// --seed) two runs with the same seed draw different noise, from
+// crypto/rand, and the Result says so; in it two runs are identical and
+// the Result says the model is not a release.
+func TestEveryPrivateMethodDrawsSecretNoise(t *testing.T) {
+	train := tinyData()
+	for _, s := range method.All() {
+		if s.Claim.Unit == "none" {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			p := params{}
+			for name, v := range map[string]string{"epochs": "2", "rounds": "1", "bias-rounds": "1", "top-items": "8"} {
+				if s.Has(name) {
+					p[name] = v
+				}
+			}
+			cfg, err := s.Configure(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fit := func(ctx context.Context) ([]float32, *method.Result) {
+				m, res, err := s.Fit(ctx, train, cfg, 3, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var scores []float32
+				for u := range int32(4) {
+					scores = append(scores, m.ScoreItems(u, nil)...)
+				}
+				return scores, res
+			}
+			a, ra := fit(context.Background())
+			b, _ := fit(context.Background())
+			if slices.Equal(a, b) {
+				t.Error("two runs outside the test mode drew the same noise from seed 3")
+			}
+			if strings.Contains(ra.Privacy.Note, "TEST MODE") || !strings.Contains(ra.Privacy.Note, "crypto/rand") {
+				t.Errorf("note outside the test mode: %.300q", ra.Privacy.Note)
+			}
+			ctx := method.WithTestMode(context.Background())
+			c, rc := fit(ctx)
+			d, _ := fit(ctx)
+			if !slices.Equal(c, d) {
+				t.Error("two runs in the test mode with seed 3 differ")
+			}
+			if !strings.Contains(rc.Privacy.Note, "TEST MODE") || rc.Stats["test_mode"] != 1 {
+				t.Errorf("test mode not labelled: %.300q, %v", rc.Privacy.Note, rc.Stats)
 			}
 		})
 	}

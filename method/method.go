@@ -209,6 +209,10 @@ func (s Spec) Fit(ctx context.Context, train *ratings.Dataset, cfg any, seed uin
 	if err := s.checkPrivateData(train); err != nil {
 		return nil, nil, err
 	}
+	cfg, seed, test, err := s.noiseSource(ctx, cfg, seed)
+	if err != nil {
+		return nil, nil, err
+	}
 	in, a, b := toInternal(train)
 	if hook != nil && a != 1 {
 		inner := hook
@@ -225,6 +229,7 @@ func (s Spec) Fit(ctx context.Context, train *ratings.Dataset, cfg any, seed uin
 		return nil, nil, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	s.finish(m, res, cfg, train, in != train, a, b)
+	s.labelNoise(res, test)
 	return m, res, nil
 }
 
