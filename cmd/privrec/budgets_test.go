@@ -145,7 +145,7 @@ func budgetData() *ratings.Dataset {
 		d.UserIDs = append(d.UserIDs, fmt.Sprint("u", u))
 		for k := range 20 {
 			d.Users = append(d.Users, int32(u))
-			d.Items = append(d.Items, int32((u*7+k*k*3+k)%200))
+			d.Items = append(d.Items, int32((u*7+k*10)%200))
 			d.Values = append(d.Values, float32(1+(u*u+3*k)%5))
 		}
 	}
