@@ -52,7 +52,7 @@ func init() {
 			"(their unit): on the Gaussian path each release of a round is compared with the L2 sensitivity its zCDP ledger charges; " +
 			"on the integer path (secagg=masked, also run for HDPMF and DPMF) the clients' words are summed mod 2^32 as secure " +
 			"aggregation sums them, with the Skellam shares off, and read as signed integers against the calibration's integer " +
-			"sensitivities. The SDCF family (SDMF, SD-FM, SD-BPRMF) has no row: randomized response and a truncated fake error " +
+			"sensitivities. dp-ease (ideal path) and dp-pop run with all of one user's ratings removed (dp-ease's zero-out: the device stays, with an empty history), each release (dp-ease's counts, then the Gram triangle of the top items its server chose from side A's noisy counts; dp-pop's popularity vector, at ε = 10⁶ with the noise drawn alike on both sides) against the L2 sensitivity its zCDP ledger charges; their controls charge half of it. dp-itemavg, dp-globalavg and isgld run with the canary's rating changed 1→5, their Laplace releases (the items' centred rating sums, read back from the averages; the centred sum of all ratings; every perturbed rating) against the L1 sensitivity their noise is set for, the scale's range, at ε = 10⁶ with the noise drawn alike on both sides; their controls charge half of it. dp-pmf and pdp-pmf have no row: objective perturbation releases no statistic with a sensitivity, and the bound of their Thm 4 is on the stage-2 objective's gradient given U, which the method does not expose. The SDCF family (SDMF, SD-FM, SD-BPRMF) has no row: randomized response and a truncated fake error " +
 			"have no sensitivity to check; its existence claim is attacked by the average, shape and grid attacks above. The " +
 			"releases are deterministic given the streams, so there is no interval.",
 		cases: canaryCases,
@@ -569,6 +569,11 @@ func canaryCases(*env) []testCase {
 		testCase{"dp-als", Control, dpalsCanary("dp-als", false, 0.5)},
 		testCase{"dp-als", Control, dpalsCanary("dp-als", true, 0.5)},
 		testCase{"dp-biases", Control, dpalsCanary("dp-biases", false, 0.5)},
+		testCase{"dp-ease", Control, dpeaseCanary(0.5)},
+		testCase{"dp-pop", Control, dpPopCanary(0.5)},
+		testCase{"dp-itemavg", Control, dpItemAvgCanary(0.5)},
+		testCase{"isgld", Control, isgldCanary(0.5)},
+		testCase{"dp-globalavg", Control, dpGlobalAvgCanary(0.5)},
 	)
 	cs = append(cs, testCase{"hdpmf", Protected, hdpmfRoundCanary(rv+fmt.Sprintf(", round %d (issue 32's case)", issueRound), -1, false, "the default user clip")})
 	for _, v := range fam {
@@ -589,6 +594,11 @@ func canaryCases(*env) []testCase {
 		testCase{"dp-als", Protected, dpalsCanary("dp-als", true, 1)},
 		testCase{"dp-biases", Protected, dpalsCanary("dp-biases", false, 1)},
 		testCase{"dp-biases", Protected, dpalsCanary("dp-biases", true, 1)},
+		testCase{"dp-ease", Protected, dpeaseCanary(1)},
+		testCase{"dp-pop", Protected, dpPopCanary(1)},
+		testCase{"dp-itemavg", Protected, dpItemAvgCanary(1)},
+		testCase{"isgld", Protected, isgldCanary(1)},
+		testCase{"dp-globalavg", Protected, dpGlobalAvgCanary(1)},
 	)
 	return cs
 }

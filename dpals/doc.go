@@ -107,9 +107,12 @@
 // in one user's entire rating history; a user's own predictions use their
 // own ratings, as joint DP allows.
 //
-// The neighbouring relation is add/remove one user (datasets that differ
-// by one user's whole rating history, the user present or absent): the
-// sensitivities above are for it. Replacing one user by another moves
+// The neighbouring relation is zero-out (Neighbouring): datasets that
+// differ by one user's whole rating history, the user taking part either
+// way with an empty history, since a deployment's server counts the
+// participants exactly. A user without ratings contributes nothing, so
+// the sensitivities above, which bound one user's contribution against
+// none (add/remove of the user's ratings), are for it. Replacing one user by another moves
 // every sum by up to twice as much, so the same noise gives four times
 // the ρ: Report.EpsReplace (model.Privacy.EpsReplace, --json
 // eps_replace_one) converts 4ρ by the same rdp.ZCDPToDP. At ε = 1, δ =

@@ -39,8 +39,13 @@ type Report struct {
 	Stats map[string]float64
 }
 
-// Neighbouring names the neighbouring relation of the claim.
-const Neighbouring = "add/remove one user (all of one user's ratings)"
+// Neighbouring names the neighbouring relation of the claim: zero-out,
+// since a deployment's server counts the participants exactly; a user
+// with an empty history contributes nothing, so ε is the add/remove
+// analysis's for the user's ratings.
+const Neighbouring = "zero-out one user: all of one user's ratings removed (their history emptied), the user's " +
+	"participation and the number of participants public (the server counts them exactly); eps_replace_one is for " +
+	"one user's history replaced by any other"
 
 // Claim is the privacy claim of Train.
 var Claim = model.Privacy{

@@ -28,9 +28,12 @@
 // the Gram's diagonal (the larger share of ρ), above every other item's;
 // a rule on the released counts alone, which keeps the ML-1M defaults.
 //
-// Privacy: the unit is one user; the neighbouring relation is adding or
-// removing one user with all their ratings (Report.EpsReplace: replacing
-// one). Each release has the sensitivity above, FracCounts of the zCDP
+// Privacy: the unit is one user; the neighbouring relation is zero-out:
+// one user's ratings all removed, the user's participation public (a
+// deployment's server counts the participants exactly; a device without
+// ratings contributes nothing, so the sensitivities are add/remove's of
+// the user's ratings). Report.EpsReplace: one history replaced by any
+// other. Each release has the sensitivity above, FracCounts of the zCDP
 // budget ρ on the counts, the rest on the Gram, and ε is an upper bound
 // over the whole run at Delta, listed release by release in
 // Report.Ledger. A user's recommendations are computed from their own

@@ -497,7 +497,10 @@ func (r *runner) exec(ctx context.Context, c *Cell) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, res, err := spec.Fit(ctx, train, cfg, c.Seed*1_000_003+uint64(c.Fold), hook)
+	// An experiment measures, it releases nothing: its private methods run
+	// in the test mode, so a cell's noise is its seed's and reruns agree
+	// (the Result's note says the model is not a release).
+	m, res, err := spec.Fit(method.WithTestMode(ctx), train, cfg, c.Seed*1_000_003+uint64(c.Fold), hook)
 	if errors.Is(err, method.ErrDiverged) {
 		// A setting that diverges is a result: NaN metrics, marked, and
 		// never chosen by cross-validation.

@@ -131,7 +131,7 @@ type Config struct {
 	// release by at most 2C·Δ in L2 and 2C·√K·Δ in L1, which is what the
 	// proven user-level figure (Report.UserEpsTotal) rests on; see the
 	// package documentation. 0 switches the clip off, and with it the
-	// proof (UserEps* are then +Inf). DefaultConfig sets 1.
+	// proof (UserEps* are then +Inf). DefaultConfig sets 8 (0 for Plain).
 	UserClip float64
 
 	Workers int    // client goroutines; the result does not depend on it
@@ -165,7 +165,7 @@ func DefaultConfig(v Variant) Config {
 	}
 }
 
-// userClipFor is the default UserClip of v: 1, and 0 for Plain, which
+// userClipFor is the default UserClip of v: 8, and 0 for Plain, which
 // protects nothing.
 func userClipFor(v Variant) float64 {
 	if v == Plain {

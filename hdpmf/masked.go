@@ -47,11 +47,13 @@ import (
 // min(√K·L2, L2²).
 //
 // Calibration: μ is the least Poisson mean for which Rounds releases
-// compose, in Rényi DP, to (Rounds·C·ε, Delta)-DP for the proven unit,
-// one user's rating values, at the user clip's sensitivities (C =
+// compose, in Rényi DP, to (E, Delta)-DP for the proven unit, one user's
+// rating values, at the user clip's sensitivities, with E the float
+// path's proven total: the smaller of Rounds·C·ε (basic composition) and
+// the zCDP composition of Rounds rounds of C·ε-DP at Delta (C =
 // Config.UserClip; ε the variant's per-round ε of a weight-1 rating,
-// HDPMF: Eps, DPMF: the specification's floor, PDPMF: the threshold):
-// the float path's proven total, so the two compare at equal proven ε.
+// HDPMF: Eps, DPMF: the specification's floor, PDPMF: the threshold), so
+// the two paths report the same proven total.
 // Without a clip (C = 0) it is the paper's per-rating Rounds·ε at the
 // per-rating sensitivities (then no proven figure). The per-rating
 // figures (masking.epsRound, epsTotal) are the paper's, at the μ chosen.
@@ -94,9 +96,10 @@ func newMasking(cfg Config, eps, sens float64) (*masking, error) {
 	if cfg.UserClip > 0 {
 		m.ul2 = 2 * cfg.UserClip * sens * maskScale
 		m.ul1 = m.ul2 * m.ul2
-		// The proven figure: the float path's C·ε a round, T·C·ε in
-		// total, reached in Rényi DP at the user sensitivities.
-		total, l1, l2 = total*cfg.UserClip, m.ul1, m.ul2
+		// The proven figure: the float path's, C·ε a round and over T
+		// rounds the smaller of basic composition and zCDP at δ
+		// (run.userEps), reached in Rényi DP at the user sensitivities.
+		total, l1, l2 = floatProvenTotal(eps*cfg.UserClip, cfg.Rounds, delta), m.ul1, m.ul2
 	}
 	mu, err := rdp.SkellamMuFor(total, delta, cfg.Rounds, l1, l2)
 	if err != nil {
@@ -106,6 +109,15 @@ func newMasking(cfg Config, eps, sens float64) (*masking, error) {
 	m.epsTotal = rdp.SkellamEpsilon(mu, cfg.Rounds, m.l1, m.l2, delta)
 	m.epsRound = rdp.SkellamEpsilon(mu, 1, m.l1, m.l2, delta)
 	return m, nil
+}
+
+// floatProvenTotal is the float path's proven total of rounds rounds of
+// round-ε pure DP: the smaller of basic composition and the (ε, δ) of
+// the zCDP composition (pure ε-DP is ε²/2-zCDP), as run.userEps computes
+// it.
+func floatProvenTotal(round float64, rounds int, delta float64) float64 {
+	n := float64(rounds)
+	return math.Min(n*round, rdp.ZCDPToDP(n*round*round/2, delta))
 }
 
 // userEps returns the user-level ε of rounds releases at δ (+Inf without

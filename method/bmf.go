@@ -48,7 +48,7 @@ func init() {
 			"train_rmse": last.TrainRMSE, "alpha": last.Alpha, "samples": float64(last.Kept)}}, nil
 	})
 	dpGlobal := model.Privacy{Unit: "rating value", Trusted: "the recommender",
-		Note: "one release of the mean of all ratings (the vendor is the recommender)"}
+		Note: "one release of the mean of all ratings (the vendor is the recommender)", Neighbouring: NeighboursRatingValue}
 	define(Spec{
 		Name:    "dp-globalavg",
 		Summary: "ε-DP global average rating (the multi-vendor thesis's Alg. 1), clamped to the scale",

@@ -77,7 +77,7 @@ func init() {
 			return baseline.FitItemMean(train, cfg.Shrink), &Result{Privacy: noPrivacy}, nil
 		})
 	dpItemAvg := model.Privacy{Unit: "rating value", Trusted: "the recommender",
-		Note: "one release: 0.01ε on the global mean, 0.99ε on each item mean (parallel over items)"}
+		Note: "one release: 0.01ε on the global mean, 0.99ε on each item mean (parallel over items)", Neighbouring: NeighboursRatingValue}
 	define(Spec{
 		Name:    "dp-itemavg",
 		Summary: "ε-DP item averages (the multi-vendor thesis's Alg. 2): the baseline every private method must beat",

@@ -72,6 +72,7 @@ func dpalsResult(cfg *dpals.Config, rep *dpals.Report, train *ratings.Dataset) *
 	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total; neighbouring relation: %s, ε = %.4g at δ = %g; "+
 		"replace-one: ε = %.4g at the same δ", p.Note, len(p.Releases), rep.Ledger.Rho(), dpals.Neighbouring, rep.Eps, cfg.Delta, rep.EpsReplace)
 	if !cfg.Aggregation.Secure() {
+		p.Trusted = "the server, which read every user's statistics (secagg=off)"
 		p.Note = "secagg=off: the server read every user's statistics, so the ε below does not hold against the server, " +
 			"only against an observer of the released sums; " + p.Note
 	}
@@ -87,17 +88,12 @@ func dpalsResult(cfg *dpals.Config, rep *dpals.Report, train *ratings.Dataset) *
 }
 
 // fitDPALS is the Fit of dp-als and dp-biases: the client/server
-// protocol (dpalsFederated's halves) run in process. Outside the
-// reproducible test mode (WithTestMode) the seed is replaced by one from
-// crypto/rand, so the noise is secret; in it the Result says the model is
-// not a release.
+// protocol (dpalsFederated's halves) run in process. Spec.Fit gives it a
+// seed from crypto/rand outside the test mode (WithTestMode), so the
+// noise is secret, and labels the Result.
 func fitDPALS(ctx context.Context, train *ratings.Dataset, cfg *dpals.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, invalid(err)
-	}
-	test := TestMode(ctx)
-	if !test {
-		seed = secretSeed() // the noise and the devices' samples: no flag reproduces them
 	}
 	m, rep, err := dpals.Train(ctx, train, *cfg, seed)
 	if err != nil {
@@ -106,14 +102,7 @@ func fitDPALS(ctx context.Context, train *ratings.Dataset, cfg *dpals.Config, se
 	if hook != nil {
 		hook(Progress{Epoch: 1, Epochs: 1, TrainRMSE: rep.Stats["train_rmse"], EpsSpent: rep.Eps})
 	}
-	res := dpalsResult(cfg, rep, train)
-	if test {
-		res.Privacy.Note = TestModeNote + "; " + res.Privacy.Note
-		res.Stats["test_mode"] = 1
-	} else {
-		res.Privacy.Note += "; the noise was drawn from crypto/rand (no seed reproduces it)"
-	}
-	return m, res, nil
+	return m, dpalsResult(cfg, rep, train), nil
 }
 
 // dpalsFederated is the client/server protocol of dp-als and dp-biases in

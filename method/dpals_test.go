@@ -43,7 +43,7 @@ func TestDPALSCatalog(t *testing.T) {
 		if m.NumItems != tc.items || !strings.Contains(res.Privacy.Note, tc.note) {
 			t.Errorf("%s: %d items (want %d), note %q lacks %q", name, m.NumItems, tc.items, res.Privacy.Note, tc.note)
 		}
-		if !strings.Contains(res.Privacy.Note, "add/remove one user") || !(res.Stats["eps_replace_one"] > res.Privacy.EpsTotal) {
+		if !strings.Contains(res.Privacy.Note, "zero-out one user") || !(res.Stats["eps_replace_one"] > res.Privacy.EpsTotal) {
 			t.Errorf("%s: neighbouring relation or replace-one ε missing: %q, %v", name, res.Privacy.Note, res.Stats)
 		}
 	}

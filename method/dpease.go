@@ -11,7 +11,7 @@ import (
 )
 
 // dpeaseNeighbouring is dp-ease's neighbouring relation.
-const dpeaseNeighbouring = "add/remove one user (all of one user's ratings)"
+const dpeaseNeighbouring = NeighboursZeroOutUser
 
 // dpeaseClaim is the claim of dp-ease (see package dpease): user-level
 // (ε, δ) for the whole run, for datasets that differ by one user's whole
@@ -143,13 +143,8 @@ func init() {
 			if hook != nil {
 				hook(Progress{Epoch: 1, Epochs: 1, TrainRMSE: 0, EpsSpent: rep.Eps})
 			}
-			res := dpeaseResult(c, rep, srv)
-			if !c.Seeded {
-				// In process the noise source is Train's; a served
-				// device's is its deployment's (privrec client labels
-				// its test mode).
-				res.Privacy.Note += "; the noise was drawn from crypto/rand (no seed reproduces it)"
-			}
-			return m, res, nil
+			// Spec.Fit labels the noise source (a served device's is its
+			// deployment's: privrec client labels its test mode).
+			return m, dpeaseResult(c, rep, srv), nil
 		})
 }

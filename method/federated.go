@@ -164,6 +164,9 @@ func (s Spec) NewClients(cfg any, train *ratings.Dataset, seed uint64) (*Clients
 	if err := s.federatedScale(cfg, train.Scale, train.Name); err != nil {
 		return nil, err
 	}
+	if err := s.checkPrivateData(train); err != nil {
+		return nil, err
+	}
 	in, a, b := toInternal(train)
 	cl, err := s.Federated.Clients(cfg, in, seed)
 	if err != nil {

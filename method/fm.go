@@ -57,7 +57,7 @@ const sdfmNote = sdmfNote + "; SD-FM: the user's bias, factor and attributes sta
 	"features: their gradients would reveal them); the item and item-attribute parameters are public, and the public " +
 	"side features describe the catalog, not the users"
 
-var sdfmClaim = model.Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdfmNote}
+var sdfmClaim = model.Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdfmNote, Neighbouring: NeighboursRatingExistence}
 
 // sdfmFields names the fields of an fm.SDConfig: SDMF's and the features.
 func sdfmFields(c *fm.SDConfig) []Field {

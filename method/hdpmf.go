@@ -22,12 +22,13 @@ var hdpmfClaim = model.Privacy{
 		"(L2 C·Δ, L1 C·√K·Δ), so one user's values move a round's release by at most 2C·Δ (L2), 2C·√K·Δ (L1): " +
 		"ε per round C times the per-round ε of a weight-1 rating, composed over the rounds by the smaller of basic composition " +
 		"(δ = 0) and zCDP (pure ε-DP is ε²/2-zCDP; δ = delta); holds against a server that sees only the per-item sums, which " +
-		"secure aggregation (secagg=ideal, the default: its ideal functionality with float gamma shares; secagg=masked: SecAgg+ " +
+		"secure aggregation (secagg=ideal, train's and evaluate's: its ideal functionality in process, with float gamma shares; secagg=masked, privrec serve's: SecAgg+ " +
 		"masked integer sums with distributed Skellam noise, (ε, δ) by Rényi DP at the clip's integer sensitivity) ensures; " +
 		"with secagg=off the server reads single uploads carrying 1/n_j of the noise: no ε against it (Inf). " +
 		"As the paper computes it (stats eps_round_paper, eps_total_paper): W_ij·ε per rating per round, T·W_ij·ε in total, " +
 		"assuming a rating moves only its item's row; not an upper bound, since from round 2 u_i carries a changed rating into " +
 		"every row of the user (privrec audit --attack canary)",
+	Neighbouring: NeighboursUserValues,
 }
 
 // schemeValue is a field holding a dp.ShareScheme.
@@ -155,7 +156,8 @@ func hdpmfResult(v hdpmf.Variant, c hdpmf.Config, rep *hdpmf.Report) *Result {
 	if rep.Noise == "skellam" {
 		priv.Note += "; integer path: uploads quantized (clipped rows, unbiased rounding) over every item and summed mod 2^32 " +
 			"by secure aggregation, with distributed Skellam noise calibrated so that the rounds compose in Rényi DP to " +
-			"the paper's T·ε per rating at δ"
+			"the float path's proven user-level total at δ (the smaller of basic composition and zCDP; " +
+			"without a user clip, the paper's T·ε per rating)"
 	} else {
 		priv.Note += fmt.Sprintf("; the paper's advanced composition: ε %.4g at δ %.2g", rep.AdvEpsTotal, rep.AdvDelta)
 	}

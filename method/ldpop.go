@@ -56,6 +56,7 @@ var (
 			"per-position sums (secagg=ideal or masked); with secagg=off the server reads single uploads carrying 1/n of the " +
 			"noise: no ε against it (Inf). As the paper computes it (stats eps_round_paper, eps_total_paper): ε per round and " +
 			"ε·max_j ‖c_j‖₂ per rating, with u_i held fixed as its Thm 1 assumes; not an upper bound (privrec audit --attack canary)",
+		Neighbouring: NeighboursUserRatings,
 	}
 	ldpopBasicClaim = model.Privacy{
 		Unit: "rating value", Trusted: "nobody",
@@ -63,6 +64,7 @@ var (
 			"sums: they carry 2·Σ_i u_i u_iᵀ·Δv_j exactly, and u_i is fitted to the user's ratings; rating existence falls to " +
 			"the difference attack. As the paper computes it (stats eps_round_paper, eps_total_paper): ε·√d for values against " +
 			"the sums, with u_i held fixed; secagg=off (the default) lets the server read single uploads",
+		Neighbouring: NeighboursRatingValue,
 	}
 	rsmfClaim = model.Privacy{Unit: "none", Trusted: "everyone", Note: "exact gradient elements: each upload shows whether its user rated the item"}
 )

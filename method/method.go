@@ -195,6 +195,8 @@ func (s Spec) Text(cfg any) map[string]string {
 // A config that is not valid is an error wrapping ErrParam; a run whose
 // factors became NaN or infinite fails with an error that wraps
 // ErrDiverged; a cancelled run returns an error that wraps ctx's error.
+// A private method refuses training data that ratings.Dataset.Validate
+// refuses (a repeated (user, item) pair wraps ratings.ErrDuplicate).
 func (s Spec) Fit(ctx context.Context, train *ratings.Dataset, cfg any, seed uint64, hook Hook) (*model.Model, *Result, error) {
 	if err := s.check(cfg); err != nil {
 		return nil, nil, err
@@ -203,6 +205,13 @@ func (s Spec) Fit(ctx context.Context, train *ratings.Dataset, cfg any, seed uin
 		return nil, nil, fmt.Errorf("%s: %w: the scale %v of %s was read off its ratings, which leaks them and lets one stray "+
 			"rating widen the noise; declare the public scale (privrec: --scale MIN,MAX[,STEP]; Go: ratings.LoadOptions.Scale)",
 			s.Name, ErrUndeclaredScale, train.Scale, train.Name)
+	}
+	if err := s.checkPrivateData(train); err != nil {
+		return nil, nil, err
+	}
+	cfg, seed, test, err := s.noiseSource(ctx, cfg, seed)
+	if err != nil {
+		return nil, nil, err
 	}
 	in, a, b := toInternal(train)
 	if hook != nil && a != 1 {
@@ -220,7 +229,21 @@ func (s Spec) Fit(ctx context.Context, train *ratings.Dataset, cfg any, seed uin
 		return nil, nil, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	s.finish(m, res, cfg, train, in != train, a, b)
+	s.labelNoise(res, test)
 	return m, res, nil
+}
+
+// checkPrivateData refuses, for a private method, training data that
+// Dataset.Validate refuses: a repeated (user, item) pair above all, since
+// every sensitivity assumes a user rates an item at most once.
+func (s Spec) checkPrivateData(train *ratings.Dataset) error {
+	if s.Claim.Unit == "none" {
+		return nil
+	}
+	if err := train.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return nil
 }
 
 // finish maps a model trained on the Internal scale back to train's

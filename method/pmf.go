@@ -53,12 +53,14 @@ func pmfHook(hook Hook, eps float64) func(pmf.EpochStats) {
 // dpPMFClaim is DP-PMF's claim (Zhang et al. 2019, Thm 4 and Remark 7).
 var dpPMFClaim = model.Privacy{Unit: "rating value", Trusted: "the recommender",
 	Note: "one release, ε-DP for a changed rating value (Thm 4 with Δ = r_max − r_min, Remark 7) of the item matrix V̄ given U; " +
-		"U is fitted without noise and kept by the recommender, so predictions that use U carry no proven guarantee (as in the paper)"}
+		"U is fitted without noise and kept by the recommender, so predictions that use U carry no proven guarantee (as in the paper)",
+	Neighbouring: NeighboursRatingValue}
 
 // pdpPMFClaim is PDP-PMF's claim (Thm 6 and Remark 7).
 var pdpPMFClaim = model.Privacy{Unit: "rating value", Trusted: "the recommender",
 	Note: "personalized: rating k gets min(ε_k, t) against add/remove (Thm 6) and 2·min(ε_k, t) for a changed value (Remark 7); " +
-		"EpsTotal is the largest 2·min(ε_k, t); like DP-PMF it covers V̄ given U, and U is fitted without noise"}
+		"EpsTotal is the largest 2·min(ε_k, t); like DP-PMF it covers V̄ given U, and U is fitted without noise",
+	Neighbouring: NeighboursRatingValue}
 
 func init() {
 	define(Spec{

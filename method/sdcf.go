@@ -62,9 +62,9 @@ const sdmfNote = "no ε bounds existence against this server (EpsRound and EpsTo
 	"lie on the rating grid and the fakes' do not, and `privrec audit --attack grid` infers existence beyond the ε_P bound"
 
 var (
-	sdmfClaim   = model.Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdmfNote}
-	sdbprClaim  = model.Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdcfNote + "; no ε_g (no fake gradients)"}
-	isgldClaim  = model.Privacy{Unit: "rating value", Trusted: "nobody", Note: "Laplace input perturbation on the device, one release; existence and the model are not protected"}
+	sdmfClaim   = model.Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdmfNote, Neighbouring: NeighboursRatingExistence}
+	sdbprClaim  = model.Privacy{Unit: "rating existence", Trusted: "nobody", Note: sdcfNote + "; no ε_g (no fake gradients)", Neighbouring: NeighboursRatingExistence}
+	isgldClaim  = model.Privacy{Unit: "rating value", Trusted: "nobody", Note: "Laplace input perturbation on the device, one release; existence and the model are not protected", Neighbouring: NeighboursRatingValue}
 	sgldNoClaim = model.Privacy{Unit: "none", Trusted: "everyone", Note: "ratings stay on the devices, but each upload shows which items its user rated"}
 )
 

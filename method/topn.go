@@ -28,7 +28,8 @@ type easeConfig struct {
 // dpPopClaim is dp-pop's claim: one user (all their ratings) is the unit,
 // the curator that adds the noise sees the raw data.
 var dpPopClaim = model.Privacy{Unit: "user", Trusted: "the recommender",
-	Note: "one Gaussian release of the item popularity vector, each user's item indicators weighted 1/sqrt(n_u) (L2 sensitivity 1), σ by zCDP"}
+	Note:         "one Gaussian release of the item popularity vector, each user's item indicators weighted 1/sqrt(n_u) (L2 sensitivity 1), σ by zCDP",
+	Neighbouring: NeighboursAddRemoveUser}
 
 func init() {
 	// pop: no privacy claim.

@@ -212,7 +212,7 @@ func TestTuneReproducible(t *testing.T) {
 	d := tuneData(t, 1)
 	s, cfg := tuneConfig(t, "hdpmf", map[string]string{"epochs": "3"})
 	run := func(seed uint64) (*TuneReport, float32) {
-		m, _, rep, err := FitTuned(context.Background(), s, cfg, d, 1, nil, TuneOptions{Seed: seed})
+		m, _, rep, err := FitTuned(WithTestMode(context.Background()), s, cfg, d, 1, nil, TuneOptions{Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -204,8 +204,11 @@ func (d *Dataset) empty(n int) *Dataset {
 }
 
 // Validate checks the internal consistency of d: parallel slices of equal
-// length, indices in range, values on the scale. Loaders and splits always
-// produce valid datasets; Validate is for datasets built by hand.
+// length, indices in range, values on the scale, and no (user, item) pair
+// rated twice (an error wrapping ErrDuplicate naming both positions and
+// the IDs). Loaders and splits always produce valid datasets (a loader
+// refuses a repeated pair with its file and line, or drops it under
+// LoadOptions.SkipBad); Validate is for datasets built by hand.
 func (d *Dataset) Validate() error {
 	if len(d.Users) != len(d.Values) || len(d.Items) != len(d.Values) {
 		return fmt.Errorf("ratings: dataset %q: Users, Items and Values have lengths %d, %d, %d", d.Name, len(d.Users), len(d.Items), len(d.Values))
@@ -224,6 +227,13 @@ func (d *Dataset) Validate() error {
 		if v := d.Values[k]; !d.Scale.Contains(v) {
 			return fmt.Errorf("ratings: dataset %q: rating %d: value %g outside scale %v", d.Name, k, v, d.Scale)
 		}
+	}
+	if dups := findDuplicates(d.Users, d.Items, int(nu), int(ni)); len(dups) > 0 {
+		x := dups[0]
+		return fmt.Errorf("ratings: dataset %q: ratings %d and %d are both user %q, item %q (%d repeated pairs in all): %w; "+
+			"every sensitivity of the private methods assumes a user rates an item at most once, so keep one rating a pair "+
+			"(LoadOptions.SkipBad keeps the first)", d.Name, x.first, x.later, d.UserIDs[d.Users[x.later]], d.ItemIDs[d.Items[x.later]],
+			len(dups), ErrDuplicate)
 	}
 	return nil
 }

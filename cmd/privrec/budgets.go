@@ -53,9 +53,9 @@ var defaultBudgets = map[string]defaultBudget{
 	"pdp-pmf":        {Round: [2]float64{0.785795, 0.787593}, Total: [2]float64{0.785795, 0.787593}, Datasets: 5, Note: "personalized: the largest 2·min(ε_k, t), t set by the data's group shares"},
 	"pdpmf":          {Round: [2]float64{2.83932, 2.89804}, Total: [2]float64{283.932, 289.804}, Datasets: 5, Note: "user-level: C = 8 times the sampling threshold t (set by the data's group shares) a round; basic composition over 100 rounds", Paper: &[2][2]float64{{0.354915, 0.362255}, {35.4915, 36.2255}}},
 	"sd-bprmf":       {Round: [2]float64{1, 1}, Total: [2]float64{2, 2}, Datasets: 1, Note: "measured by privrec train at defaults on ml-latest-small (--min-user-ratings 1000); min(ε_P, T·ε_I) + T·ε_g"},
-	"sd-fm":          {Round: [2]float64{2, 2}, Total: [2]float64{102, 102}, Datasets: 5, Note: "min(ε_P, T·ε_I) + T·ε_g over 100 rounds"},
-	"sdmf":           {Round: [2]float64{2, 2}, Total: [2]float64{102, 102}, Datasets: 5, Note: "min(ε_P, T·ε_I) + T·ε_g over 100 rounds"},
-	"sdmf-alpha-inf": {Round: [2]float64{1, 1}, Total: [2]float64{2, 2}, Datasets: 5, Note: "min(ε_P, T·ε_I) + T·ε_g, ε_g = 0"},
+	"sd-fm":          {Round: [2]float64{inf, inf}, Total: [2]float64{inf, inf}, Datasets: 5, Note: "no proven ε (the claim's note says why); the paper's figure is min(ε_P, T·ε_I) + T·ε_g over 100 rounds", Paper: &[2][2]float64{{2, 2}, {102, 102}}},
+	"sdmf":           {Round: [2]float64{inf, inf}, Total: [2]float64{inf, inf}, Datasets: 5, Note: "no proven ε (the claim's note says why); the paper's figure is min(ε_P, T·ε_I) + T·ε_g over 100 rounds", Paper: &[2][2]float64{{2, 2}, {102, 102}}},
+	"sdmf-alpha-inf": {Round: [2]float64{inf, inf}, Total: [2]float64{inf, inf}, Datasets: 5, Note: "no proven ε (the claim's note says why); the paper's figure is min(ε_P, T·ε_I) + T·ε_g, ε_g = 0", Paper: &[2][2]float64{{1, 1}, {2, 2}}},
 }
 
 // budgetInfo is a method's default spend in privrec methods --json.

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
+	"github.com/privrec/privrec/ratings"
 	"math"
 	"os"
 	"path/filepath"
@@ -98,6 +101,81 @@ func TestDefaultBudgetsLive(t *testing.T) {
 		p := rep.Privacy
 		if math.Abs(p.EpsRound-float64(b.EpsRound)) > 1e-6 || math.Abs(p.EpsTotal-float64(b.EpsTotal)) > 1e-6 || p.Delta != b.Delta {
 			t.Errorf("%s: spent round %g total %g δ %g; methods --json says %g, %g, %g", name, p.EpsRound, p.EpsTotal, p.Delta, b.EpsRound, b.EpsTotal, b.Delta)
+		}
+	}
+}
+
+// TestDefaultBudgetsAgreeWithRuns trains every private method at its
+// defaults (on a small synthetic set, in process) and checks the default
+// ε of privrec methods --json against what the run reports: both +Inf or
+// both finite, and equal where the table says the spend does not depend
+// on the data.
+func TestDefaultBudgetsAgreeWithRuns(t *testing.T) {
+	train := budgetData()
+	for _, s := range method.All() {
+		b := budgetOf(s)
+		if b == nil {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			_, res, err := s.Fit(method.WithTestMode(context.Background()), train, s.New(), 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := res.Privacy.EpsTotal, float64(b.EpsTotal)
+			if math.IsInf(got, 1) != math.IsInf(want, 1) {
+				t.Fatalf("a run at the defaults reports ε total %g, methods --json says %g", got, want)
+			}
+			if !b.DependsOnData && !math.IsInf(want, 1) && math.Abs(got-want) > 1e-6*math.Max(1, want) {
+				t.Errorf("a run at the defaults reports ε total %g, methods --json says %g", got, want)
+			}
+		})
+	}
+}
+
+// budgetData returns a small synthetic dataset: 300 users, each rating
+// 20 of 200 items on a 1..5 scale, with the items as a declared public
+// catalog.
+func budgetData() *ratings.Dataset {
+	d := &ratings.Dataset{Name: "tiny", Scale: ratings.Scale{Min: 1, Max: 5, Step: 1}, Catalog: "tiny items"}
+	for i := range 200 {
+		d.ItemIDs = append(d.ItemIDs, fmt.Sprint("i", i))
+	}
+	for u := range 300 {
+		d.UserIDs = append(d.UserIDs, fmt.Sprint("u", u))
+		for k := range 20 {
+			d.Users = append(d.Users, int32(u))
+			d.Items = append(d.Items, int32((u*7+k*10)%200))
+			d.Values = append(d.Values, float32(1+(u*u+3*k)%5))
+		}
+	}
+	return d
+}
+
+// TestMethodsJSONClaimHasNoSpend checks that the privacy block of
+// privrec methods --json holds the claim only: no ε or δ field, which a
+// reader would take for "costs nothing"; and that every private method's
+// claim names its neighbouring relation.
+func TestMethodsJSONClaimHasNoSpend(t *testing.T) {
+	out, _, err := run(t, "methods", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []struct {
+		Name    string
+		Privacy map[string]any
+	}
+	if err := json.Unmarshal([]byte(out), &ms); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		for _, k := range []string{"eps_round", "eps_total", "delta", "eps_replace_one", "releases"} {
+			if v, ok := m.Privacy[k]; ok {
+				t.Errorf("%s: privacy block has %s = %v", m.Name, k, v)
+			}
+		}
+		if n, _ := m.Privacy["neighbouring"].(string); m.Privacy["unit"] != "none" && n == "" {
+			t.Errorf("%s: a private method's claim names no neighbouring relation", m.Name)
 		}
 	}
 }

@@ -96,11 +96,11 @@ func (f *methodFlags) fit(ctx context.Context, train *ratings.Dataset, seed uint
 
 // methodInfo is one method in `privrec methods --json`.
 type methodInfo struct {
-	Name    string        `json:"name"`
-	Summary string        `json:"summary"`
-	Ranks   bool          `json:"ranks,omitempty"`
-	Limits  string        `json:"limits,omitempty"`
-	Privacy model.Privacy `json:"privacy"`
+	Name    string    `json:"name"`
+	Summary string    `json:"summary"`
+	Ranks   bool      `json:"ranks,omitempty"`
+	Limits  string    `json:"limits,omitempty"`
+	Privacy claimInfo `json:"privacy"`
 	// DefaultEps is what the method spends at its defaults (nil for a
 	// non-private method).
 	DefaultEps *budgetInfo `json:"default_eps"`
@@ -108,6 +108,24 @@ type methodInfo struct {
 	// client/server protocol, method.Spec.Federated).
 	Serve  bool        `json:"serve"`
 	Config []paramInfo `json:"config"`
+}
+
+// claimInfo is a method's privacy claim in privrec methods --json: what
+// it protects, whom it trusts and against which neighbours, without the
+// amounts a run spends (default_eps gives those at the defaults), which a
+// claim does not have.
+type claimInfo struct {
+	Unit         string `json:"unit"`
+	Trusted      string `json:"trusted"`
+	Note         string `json:"note,omitempty"`
+	Aggregation  string `json:"aggregation,omitempty"`
+	Noise        string `json:"noise,omitempty"`
+	Neighbouring string `json:"neighbouring,omitempty"`
+}
+
+// claimOf returns the claim part of p.
+func claimOf(p model.Privacy) claimInfo {
+	return claimInfo{Unit: p.Unit, Trusted: p.Trusted, Note: p.Note, Aggregation: p.Aggregation, Noise: p.Noise, Neighbouring: p.Neighbouring}
 }
 
 // paramInfo is one hyperparameter in `privrec methods --json`.
@@ -126,7 +144,7 @@ func (a *app) methodsCmd() *cobra.Command {
 		Short: "List the methods, one name per line (--json: configs and claims)",
 		Long: `methods prints the name of every method, one per line, for scripts. With
 --json it prints each method's summary, its privacy claim (what one
-protected unit is, who is trusted; its eps_round and eps_total are 0, as a
+protected unit is, who is trusted, the neighbouring relation; no ε, as a
 claim spends nothing), default_eps (ε of one round and in total at the
 defaults for that unit, with δ; null for a non-private method; a range
 where the spend depends on the data), serve (whether privrec serve runs
@@ -144,7 +162,7 @@ meaning.`,
 			}
 			var out []methodInfo
 			for _, s := range method.All() {
-				mi := methodInfo{Name: s.Name, Summary: s.Summary, Ranks: s.Ranks, Limits: s.Limits, Privacy: s.Claim,
+				mi := methodInfo{Name: s.Name, Summary: s.Summary, Ranks: s.Ranks, Limits: s.Limits, Privacy: claimOf(s.Claim),
 					DefaultEps: budgetOf(s), Serve: s.Federated != nil, Config: []paramInfo{}}
 				for _, f := range s.Fields(s.New()) {
 					def := f.Value.Get()

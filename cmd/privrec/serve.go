@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/privrec/privrec/deploy"
 	"github.com/privrec/privrec/model"
@@ -157,7 +158,7 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 			if mfl.spec.Federated == nil {
 				return fmt.Errorf("--method %s has no client/server protocol; serve runs: %s", mfl.spec.Name, strings.Join(federatedNames(), ", "))
 			}
-			if err := serveAggregation(cmd, &mfl, insecure); err != nil {
+			if err := serveAggregation(&mfl, insecure); err != nil {
 				return err
 			}
 			tc, err := deploy.ServerTLS(cert, key, devTLS, state)
@@ -240,6 +241,7 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 		},
 	}
 	mfl.register(cmd.Flags(), a.args)
+	serveMaskedDefault(cmd.Flags(), &mfl)
 	cmd.SetFlagErrorFunc(mfl.flagError)
 	f := cmd.Flags()
 	f.StringVar(&items, "items", "ml-latest-small", "the public item catalog: a dataset (as --data elsewhere) whose items and titles are served")
@@ -274,24 +276,33 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 	return cmd
 }
 
-// serveAggregation sets the method's aggregation for a deployment: masked
-// (secure aggregation over the network) unless --secagg says otherwise,
-// where the method has the integer path; and it refuses --secagg off for a
-// method whose privacy rests on secure aggregation unless --insecure.
-func serveAggregation(cmd *cobra.Command, mfl *methodFlags, insecure bool) error {
+// serveMaskedDefault makes masked (secure aggregation over the network)
+// the default of --secagg where the method has the integer path, before
+// the flags are parsed, so that --help states the aggregation the server
+// runs when --secagg is not given.
+func serveMaskedDefault(fs *pflag.FlagSet, mfl *methodFlags) {
+	fl := fs.Lookup("secagg")
+	if fl == nil || !mfl.spec.Has("secagg") {
+		return
+	}
+	was := fl.Value.String()
+	if err := mfl.spec.Set(mfl.cfg, "secagg", "masked"); err != nil {
+		return
+	}
+	if _, err := mfl.spec.NewServer(mfl.cfg, 2, ratings.Scale{Min: 1, Max: 5, Step: 1}, 1); err != nil {
+		_ = mfl.spec.Set(mfl.cfg, "secagg", was) // no integer path: keep the default
+		return
+	}
+	fl.DefValue = fl.Value.String()
+}
+
+// serveAggregation refuses --secagg off or ideal for a method whose
+// privacy rests on secure aggregation unless --insecure.
+func serveAggregation(mfl *methodFlags, insecure bool) error {
 	fed := mfl.spec.Federated
 	def := fed.Aggregation(mfl.spec.New())
 	if !mfl.spec.Has("secagg") {
 		return nil
-	}
-	if !cmd.Flags().Changed("secagg") {
-		prev, _ := mfl.spec.Field(mfl.cfg, "secagg")
-		was := prev.Value.String()
-		if err := mfl.spec.Set(mfl.cfg, "secagg", "masked"); err == nil {
-			if _, err := mfl.spec.NewServer(mfl.cfg, 2, ratings.Scale{Min: 1, Max: 5, Step: 1}, 1); err != nil {
-				_ = mfl.spec.Set(mfl.cfg, "secagg", was) // no integer path: keep the default
-			}
-		}
 	}
 	switch agg := fed.Aggregation(mfl.cfg); {
 	case !def.Secure() || insecure || agg == protocol.AggMasked:
