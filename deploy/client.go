@@ -811,11 +811,26 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 	}
 	call := func(req *fedv1.SecAggRequest) (*fedv1.SecAggResponse, error) {
 		req.Round, req.Session = int32(round), session
-		resp, err := s.api.SecAgg(ctx, withCred(req, cred))
-		if err != nil {
-			return nil, err
+		// A step the server has not opened yet ("early": it answered
+		// UNAVAILABLE) is sent again until it opens, for at most
+		// cfg.Retry; the message was not taken, so nothing is sent twice.
+		deadline := time.Now().Add(s.cfg.Retry)
+		wait := 50 * time.Millisecond
+		for {
+			resp, err := s.api.SecAgg(ctx, withCred(req, cred))
+			if err == nil {
+				return resp.Msg, nil
+			}
+			if connect.CodeOf(err) != connect.CodeUnavailable || unreachable(err) || time.Now().After(deadline) {
+				return nil, err
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Second)
 		}
-		return resp.Msg, nil
 	}
 	var ak *secagg.AdvertiseKeys
 	if p.Active {

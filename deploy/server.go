@@ -260,7 +260,8 @@ type Server struct {
 	shardDone uint64
 	// testHook, when set by a test, is called at points of a round
 	// ("masked": a masked step opened, recorded durably; "sum": the
-	// unmasked sum of a masked round, before its release).
+	// unmasked sum of a masked round, before its release; "answered
+	// step N": the clients of a masked round were released from step N).
 	testHook func(event string, round int, sum []uint32)
 }
 

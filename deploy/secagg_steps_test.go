@@ -1,0 +1,64 @@
+package deploy
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestNoStepOpensLate: the server opens the step a client sends next
+// before any client hears the answer that lets it send, even when the
+// server is slow to go on after releasing a step (a hook stalls it for
+// a second after each). Before, a client's revealed shares arriving
+// while the skipped consistency step of the passive protocol was still
+// open were refused as early ("step 6 is not open yet"), the client
+// dropped out, and the round waited out its deadline; here every round
+// is released by every client with no refusal, and V equals the
+// in-process run's bit for bit.
+func TestNoStepOpensLate(t *testing.T) {
+	d, spl := smallCatalog(t, 12, 100)
+	spec, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
+	want, _, err := spec.Fit(context.Background(), spl.Train, cfg, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, addr := t.TempDir(), freeAddr(t)
+	// A deadline no load misses: a step closes as soon as every client
+	// sent, so only a refused message makes the run wait on it (and
+	// then fail: without the reveals the sum cannot be unmasked).
+	base := ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+		StateDir: dir, RoundTimeout: 20 * time.Second}
+	l := serveOn(t, base, addr, func(_ *liveServer, event string, _ int, _ []uint32) {
+		if event == "answered step 4" { // the masked vectors' step
+			time.Sleep(time.Second)
+		}
+	})
+	hc, err := HTTPClient(dir + "/tls/cert.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sess, err := Dial(ctx, ClientConfig{URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 3,
+		Logger: quietLog(), Retry: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := runClients(t, sess, spl.Train, 3)
+	led, err := l.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(led) == 0 {
+		t.Fatal("no round in the ledger")
+	}
+	for _, e := range led {
+		if n := e.Rejected["early"]; n > 0 || e.Participants != e.Enrolled || e.Skipped != "" {
+			t.Errorf("round %d (%s): %d messages refused as early, %d of %d clients, skipped %q",
+				e.Round, e.Phase, n, e.Participants, e.Enrolled, e.Skipped)
+		}
+	}
+	if k := firstDiff(got.V, want.V); k >= 0 {
+		t.Errorf("V[%d] = %v over the network, %v in process", k, got.V[k], want.V[k])
+	}
+}
