@@ -216,7 +216,9 @@ type Server struct {
 	changed  chan struct{} // closed and replaced on every state change
 	state    fedv1.RunState
 	enrolled map[uint32][32]byte
-	party    map[uint32]string // who enrolled each client: partyVendor or a code's party
+	byHash   map[[32]byte]uint32 // the enrolled clients by credential hash
+	nextID   uint32              // the ID the next enrolled client gets
+	party    map[uint32]string   // who enrolled each client: partyVendor or a code's party
 	lastEnr  time.Time
 	slots    map[uint32]int // client id → position in the upload order
 	order    []uint32       // client ids in upload order
@@ -345,6 +347,11 @@ func (s *Server) restore() error {
 	}
 	if s.enrolled, err = s.st.enrolled(); err != nil {
 		return err
+	}
+	s.byHash = make(map[[32]byte]uint32, len(s.enrolled))
+	for id, h := range s.enrolled {
+		s.byHash[h] = id
+		s.nextID = max(s.nextID, id+1)
 	}
 	if s.party, err = s.st.parties(); err != nil {
 		return err
@@ -860,12 +867,14 @@ const maxEnrol = 20000
 const partyVendor = "vendor"
 
 // Enroll checks the token or the one-time code and issues one credential
-// per requested client. A code enrols one client, once, as a party of
-// its own; the token enrols any number of clients, all of the party
-// "vendor". A retry with the same ids and secrets succeeds, with the
-// same code too.
+// per secret the caller sent (one, with a secret of the server's, when it
+// sent none). The server assigns the client IDs, consecutive in the
+// order of the secrets and above every ID enrolled before: nobody picks
+// one, so no two callers can ask for the same. A code enrols one client,
+// once, as a party of its own; the token enrols any number of clients,
+// all of the party "vendor". A retry with the same secrets (and code)
+// succeeds with the same IDs.
 func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRequest]) (*connect.Response[fedv1.EnrollResponse], error) {
-	ids := req.Msg.GetClientIds()
 	secrets := req.Msg.GetSecrets()
 	party := partyVendor
 	var code *[32]byte
@@ -873,8 +882,8 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		h := hashToken(c)
 		code = &h
 		party = "code:" + hex.EncodeToString(h[:6])
-		if len(ids) > 1 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("an enrolment code enrols one client, not %d", len(ids)))
+		if len(secrets) > 1 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("an enrolment code enrols one client, not %d", len(secrets)))
 		}
 	} else if tok := req.Msg.GetToken(); !sameHash(hashToken(tok), s.tok) {
 		s.met.reject("enrol-token")
@@ -883,8 +892,35 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		}
 		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("wrong enrolment token"))
 	}
-	if len(ids) > maxEnrol {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d clients in one call; at most %d", len(ids), maxEnrol))
+	if len(secrets) > maxEnrol {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d clients in one call; at most %d", len(secrets), maxEnrol))
+	}
+	fromClient := len(secrets) > 0
+	if !fromClient {
+		var secret [24]byte
+		if _, err := rand.Read(secret[:]); err != nil {
+			return nil, connect.NewError(connect.CodeInternal, err)
+		}
+		secrets = []string{base64.RawURLEncoding.EncodeToString(secret[:])}
+	}
+	hashes := make([][32]byte, len(secrets))
+	seen := make(map[[32]byte]bool, len(secrets))
+	for k, sec := range secrets {
+		if len(sec) < 16 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("secret %d: %d characters; at least 16", k, len(sec)))
+		}
+		hashes[k] = hashToken(sec)
+		if seen[hashes[k]] {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("secret %d sent twice in one call", k))
+		}
+		seen[hashes[k]] = true
+	}
+	creds := func(ids []uint32) *connect.Response[fedv1.EnrollResponse] {
+		out := make([]*fedv1.Credential, len(ids))
+		for k, id := range ids {
+			out[k] = &fedv1.Credential{ClientId: id, Token: strconv.FormatUint(uint64(id), 10) + "." + secrets[k]}
+		}
+		return connect.NewResponse(&fedv1.EnrollResponse{Credentials: out})
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -897,70 +933,45 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		case err != nil:
 			return nil, connect.NewError(connect.CodeInternal, err)
 		case spent:
-			if len(secrets) == 1 && (len(ids) == 0 || ids[0] == id) && sameHash(hashToken(secrets[0]), cred) {
-				return connect.NewResponse(&fedv1.EnrollResponse{Credentials: []*fedv1.Credential{ // a retry
-					{ClientId: id, Token: strconv.FormatUint(uint64(id), 10) + "." + secrets[0]}}}), nil
+			if fromClient && sameHash(hashes[0], cred) {
+				return creds([]uint32{id}), nil // a retry
 			}
 			s.met.reject("enrol-code")
 			return nil, connect.NewError(connect.CodePermissionDenied, errors.New("enrolment code already used"))
 		}
 	}
-	closed := s.state != fedv1.RunState_RUN_STATE_ENROLLING
-	if closed && len(secrets) == 0 {
+	// A retry of a call that enrolled its clients (its answer was lost):
+	// every secret is enrolled already, by this party.
+	var again []uint32
+	for _, h := range hashes {
+		if id, ok := s.byHash[h]; ok && s.party[id] == party && code == nil {
+			again = append(again, id)
+		} else if ok {
+			return nil, connect.NewError(connect.CodeAlreadyExists, errors.New("a secret of this call is enrolled already: a new client sends a fresh secret, a retry the same secrets as the call it repeats"))
+		}
+	}
+	switch {
+	case fromClient && len(again) == len(hashes):
+		return creds(again), nil
+	case len(again) > 0:
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%d of the %d secrets of this call are enrolled already: a retry sends the same secrets as the call it repeats, a new client a fresh secret", len(again), len(hashes)))
+	}
+	if s.state != fedv1.RunState_RUN_STATE_ENROLLING {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("enrolment is closed: the run started with %d clients; a client joins a run before its first round (start the server with --min-clients N to wait for N clients, or join the next run)", len(s.enrolled)))
 	}
-	if len(ids) == 0 {
-		next := uint32(0)
-		for id := range s.enrolled {
-			next = max(next, id+1)
-		}
-		ids = []uint32{next}
-	}
-	if len(secrets) != 0 && len(secrets) != len(ids) {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d secrets for %d client ids", len(secrets), len(ids)))
-	}
-	creds := make([]*fedv1.Credential, len(ids))
-	hashes := make([][32]byte, 0, len(ids))
-	var fresh []uint32
-	seen := map[uint32]bool{}
-	for k, id := range ids {
-		if seen[id] {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("client id %d named twice", id))
-		}
-		seen[id] = true
-		var sec string
-		if len(secrets) > 0 {
-			sec = secrets[k]
-			if len(sec) < 16 {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("client %d: a secret of %d characters; at least 16", id, len(sec)))
-			}
-		} else {
-			var secret [24]byte
-			if _, err := rand.Read(secret[:]); err != nil {
-				return nil, connect.NewError(connect.CodeInternal, err)
-			}
-			sec = base64.RawURLEncoding.EncodeToString(secret[:])
-		}
-		h := hashToken(sec)
-		creds[k] = &fedv1.Credential{ClientId: id, Token: strconv.FormatUint(uint64(id), 10) + "." + sec}
-		if have, taken := s.enrolled[id]; taken {
-			if code == nil && len(secrets) > 0 && sameHash(have, h) {
-				continue // a retry: already enrolled with this secret
-			}
-			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("client id %d is already enrolled", id))
-		}
-		if closed {
-			return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("enrolment is closed: the run started with %d clients; a client joins a run before its first round (start the server with --min-clients N to wait for N clients, or join the next run)", len(s.enrolled)))
-		}
-		fresh = append(fresh, id)
-		hashes = append(hashes, h)
-	}
-	if n := len(s.enrolled) + len(fresh); n > s.cfg.MaxClients {
+	if n := len(s.enrolled) + len(hashes); n > s.cfg.MaxClients {
 		// Not ResourceExhausted: clients retry that, and the cap stays.
 		s.met.reject("enrol-cap")
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%d clients would be enrolled; this server takes at most %d", n, s.cfg.MaxClients))
 	}
-	switch err := s.st.enrol(fresh, hashes, party, code); {
+	if uint64(s.nextID)+uint64(len(hashes)) > math.MaxUint32 {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("no client IDs left"))
+	}
+	ids := make([]uint32, len(hashes))
+	for k := range ids {
+		ids[k] = s.nextID + uint32(k)
+	}
+	switch err := s.st.enrol(ids, hashes, party, code); {
 	case errors.Is(err, errNoCode):
 		return nil, connect.NewError(connect.CodeUnauthenticated, err)
 	case errors.Is(err, errCodeSpent):
@@ -968,14 +979,16 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 	case err != nil:
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	for k, id := range fresh {
+	for k, id := range ids {
 		s.enrolled[id] = hashes[k]
+		s.byHash[hashes[k]] = id
 		s.party[id] = party
 	}
+	s.nextID += uint32(len(ids))
 	s.lastEnr = time.Now()
 	s.met.setEnrolled(len(s.enrolled))
 	s.met.setParties(s.partiesLocked())
-	return connect.NewResponse(&fedv1.EnrollResponse{Credentials: creds}), nil
+	return creds(ids), nil
 }
 
 // Parties returns the number of distinct parties among the enrolled

@@ -39,7 +39,6 @@ func (a *app) clientCmd() *cobra.Command {
 		seed      uint64
 		asJSON    bool
 		workers   int
-		idOffset  int
 		dropout   float64
 		insecure  bool
 		mine      string
@@ -223,9 +222,6 @@ before.`,
 			if limit >= 0 && limit < len(list) {
 				list = list[:limit]
 			}
-			if idOffset > 0 {
-				list = offsetIDs(list, idOffset)
-			}
 			start := time.Now()
 			pub, err := sess.Run(ctx, list)
 			if err != nil {
@@ -292,7 +288,6 @@ before.`,
 	f.Uint64Var(&seed, "seed", 0, "reproducible test mode: seed of the split, the users' state and their noise (the server needs --seed too); unset: crypto randomness, split seed 1")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
-	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
 	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (columns by header name, else user,item,rating; one user) and print their recommendations")
 	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print (as privrec recommend does: score is the raw score that ranks, rating the score clamped to the scale)")
 	f.BoolVar(&insecure, "insecure", false, "send plain uploads to a server that does not run secure aggregation for a method whose privacy rests on it (the server reads every upload)")
@@ -308,7 +303,8 @@ before.`,
 	return cmd
 }
 
-// offsetClient is a client enrolled under a shifted ID.
+// offsetClient is a client whose own ID, which labels its random
+// streams, is shifted (the server assigns the ID it enrols under).
 type offsetClient struct {
 	protocol.Client
 	off int
@@ -361,7 +357,8 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	if err != nil {
 		return err
 	}
-	// A client ID of its own, far above a vendor's user indices.
+	// Streams of its own in test mode, apart from a vendor's users'
+	// (the server assigns the client ID it enrols under).
 	id := 1<<24 + int(binary.LittleEndian.Uint32(b[:])%(1<<29))
 	pub, err := sess.Run(cmd.Context(), offsetIDs(cls.List, id))
 	if err != nil {

@@ -350,25 +350,25 @@ func (x *Scale) GetStep() float64 {
 	return 0
 }
 
-// EnrollRequest asks for credentials.
+// EnrollRequest asks for credentials. The server assigns the client IDs
+// (positions in the upload order): consecutive, in the order of the
+// secrets, above every ID enrolled before. Nobody picks an ID.
 type EnrollRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The enrolment secret the operator handed out.
 	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
-	// The client IDs (positions in the upload order) requested; a vendor
-	// holding many users enrols them all in one call. Empty means one client
-	// with the next free ID.
-	ClientIds []uint32 `protobuf:"varint,2,rep,packed,name=client_ids,json=clientIds,proto3" json:"client_ids,omitempty"`
-	// Secrets chosen by the clients, parallel to client_ids, or empty for
-	// secrets chosen by the server. With client secrets enrolment is
-	// idempotent: enrolling an ID again with the same secret succeeds (a
-	// retry after a lost answer), with another secret it fails.
+	// Secrets chosen by the clients, one per client to enrol (a vendor
+	// holding many users enrols them all in one call), or empty for one
+	// client with a secret chosen by the server. With client secrets
+	// enrolment is idempotent: sending the same secrets again returns the
+	// same credentials (a retry after a lost answer); a secret enrolled
+	// already in any other call is refused.
 	Secrets []string `protobuf:"bytes,3,rep,name=secrets,proto3" json:"secrets,omitempty"`
 	// A one-time enrolment code the operator issued for one device
 	// (`privrec enroll-codes`), used instead of the token: it enrols one
-	// client (at most one entry in client_ids), once, as a party of its
-	// own. A retry with the same code, ID and secret succeeds; any other
-	// use of a spent code is refused with PERMISSION_DENIED.
+	// client (at most one secret), once, as a party of its own. A retry
+	// with the same code and secret succeeds; any other use of a spent
+	// code is refused with PERMISSION_DENIED.
 	Code          string `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -409,13 +409,6 @@ func (x *EnrollRequest) GetToken() string {
 		return x.Token
 	}
 	return ""
-}
-
-func (x *EnrollRequest) GetClientIds() []uint32 {
-	if x != nil {
-		return x.ClientIds
-	}
-	return nil
 }
 
 func (x *EnrollRequest) GetSecrets() []string {
@@ -2428,13 +2421,12 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x05Scale\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x01R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x01R\x03max\x12\x12\n" +
-	"\x04step\x18\x03 \x01(\x01R\x04step\"r\n" +
+	"\x04step\x18\x03 \x01(\x01R\x04step\"e\n" +
 	"\rEnrollRequest\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
-	"\n" +
-	"client_ids\x18\x02 \x03(\rR\tclientIds\x12\x18\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x18\n" +
 	"\asecrets\x18\x03 \x03(\tR\asecrets\x12\x12\n" +
-	"\x04code\x18\x04 \x01(\tR\x04code\"U\n" +
+	"\x04code\x18\x04 \x01(\tR\x04codeJ\x04\b\x02\x10\x03R\n" +
+	"client_ids\"U\n" +
 	"\x0eEnrollResponse\x12C\n" +
 	"\vcredentials\x18\x01 \x03(\v2!.privrec.federation.v1.CredentialR\vcredentials\"?\n" +
 	"\n" +
