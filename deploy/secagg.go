@@ -210,7 +210,11 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	s.mu.Unlock()
 	n := len(roster)
 	floor := max(1, int(math.Ceil(s.cfg.MinParticipants*float64(enrolled)-1e-9)))
-	if n < 2 || n < floor {
+	if n < 2 {
+		return nil, false, fmt.Errorf("deploy: round %d: %s not banned of %d enrolled; secure aggregation needs at least 2 (the sum of one vector is that vector): start the run with --min-clients of 2 or more",
+			b.Round, clientsWord(n), enrolled)
+	}
+	if n < floor {
 		return nil, false, fmt.Errorf("deploy: round %d: %d clients not banned of %d enrolled, below the floor of %d (--min-participants %g); secure aggregation cannot release anything",
 			b.Round, n, enrolled, floor, s.cfg.MinParticipants)
 	}
@@ -832,4 +836,12 @@ func nextStep(step int, active bool) int {
 		next++
 	}
 	return next
+}
+
+// clientsWord is "1 client" or "n clients".
+func clientsWord(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
 }

@@ -71,8 +71,9 @@ type ServerConfig struct {
 	EnrollRate  float64
 	EnrollBurst int
 	// MinClients is the number of enrolled clients the first round waits
-	// for (at least 1); the run starts once that many are enrolled and no
-	// enrolment arrived for EnrollQuiet.
+	// for (at least 1, and at least 2 in a masked run: secure aggregation
+	// of one vector is that vector); the run starts once that many are
+	// enrolled and no enrolment arrived for EnrollQuiet.
 	MinClients  int
 	EnrollQuiet time.Duration
 	// RoundTimeout is a round's deadline: after it the round closes with
@@ -304,6 +305,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := s.restore(); err != nil {
 		st.Close()
 		return nil, err
+	}
+	if s.plan.Aggregation == "masked" && s.cfg.MinClients < 2 {
+		s.cfg.MinClients = 2
 	}
 	if cfg.Sharded != nil {
 		if err := s.setupSharded(); err != nil {
