@@ -1,9 +1,17 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 )
 
 // TestNoStepOpensLate: the server opens the step a client sends next
@@ -60,5 +68,49 @@ func TestNoStepOpensLate(t *testing.T) {
 	}
 	if k := firstDiff(got.V, want.V); k >= 0 {
 		t.Errorf("V[%d] = %v over the network, %v in process", k, got.V[k], want.V[k])
+	}
+}
+
+// TestWarnPartiesSaysWhatItMeans: a party holding more than γ of a
+// masked run's clients is warned about in words that say what it means
+// and what to do (before: "one party holds more of the clients than
+// secure aggregation's collusion bound" and nothing else).
+func TestWarnPartiesSaysWhatItMeans(t *testing.T) {
+	d, _ := testData(t, 20)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
+	dir := t.TempDir()
+	codes, err := IssueCodes(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	s, err := NewServer(ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: dir, Token: testToken,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var secrets []string
+	for k := range 9 {
+		secrets = append(secrets, fmt.Sprintf("vendor-secret-%04d", k))
+	}
+	if _, err := s.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, Secrets: secrets})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Code: codes[0], Secrets: []string{"device-secret-0001"}})); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.warnParties()
+	s.mu.Unlock()
+	for _, want := range []string{`party \"vendor\" holds 9 of the 10 clients`, "may collude with the server",
+		"read what the other 1 sent", "privrec enroll-codes"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the warning lacks %q:\n%s", want, log.String())
+		}
+	}
+	if strings.Contains(log.String(), "code:") {
+		t.Errorf("the device's party (1 of 10) is warned about:\n%s", log.String())
 	}
 }

@@ -1012,7 +1012,9 @@ func (s *Server) Parties() int {
 // than the colluding fraction γ of the clients that secure aggregation
 // is provisioned for: the ids of one party (a vendor's token) count as
 // one party, so should it collude with the server, secure aggregation
-// hides from them only the other parties' clients. s.mu is held.
+// hides from them only the other parties' clients. The warning says what
+// that means and what to do, in words an operator reads in the log.
+// s.mu is held.
 func (s *Server) warnParties() {
 	if s.plan.Aggregation != "masked" || len(s.enrolled) == 0 {
 		return
@@ -1023,7 +1025,10 @@ func (s *Server) warnParties() {
 	}
 	for p, n := range held {
 		if float64(n) > Collusion*float64(len(s.enrolled)) {
-			s.log.Warn("one party holds more of the clients than secure aggregation's collusion bound",
+			others := len(s.enrolled) - n
+			s.log.Warn(fmt.Sprintf("party %q holds %d of the %d clients, more than the %g%% that secure aggregation assumes may collude with the server", p, n, len(s.enrolled), 100*Collusion),
+				"meaning", fmt.Sprintf("if this party and the server colluded, they could subtract its %d clients' inputs (and noise) from each released sum and read what the other %d sent, protected only by the noise those %d added themselves", n, others, others),
+				"what_to_do", "nothing if this party is trusted not to collude with the server (a simulation, the operator's own users); otherwise enrol more independent parties (devices with one-time codes: privrec enroll-codes) so that none holds more than that share",
 				"party", p, "clients", n, "of", len(s.enrolled), "gamma", Collusion)
 		}
 	}
