@@ -860,6 +860,7 @@ func (s *Server) Hello(ctx context.Context, _ *connect.Request[fedv1.HelloReques
 		Catalog:     &fedv1.Catalog{ItemIds: p.ItemIDs, Titles: p.Titles},
 		Scale:       &fedv1.Scale{Min: float64(p.Scale.Min), Max: float64(p.Scale.Max), Step: float64(p.Scale.Step)},
 		Aggregation: p.Aggregation,
+		Enrolled:    int32(len(s.enrolled)), MinClients: int32(s.cfg.MinClients),
 	}), nil
 }
 
@@ -1076,7 +1077,8 @@ func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRou
 	defer wait.Stop()
 	for {
 		s.mu.Lock()
-		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot, EpsTotal: s.epsTotal, Delta: s.delta}
+		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot, EpsTotal: s.epsTotal, Delta: s.delta,
+			Enrolled: int32(len(s.enrolled)), MinClients: int32(s.cfg.MinClients)}
 		ready := s.state == fedv1.RunState_RUN_STATE_DONE
 		if s.open && (s.round > after || boot != s.boot || (s.sa != nil && session != "" && s.sa.session != session)) {
 			resp.Broadcast, ready = s.wire, true
