@@ -31,6 +31,8 @@ type Hello struct {
 	State       string `json:"state"`
 	Round       int32  `json:"round"`
 	Aggregation string `json:"aggregation"`
+	Enrolled    int32  `json:"enrolled"`
+	MinClients  int32  `json:"minClients"`
 }
 
 type enrollRequest struct {
@@ -56,8 +58,10 @@ type getRoundResponse struct {
 	Broadcast *broadcast  `json:"broadcast"`
 	Boot      string      `json:"boot"`
 	SecAgg    *secaggPlan `json:"secagg"`
-	EpsTotal  jfloat      `json:"epsTotal"`
-	Delta     jfloat      `json:"delta"`
+	EpsTotal   jfloat      `json:"epsTotal"`
+	Delta      jfloat      `json:"delta"`
+	Enrolled   int32       `json:"enrolled"`
+	MinClients int32       `json:"minClients"`
 }
 
 type secaggPlan struct {
