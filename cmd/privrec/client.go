@@ -161,11 +161,11 @@ before.`,
 					eps = fmt.Sprintf(", ε so far %.3g", p.EpsTotal)
 				}
 				if bar != nil {
-					bar.Describe(fmt.Sprintf("round %d (%s, %s): %.1f s, %d clients%s", p.Round, p.Phase, how, p.Took.Seconds(), p.Clients, eps))
+					bar.Describe(fmt.Sprintf("round %d (%s, %s): %.1f s, %s%s", p.Round, p.Phase, how, p.Took.Seconds(), nClients(p.Clients), eps))
 					bar.Add(1)
 					return
 				}
-				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %d clients in %.2f s%s\n", p.Round, p.Phase, how, p.Clients, p.Took.Seconds(), eps)
+				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %s in %.2f s%s\n", p.Round, p.Phase, how, nClients(p.Clients), p.Took.Seconds(), eps)
 			}
 			ccfg := deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
@@ -301,6 +301,14 @@ before.`,
 	f.Float64Var(&collusion, "collusion", deploy.Collusion, "the fraction of the certified roster assumed to collude with the server: the plan's K and T must withstand it")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	return cmd
+}
+
+// nClients is "1 client" or "n clients".
+func nClients(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
 }
 
 // offsetClient is a client whose own ID, which labels its random

@@ -34,3 +34,16 @@ func TestServeMinClientsMasked(t *testing.T) {
 		})
 	}
 }
+
+// TestClientsWord: one client is "1 client" ("answered by 1 clients"
+// before).
+func TestClientsWord(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 clients"}, {1, "1 client"}, {2, "2 clients"}, {611, "611 clients"}} {
+		if got := nClients(tc.n); got != tc.want {
+			t.Errorf("nClients(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
