@@ -105,7 +105,7 @@ func TestWarnPartiesSaysWhatItMeans(t *testing.T) {
 	s.warnParties()
 	s.mu.Unlock()
 	for _, want := range []string{`party \"vendor\" holds 9 of the 10 clients`, "may collude with the server",
-		"read what the other 1 sent", "privrec enroll-codes"} {
+		"read what the one other client sent", "privrec enroll-codes"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("the warning lacks %q:\n%s", want, log.String())
 		}

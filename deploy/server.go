@@ -1026,9 +1026,12 @@ func (s *Server) warnParties() {
 	}
 	for p, n := range held {
 		if float64(n) > Collusion*float64(len(s.enrolled)) {
-			others := len(s.enrolled) - n
+			rest := fmt.Sprintf("the other %d clients sent, protected only by the noise they added themselves", len(s.enrolled)-n)
+			if len(s.enrolled)-n == 1 {
+				rest = "the one other client sent, protected only by the noise it added itself"
+			}
 			s.log.Warn(fmt.Sprintf("party %q holds %d of the %d clients, more than the %g%% that secure aggregation assumes may collude with the server", p, n, len(s.enrolled), 100*Collusion),
-				"meaning", fmt.Sprintf("if this party and the server colluded, they could subtract its %d clients' inputs (and noise) from each released sum and read what the other %d sent, protected only by the noise those %d added themselves", n, others, others),
+				"meaning", fmt.Sprintf("if this party and the server colluded, they could subtract its %d clients' inputs (and noise) from each released sum and read what %s", n, rest),
 				"what_to_do", "nothing if this party is trusted not to collude with the server (a simulation, the operator's own users); otherwise enrol more independent parties (devices with one-time codes: privrec enroll-codes) so that none holds more than that share",
 				"party", p, "clients", n, "of", len(s.enrolled), "gamma", Collusion)
 		}
