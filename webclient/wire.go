@@ -54,10 +54,10 @@ type getRoundRequest struct {
 }
 
 type getRoundResponse struct {
-	State     string      `json:"state"`
-	Broadcast *broadcast  `json:"broadcast"`
-	Boot      string      `json:"boot"`
-	SecAgg    *secaggPlan `json:"secagg"`
+	State      string      `json:"state"`
+	Broadcast  *broadcast  `json:"broadcast"`
+	Boot       string      `json:"boot"`
+	SecAgg     *secaggPlan `json:"secagg"`
 	EpsTotal   jfloat      `json:"epsTotal"`
 	Delta      jfloat      `json:"delta"`
 	Enrolled   int32       `json:"enrolled"`
