@@ -39,6 +39,7 @@ func (a *app) clientCmd() *cobra.Command {
 		seed      uint64
 		asJSON    bool
 		workers   int
+		idOffset  int
 		dropout   float64
 		insecure  bool
 		mine      string
@@ -222,6 +223,9 @@ before.`,
 			if limit >= 0 && limit < len(list) {
 				list = list[:limit]
 			}
+			if idOffset > 0 {
+				list = offsetIDs(list, idOffset)
+			}
 			start := time.Now()
 			pub, err := sess.Run(ctx, list)
 			if err != nil {
@@ -288,6 +292,7 @@ before.`,
 	f.Uint64Var(&seed, "seed", 0, "reproducible test mode: seed of the split, the users' state and their noise (the server needs --seed too); unset: crypto randomness, split seed 1")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
+	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
 	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (columns by header name, else user,item,rating; one user) and print their recommendations")
 	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print (as privrec recommend does: score is the raw score that ranks, rating the score clamped to the scale)")
 	f.BoolVar(&insecure, "insecure", false, "send plain uploads to a server that does not run secure aggregation for a method whose privacy rests on it (the server reads every upload)")
@@ -300,24 +305,18 @@ before.`,
 	f.StringToStringVar(&pins, "pin", nil, "configuration the plan must have, e.g. --pin eps=1,delta=1e-6,epochs=20,aggregation=masked: a plan outside it is refused")
 	f.Float64Var(&collusion, "collusion", deploy.Collusion, "the fraction of the certified roster assumed to collude with the server: the plan's K and T must withstand it")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
+	_ = f.MarkDeprecated("id-offset", "the server assigns client IDs now; it only shifts the users' random-stream labels")
 	return cmd
 }
 
-// nClients is "1 client" or "n clients".
-func nClients(n int) string {
-	if n == 1 {
-		return "1 client"
-	}
-	return fmt.Sprintf("%d clients", n)
-}
-
-// offsetClient is a client whose own ID, which labels its random
-// streams, is shifted (the server assigns the ID it enrols under).
+// offsetClient is a client enrolled under a shifted ID.
 type offsetClient struct {
 	protocol.Client
 	off int
 }
 
+// ID is the client's own ID shifted: it labels the client's random
+// streams (the server assigns the ID the client enrols under).
 func (c offsetClient) ID() int { return c.Client.ID() + c.off }
 
 func offsetIDs(list []protocol.Client, off int) []protocol.Client {
@@ -424,4 +423,12 @@ func clientAuthority(c *deploy.ClientConfig, pubFile, keyFile string, dev bool, 
 		c.Authority = pub
 	}
 	return nil
+}
+
+// nClients is "1 client" or "n clients".
+func nClients(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
 }
