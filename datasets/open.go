@@ -97,7 +97,7 @@ func Open(spec string, opt ratings.LoadOptions) (*ratings.Dataset, *ratings.Load
 		tried = append(tried, fmt.Sprintf("%s as a path: %v", spec, errors.Unwrap(err)))
 	}
 	if known {
-		return nil, nil, fmt.Errorf("datasets: %s is not available locally (tried %s); download it with Fetch or set PRIVREC_DATA: %w",
+		return nil, nil, fmt.Errorf("datasets: %[1]s is not available locally (tried %[2]s); download it with `privrec data fetch %[1]s`, or point PRIVREC_DATA at a folder holding it: %[3]w",
 			spec, strings.Join(tried, "; "), ErrNotFound)
 	}
 	return nil, nil, fmt.Errorf("datasets: %q is neither a known dataset (%s) nor found (tried %s): %w",

@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -375,9 +376,11 @@ func withCred[T any](msg *T, cred string) *connect.Request[T] {
 	return req
 }
 
-// Run enrols clients (their IDs give the upload order), answers every
-// round for them until the server is done, and returns the published
-// model (item factors and catalog; the clients' state stays with them).
+// Run enrols clients (the server assigns their IDs, in the order of
+// clients, which is the upload order; a client's own ID only labels its
+// random streams), answers every round for them until the server is
+// done, and returns the published model (item factors and catalog; the
+// clients' state stays with them).
 // A round answered before a server restart is answered again with the
 // same upload, never recomputed: the clients' state advances once per
 // round and no fresh noise is drawn for a round already released.
@@ -385,11 +388,11 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 	if len(clients) == 0 {
 		return nil, errors.New("deploy: no clients")
 	}
-	creds, err := s.enrol(ctx, clients)
+	creds, ids, err := s.enrol(ctx, clients)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.certify(clients); err != nil {
+	if err := s.certify(ids); err != nil {
 		return nil, err
 	}
 	lead := creds[0]
@@ -456,7 +459,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				continue
 			}
 			boot, session = resp.GetBoot(), plan.GetSession()
-			if err := s.secureAggregate(ctx, r, plan, clients, dense, creds, sentMasked); err != nil {
+			if err := s.secureAggregate(ctx, r, plan, clients, ids, dense, creds, sentMasked); err != nil {
 				return nil, err
 			}
 			took := 0
@@ -520,26 +523,29 @@ func nonNil[T any](xs []*T) int {
 	return n
 }
 
-// enrol enrols every client under its ID, in chunks.
-func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]string, error) {
+// enrol enrols every client, in chunks, and returns each client's
+// credential and the ID the server assigned it. The server assigns IDs
+// consecutively in the order of one call's secrets, so the clients' IDs
+// keep their order (the upload order); with only this session's clients
+// enrolled they are 0, 1, ..., as in the in-process run.
+func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]string, []uint32, error) {
 	if s.cfg.Code != "" && len(clients) != 1 {
-		return nil, fmt.Errorf("deploy: an enrolment code enrols one client, not %d (a vendor enrols with the token)", len(clients))
+		return nil, nil, fmt.Errorf("deploy: an enrolment code enrols one client, not %d (a vendor enrols with the token)", len(clients))
 	}
 	creds := make([]string, len(clients))
+	ids := make([]uint32, len(clients))
 	const chunk = 10000
 	for lo := 0; lo < len(clients); lo += chunk {
 		hi := min(lo+chunk, len(clients))
-		ids := make([]uint32, hi-lo)
 		secrets := make([]string, hi-lo)
-		for k := range ids {
-			ids[k] = uint32(clients[lo+k].ID())
+		for k := range secrets {
 			var b [24]byte
 			crand.Read(b[:])
 			secrets[k] = base64.RawURLEncoding.EncodeToString(b[:])
 		}
 		var got []*fedv1.Credential
 		err := s.retry(ctx, "enrol", func(ctx context.Context) error {
-			req := &fedv1.EnrollRequest{Token: s.cfg.Token, ClientIds: ids, Secrets: secrets}
+			req := &fedv1.EnrollRequest{Token: s.cfg.Token, Secrets: secrets}
 			if s.cfg.Code != "" {
 				req.Token, req.Code = "", s.cfg.Code
 			}
@@ -550,21 +556,25 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("deploy: enrol: %w", err)
+			return nil, nil, fmt.Errorf("deploy: enrol: %w", err)
 		}
-		if len(got) != len(ids) {
-			return nil, fmt.Errorf("deploy: enrol: %d credentials for %d clients", len(got), len(ids))
+		if len(got) != len(secrets) {
+			return nil, nil, fmt.Errorf("deploy: enrol: %d credentials for %d clients", len(got), len(secrets))
 		}
 		for k, c := range got {
-			creds[lo+k] = c.GetToken()
+			if want := strconv.FormatUint(uint64(c.GetClientId()), 10) + "." + secrets[k]; c.GetToken() != want {
+				return nil, nil, fmt.Errorf("deploy: enrol: credential %d is not client %d's with the secret sent", lo+k, c.GetClientId())
+			}
+			creds[lo+k], ids[lo+k] = c.GetToken(), c.GetClientId()
 		}
 	}
-	return creds, nil
+	return creds, ids, nil
 }
 
 // certify draws each client's long-term identity key and has the
-// session's authority (ClientConfig.Certifier) certify it for the run.
-func (s *Session) certify(clients []protocol.Client) error {
+// session's authority (ClientConfig.Certifier) certify it for the run,
+// under the client ID the server assigned (ids[k] for the k-th client).
+func (s *Session) certify(ids []uint32) error {
 	if s.cfg.Authority == nil {
 		return nil
 	}
@@ -576,15 +586,14 @@ func (s *Session) certify(clients []protocol.Client) error {
 	}
 	roster := s.cfg.Roster
 	if roster <= 0 {
-		roster = len(clients)
+		roster = len(ids)
 	}
-	s.ids = make(map[uint32]*identity, len(clients))
-	for _, c := range clients {
+	s.ids = make(map[uint32]*identity, len(ids))
+	for _, id := range ids {
 		pub, priv, err := ed25519.GenerateKey(crand.Reader)
 		if err != nil {
 			return err
 		}
-		id := uint32(c.ID())
 		s.ids[id] = &identity{key: priv, cert: secagg.Certify(s.cfg.Certifier, s.cfg.Run, id, uint32(roster), pub)}
 	}
 	return nil
@@ -675,7 +684,7 @@ func (s *Session) answerMasked(b *protocol.Broadcast, clients []protocol.Client)
 // vector that has not sent a masked vector for this round before (in any
 // session), concurrently (a step closes only when all have sent). A
 // client whose step fails drops out of the round, as a device would.
-func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.SecAggPlan, clients []protocol.Client, dense [][]uint32, creds []string, sentMasked []int) error {
+func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.SecAggPlan, clients []protocol.Client, ids []uint32, dense [][]uint32, creds []string, sentMasked []int) error {
 	pos := make(map[uint32]uint32, len(plan.GetOrder()))
 	for k, id := range plan.GetOrder() {
 		pos[id] = uint32(k)
@@ -702,7 +711,7 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 			sitting++
 			continue
 		}
-		me, ok := pos[uint32(clients[k].ID())]
+		me, ok := pos[ids[k]]
 		if !ok {
 			continue // banned, or left out of this session by the server
 		}
@@ -716,7 +725,7 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 			}
 			var auth *secagg.Auth
 			if p.Active {
-				id := s.ids[uint32(clients[k].ID())]
+				id := s.ids[ids[k]]
 				auth = &secagg.Auth{Authority: s.cfg.Authority, Key: id.key, Cert: id.cert, Order: plan.GetOrder(),
 					Context: fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", s.cfg.Run, round, plan.GetSession())}
 			}
@@ -811,11 +820,26 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 	}
 	call := func(req *fedv1.SecAggRequest) (*fedv1.SecAggResponse, error) {
 		req.Round, req.Session = int32(round), session
-		resp, err := s.api.SecAgg(ctx, withCred(req, cred))
-		if err != nil {
-			return nil, err
+		// A step the server has not opened yet ("early": it answered
+		// UNAVAILABLE) is sent again until it opens, for at most
+		// cfg.Retry; the message was not taken, so nothing is sent twice.
+		deadline := time.Now().Add(s.cfg.Retry)
+		wait := 50 * time.Millisecond
+		for {
+			resp, err := s.api.SecAgg(ctx, withCred(req, cred))
+			if err == nil {
+				return resp.Msg, nil
+			}
+			if connect.CodeOf(err) != connect.CodeUnavailable || unreachable(err) || time.Now().After(deadline) {
+				return nil, err
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Second)
 		}
-		return resp.Msg, nil
 	}
 	var ak *secagg.AdvertiseKeys
 	if p.Active {

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 	"errors"
+	"fmt"
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -432,49 +434,65 @@ func TestStateMismatch(t *testing.T) {
 	}
 }
 
-// TestEnrolIdempotent: enrolling again with the same client secret (a
-// retry after a lost answer, even after a restart and the start of the
-// run) succeeds; another secret, a wrong token, or a new client after the
-// start are refused.
+// TestEnrolIdempotent: the server assigns client IDs, consecutive in the
+// order of a call's secrets; a device enrolled with a code before a
+// vendor does not collide with it (before, the device got ID 0 and the
+// vendor, asking for 0, 1, ..., was refused "client id 0 is already
+// enrolled"); a retry with the same secrets gets the same IDs, and any
+// other reuse of a secret is refused.
 func TestEnrolIdempotent(t *testing.T) {
 	d, _ := testData(t, 20)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
+	dir := t.TempDir()
+	codes, err := IssueCodes(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 1, TestMode: true, Catalog: catalogOf(d),
-		StateDir: t.TempDir(), MinClients: 3}, "127.0.0.1:0")
+		StateDir: dir, MinClients: 4}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
 		t.Fatal(err)
 	}
 	api := federationv1connect.NewFederationServiceClient(hc, h.url)
 	ctx := context.Background()
-	enrol := func(token string, ids []uint32, secrets []string) connect.Code {
-		_, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: token, ClientIds: ids, Secrets: secrets}))
-		if err == nil {
-			return 0
+	enrol := func(req *fedv1.EnrollRequest) ([]uint32, connect.Code) {
+		resp, err := api.Enroll(ctx, connect.NewRequest(req))
+		if err != nil {
+			return nil, connect.CodeOf(err)
 		}
-		return connect.CodeOf(err)
+		var ids []uint32
+		for k, c := range resp.Msg.GetCredentials() {
+			ids = append(ids, c.GetClientId())
+			if len(req.Secrets) > 0 && c.GetToken() != fmt.Sprintf("%d.%s", c.GetClientId(), req.Secrets[k]) {
+				t.Errorf("credential %q for client %d with secret %q", c.GetToken(), c.GetClientId(), req.Secrets[k])
+			}
+		}
+		return ids, 0
 	}
 	sec := []string{"aaaaaaaaaaaaaaaa1", "bbbbbbbbbbbbbbbb2"}
 	for _, tc := range []struct {
-		name    string
-		token   string
-		ids     []uint32
-		secrets []string
-		want    connect.Code
+		name string
+		req  *fedv1.EnrollRequest
+		want connect.Code
+		ids  []uint32
 	}{
-		{"first", testToken, []uint32{1, 2}, sec, 0},
-		{"retry", testToken, []uint32{1, 2}, sec, 0},
-		{"other secret", testToken, []uint32{1}, []string{"cccccccccccccccc3"}, connect.CodeAlreadyExists},
-		{"wrong token", "nope", []uint32{3}, []string{"dddddddddddddddd4"}, connect.CodeUnauthenticated},
-		{"short secret", testToken, []uint32{3}, []string{"short"}, connect.CodeInvalidArgument},
-		{"id twice", testToken, []uint32{4, 4}, []string{"eeeeeeeeeeeeeeee5", "eeeeeeeeeeeeeeee5"}, connect.CodeInvalidArgument},
-		{"third", testToken, []uint32{3}, []string{"ffffffffffffffff6"}, 0},
+		{"device first", &fedv1.EnrollRequest{Code: codes[0], Secrets: []string{"device-secret-0001"}}, 0, []uint32{0}},
+		{"vendor", &fedv1.EnrollRequest{Token: testToken, Secrets: sec}, 0, []uint32{1, 2}},
+		{"retry", &fedv1.EnrollRequest{Token: testToken, Secrets: sec}, 0, []uint32{1, 2}},
+		{"device retry", &fedv1.EnrollRequest{Code: codes[0], Secrets: []string{"device-secret-0001"}}, 0, []uint32{0}},
+		{"half a retry", &fedv1.EnrollRequest{Token: testToken, Secrets: []string{sec[0], "cccccccccccccccc3"}}, connect.CodeAlreadyExists, nil},
+		{"wrong token", &fedv1.EnrollRequest{Token: "nope", Secrets: []string{"dddddddddddddddd4"}}, connect.CodeUnauthenticated, nil},
+		{"short secret", &fedv1.EnrollRequest{Token: testToken, Secrets: []string{"short"}}, connect.CodeInvalidArgument, nil},
+		{"secret twice", &fedv1.EnrollRequest{Token: testToken, Secrets: []string{"eeeeeeeeeeeeeeee5", "eeeeeeeeeeeeeeee5"}}, connect.CodeInvalidArgument, nil},
+		{"third", &fedv1.EnrollRequest{Token: testToken, Secrets: []string{"ffffffffffffffff6"}}, 0, []uint32{3}},
 	} {
-		if got := enrol(tc.token, tc.ids, tc.secrets); got != tc.want {
-			t.Errorf("%s: code %v, want %v", tc.name, got, tc.want)
+		ids, code := enrol(tc.req)
+		if code != tc.want || !slices.Equal(ids, tc.ids) {
+			t.Errorf("%s: ids %v, code %v; want %v, %v", tc.name, ids, code, tc.ids, tc.want)
 		}
 	}
-	// Three clients and a quiet spell start the run; then only retries pass.
+	// Four clients and a quiet spell start the run; then only retries pass.
 	for k := 0; ; k++ {
 		r, err := api.Hello(ctx, connect.NewRequest(&fedv1.HelloRequest{}))
 		if err != nil {
@@ -488,11 +506,11 @@ func TestEnrolIdempotent(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := enrol(testToken, []uint32{1, 2}, sec); got != 0 {
-		t.Errorf("retry after the start: code %v", got)
+	if ids, code := enrol(&fedv1.EnrollRequest{Token: testToken, Secrets: sec}); code != 0 || !slices.Equal(ids, []uint32{1, 2}) {
+		t.Errorf("retry after the start: ids %v, code %v", ids, code)
 	}
-	if got := enrol(testToken, []uint32{9}, []string{"gggggggggggggggg7"}); got != connect.CodeFailedPrecondition {
-		t.Errorf("new client after the start: code %v, want failed_precondition", got)
+	if _, code := enrol(&fedv1.EnrollRequest{Token: testToken, Secrets: []string{"gggggggggggggggg7"}}); code != connect.CodeFailedPrecondition {
+		t.Errorf("new client after the start: code %v, want failed_precondition", code)
 	}
 }
 
@@ -511,7 +529,7 @@ func TestOperations(t *testing.T) {
 	}
 	api := federationv1connect.NewFederationServiceClient(hc, h.url)
 	ctx := context.Background()
-	resp, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{1},
+	resp, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken,
 		Secrets: []string{"0123456789abcdef0"}}))
 	if err != nil {
 		t.Fatal(err)

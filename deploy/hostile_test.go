@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,10 +18,6 @@ import (
 	"github.com/privrec/privrec/ratings"
 )
 
-// attackerID is the client ID the hostile client enrols under, beyond
-// every user index.
-const attackerID = 1 << 20
-
 // hostileRun runs hdpmf with 30% of the clients dropping out of every
 // round and one more enrolled client; with attack, that client sends
 // every kind of bad upload each round before an empty valid answer and a
@@ -31,7 +28,7 @@ func hostileRun(t *testing.T, d *ratings.Dataset, train *ratings.Dataset, attack
 	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: seed, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), MinClients: train.NumUsers() + 1, RoundTimeout: 3 * time.Second, MinParticipants: 0.5, MaxUploadBytes: 1 << 20},
 		"127.0.0.1:0")
-	hc, api, cred := enrolAttacker(t, h, attackerID)
+	hc, api, cred, _ := enrolAttacker(t, h)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	codes := map[string]connect.Code{}
@@ -96,7 +93,7 @@ func attackRounds(ctx context.Context, t *testing.T, hc *http.Client, url string
 			req  *fedv1.UploadRequest
 			cred string
 		}{
-			{"wrong-credential", sparse([]int32{0}, vals(1), []int32{1}), "1048576.forged"},
+			{"wrong-credential", sparse([]int32{0}, vals(1), []int32{1}), strings.Split(cred, ".")[0] + ".forged"},
 			{"other-client", sparse([]int32{0}, vals(1), []int32{1}), "3.forged"},
 			{"late", &fedv1.UploadRequest{Round: round - 1}, cred},
 			{"early", &fedv1.UploadRequest{Round: round + 1}, cred},
@@ -198,19 +195,20 @@ func TestHostileClientsAndDropouts(t *testing.T) {
 	t.Logf("test RMSE %.4f with 30%% dropouts and an attacker, %.4f in process without dropouts", got, ref)
 }
 
-// enrolAttacker enrols one more client, id, with the vendor token on h's
+// enrolAttacker enrols one more client with the vendor token on h's
 // server and returns an HTTP client and API that trust it, and the
-// attacker's credential.
-func enrolAttacker(t *testing.T, h *harness, id uint32) (*http.Client, federationv1connect.FederationServiceClient, string) {
+// attacker's credential and the client ID the server assigned it.
+func enrolAttacker(t *testing.T, h *harness) (*http.Client, federationv1connect.FederationServiceClient, string, uint32) {
 	t.Helper()
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
 		t.Fatal(err)
 	}
 	api := federationv1connect.NewFederationServiceClient(hc, h.url)
-	resp, err := api.Enroll(context.Background(), connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{id}}))
+	resp, err := api.Enroll(context.Background(), connect.NewRequest(&fedv1.EnrollRequest{Token: testToken}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hc, api, resp.Msg.GetCredentials()[0].GetToken()
+	c := resp.Msg.GetCredentials()[0]
+	return hc, api, c.GetToken(), c.GetClientId()
 }

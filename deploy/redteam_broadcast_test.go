@@ -38,8 +38,8 @@ func (h *hostileServer) Hello(context.Context, *connect.Request[fedv1.HelloReque
 
 func (h *hostileServer) Enroll(_ context.Context, req *connect.Request[fedv1.EnrollRequest]) (*connect.Response[fedv1.EnrollResponse], error) {
 	resp := &fedv1.EnrollResponse{}
-	for _, id := range req.Msg.GetClientIds() {
-		resp.Credentials = append(resp.Credentials, &fedv1.Credential{ClientId: id, Token: fmt.Sprintf("cred-%d", id)})
+	for k, sec := range req.Msg.GetSecrets() {
+		resp.Credentials = append(resp.Credentials, &fedv1.Credential{ClientId: uint32(k), Token: fmt.Sprintf("%d.%s", k, sec)})
 	}
 	return connect.NewResponse(resp), nil
 }

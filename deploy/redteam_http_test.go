@@ -111,15 +111,18 @@ func procKB(t testing.TB, field string) int64 {
 	return v
 }
 
-// enrolOne enrols client id with the token and returns its credential.
-func enrolOne(t testing.TB, api federationv1connect.FederationServiceClient, id uint32) string {
+// enrolOne enrols one client with the token and a secret of its own
+// (tag tells the secrets apart) and returns its credential and the ID
+// the server assigned it.
+func enrolOne(t testing.TB, api federationv1connect.FederationServiceClient, tag int) (string, uint32) {
 	t.Helper()
 	resp, err := api.Enroll(context.Background(), connect.NewRequest(&fedv1.EnrollRequest{Token: testToken,
-		ClientIds: []uint32{id}, Secrets: []string{"secret-of-client-" + strconv.Itoa(int(id))}}))
+		Secrets: []string{"secret-of-client-" + strconv.Itoa(tag)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Msg.GetCredentials()[0].GetToken()
+	c := resp.Msg.GetCredentials()[0]
+	return c.GetToken(), c.GetClientId()
 }
 
 // TestRedTeamGzipBombs: 20 concurrent gzip bodies of 256 MiB (about 260
@@ -146,7 +149,7 @@ func TestRedTeamGzipBombs(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := federationv1connect.NewFederationServiceClient(hc, h.url)
-	cred := enrolOne(t, api, 1)
+	cred, _ := enrolOne(t, api, 1)
 	h1 := &http.Client{Transport: hc.Transport.(*http.Transport).Clone()}
 	h1.Transport.(*http.Transport).ForceAttemptHTTP2 = false
 	h1.Transport.(*http.Transport).TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
@@ -300,7 +303,7 @@ func TestRedTeamCompressedOverCap(t *testing.T) {
 	} {
 		api := federationv1connect.NewFederationServiceClient(hc, h.url, tc.opts...)
 		_, err := api.Enroll(context.Background(), connect.NewRequest(&fedv1.EnrollRequest{Token: testToken,
-			ClientIds: []uint32{7}, Secrets: []string{big}}))
+			Secrets: []string{big}}))
 		if connect.CodeOf(err) != connect.CodeResourceExhausted {
 			t.Errorf("%s: an 8 MiB enrolment, gzipped: %v, want resource_exhausted", tc.name, err)
 		}
@@ -456,7 +459,7 @@ func TestRedTeamLongPollCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := federationv1connect.NewFederationServiceClient(hc, h.url)
-	cred := enrolOne(t, api, 1)
+	cred, id := enrolOne(t, api, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	errs := make(chan error, polls)
@@ -470,9 +473,9 @@ func TestRedTeamLongPollCap(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for k := 0; h.srv.gate.waiting(1) < polls; k++ {
+	for k := 0; h.srv.gate.waiting(id) < polls; k++ {
 		if k == 3000 {
-			t.Fatalf("%d of %d polls waiting after 30 s", h.srv.gate.waiting(1), polls)
+			t.Fatalf("%d of %d polls waiting after 30 s", h.srv.gate.waiting(id), polls)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -497,9 +500,9 @@ func TestRedTeamLongPollCap(t *testing.T) {
 	}
 	t.Logf("%d of %d admitted polls answered with the first round's broadcast", opened, polls)
 	// The gate releases a slot just after the answer is written.
-	for k := 0; h.srv.gate.waiting(1) != 0; k++ {
+	for k := 0; h.srv.gate.waiting(id) != 0; k++ {
 		if k == 3000 {
-			t.Fatalf("%d polls still counted 30 s after they answered", h.srv.gate.waiting(1))
+			t.Fatalf("%d polls still counted 30 s after they answered", h.srv.gate.waiting(id))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -535,25 +538,25 @@ func TestRedTeamEnrolmentFlood(t *testing.T) {
 		}
 		return resp.Msg.GetCredentials()[0].GetToken(), 0
 	}
-	const s1, s2 = "device-secret-0001", "device-secret-0002"
+	const s1, s2, s3, s4, s5 = "device-secret-0001", "device-secret-0002", "vendor-secret-0003", "vendor-secret-0004", "device-secret-0005"
 	steps := []struct {
 		name    string
 		req     *fedv1.EnrollRequest
 		want    connect.Code
 		parties int
 	}{
-		{"unknown code", &fedv1.EnrollRequest{Code: CodePrefix + "AAAAAAAAAAAAAAAAAAAAAAAAAA", ClientIds: []uint32{10}, Secrets: []string{s1}}, connect.CodeUnauthenticated, 0},
-		{"code", &fedv1.EnrollRequest{Code: codes[0], ClientIds: []uint32{10}, Secrets: []string{s1}}, 0, 1},
-		{"code retry", &fedv1.EnrollRequest{Code: codes[0], ClientIds: []uint32{10}, Secrets: []string{s1}}, 0, 1},
-		{"code reused, other secret", &fedv1.EnrollRequest{Code: codes[0], ClientIds: []uint32{10}, Secrets: []string{s2}}, connect.CodePermissionDenied, 1},
-		{"code reused, other id", &fedv1.EnrollRequest{Code: codes[0], ClientIds: []uint32{11}, Secrets: []string{s1}}, connect.CodePermissionDenied, 1},
-		{"code as token", &fedv1.EnrollRequest{Token: codes[1], ClientIds: []uint32{11}, Secrets: []string{s1}}, connect.CodeUnauthenticated, 1},
-		{"code for two", &fedv1.EnrollRequest{Code: codes[1], ClientIds: []uint32{11, 12}, Secrets: []string{s1, s2}}, connect.CodeInvalidArgument, 1},
-		{"vendor", &fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{1, 2}, Secrets: []string{s1, s2}}, 0, 2},
-		{"second code", &fedv1.EnrollRequest{Code: codes[1], ClientIds: []uint32{12}, Secrets: []string{s2}}, 0, 3},
-		{"code over the cap", &fedv1.EnrollRequest{Code: codes[2], ClientIds: []uint32{13}, Secrets: []string{s1}}, connect.CodeFailedPrecondition, 3},
-		{"vendor over the cap", &fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{3}, Secrets: []string{s1}}, connect.CodeFailedPrecondition, 3},
-		{"vendor retry at the cap", &fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{1, 2}, Secrets: []string{s1, s2}}, 0, 3},
+		{"unknown code", &fedv1.EnrollRequest{Code: CodePrefix + "AAAAAAAAAAAAAAAAAAAAAAAAAA", Secrets: []string{s1}}, connect.CodeUnauthenticated, 0},
+		{"code", &fedv1.EnrollRequest{Code: codes[0], Secrets: []string{s1}}, 0, 1},
+		{"code retry", &fedv1.EnrollRequest{Code: codes[0], Secrets: []string{s1}}, 0, 1},
+		{"code reused, other secret", &fedv1.EnrollRequest{Code: codes[0], Secrets: []string{s2}}, connect.CodePermissionDenied, 1},
+		{"code as token", &fedv1.EnrollRequest{Token: codes[1], Secrets: []string{s2}}, connect.CodeUnauthenticated, 1},
+		{"code for two", &fedv1.EnrollRequest{Code: codes[1], Secrets: []string{s2, s3}}, connect.CodeInvalidArgument, 1},
+		{"vendor, a device's secret", &fedv1.EnrollRequest{Token: testToken, Secrets: []string{s1, s3}}, connect.CodeAlreadyExists, 1},
+		{"vendor", &fedv1.EnrollRequest{Token: testToken, Secrets: []string{s3, s4}}, 0, 2},
+		{"second code", &fedv1.EnrollRequest{Code: codes[1], Secrets: []string{s2}}, 0, 3},
+		{"code over the cap", &fedv1.EnrollRequest{Code: codes[2], Secrets: []string{s5}}, connect.CodeFailedPrecondition, 3},
+		{"vendor over the cap", &fedv1.EnrollRequest{Token: testToken, Secrets: []string{s5}}, connect.CodeFailedPrecondition, 3},
+		{"vendor retry at the cap", &fedv1.EnrollRequest{Token: testToken, Secrets: []string{s3, s4}}, 0, 3},
 	}
 	var first string
 	for _, st := range steps {
@@ -587,7 +590,7 @@ func TestRedTeamEnrolmentFlood(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, code := enrol(&fedv1.EnrollRequest{Token: testToken, ClientIds: []uint32{uint32(100 + k)}, Secrets: []string{s1}}); code == 0 {
+			if _, code := enrol(&fedv1.EnrollRequest{Token: testToken, Secrets: []string{"crowd-secret-" + strconv.Itoa(1000+k)}}); code == 0 {
 				taken.Add(1)
 			}
 		}()
@@ -613,7 +616,7 @@ func TestRedTeamEnrolmentFlood(t *testing.T) {
 		codes := map[connect.Code]int{}
 		for k := range 40 {
 			_, err := api.Enroll(context.Background(), connect.NewRequest(&fedv1.EnrollRequest{Token: testToken,
-				ClientIds: []uint32{uint32(k)}, Secrets: []string{s1}}))
+				Secrets: []string{"flood-secret-" + strconv.Itoa(1000+k)}}))
 			if err != nil {
 				codes[connect.CodeOf(err)]++
 			} else {
@@ -653,8 +656,8 @@ func TestEnrolmentCodesSurviveRestart(t *testing.T) {
 	}
 	s := open()
 	for _, req := range []*fedv1.EnrollRequest{
-		{Code: codes[0], ClientIds: []uint32{5}, Secrets: []string{"device-secret-0005"}},
-		{Token: testToken, ClientIds: []uint32{1, 2}, Secrets: []string{"vendor-secret-001", "vendor-secret-002"}},
+		{Code: codes[0], Secrets: []string{"device-secret-0005"}},
+		{Token: testToken, Secrets: []string{"vendor-secret-001", "vendor-secret-002"}},
 	} {
 		if c := enrol(s, req); c != 0 {
 			t.Fatalf("enrol %v: %v", req, c)
@@ -666,14 +669,14 @@ func TestEnrolmentCodesSurviveRestart(t *testing.T) {
 	if p := s.Parties(); p != 2 {
 		t.Errorf("%d parties after the restart, want 2", p)
 	}
-	if c := enrol(s, &fedv1.EnrollRequest{Code: codes[0], ClientIds: []uint32{5}, Secrets: []string{"device-secret-0005"}}); c != 0 {
+	if c := enrol(s, &fedv1.EnrollRequest{Code: codes[0], Secrets: []string{"device-secret-0005"}}); c != 0 {
 		t.Errorf("a retry with the spent code after the restart: %v", c)
 	}
-	if c := enrol(s, &fedv1.EnrollRequest{Code: codes[0], ClientIds: []uint32{6}, Secrets: []string{"device-secret-0006"}}); c != connect.CodePermissionDenied {
+	if c := enrol(s, &fedv1.EnrollRequest{Code: codes[0], Secrets: []string{"device-secret-0006"}}); c != connect.CodePermissionDenied {
 		t.Errorf("the spent code for another client after the restart: %v, want permission_denied", c)
 	}
 	if c := enrol(s, &fedv1.EnrollRequest{Code: codes[1], Secrets: []string{"device-secret-0007"}}); c != 0 {
-		t.Errorf("the second code, no id given: %v", c)
+		t.Errorf("the second code: %v", c)
 	}
 	if p := s.Parties(); p != 3 {
 		t.Errorf("%d parties, want 3", p)

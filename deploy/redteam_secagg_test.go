@@ -398,10 +398,9 @@ func TestRedTeamBadNeighbour(t *testing.T) {
 	}{{"low-order key", lowOrderKey}, {"bad share ciphertexts", badShares}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
-			const attacker = 1 << 20
 			h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 6, TestMode: true, Catalog: catalogOf(d),
 				StateDir: t.TempDir(), MinClients: spl.Train.NumUsers() + 1, RoundTimeout: 2 * time.Second, MinParticipants: 0.9}, "127.0.0.1:0")
-			_, api, cred := enrolAttacker(t, h, attacker)
+			_, api, cred, attacker := enrolAttacker(t, h)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			var codes []connect.Code
@@ -562,11 +561,10 @@ func TestRedTeamOutOfBounds(t *testing.T) {
 	}{{"values of 2^28", hugeValues}, {"inflated arrival words", inflatedArrivals}} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
-			const attacker = 1 << 20
 			cat := catalogOf(d)
 			h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 6, TestMode: true, Catalog: cat,
 				StateDir: t.TempDir(), MinClients: spl.Train.NumUsers() + 1, RoundTimeout: 30 * time.Second}, "127.0.0.1:0")
-			_, api, cred := enrolAttacker(t, h, attacker)
+			_, api, cred, attacker := enrolAttacker(t, h)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			var wg sync.WaitGroup

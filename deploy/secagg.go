@@ -210,7 +210,11 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	s.mu.Unlock()
 	n := len(roster)
 	floor := max(1, int(math.Ceil(s.cfg.MinParticipants*float64(enrolled)-1e-9)))
-	if n < 2 || n < floor {
+	if n < 2 {
+		return nil, false, fmt.Errorf("deploy: round %d: %s not banned of %d enrolled; secure aggregation needs at least 2 (the sum of one vector is that vector): start the run with --min-clients of 2 or more",
+			b.Round, clientsWord(n), enrolled)
+	}
+	if n < floor {
 		return nil, false, fmt.Errorf("deploy: round %d: %d clients not banned of %d enrolled, below the floor of %d (--min-participants %g); secure aggregation cannot release anything",
 			b.Round, n, enrolled, floor, s.cfg.MinParticipants)
 	}
@@ -308,18 +312,6 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 			close(sa.done[step])
 			continue
 		}
-		if step == stepMasked {
-			// Record that masked vectors may now be sent, before any
-			// client can send one: a restart then never opens another
-			// session of this round.
-			if err := s.st.putMasked(b.Round, &maskedRecord{Session: session}); err != nil {
-				return nil, false, err
-			}
-			sent = true
-			if s.testHook != nil {
-				s.testHook("masked", b.Round, nil)
-			}
-		}
 		if err := s.awaitStep(ctx, sa, step); err != nil {
 			return nil, false, err
 		}
@@ -415,8 +407,27 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 				s.testHook("sum", b.Round, sum)
 			}
 		}
+		if nextStep(step, p.Active) == stepMasked {
+			// Record that masked vectors may now be sent, before any
+			// client hears the answer that lets it send one: a restart
+			// then never opens another session of this round.
+			if err := s.st.putMasked(b.Round, &maskedRecord{Session: session}); err != nil {
+				return nil, false, err
+			}
+			sent = true
+			if s.testHook != nil {
+				s.testHook("masked", b.Round, nil)
+			}
+		}
 		s.mu.Lock()
 		sa.expect, sa.got, sa.seen, sa.full = next, 0, map[uint32]bool{}, make(chan struct{})
+		// Open the step the clients send next before they hear this
+		// one's answer, past the active protocol's steps when they do
+		// not run: a client never finds its next step not open yet
+		// (before, a fast client's reveal could arrive while the skipped
+		// consistency step was still open, be refused as early and drop
+		// the client from the round, which then waited out its deadline).
+		sa.step = nextStep(step, p.Active)
 		if step == stepMasked {
 			for _, pos := range srv.Survivors() {
 				s.answered[s.slots[roster[pos]]] = true
@@ -425,6 +436,9 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 		}
 		s.mu.Unlock()
 		close(sa.done[step])
+		if s.testHook != nil {
+			s.testHook(fmt.Sprintf("answered step %d", step), b.Round, nil)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
@@ -811,4 +825,23 @@ func fromWireUnmask(to uint32, w *fedv1.SecAggUnmask) *secagg.UnmaskRequest {
 		ur.Signatures = append(ur.Signatures, secagg.SurvivorSig{From: sg.GetPosition(), Sig: sg.GetSig()})
 	}
 	return ur
+}
+
+// nextStep is the step a client sends after step: the next one, past
+// the active protocol's commitment and consistency steps when the
+// session runs the passive protocol.
+func nextStep(step int, active bool) int {
+	next := step + 1
+	for !active && (next == stepCommit || next == stepConsist) {
+		next++
+	}
+	return next
+}
+
+// clientsWord is "1 client" or "n clients".
+func clientsWord(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
 }

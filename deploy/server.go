@@ -71,8 +71,9 @@ type ServerConfig struct {
 	EnrollRate  float64
 	EnrollBurst int
 	// MinClients is the number of enrolled clients the first round waits
-	// for (at least 1); the run starts once that many are enrolled and no
-	// enrolment arrived for EnrollQuiet.
+	// for (at least 1, and at least 2 in a masked run: secure aggregation
+	// of one vector is that vector); the run starts once that many are
+	// enrolled and no enrolment arrived for EnrollQuiet.
 	MinClients  int
 	EnrollQuiet time.Duration
 	// RoundTimeout is a round's deadline: after it the round closes with
@@ -216,7 +217,9 @@ type Server struct {
 	changed  chan struct{} // closed and replaced on every state change
 	state    fedv1.RunState
 	enrolled map[uint32][32]byte
-	party    map[uint32]string // who enrolled each client: partyVendor or a code's party
+	byHash   map[[32]byte]uint32 // the enrolled clients by credential hash
+	nextID   uint32              // the ID the next enrolled client gets
+	party    map[uint32]string   // who enrolled each client: partyVendor or a code's party
 	lastEnr  time.Time
 	slots    map[uint32]int // client id → position in the upload order
 	order    []uint32       // client ids in upload order
@@ -260,7 +263,8 @@ type Server struct {
 	shardDone uint64
 	// testHook, when set by a test, is called at points of a round
 	// ("masked": a masked step opened, recorded durably; "sum": the
-	// unmasked sum of a masked round, before its release).
+	// unmasked sum of a masked round, before its release; "answered
+	// step N": the clients of a masked round were released from step N).
 	testHook func(event string, round int, sum []uint32)
 }
 
@@ -301,6 +305,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := s.restore(); err != nil {
 		st.Close()
 		return nil, err
+	}
+	if s.plan.Aggregation == "masked" && s.cfg.MinClients < 2 {
+		s.cfg.MinClients = 2
 	}
 	if cfg.Sharded != nil {
 		if err := s.setupSharded(); err != nil {
@@ -344,6 +351,11 @@ func (s *Server) restore() error {
 	}
 	if s.enrolled, err = s.st.enrolled(); err != nil {
 		return err
+	}
+	s.byHash = make(map[[32]byte]uint32, len(s.enrolled))
+	for id, h := range s.enrolled {
+		s.byHash[h] = id
+		s.nextID = max(s.nextID, id+1)
 	}
 	if s.party, err = s.st.parties(); err != nil {
 		return err
@@ -848,6 +860,7 @@ func (s *Server) Hello(ctx context.Context, _ *connect.Request[fedv1.HelloReques
 		Catalog:     &fedv1.Catalog{ItemIds: p.ItemIDs, Titles: p.Titles},
 		Scale:       &fedv1.Scale{Min: float64(p.Scale.Min), Max: float64(p.Scale.Max), Step: float64(p.Scale.Step)},
 		Aggregation: p.Aggregation,
+		Enrolled:    int32(len(s.enrolled)), MinClients: int32(s.cfg.MinClients),
 	}), nil
 }
 
@@ -859,12 +872,14 @@ const maxEnrol = 20000
 const partyVendor = "vendor"
 
 // Enroll checks the token or the one-time code and issues one credential
-// per requested client. A code enrols one client, once, as a party of
-// its own; the token enrols any number of clients, all of the party
-// "vendor". A retry with the same ids and secrets succeeds, with the
-// same code too.
+// per secret the caller sent (one, with a secret of the server's, when it
+// sent none). The server assigns the client IDs, consecutive in the
+// order of the secrets and above every ID enrolled before: nobody picks
+// one, so no two callers can ask for the same. A code enrols one client,
+// once, as a party of its own; the token enrols any number of clients,
+// all of the party "vendor". A retry with the same secrets (and code)
+// succeeds with the same IDs.
 func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRequest]) (*connect.Response[fedv1.EnrollResponse], error) {
-	ids := req.Msg.GetClientIds()
 	secrets := req.Msg.GetSecrets()
 	party := partyVendor
 	var code *[32]byte
@@ -872,8 +887,8 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		h := hashToken(c)
 		code = &h
 		party = "code:" + hex.EncodeToString(h[:6])
-		if len(ids) > 1 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("an enrolment code enrols one client, not %d", len(ids)))
+		if len(secrets) > 1 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("an enrolment code enrols one client, not %d", len(secrets)))
 		}
 	} else if tok := req.Msg.GetToken(); !sameHash(hashToken(tok), s.tok) {
 		s.met.reject("enrol-token")
@@ -882,8 +897,35 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		}
 		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("wrong enrolment token"))
 	}
-	if len(ids) > maxEnrol {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d clients in one call; at most %d", len(ids), maxEnrol))
+	if len(secrets) > maxEnrol {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d clients in one call; at most %d", len(secrets), maxEnrol))
+	}
+	fromClient := len(secrets) > 0
+	if !fromClient {
+		var secret [24]byte
+		if _, err := rand.Read(secret[:]); err != nil {
+			return nil, connect.NewError(connect.CodeInternal, err)
+		}
+		secrets = []string{base64.RawURLEncoding.EncodeToString(secret[:])}
+	}
+	hashes := make([][32]byte, len(secrets))
+	seen := make(map[[32]byte]bool, len(secrets))
+	for k, sec := range secrets {
+		if len(sec) < 16 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("secret %d: %d characters; at least 16", k, len(sec)))
+		}
+		hashes[k] = hashToken(sec)
+		if seen[hashes[k]] {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("secret %d sent twice in one call", k))
+		}
+		seen[hashes[k]] = true
+	}
+	creds := func(ids []uint32) *connect.Response[fedv1.EnrollResponse] {
+		out := make([]*fedv1.Credential, len(ids))
+		for k, id := range ids {
+			out[k] = &fedv1.Credential{ClientId: id, Token: strconv.FormatUint(uint64(id), 10) + "." + secrets[k]}
+		}
+		return connect.NewResponse(&fedv1.EnrollResponse{Credentials: out})
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -896,70 +938,45 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 		case err != nil:
 			return nil, connect.NewError(connect.CodeInternal, err)
 		case spent:
-			if len(secrets) == 1 && (len(ids) == 0 || ids[0] == id) && sameHash(hashToken(secrets[0]), cred) {
-				return connect.NewResponse(&fedv1.EnrollResponse{Credentials: []*fedv1.Credential{ // a retry
-					{ClientId: id, Token: strconv.FormatUint(uint64(id), 10) + "." + secrets[0]}}}), nil
+			if fromClient && sameHash(hashes[0], cred) {
+				return creds([]uint32{id}), nil // a retry
 			}
 			s.met.reject("enrol-code")
 			return nil, connect.NewError(connect.CodePermissionDenied, errors.New("enrolment code already used"))
 		}
 	}
-	closed := s.state != fedv1.RunState_RUN_STATE_ENROLLING
-	if closed && len(secrets) == 0 {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("enrolment is closed: the run started with %d clients; a client joins a run before its first round (start the server with --min-clients N to wait for N clients, or join the next run)", len(s.enrolled)))
+	// A retry of a call that enrolled its clients (its answer was lost):
+	// every secret is enrolled already, by this party.
+	var again []uint32
+	for _, h := range hashes {
+		if id, ok := s.byHash[h]; ok && s.party[id] == party && code == nil {
+			again = append(again, id)
+		} else if ok {
+			return nil, connect.NewError(connect.CodeAlreadyExists, errors.New("a secret of this call is enrolled already: a new client sends a fresh secret, a retry the same secrets as the call it repeats"))
+		}
 	}
-	if len(ids) == 0 {
-		next := uint32(0)
-		for id := range s.enrolled {
-			next = max(next, id+1)
-		}
-		ids = []uint32{next}
+	switch {
+	case fromClient && len(again) == len(hashes):
+		return creds(again), nil
+	case len(again) > 0:
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%d of the %d secrets of this call are enrolled already: a retry sends the same secrets as the call it repeats, a new client a fresh secret", len(again), len(hashes)))
 	}
-	if len(secrets) != 0 && len(secrets) != len(ids) {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d secrets for %d client ids", len(secrets), len(ids)))
+	if s.state != fedv1.RunState_RUN_STATE_ENROLLING {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("enrolment is closed: the run started with %s; a client joins a run before its first round (start the server with --min-clients N to wait for N clients, or join the next run)", clientsWord(len(s.enrolled))))
 	}
-	creds := make([]*fedv1.Credential, len(ids))
-	hashes := make([][32]byte, 0, len(ids))
-	var fresh []uint32
-	seen := map[uint32]bool{}
-	for k, id := range ids {
-		if seen[id] {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("client id %d named twice", id))
-		}
-		seen[id] = true
-		var sec string
-		if len(secrets) > 0 {
-			sec = secrets[k]
-			if len(sec) < 16 {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("client %d: a secret of %d characters; at least 16", id, len(sec)))
-			}
-		} else {
-			var secret [24]byte
-			if _, err := rand.Read(secret[:]); err != nil {
-				return nil, connect.NewError(connect.CodeInternal, err)
-			}
-			sec = base64.RawURLEncoding.EncodeToString(secret[:])
-		}
-		h := hashToken(sec)
-		creds[k] = &fedv1.Credential{ClientId: id, Token: strconv.FormatUint(uint64(id), 10) + "." + sec}
-		if have, taken := s.enrolled[id]; taken {
-			if code == nil && len(secrets) > 0 && sameHash(have, h) {
-				continue // a retry: already enrolled with this secret
-			}
-			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("client id %d is already enrolled", id))
-		}
-		if closed {
-			return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("enrolment is closed: the run started with %d clients; a client joins a run before its first round (start the server with --min-clients N to wait for N clients, or join the next run)", len(s.enrolled)))
-		}
-		fresh = append(fresh, id)
-		hashes = append(hashes, h)
-	}
-	if n := len(s.enrolled) + len(fresh); n > s.cfg.MaxClients {
+	if n := len(s.enrolled) + len(hashes); n > s.cfg.MaxClients {
 		// Not ResourceExhausted: clients retry that, and the cap stays.
 		s.met.reject("enrol-cap")
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%d clients would be enrolled; this server takes at most %d", n, s.cfg.MaxClients))
 	}
-	switch err := s.st.enrol(fresh, hashes, party, code); {
+	if uint64(s.nextID)+uint64(len(hashes)) > math.MaxUint32 {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("no client IDs left"))
+	}
+	ids := make([]uint32, len(hashes))
+	for k := range ids {
+		ids[k] = s.nextID + uint32(k)
+	}
+	switch err := s.st.enrol(ids, hashes, party, code); {
 	case errors.Is(err, errNoCode):
 		return nil, connect.NewError(connect.CodeUnauthenticated, err)
 	case errors.Is(err, errCodeSpent):
@@ -967,14 +984,16 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 	case err != nil:
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	for k, id := range fresh {
+	for k, id := range ids {
 		s.enrolled[id] = hashes[k]
+		s.byHash[hashes[k]] = id
 		s.party[id] = party
 	}
+	s.nextID += uint32(len(ids))
 	s.lastEnr = time.Now()
 	s.met.setEnrolled(len(s.enrolled))
 	s.met.setParties(s.partiesLocked())
-	return connect.NewResponse(&fedv1.EnrollResponse{Credentials: creds}), nil
+	return creds(ids), nil
 }
 
 // Parties returns the number of distinct parties among the enrolled
@@ -994,7 +1013,9 @@ func (s *Server) Parties() int {
 // than the colluding fraction γ of the clients that secure aggregation
 // is provisioned for: the ids of one party (a vendor's token) count as
 // one party, so should it collude with the server, secure aggregation
-// hides from them only the other parties' clients. s.mu is held.
+// hides from them only the other parties' clients. The warning says what
+// that means and what to do, in words an operator reads in the log.
+// s.mu is held.
 func (s *Server) warnParties() {
 	if s.plan.Aggregation != "masked" || len(s.enrolled) == 0 {
 		return
@@ -1005,7 +1026,13 @@ func (s *Server) warnParties() {
 	}
 	for p, n := range held {
 		if float64(n) > Collusion*float64(len(s.enrolled)) {
-			s.log.Warn("one party holds more of the clients than secure aggregation's collusion bound",
+			rest := fmt.Sprintf("the other %d clients sent, protected only by the noise they added themselves", len(s.enrolled)-n)
+			if len(s.enrolled)-n == 1 {
+				rest = "the one other client sent, protected only by the noise it added itself"
+			}
+			s.log.Warn(fmt.Sprintf("party %q holds %d of the %d clients, more than the %g%% that secure aggregation assumes may collude with the server", p, n, len(s.enrolled), 100*Collusion),
+				"meaning", fmt.Sprintf("if this party and the server colluded, they could subtract its %d clients' inputs (and noise) from each released sum and read what %s", n, rest),
+				"what_to_do", "nothing if this party is trusted not to collude with the server (a simulation, the operator's own users); otherwise enrol more independent parties (devices with one-time codes: privrec enroll-codes) so that none holds more than that share",
 				"party", p, "clients", n, "of", len(s.enrolled), "gamma", Collusion)
 		}
 	}
@@ -1053,7 +1080,8 @@ func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRou
 	defer wait.Stop()
 	for {
 		s.mu.Lock()
-		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot, EpsTotal: s.epsTotal, Delta: s.delta}
+		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot, EpsTotal: s.epsTotal, Delta: s.delta,
+			Enrolled: int32(len(s.enrolled)), MinClients: int32(s.cfg.MinClients)}
 		ready := s.state == fedv1.RunState_RUN_STATE_DONE
 		if s.open && (s.round > after || boot != s.boot || (s.sa != nil && session != "" && s.sa.session != session)) {
 			resp.Broadcast, ready = s.wire, true

@@ -26,7 +26,7 @@ for cores in 0 0,1; do
           --simulate all --data ml-1m --split random:0.9 --json)
   "$bin" client "${common[@]}" > "$out/$tag.a.json" &
   a=$!
-  "$bin" client "${common[@]}" --id-offset 10000 > "$out/$tag.b.json" &
+  "$bin" client "${common[@]}" > "$out/$tag.b.json" &
   b=$!
   wait $a $b $server
   echo "== server on core(s) $cores: 12,080 clients, HDPMF, ML-1M, K=10, $rounds training rounds"

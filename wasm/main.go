@@ -7,7 +7,8 @@
 //
 //	init(helloJSON) → "" or an error    the server's plan, as the page fetched it
 //	enroll(code) → Promise<credential>  enrol with a one-time code
-//	train(credential, ratingsJSON, onRound(eventJSON)) → Promise<resultJSON>
+//	train(credential, ratingsJSON, onRound(eventJSON), onStatus(statusJSON)) → Promise<resultJSON>
+//	stop()                              end the training under way (its promise rejects)
 //	sent() → JSON                       what this browser sent the server
 //
 // It reaches the server through the browser's fetch, in Connect's JSON
@@ -18,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"syscall/js"
 
 	"github.com/privrec/privrec/webclient"
@@ -25,6 +27,8 @@ import (
 
 func main() {
 	var c *webclient.Client
+	var mu sync.Mutex
+	stop := func() {} // ends the training under way
 	api := map[string]any{
 		"init": js.FuncOf(func(_ js.Value, args []js.Value) any {
 			var err error
@@ -44,8 +48,14 @@ func main() {
 			})
 		}),
 		"train": js.FuncOf(func(_ js.Value, args []js.Value) any {
-			cred, rsText, cb := args[0].String(), args[1].String(), args[2]
+			cred, rsText, cb, st := args[0].String(), args[1].String(), args[2], args[3]
+			ctx, cancel := context.WithCancel(context.Background())
+			mu.Lock()
+			stop()
+			stop = cancel
+			mu.Unlock()
 			return promise(func() (any, error) {
+				defer cancel()
 				if c == nil {
 					return nil, errors.New("not initialised")
 				}
@@ -54,9 +64,14 @@ func main() {
 					return nil, err
 				}
 				c.SetCredential(cred)
-				res, err := c.Train(context.Background(), rs, 10, func(e webclient.Event) {
+				res, err := c.Train(ctx, rs, 10, func(e webclient.Event) {
 					b, _ := json.Marshal(e)
 					cb.Invoke(string(b))
+				}, func(s webclient.Status) {
+					if st.Type() == js.TypeFunction {
+						b, _ := json.Marshal(s)
+						st.Invoke(string(b))
+					}
 				})
 				if err != nil {
 					return nil, err
@@ -64,6 +79,12 @@ func main() {
 				b, err := json.Marshal(res)
 				return string(b), err
 			})
+		}),
+		"stop": js.FuncOf(func(_ js.Value, _ []js.Value) any {
+			mu.Lock()
+			stop()
+			mu.Unlock()
+			return nil
 		}),
 		"sent": js.FuncOf(func(_ js.Value, _ []js.Value) any {
 			if c == nil {

@@ -81,6 +81,12 @@ func TestBrowserEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the page is ready", ready, time.Minute)
+	// Where the run is, and who takes part, before joining.
+	var runStatus string
+	eval(`document.getElementById("run-status").textContent`, &runStatus)
+	if want := fmt.Sprintf("%d of the %d clients it waits for are enrolled", sim, sim+1); !strings.Contains(runStatus, want) {
+		t.Errorf("before joining the page says %q, want %q", runStatus, want)
+	}
 	// Everything the page downloaded to be ready: the document, its
 	// scripts and style, the wasm and the catalog (Hello), as bytes on
 	// the wire (gzipped).
@@ -104,10 +110,18 @@ func TestBrowserEndToEnd(t *testing.T) {
 	var rated []string
 	eval(`Array.from(window.privrecPage.ratings.keys())`, &rated)
 	shoot(t, bctx, "desktop-rated")
+	checkAligned(t, eval, "desktop")
 
 	eval(`document.getElementById("join").click()`, nil)
+	// Enrolled: the spent code leaves the field and the address.
+	waitFor("the code is cleared once spent", `window.privrecPage.identity !== null && document.getElementById("code").value === "" && !location.search.includes("code")`, time.Minute)
 	waitFor("the run ends in the browser", "window.privrecPage.trained === true", 2*time.Minute)
 	run.Wait(t, time.Minute)
+	var status [2]string
+	eval(`[document.getElementById("run-status").textContent, JSON.stringify(window.privrecPage.events.map((e) => e.clients))]`, &status)
+	if status[0] != "The run is over." || !strings.Contains(status[1], fmt.Sprint(sim+1)) {
+		t.Errorf("after the run the page says %q; the rounds' participants %s, want %d", status[0], status[1], sim+1)
+	}
 	var evs []struct {
 		Round     int
 		Phase     string
@@ -157,6 +171,14 @@ func TestBrowserEndToEnd(t *testing.T) {
 	}
 	shoot(t, bctx, "phone")
 	axeCheck(t, bctx, "phone (390 px)")
+	checkAligned(t, eval, "phone")
+	// The privacy panel's values take the panel's width at 390 px, not a
+	// word per line beside their labels.
+	var narrow []string
+	eval(`Array.from(document.querySelectorAll("#privacy dd")).filter((dd) => dd.getBoundingClientRect().width < 0.8 * dd.parentElement.getBoundingClientRect().width).map((dd) => dd.id)`, &narrow)
+	if len(narrow) > 0 {
+		t.Errorf("at 390 px the privacy values %v are narrower than 80%% of the panel", narrow)
+	}
 	if _, err := chromedp.Run(bctx, chromedp.EmulateViewport(1280, 900)); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +191,13 @@ func TestBrowserEndToEnd(t *testing.T) {
 	waitFor("20 ratings after a reload", "window.privrecPage.ratings.size === 20 && window.privrecPage.identity !== null", 10*time.Second)
 	eval(`document.getElementById("forget").click()`, nil)
 	waitFor("forgotten", "window.privrecPage.ratings.size === 0 && window.privrecPage.identity === null", 10*time.Second)
+	// Forgetting clears the screen too, not only the storage.
+	var shown [4]string
+	eval(`[document.getElementById("eps-so-far").textContent, String(document.querySelectorAll("#recs li").length),
+		document.getElementById("rounds").textContent, document.getElementById("code").value]`, &shown)
+	if shown != [4]string{"0", "0", "0", ""} {
+		t.Errorf("after forgetting the page shows ε %q, %s recommendations, %s rounds, code %q", shown[0], shown[1], shown[2], shown[3])
+	}
 	if _, err := chromedp.Run(bctx, chromedp.Reload()); err != nil {
 		t.Fatal(err)
 	}
@@ -249,6 +278,26 @@ func axeCheck(t *testing.T, ctx context.Context, what string) {
 		t.Errorf("axe-core %s, %s: no rule passed: did it run?", rep.Version, what)
 	}
 	t.Logf("axe-core %s, %s: wcag2a+wcag2aa, %d rules passed, %d violated", rep.Version, what, rep.Passes, len(rep.Violations))
+}
+
+// checkAligned fails the test when the rating selects of a list of
+// movies do not line up (a title's length moved them).
+func checkAligned(t *testing.T, eval func(string, any), width string) {
+	t.Helper()
+	for _, list := range []string{"#results", "#mine"} {
+		var xs []float64
+		eval(`Array.from(document.querySelectorAll("`+list+` select")).map((s) => Math.round(s.getBoundingClientRect().left))`, &xs)
+		if len(xs) < 2 {
+			t.Errorf("%s at %s: %d selects", list, width, len(xs))
+			continue
+		}
+		for _, x := range xs {
+			if x != xs[0] {
+				t.Errorf("%s at %s: the rating selects start at x = %v, not one column", list, width, xs)
+				break
+			}
+		}
+	}
 }
 
 // shoot writes a full-page screenshot to $PRIVREC_WEB_SHOTS/name.png.

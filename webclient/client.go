@@ -89,9 +89,33 @@ type Event struct {
 	// EpsSoFar is the run's ε at δ in the server's ledger when the round
 	// opened (the rounds before it); 0 when none was spent yet.
 	EpsSoFar float64 `json:"epsSoFar"`
-	Err      string  `json:"err,omitempty"`
-	Sent     Sent    `json:"sent"`
+	// Clients is the number of clients in the round's secure
+	// aggregation (0 for a plain round).
+	Clients int    `json:"clients"`
+	Err     string `json:"err,omitempty"`
+	Sent    Sent   `json:"sent"`
 }
+
+// Status reports where the run is while the client waits on it, after
+// every answer of the server and while it does not answer.
+type Status struct {
+	// State is "enrolling", "running" or "done".
+	State string `json:"state"`
+	// Enrolled counts the clients enrolled; MinClients is the number the
+	// run waits for before its first round.
+	Enrolled   int `json:"enrolled"`
+	MinClients int `json:"minClients"`
+	// Unreachable is set while the server does not answer: for
+	// SilentSec seconds so far, and the client gives up (ErrLost) in
+	// GivesUpInSec.
+	Unreachable  bool    `json:"unreachable,omitempty"`
+	SilentSec    float64 `json:"silentSec,omitempty"`
+	GivesUpInSec float64 `json:"givesUpInSec,omitempty"`
+}
+
+// ErrLost is the error of a call that got no answer from the server for
+// Client.LostAfter: it may have stopped.
+var ErrLost = errors.New("webclient: lost the server")
 
 // Client is one browser's side of a run.
 type Client struct {
@@ -101,8 +125,20 @@ type Client struct {
 	scale ratings.Scale
 	cred  string
 	sent  Sent
+	// The last round answered, and its server's boot and session: kept
+	// across Train calls, so a client that joins again never sends a
+	// second masked vector for a round it answered.
+	last          int32
+	boot, session string
+	// status, when not nil, hears of the server's silence (retry).
+	status func(Status)
 	// Log, when not nil, receives progress lines.
 	Log func(string)
+	// LostAfter bounds how long a call is retried while the server does
+	// not answer at all (the network fails, or a proxy answers 502–504):
+	// after it the call fails with ErrLost. 0 means 30 s. Answers of a
+	// live server that say "retry" (a round not open yet) do not count.
+	LostAfter time.Duration
 }
 
 // New reads the server's plan (the body of a Hello call) and checks that
@@ -126,7 +162,7 @@ func New(t Transport, hello []byte) (*Client, error) {
 	if !(sc.Max > sc.Min) {
 		return nil, fmt.Errorf("webclient: the plan's scale %v is empty", sc)
 	}
-	return &Client{t: t, plan: &h, cfg: cfg, scale: sc}, nil
+	return &Client{t: t, plan: &h, cfg: cfg, scale: sc, last: -1}, nil
 }
 
 // Plan returns the server's plan.
@@ -206,13 +242,45 @@ func retryable(err error) bool {
 	return false
 }
 
-// retry calls f until it succeeds, fails for good or ctx ends.
-func retry(ctx context.Context, f func() error) error {
+// silent reports whether err means no answer from the server: the
+// network failed, or something in front of it answered 502–504 without
+// a Connect error.
+func silent(err error) bool {
+	var ce *CodeError
+	if !errors.As(err, &ce) {
+		return true
+	}
+	return ce.Code == "unknown" && ce.Status >= 502 && ce.Status <= 504
+}
+
+// retry calls f until it succeeds, fails for good, ctx ends, or the
+// server has not answered for LostAfter (ErrLost), telling c.status
+// while it is silent.
+func (c *Client) retry(ctx context.Context, f func() error) error {
+	lost := c.LostAfter
+	if lost <= 0 {
+		lost = 30 * time.Second
+	}
 	wait := 50 * time.Millisecond
+	var since time.Time // the first of the failures in a row without an answer
 	for {
 		err := f()
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
+		}
+		if !silent(err) {
+			since = time.Time{}
+		} else {
+			if since.IsZero() {
+				since = time.Now()
+			}
+			quiet := time.Since(since)
+			if quiet >= lost {
+				return fmt.Errorf("%w: no answer for %.0f s (it may have stopped): %w", ErrLost, quiet.Seconds(), err)
+			}
+			if c.status != nil {
+				c.status(Status{Unreachable: true, SilentSec: quiet.Seconds(), GivesUpInSec: (lost - quiet).Seconds()})
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -233,7 +301,7 @@ func (c *Client) Enroll(ctx context.Context, code string) (string, error) {
 	crand.Read(b[:])
 	secret := base64.RawURLEncoding.EncodeToString(b[:])
 	var resp enrollResponse
-	err := retry(ctx, func() error {
+	err := c.retry(ctx, func() error {
 		return c.call(ctx, "Enroll", &enrollRequest{Code: code, Secrets: []string{secret}}, &resp)
 	})
 	if err != nil {
@@ -310,8 +378,11 @@ type Rec struct {
 
 // Train answers every round of the run with the person's ratings until
 // the run is done, then computes the person's recommendations on the
-// device. onRound, when not nil, is called after every round.
-func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Event)) (*Result, error) {
+// device. onRound, when not nil, is called after every round; onStatus,
+// when not nil, after every answer of the server while waiting, and
+// while the server does not answer. Train fails with ErrLost when the
+// server has not answered for LostAfter.
+func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Event), onStatus func(Status)) (*Result, error) {
 	if c.cred == "" {
 		return nil, errors.New("webclient: not enrolled")
 	}
@@ -327,14 +398,20 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 	if len(cls.List) == 1 {
 		me = cls.List[0]
 	}
-	last, boot, session := int32(-1), "", ""
+	c.status = onStatus
+	defer func() { c.status = nil }()
 	for {
+		last, boot, session := c.last, c.boot, c.session
 		var resp getRoundResponse
-		err := retry(ctx, func() error {
+		err := c.retry(ctx, func() error {
 			return c.call(ctx, "GetRound", &getRoundRequest{After: last, Boot: boot, Session: session}, &resp)
 		})
 		if err != nil {
 			return nil, err
+		}
+		if onStatus != nil {
+			onStatus(Status{State: strings.ToLower(strings.TrimPrefix(resp.State, "RUN_STATE_")),
+				Enrolled: int(resp.Enrolled), MinClients: int(resp.MinClients)})
 		}
 		if resp.State == "RUN_STATE_DONE" {
 			return c.finish(ctx, cls, d, n)
@@ -354,15 +431,16 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 		ev := Event{Round: b.Round, Phase: b.Phase, Masked: resp.SecAgg != nil, Words: b.Words, EpsSoFar: float64(resp.EpsTotal)}
 		var compute time.Duration
 		if resp.SecAgg != nil {
+			ev.Clients = len(resp.SecAgg.Order)
 			compute, err = c.masked(ctx, b, resp.SecAgg, me, w.Round == last)
 		} else {
 			compute, err = c.plain(ctx, b, me)
 		}
-		last, boot = w.Round, resp.Boot
+		c.last, c.boot = w.Round, resp.Boot
 		if resp.SecAgg != nil {
-			session = resp.SecAgg.Session
+			c.session = resp.SecAgg.Session
 		} else {
-			session = ""
+			c.session = ""
 		}
 		if err != nil {
 			if errors.Is(err, errRefused) || ctx.Err() != nil {
@@ -406,7 +484,7 @@ func (c *Client) plain(ctx context.Context, b *protocol.Broadcast, me protocol.C
 		return 0, fmt.Errorf("%w: round %d asks for a plain upload of the person's statistics; the page sends them only masked", errRefused, b.Round)
 	}
 	took := time.Since(t0)
-	err = retry(ctx, func() error {
+	err = c.retry(ctx, func() error {
 		err := c.call(ctx, "Upload", &uploadRequest{Round: int32(b.Round)}, nil)
 		var ce *CodeError
 		if errors.As(err, &ce) && (ce.Code == "already_exists" || ce.Code == "failed_precondition") {
@@ -470,7 +548,10 @@ func (c *Client) masked(ctx context.Context, b *protocol.Broadcast, plan *secagg
 	call := func(req *secaggRequest) (*secaggResponse, error) {
 		req.Round, req.Session = int32(b.Round), plan.Session
 		var resp secaggResponse
-		err := c.call(ctx, "SecAgg", req, &resp)
+		// A step the server has not opened yet ("unavailable") and a
+		// network failure are retried; a message the server took is
+		// refused as a duplicate if sent again, never counted twice.
+		err := c.retry(ctx, func() error { return c.call(ctx, "SecAgg", req, &resp) })
 		return &resp, err
 	}
 	step := func(f func() error) error { // times the client's own work
@@ -597,7 +678,7 @@ func nilIfEmpty[T any](s []T) []T {
 // vector (done in the final round), scored over the catalog.
 func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Dataset, n int) (*Result, error) {
 	var resp getModelResponse
-	if err := retry(ctx, func() error { return c.call(ctx, "GetModel", struct{}{}, &resp) }); err != nil {
+	if err := c.retry(ctx, func() error { return c.call(ctx, "GetModel", struct{}{}, &resp) }); err != nil {
 		return nil, err
 	}
 	pub, err := model.ReadModel(bytes.NewReader(resp.Model))

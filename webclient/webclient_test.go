@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"reflect"
@@ -171,7 +172,8 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 		rated = append(rated, 7*k)
 	}
 	var evs []webclient.Event
-	res, err := c.Train(ctx, rs, 10, func(e webclient.Event) { evs = append(evs, e) })
+	var sts []webclient.Status
+	res, err := c.Train(ctx, rs, 10, func(e webclient.Event) { evs = append(evs, e) }, func(s webclient.Status) { sts = append(sts, s) })
 	if err != nil {
 		t.Fatalf("%v; rounds seen: %+v", err, evs)
 	}
@@ -188,6 +190,14 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 	if masked < 3 || c.Sent().MaskedRounds != masked {
 		t.Fatalf("%d masked rounds answered, %d masked vectors sent: %+v", masked, c.Sent().MaskedRounds, evs)
 	}
+	for _, e := range evs {
+		if e.Masked && e.Clients != 13 {
+			t.Errorf("round %d: %d clients in its secure aggregation, want the 12 simulated and this one", e.Round, e.Clients)
+		}
+	}
+	if len(sts) == 0 || sts[len(sts)-1].State != "done" || sts[len(sts)-1].Enrolled != 13 || sts[len(sts)-1].MinClients != 13 {
+		t.Errorf("the last status %+v of %d, want done with 13 of 13 enrolled", sts[len(sts)-1:], len(sts))
+	}
 	if len(res.Recs) != 10 {
 		t.Fatalf("%d recommendations", len(res.Recs))
 	}
@@ -203,5 +213,62 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 	}
 	if n := checkNoRatings(t, r, cred, rated); n < 5*masked {
 		t.Errorf("%d calls recorded for %d masked rounds", n, masked)
+	}
+}
+
+// silentTransport is a server that does not answer (the network fails),
+// or, with status, answers every call with that HTTP status and body.
+type silentTransport struct {
+	status int
+	body   string
+}
+
+func (s silentTransport) Post(ctx context.Context, _ string, _ map[string]string, _ []byte) (int, []byte, error) {
+	if s.status == 0 {
+		return 0, nil, errors.New("connection refused")
+	}
+	return s.status, []byte(s.body), nil
+}
+
+// TestLostServer: a client whose server stops answering says so while it
+// retries, and gives up with ErrLost after LostAfter (before, the page
+// waited forever); a server that answers "not yet" is alive, and the
+// client keeps waiting on it.
+func TestLostServer(t *testing.T) {
+	hello, _ := json.Marshal(map[string]any{"method": "dp-als", "config": map[string]string{"secagg": "masked"}, "aggregation": "masked",
+		"catalog": map[string]any{"itemIds": []string{"1", "2"}}, "scale": map[string]any{"min": 1, "max": 5, "step": 1}})
+	for _, tc := range []struct {
+		name string
+		tr   silentTransport
+		lost bool
+	}{
+		{"network fails", silentTransport{}, true},
+		{"a proxy answers 502", silentTransport{502, "<html>bad gateway</html>"}, true},
+		{"the server says not yet", silentTransport{503, `{"code":"unavailable","message":"round 3 is not open yet"}`}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := webclient.New(tc.tr, hello)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.LostAfter = 300 * time.Millisecond
+			c.SetCredential("7.secret-secret-secret")
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			var silent int
+			_, err = c.Train(ctx, []webclient.Rating{{Item: 0, Value: 4}}, 10, nil, func(s webclient.Status) {
+				if s.Unreachable {
+					silent++
+				}
+			})
+			switch {
+			case tc.lost && !errors.Is(err, webclient.ErrLost):
+				t.Errorf("Train: %v, want ErrLost", err)
+			case tc.lost && silent == 0:
+				t.Error("no status said the server does not answer")
+			case !tc.lost && (errors.Is(err, webclient.ErrLost) || ctx.Err() == nil || silent != 0):
+				t.Errorf("Train: %v after %d silent statuses; want it still waiting at the deadline", err, silent)
+			}
+		})
 	}
 }

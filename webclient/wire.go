@@ -31,6 +31,8 @@ type Hello struct {
 	State       string `json:"state"`
 	Round       int32  `json:"round"`
 	Aggregation string `json:"aggregation"`
+	Enrolled    int32  `json:"enrolled"`
+	MinClients  int32  `json:"minClients"`
 }
 
 type enrollRequest struct {
@@ -52,12 +54,14 @@ type getRoundRequest struct {
 }
 
 type getRoundResponse struct {
-	State     string      `json:"state"`
-	Broadcast *broadcast  `json:"broadcast"`
-	Boot      string      `json:"boot"`
-	SecAgg    *secaggPlan `json:"secagg"`
-	EpsTotal  jfloat      `json:"epsTotal"`
-	Delta     jfloat      `json:"delta"`
+	State      string      `json:"state"`
+	Broadcast  *broadcast  `json:"broadcast"`
+	Boot       string      `json:"boot"`
+	SecAgg     *secaggPlan `json:"secagg"`
+	EpsTotal   jfloat      `json:"epsTotal"`
+	Delta      jfloat      `json:"delta"`
+	Enrolled   int32       `json:"enrolled"`
+	MinClients int32       `json:"minClients"`
 }
 
 type secaggPlan struct {

@@ -34,7 +34,8 @@ runs it with its own key; clients pin the public key (privrec client
 
   privrec authority keygen --out DIR      writes DIR/authority.key and DIR/authority.pub
   privrec authority certify --key DIR/authority.key --run R --client ID --roster N --identity PUB
-                                          prints the certificate of identity key PUB
+                                          prints the certificate of identity key PUB for
+                                          client ID, the ID the server assigned it at enrolment
 
 A vendor enrolling its own users certifies them in process: privrec client
 --certify-with DIR/authority.key.`,

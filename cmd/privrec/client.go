@@ -162,11 +162,11 @@ before.`,
 					eps = fmt.Sprintf(", ε so far %.3g", p.EpsTotal)
 				}
 				if bar != nil {
-					bar.Describe(fmt.Sprintf("round %d (%s, %s): %.1f s, %d clients%s", p.Round, p.Phase, how, p.Took.Seconds(), p.Clients, eps))
+					bar.Describe(fmt.Sprintf("round %d (%s, %s): %.1f s, %s%s", p.Round, p.Phase, how, p.Took.Seconds(), nClients(p.Clients), eps))
 					bar.Add(1)
 					return
 				}
-				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %d clients in %.2f s%s\n", p.Round, p.Phase, how, p.Clients, p.Took.Seconds(), eps)
+				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %s in %.2f s%s\n", p.Round, p.Phase, how, nClients(p.Clients), p.Took.Seconds(), eps)
 			}
 			ccfg := deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
@@ -305,6 +305,7 @@ before.`,
 	f.StringToStringVar(&pins, "pin", nil, "configuration the plan must have, e.g. --pin eps=1,delta=1e-6,epochs=20,aggregation=masked: a plan outside it is refused")
 	f.Float64Var(&collusion, "collusion", deploy.Collusion, "the fraction of the certified roster assumed to collude with the server: the plan's K and T must withstand it")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
+	_ = f.MarkDeprecated("id-offset", "the server assigns client IDs now; it only shifts the users' random-stream labels")
 	return cmd
 }
 
@@ -314,6 +315,8 @@ type offsetClient struct {
 	off int
 }
 
+// ID is the client's own ID shifted: it labels the client's random
+// streams (the server assigns the ID the client enrols under).
 func (c offsetClient) ID() int { return c.Client.ID() + c.off }
 
 func offsetIDs(list []protocol.Client, off int) []protocol.Client {
@@ -361,7 +364,8 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	if err != nil {
 		return err
 	}
-	// A client ID of its own, far above a vendor's user indices.
+	// Streams of its own in test mode, apart from a vendor's users'
+	// (the server assigns the client ID it enrols under).
 	id := 1<<24 + int(binary.LittleEndian.Uint32(b[:])%(1<<29))
 	pub, err := sess.Run(cmd.Context(), offsetIDs(cls.List, id))
 	if err != nil {
@@ -419,4 +423,12 @@ func clientAuthority(c *deploy.ClientConfig, pubFile, keyFile string, dev bool, 
 		c.Authority = pub
 	}
 	return nil
+}
+
+// nClients is "1 client" or "n clients".
+func nClients(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
 }

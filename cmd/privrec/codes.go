@@ -21,7 +21,7 @@ func (a *app) enrollCodesCmd() *cobra.Command {
 prints them, one a line; the state keeps only their hashes. Hand one code
 to each device: privrec client --code CODE (or --code-file) enrols it as
 one client, once, as a party of its own. A retry of the same enrolment
-(same code, client id and secret) succeeds; any other use of a spent code
+(same code and secret) succeeds; any other use of a spent code
 is refused.
 
 The shared token in STATE/enroll-token is for a vendor that holds many

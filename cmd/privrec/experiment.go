@@ -95,7 +95,7 @@ changed spec recomputes only the cells whose configuration changed. Methods
 that are not built yet are listed and skipped. --quick applies the spec's
 quick: overrides (fewer seeds, epochs, sweep points, a small dataset).`,
 		Example: `  privrec experiment run smoke --quick --out /tmp/exp
-  privrec experiment run hdpmf-table3 --data-root /work/shared/datasets`,
+  privrec experiment run hdpmf-table3 --data-root "$PRIVREC_DATA"   # a folder holding ml-1m/, ...`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := loadSpec(args[0])

@@ -161,6 +161,9 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 			if err := serveAggregation(&mfl, insecure); err != nil {
 				return err
 			}
+			if mfl.spec.Federated.Aggregation(mfl.cfg) == protocol.AggMasked && cmd.Flags().Changed("min-clients") && minClients < 2 {
+				return fmt.Errorf("--min-clients %d: a masked run needs at least 2 clients (secure aggregation of one vector is that vector); give the number of clients that will join before the first round, e.g. 611 for a browser and a vendor's 610 users", minClients)
+			}
 			tc, err := deploy.ServerTLS(cert, key, devTLS, state)
 			if err != nil {
 				return err
@@ -254,7 +257,7 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 	f.BoolVar(&devTLS, "dev-tls", false, "make a self-signed pair for localhost in STATE/tls (clients: --ca STATE/tls/cert.pem)")
 	f.StringVar(&out, "out", "", "write the final model here (model format, for privrec recommend)")
 	f.Uint64Var(&seed, "seed", 0, "reproducible test mode: seed the server and accept seeded client uploads")
-	f.IntVar(&minClients, "min-clients", 1, "enrolled clients to wait for before the first round")
+	f.IntVar(&minClients, "min-clients", 1, "enrolled clients to wait for before the first round (a masked run waits for at least 2): count every client, a vendor's users one each")
 	f.DurationVar(&enrollQuiet, "enroll-quiet", 2*time.Second, "start once no enrolment arrived for this long (and --min-clients are in)")
 	f.DurationVar(&roundTimeout, "round-timeout", time.Minute, "a round's deadline")
 	f.Float64Var(&minParticipants, "min-participants", 1, "fraction of enrolled clients a round needs at its deadline to be released")

@@ -11,6 +11,7 @@ const $ = (id) => document.getElementById(id);
 const page = window.privrecPage = {
   ready: false, plan: null, ratings: new Map(), events: [], result: null, error: null,
   identity: null, trained: false,
+  runs: 0, // joins so far; "Forget me" counts as one, so a stopped join stays silent
 };
 
 // IndexedDB: one store of keyed values ("ratings", "identity", "result").
@@ -87,7 +88,7 @@ function itemRow(j, extra) {
   const span = document.createElement("span");
   span.textContent = page.plan.catalog.titles[j] || page.plan.catalog.itemIds[j];
   li.append(span, ratingSelect(j));
-  if (extra) li.append(extra);
+  if (extra) { li.append(extra); li.className = "with-action"; }
   return li;
 }
 
@@ -114,14 +115,48 @@ function search(q) {
   q = q.trim().toLowerCase();
   if (!q) return;
   const titles = page.plan.catalog.titles;
+  const most = 20;
   let n = 0;
-  for (let j = 0; j < titles.length && n < 20; j++) {
+  for (let j = 0; j < titles.length && n < most; j++) {
     if (titles[j].toLowerCase().includes(q)) { ul.append(itemRow(j)); n++; }
   }
-  $("catalog-status").textContent = n === 0 ? "No movie matches “" + q + "”." : n + " matches shown.";
+  $("catalog-status").textContent = n === 0 ? "No movie matches “" + q + "”." :
+    n === most ? "The first " + most + " matches shown; type more to narrow them." : plural(n, "match", "matches") + " shown.";
 }
 
 function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
+
+// describeRun says where the run is: st is the server's state
+// ("enrolling", "running", "done"), with the clients enrolled and the
+// number the run waits for.
+function describeRun(st) {
+  const joined = page.identity !== null;
+  switch (st.state) {
+    case "enrolling":
+      return "The run has not started: " + (st.enrolled || 0) + " of the " + (st.minClients || 0) +
+        " clients it waits for " + ((st.enrolled || 0) === 1 ? "is" : "are") + " enrolled." +
+        (joined ? " This browser is one of them." : " Join to be one of them.");
+    case "running":
+      return "The run is under way with " + plural(st.enrolled || 0, "client", "clients") + "." +
+        (joined ? "" : " It started before this browser joined: take part in the next run.");
+    case "done":
+      return "The run is over." + (joined || page.trained ? "" : " Take part in the next run.");
+  }
+  return "";
+}
+
+// showStatus shows a status of the training under way: where the run
+// is, or that the server does not answer.
+function showStatus(text) {
+  const st = JSON.parse(text);
+  if (st.unreachable) {
+    const quiet = Math.round(st.silentSec || 0);
+    $("run-status").textContent = (quiet < 1 ? "The server does not answer" : "The server has not answered for " + quiet + " s") +
+      "; this page keeps trying for " + Math.max(0, Math.round(st.givesUpInSec)) + " s more.";
+    return;
+  }
+  $("run-status").textContent = describeRun(st);
+}
 
 function renderPrivacy(sent) {
   const cfg = page.plan.config || {};
@@ -155,8 +190,16 @@ function renderRecs(res) {
   if (res.epsTotal > 0) $("eps-so-far").textContent = "ε = " + res.epsTotal.toPrecision(3) + " (the run is done)";
 }
 
+// clearCode empties the code field and takes the code out of the
+// address: once used (or forgotten) it is spent.
+function clearCode() {
+  $("code").value = "";
+  if (new URLSearchParams(location.search).has("code")) history.replaceState(null, "", location.pathname);
+}
+
 async function join() {
   const client = window.privrecClient;
+  const mine = ++page.runs;
   $("join").disabled = true;
   try {
     let ident = page.identity;
@@ -167,6 +210,7 @@ async function join() {
       ident = { cred: await client.enroll(code), origin: location.origin };
       page.identity = ident;
       await kvPut("identity", ident);
+      clearCode();
     }
     const rs = [];
     for (const [id, value] of page.ratings) {
@@ -175,29 +219,40 @@ async function join() {
     }
     $("train-status").textContent = "Waiting for the next round…";
     const res = JSON.parse(await client.train(ident.cred, JSON.stringify(rs), (text) => {
+      if (mine !== page.runs) return;
       const e = JSON.parse(text);
       page.events.push(e);
-      $("train-status").textContent = "Round " + e.round + " (" + e.phase + ") answered" + (e.masked ? " through secure aggregation" : "") +
+      $("train-status").textContent = "Round " + e.round + " (" + e.phase + ") answered" +
+        (e.masked ? " through secure aggregation with " + plural(e.clients, "participant", "participants") : "") +
         " in " + (e.tookMs / 1000).toFixed(2) + " s" + (e.err ? "; dropped out: " + e.err : "") + ".";
       if (e.epsSoFar > 0) $("eps-so-far").textContent = "ε = " + e.epsSoFar.toPrecision(3);
       renderPrivacy(e.sent);
-    }));
+    }, (text) => { if (mine === page.runs) showStatus(text); }));
+    if (mine !== page.runs) return;
     page.result = res;
     await kvPut("result", res);
     renderPrivacy(JSON.parse(client.sent()));
     renderRecs(res);
-    $("train-status").textContent = "The run is done.";
+    $("train-status").textContent = "The run is done: your recommendations are below.";
+    $("run-status").textContent = "The run is over.";
     page.trained = true; // last: the page shows everything by now
   } catch (err) {
     page.error = String(err && err.message || err);
-    $("train-status").textContent = "Could not take part: " + page.error;
+    if (mine !== page.runs) return; // "Forget me" stopped it
+    if (page.error.includes("lost the server")) {
+      const quiet = /no answer for (\d+) s/.exec(page.error);
+      $("run-status").textContent = "Lost the server: it may have stopped.";
+      $("train-status").textContent = "Stopped taking part: the server has not answered for " + (quiet ? quiet[1] : "30") +
+        " s. The rounds this browser answered count; press Join to try again once the server is back.";
+    } else {
+      $("train-status").textContent = "Could not take part: " + page.error;
+    }
     $("join").disabled = false;
   }
 }
 
 async function start() {
   const params = new URLSearchParams(location.search);
-  if (params.get("code")) $("code").value = params.get("code");
   const [hello, wasm] = await Promise.all([
     fetch(SERVICE + "Hello", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.text()),
     WebAssembly.instantiateStreaming(fetch("client.wasm"), (window.go = new Go()).importObject),
@@ -209,6 +264,9 @@ async function start() {
   const stored = (await kvGet("ratings")) || [];
   for (const r of stored) page.ratings.set(r.id, r.value);
   page.identity = (await kvGet("identity")) || null;
+  // A code in the address enrols this browser once: with an identity
+  // kept from before, it is spent.
+  if (page.identity) clearCode(); else if (params.get("code")) $("code").value = params.get("code");
   const res = (await kvGet("result")) || null;
   await new Promise((resolve) => { window.privrecReady = resolve; go.run(wasm.instance); });
   const err = window.privrecClient.init(hello);
@@ -219,15 +277,26 @@ async function start() {
   if (res) { page.result = res; page.trained = true; renderRecs(res); }
   renderPrivacy(null);
   renderMine();
+  $("run-status").textContent = describeRun({ state: String(page.plan.state || "").replace("RUN_STATE_", "").toLowerCase(),
+    enrolled: page.plan.enrolled, minClients: page.plan.minClients });
 }
 
 $("search").addEventListener("input", (e) => search(e.target.value));
 $("join").addEventListener("click", join);
 $("forget").addEventListener("click", async () => {
+  page.runs++;
+  if (window.privrecClient) window.privrecClient.stop();
   await forgetAll();
   page.ratings.clear(); page.identity = null; page.result = null; page.trained = false; page.events = [];
+  clearCode();
   renderMine(); renderRecs(null);
-  $("forget-status").textContent = "Your ratings, recommendations and identity are deleted from this browser.";
+  $("recs-status").textContent = "Computed in this browser when the run is done.";
+  $("eps-so-far").textContent = "0";
+  $("rounds").textContent = "0";
+  $("sent").textContent = "nothing yet";
+  $("train-status").textContent = "";
+  $("forget-status").textContent = "Your ratings, recommendations and identity are deleted from this browser. " +
+    "To take part in a run again you need a new enrolment code.";
 });
 start().catch((err) => {
   page.error = String(err && err.message || err);

@@ -142,7 +142,12 @@ type HelloResponse struct {
 	// How uploads are aggregated: "sum" (the server process sums uploads
 	// before the method sees them; it can read single uploads), "none" (the
 	// method reads single uploads), or "masked" (secure aggregation).
-	Aggregation   string `protobuf:"bytes,8,opt,name=aggregation,proto3" json:"aggregation,omitempty"`
+	Aggregation string `protobuf:"bytes,8,opt,name=aggregation,proto3" json:"aggregation,omitempty"`
+	// The number of clients enrolled, and the number the first round waits
+	// for: while enrolling, the run starts once min_clients are in. (The
+	// server learns the number of participants anyway; a client shows it.)
+	Enrolled      int32 `protobuf:"varint,9,opt,name=enrolled,proto3" json:"enrolled,omitempty"`
+	MinClients    int32 `protobuf:"varint,10,opt,name=min_clients,json=minClients,proto3" json:"min_clients,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -231,6 +236,20 @@ func (x *HelloResponse) GetAggregation() string {
 		return x.Aggregation
 	}
 	return ""
+}
+
+func (x *HelloResponse) GetEnrolled() int32 {
+	if x != nil {
+		return x.Enrolled
+	}
+	return 0
+}
+
+func (x *HelloResponse) GetMinClients() int32 {
+	if x != nil {
+		return x.MinClients
+	}
+	return 0
 }
 
 // Catalog is the public list of items.
@@ -350,25 +369,25 @@ func (x *Scale) GetStep() float64 {
 	return 0
 }
 
-// EnrollRequest asks for credentials.
+// EnrollRequest asks for credentials. The server assigns the client IDs
+// (positions in the upload order): consecutive, in the order of the
+// secrets, above every ID enrolled before. Nobody picks an ID.
 type EnrollRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The enrolment secret the operator handed out.
 	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
-	// The client IDs (positions in the upload order) requested; a vendor
-	// holding many users enrols them all in one call. Empty means one client
-	// with the next free ID.
-	ClientIds []uint32 `protobuf:"varint,2,rep,packed,name=client_ids,json=clientIds,proto3" json:"client_ids,omitempty"`
-	// Secrets chosen by the clients, parallel to client_ids, or empty for
-	// secrets chosen by the server. With client secrets enrolment is
-	// idempotent: enrolling an ID again with the same secret succeeds (a
-	// retry after a lost answer), with another secret it fails.
+	// Secrets chosen by the clients, one per client to enrol (a vendor
+	// holding many users enrols them all in one call), or empty for one
+	// client with a secret chosen by the server. With client secrets
+	// enrolment is idempotent: sending the same secrets again returns the
+	// same credentials (a retry after a lost answer); a secret enrolled
+	// already in any other call is refused.
 	Secrets []string `protobuf:"bytes,3,rep,name=secrets,proto3" json:"secrets,omitempty"`
 	// A one-time enrolment code the operator issued for one device
 	// (`privrec enroll-codes`), used instead of the token: it enrols one
-	// client (at most one entry in client_ids), once, as a party of its
-	// own. A retry with the same code, ID and secret succeeds; any other
-	// use of a spent code is refused with PERMISSION_DENIED.
+	// client (at most one secret), once, as a party of its own. A retry
+	// with the same code and secret succeeds; any other use of a spent
+	// code is refused with PERMISSION_DENIED.
 	Code          string `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -409,13 +428,6 @@ func (x *EnrollRequest) GetToken() string {
 		return x.Token
 	}
 	return ""
-}
-
-func (x *EnrollRequest) GetClientIds() []uint32 {
-	if x != nil {
-		return x.ClientIds
-	}
-	return nil
 }
 
 func (x *EnrollRequest) GetSecrets() []string {
@@ -611,8 +623,12 @@ type GetRoundResponse struct {
 	// The run's total ε at δ in the server's ledger, over every round
 	// folded so far: 0 when nothing is accounted, -1 when unbounded. For a
 	// client's progress display; its own report comes from its accountant.
-	EpsTotal      float64 `protobuf:"fixed64,5,opt,name=eps_total,json=epsTotal,proto3" json:"eps_total,omitempty"`
-	Delta         float64 `protobuf:"fixed64,6,opt,name=delta,proto3" json:"delta,omitempty"`
+	EpsTotal float64 `protobuf:"fixed64,5,opt,name=eps_total,json=epsTotal,proto3" json:"eps_total,omitempty"`
+	Delta    float64 `protobuf:"fixed64,6,opt,name=delta,proto3" json:"delta,omitempty"`
+	// The number of clients enrolled, and the number the first round waits
+	// for (HelloResponse's), for a client's display of who takes part.
+	Enrolled      int32 `protobuf:"varint,7,opt,name=enrolled,proto3" json:"enrolled,omitempty"`
+	MinClients    int32 `protobuf:"varint,8,opt,name=min_clients,json=minClients,proto3" json:"min_clients,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -685,6 +701,20 @@ func (x *GetRoundResponse) GetEpsTotal() float64 {
 func (x *GetRoundResponse) GetDelta() float64 {
 	if x != nil {
 		return x.Delta
+	}
+	return 0
+}
+
+func (x *GetRoundResponse) GetEnrolled() int32 {
+	if x != nil {
+		return x.Enrolled
+	}
+	return 0
+}
+
+func (x *GetRoundResponse) GetMinClients() int32 {
+	if x != nil {
+		return x.MinClients
 	}
 	return 0
 }
@@ -2409,7 +2439,7 @@ var File_privrec_federation_v1_federation_proto protoreflect.FileDescriptor
 const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\n" +
 	"&privrec/federation/v1/federation.proto\x12\x15privrec.federation.v1\"\x0e\n" +
-	"\fHelloRequest\"\xa6\x03\n" +
+	"\fHelloRequest\"\xe3\x03\n" +
 	"\rHelloResponse\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12H\n" +
 	"\x06config\x18\x02 \x03(\v20.privrec.federation.v1.HelloResponse.ConfigEntryR\x06config\x128\n" +
@@ -2418,7 +2448,11 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\ttest_mode\x18\x05 \x01(\bR\btestMode\x125\n" +
 	"\x05state\x18\x06 \x01(\x0e2\x1f.privrec.federation.v1.RunStateR\x05state\x12\x14\n" +
 	"\x05round\x18\a \x01(\x05R\x05round\x12 \n" +
-	"\vaggregation\x18\b \x01(\tR\vaggregation\x1a9\n" +
+	"\vaggregation\x18\b \x01(\tR\vaggregation\x12\x1a\n" +
+	"\benrolled\x18\t \x01(\x05R\benrolled\x12\x1f\n" +
+	"\vmin_clients\x18\n" +
+	" \x01(\x05R\n" +
+	"minClients\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
@@ -2428,13 +2462,12 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x05Scale\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x01R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x01R\x03max\x12\x12\n" +
-	"\x04step\x18\x03 \x01(\x01R\x04step\"r\n" +
+	"\x04step\x18\x03 \x01(\x01R\x04step\"e\n" +
 	"\rEnrollRequest\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
-	"\n" +
-	"client_ids\x18\x02 \x03(\rR\tclientIds\x12\x18\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x18\n" +
 	"\asecrets\x18\x03 \x03(\tR\asecrets\x12\x12\n" +
-	"\x04code\x18\x04 \x01(\tR\x04code\"U\n" +
+	"\x04code\x18\x04 \x01(\tR\x04codeJ\x04\b\x02\x10\x03R\n" +
+	"client_ids\"U\n" +
 	"\x0eEnrollResponse\x12C\n" +
 	"\vcredentials\x18\x01 \x03(\v2!.privrec.federation.v1.CredentialR\vcredentials\"?\n" +
 	"\n" +
@@ -2444,14 +2477,17 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x0fGetRoundRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\x05R\x05after\x12\x12\n" +
 	"\x04boot\x18\x02 \x01(\tR\x04boot\x12\x18\n" +
-	"\asession\x18\x03 \x01(\tR\asession\"\x8b\x02\n" +
+	"\asession\x18\x03 \x01(\tR\asession\"\xc8\x02\n" +
 	"\x10GetRoundResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.privrec.federation.v1.RunStateR\x05state\x12>\n" +
 	"\tbroadcast\x18\x02 \x01(\v2 .privrec.federation.v1.BroadcastR\tbroadcast\x12\x12\n" +
 	"\x04boot\x18\x03 \x01(\tR\x04boot\x129\n" +
 	"\x06secagg\x18\x04 \x01(\v2!.privrec.federation.v1.SecAggPlanR\x06secagg\x12\x1b\n" +
 	"\teps_total\x18\x05 \x01(\x01R\bepsTotal\x12\x14\n" +
-	"\x05delta\x18\x06 \x01(\x01R\x05delta\"\xc8\x01\n" +
+	"\x05delta\x18\x06 \x01(\x01R\x05delta\x12\x1a\n" +
+	"\benrolled\x18\a \x01(\x05R\benrolled\x12\x1f\n" +
+	"\vmin_clients\x18\b \x01(\x05R\n" +
+	"minClients\"\xc8\x01\n" +
 	"\n" +
 	"SecAggPlan\x12\x14\n" +
 	"\x05order\x18\x01 \x03(\rR\x05order\x12\x16\n" +
