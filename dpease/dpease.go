@@ -799,16 +799,17 @@ func (cl *Clients) Model(v []float32) (*model.Model, error) {
 	byUser := d.ByUser()
 	nu := d.NumUsers()
 	u := make([]float32, nu*dim)
-	rated := make([]bool, nu)
 	for uu := range nu {
 		items, _ := byUser.Row(uu)
-		rated[uu] = len(items) > 0
 		for _, k := range slots(items, top) {
 			u[uu*dim+k] = 1
 		}
 		u[uu*dim+dim-1] = 1
 	}
-	return &model.Model{Dim: dim, NumUsers: nu, NumItems: d.NumItems(), U: u, V: slices.Clone(v), Rated: rated,
+	// Every user row is known (Rated nil): a user without training items
+	// has the empty history, whose scores are the popularity coordinate,
+	// so they get the DP popularity list, not the catalog's index order.
+	return &model.Model{Dim: dim, NumUsers: nu, NumItems: d.NumItems(), U: u, V: slices.Clone(v),
 		Ranking: true, Scale: d.Scale, UserIDs: d.UserIDs, ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles}, nil
 }
 

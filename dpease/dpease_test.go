@@ -132,3 +132,27 @@ func TestResolve(t *testing.T) {
 		t.Errorf("server at ε 1 reports %v", st)
 	}
 }
+
+// TestEmptyHistoryGetsPopularity: a user without training items (one
+// more user ID in the catalog) is scored by the popularity coordinate,
+// the last column of the item factors, not left unknown (whose scores
+// would all be 0, the catalog's index order).
+func TestEmptyHistoryGetsPopularity(t *testing.T) {
+	d, _ := withCanary(synth(200, 30, 7), nil)
+	cfg := DefaultConfig()
+	cfg.Eps, cfg.TopItems, cfg.Seeded = 5, 20, true
+	m, _, err := Train(context.Background(), d, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := int32(d.NumUsers() - 1)
+	got := m.ScoreItems(empty, nil)
+	for j, s := range got {
+		if want := m.V[j*m.Dim+m.Dim-1]; s != want {
+			t.Fatalf("item %d: the empty history scores %v, want the popularity coordinate %v", j, s, want)
+		}
+	}
+	if slices.Max(got) == slices.Min(got) {
+		t.Fatalf("the empty history's scores are all %v", got[0])
+	}
+}
