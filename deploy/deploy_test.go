@@ -199,7 +199,7 @@ var federatedCases = []struct {
 	{"sd-fm", map[string]string{"epochs": "2", "features": "items"}},
 	{"dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "1", "init-items": "10"}},
 	{"dp-biases", map[string]string{"bias-rounds": "2"}},
-	{"dp-ease", map[string]string{"secagg": "masked", "seeded": "true", "top-items": "20", "eps": "5"}},
+	{"dp-ease", map[string]string{"secagg": "masked", "seeded": "true", "top-items": "20", "eps": "5", "roster": "60"}},
 }
 
 // TestLoopbackEqualsInProcess: for a fixed seed in test mode, the final V

@@ -28,6 +28,37 @@
 // the Gram's diagonal (the larger share of ρ), above every other item's;
 // a rule on the released counts alone, which keeps the ML-1M defaults.
 //
+// Graceful degradation (issue 41, Config.Shrink, the default): how much
+// personalisation the releases can carry is decided by public and
+// released quantities only, so that on any data the lists are at least
+// DP popularity's at the same (ε, δ):
+//
+//   - Popularity mode, before anything is released: a user's Gram weights
+//     sum to at most 1 on the diagonal, so the Gram's mass is at most the
+//     public roster N (Config.Roster: the devices enrolled; in process the
+//     training data's users). When N < RosterRidge·λ (4 times the ridge
+//     the noise forces at the 0.1 split) the item-item weights cannot rise
+//     above the ridge: the counts get PopularityFrac (0.99) of ρ and the
+//     item-item weights are 0, so the list is DP popularity at nearly the
+//     whole budget. Otherwise the counts get PersonalFrac (0.1). The
+//     server broadcasts the split; devices calibrate their integer
+//     uploads with it (any split keeps the total ρ).
+//   - Personal weight, after the Gram: the item-item weights are scaled
+//     by h·SNR/(h·SNR + 1) (PersonalWeight), the posterior-mean weight of
+//     a score that sums h history items' weights, whose signals add
+//     coherently and whose noise adds in quadrature; SNR is the released
+//     off-diagonal entries' variance in excess of the known noise
+//     variance σ_g², over σ_g², and h the release's typical history
+//     1 + 2·Σ_off G̃/Σ_diag G̃. A weight of 0 lists DP popularity (the
+//     result says so).
+//
+// A served run without a roster (Roster 0) keeps the 0.1 split; the
+// personal weight applies on every path. Measured on seven datasets at
+// ε = 1 and 10, 5 seeds (docs/results/dpease-any-data.md): at least 0.97
+// of dp-pop's Recall@20 and NDCG@20 in 25 of 28 ratios, the other three
+// (Douban and CiaoDVD at ε = 1, 0.93–0.96) within seed noise; ML-1M as
+// before (1.34 × dp-pop at ε = 1, Recall@20 0.298 at ε = 10).
+//
 // Privacy: the unit is one user; the neighbouring relation is zero-out:
 // one user's ratings all removed, the user's participation public (a
 // deployment's server counts the participants exactly; a device without
@@ -83,7 +114,7 @@ type Config struct {
 	Delta       float64 `json:"delta"`        // user-level δ of the whole run
 	TopItems    int     `json:"top_items"`    // M: items in the Gram release
 	Cap         int     `json:"cap"`          // c: a device's Gram weight is 1/max(n', c)
-	FracCounts  float64 `json:"frac_counts"`  // share of ρ spent on the counts
+	FracCounts  float64 `json:"frac_counts"`  // share of ρ spent on the counts (< 0: by roster, PopularityMode)
 	Lambda      float64 `json:"lambda"`       // ridge of the EASE solve
 	LambdaNoise float64 `json:"lambda_noise"` // ridge added per σ_g·√M
 	PopWeight   float64 `json:"pop_weight"`   // weight of the noisy popularity in a score
@@ -93,8 +124,19 @@ type Config struct {
 	// diagonal (0.9 of ρ at the default split) instead of ŝ. 0: never; +Inf:
 	// always. Post-processing of the two releases.
 	PopDiagSNR float64 `json:"pop_diag_snr"`
-	Seeded     bool    `json:"seeded"`  // test mode: noise from the seed, not crypto/rand
-	Workers    int     `json:"workers"` // client workers of the in-process run (0: all cores)
+	// Shrink: the item-item weights are multiplied by the personal
+	// weight the released Gram supports (PersonalWeight, a posterior-mean
+	// weight under the known noise variance), and by 0 in popularity
+	// mode (PopularityMode); with weight 0 the list is DP popularity.
+	// Post-processing of the releases. False: the issue-33 rule.
+	Shrink bool `json:"shrink"`
+	// Roster is the public roster size N: the number of devices enrolled
+	// in the run (in process, the training data's user IDs), public in a
+	// deployment. With FracCounts < 0 (by roster) it decides the budget
+	// split before anything is released (PopularityMode). 0: not known.
+	Roster  int  `json:"roster"`
+	Seeded  bool `json:"seeded"`  // test mode: noise from the seed, not crypto/rand
+	Workers int  `json:"workers"` // client workers of the in-process run (0: all cores)
 	// Aggregation is how the server receives the uploads: AggIdeal (the
 	// default in process: only their sums, to which the server adds the
 	// Gaussian noise), AggMasked (the integer path of masked.go: dense
@@ -109,8 +151,8 @@ type Config struct {
 // part), PopDiagSNR 2 (chosen on validation splits of five datasets'
 // training parts; docs/results/private-topn.md).
 func DefaultConfig() Config {
-	return Config{Eps: 1, Delta: 1e-6, TopItems: 0, Cap: 10, FracCounts: 0.1,
-		Lambda: 1, LambdaNoise: -1, PopWeight: -1, PopDiagSNR: 2, Aggregation: protocol.AggIdeal}
+	return Config{Eps: 1, Delta: 1e-6, TopItems: 0, Cap: 10, FracCounts: -1,
+		Lambda: 1, LambdaNoise: -1, PopWeight: -1, PopDiagSNR: 2, Shrink: true, Aggregation: protocol.AggIdeal}
 }
 
 // ByEps returns the ε-dependent defaults: the number of items in the
@@ -129,7 +171,9 @@ func ByEps(eps float64) (topItems int, lambdaNoise, popWeight float64) {
 }
 
 // Resolve returns the config with the ε-dependent fields filled in:
-// TopItems 0, LambdaNoise < 0 and PopWeight < 0 take ByEps(Eps).
+// TopItems 0, LambdaNoise < 0 and PopWeight < 0 take ByEps(Eps);
+// FracCounts < 0 takes PopularityFrac in popularity mode (PopularityMode)
+// and PersonalFrac otherwise.
 func (c Config) Resolve() Config {
 	m, ln, pw := ByEps(c.Eps)
 	if c.TopItems == 0 {
@@ -141,8 +185,91 @@ func (c Config) Resolve() Config {
 	if c.PopWeight < 0 {
 		c.PopWeight = pw
 	}
+	if c.FracCounts < 0 {
+		f := PersonalFrac
+		if c.popularityMode() {
+			f = PopularityFrac
+		}
+		c.FracCounts = f
+	}
 	return c
 }
+
+// WithRoster returns c with Roster set, when it is 0, to the number of
+// user IDs of train: in process the training data's users are the
+// run's roster (the deployment's enrolled devices, public).
+func (c Config) WithRoster(train *ratings.Dataset) Config {
+	if c.Roster == 0 {
+		c.Roster = train.NumUsers()
+	}
+	return c
+}
+
+// Blend returns the personal weight of the last solve (zero before the
+// Gram round or with Shrink off).
+func (s *Server) Blend() Blend { return s.blend }
+
+// Personal reports whether the item factors v (NumItems×(M+1)) carry
+// any item-item weight; false means every list is the popularity
+// coordinate's, DP popularity.
+func Personal(v []float32, dim int) bool {
+	for j := 0; j+dim <= len(v); j += dim {
+		for _, x := range v[j : j+dim-1] {
+			if x != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Budget splits and the roster rule (PopularityMode).
+const (
+	// PersonalFrac is the counts' share of ρ when the Gram can carry
+	// personalisation (the issue-33 default, chosen on ML-1M).
+	PersonalFrac = 0.1
+	// PopularityFrac is the counts' share of ρ in popularity mode: the
+	// list is DP popularity at nearly the whole budget.
+	PopularityFrac = 0.99
+	// RosterRidge: popularity mode when the roster N is below
+	// RosterRidge times the EASE ridge λ the Gram release would get at
+	// PersonalFrac.
+	RosterRidge = 4
+)
+
+// popularityMode is PopularityMode for a config whose FracCounts is
+// still by roster (< 0); false with Shrink off, when Roster is 0 or
+// when the budget is invalid.
+func (c Config) popularityMode() bool {
+	m, ln, _ := ByEps(c.Eps)
+	if c.TopItems != 0 {
+		m = c.TopItems
+	}
+	if c.LambdaNoise >= 0 {
+		ln = c.LambdaNoise
+	}
+	if !c.Shrink || c.FracCounts >= 0 || c.Roster <= 0 || m < 1 || c.Cap < 1 {
+		return false
+	}
+	rho, err := rdp.ZCDPRhoFor(c.Eps, c.Delta)
+	if err != nil {
+		return false
+	}
+	sg := rdp.GaussianSigmaFor((1-PersonalFrac)*rho, GramL2(c.Cap))
+	lam := c.Lambda + ln*sg*math.Sqrt(float64(m))
+	return float64(c.Roster) < RosterRidge*lam
+}
+
+// PopularityMode reports whether the run is in popularity mode, decided
+// before any release from public quantities alone (the roster N, ε, δ and
+// the config, with FracCounts by roster): every user's whole Gram
+// contribution weighs at most 1 (the diagonal of x xᵀ/max(n', c) sums to
+// at most 1), so the Gram's total mass is at most N, and when N is below
+// RosterRidge times the ridge λ = Lambda + LambdaNoise·σ_g·√M that the
+// noise forces on the solve, the item-item weights cannot rise above the
+// ridge's shrinkage. The run then spends PopularityFrac of ρ on the counts
+// and lists DP popularity (the item-item weights are 0).
+func (s *Server) PopularityMode() bool { return s.popMode }
 
 // Validate checks the config (after Resolve).
 func (c Config) Validate() error {
@@ -208,7 +335,76 @@ type Server struct {
 	// every run of the method): snr > 0 lets the released counts choose M
 	// (chooseM), post-processing.
 	snr float64
+	// blend is the personal weight of the last solve (cfg.Shrink).
+	blend Blend
+	// popMode: the config resolved to popularity mode (PopularityMode).
+	popMode bool
 }
+
+// Blend is what the released Gram says about how much personalisation it
+// can carry (PersonalWeight).
+type Blend struct {
+	// EntrySNR is the signal-to-noise ratio of one off-diagonal Gram
+	// entry: (Var − σ²)/σ², Var the released entries' variance and σ²
+	// the known noise variance (0 when the excess is not detectable).
+	EntrySNR float64
+	// History is the typical number of top items in a user's history,
+	// 1 + 2·(off-diagonal sum)/(diagonal sum) of the release.
+	History float64
+	// Weight is the posterior-mean (Wiener) weight of a history-sum
+	// score, History·EntrySNR/(History·EntrySNR + 1): the share of the
+	// personal score kept; 0 means the list is DP popularity.
+	Weight float64
+}
+
+// PersonalWeight reads the released m×m Gram triangle g and its known
+// per-entry noise σ = sigma and returns the weight of the personal part
+// of every score. A history of h items sums h weights whose signals add
+// coherently (h·s) while their noise adds in quadrature (√h·σ_B), so the
+// score's signal-to-noise ratio is h·SNR for an entry SNR; the Wiener
+// (posterior-mean) weight of the score is h·SNR/(h·SNR + 1). The entry
+// SNR is the off-diagonal entries' variance in excess of σ² over σ²
+// (detectable only above ShrinkDetect standard errors of the noise's
+// sample variance), and h the release's typical history. Post-processing
+// of the release.
+func PersonalWeight(g []float64, m int, sigma float64) Blend {
+	n := m * (m - 1) / 2
+	var bl Blend
+	if n < 2 || !(sigma > 0) {
+		return bl
+	}
+	var off, diag float64
+	for i := range m {
+		diag += g[pairIndex(i, i, m)]
+		for j := i + 1; j < m; j++ {
+			off += g[pairIndex(i, j, m)]
+		}
+	}
+	mean := off / float64(n)
+	var ss float64
+	for i := range m {
+		for j := i + 1; j < m; j++ {
+			d := g[pairIndex(i, j, m)] - mean
+			ss += d * d
+		}
+	}
+	v, s2 := ss/float64(n-1), sigma*sigma
+	if excess := v - s2; excess > ShrinkDetect*s2*math.Sqrt(2/float64(n)) {
+		bl.EntrySNR = excess / s2
+	}
+	bl.History = 1
+	if diag > 0 && off > 0 {
+		bl.History = 1 + 2*off/diag
+	}
+	x := bl.History * bl.EntrySNR
+	bl.Weight = x / (x + 1)
+	return bl
+}
+
+// ShrinkDetect is the number of standard errors of the noise's sample
+// variance by which the released off-diagonal variance must exceed the
+// noise variance for PersonalWeight to find a signal.
+const ShrinkDetect = 3
 
 // state is the server's state between rounds (its snapshot).
 type state struct {
@@ -231,6 +427,7 @@ func NewServer(cfg Config, numItems int, seed uint64) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	popMode := cfg.popularityMode()
 	cfg = cfg.Resolve()
 	if numItems < 1 {
 		return nil, errors.New("dpease: no items")
@@ -239,7 +436,7 @@ func NewServer(cfg Config, numItems int, seed uint64) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dpease: %w", err)
 	}
-	s := &Server{cfg: cfg, n: numItems, m: min(cfg.TopItems, numItems), rho: rho}
+	s := &Server{cfg: cfg, n: numItems, m: min(cfg.TopItems, numItems), rho: rho, popMode: popMode}
 	s.sigmaC = rdp.GaussianSigmaFor(cfg.FracCounts*rho, 1)
 	s.sigmaG = rdp.GaussianSigmaFor((1-cfg.FracCounts)*rho, GramL2(cfg.Cap))
 	if cfg.Aggregation == protocol.AggMasked {
@@ -267,6 +464,7 @@ func pairIndex(a, b, m int) int { return a*m - a*(a-1)/2 + (b - a) }
 const (
 	paramStep    = "dpease-step" // 0: counts, 1: Gram (absent: the round number)
 	paramClients = "clients"     // the integer path: the clients counted at setup
+	paramFrac    = "frac-counts" // the counts' share of ρ, as the server resolved it
 )
 
 // offset is the number of rounds before the counts: 1 (the setup round)
@@ -300,7 +498,7 @@ func (s *Server) Broadcast(round int) (*protocol.Broadcast, error) {
 		*b = protocol.Broadcast{Round: round, Phase: protocol.PhaseTrain, Dim: 1,
 			NumItems: max(s.n, pairs(s.m)), Items: s.st.Top}
 	}
-	b.Params = map[string]float64{paramStep: float64(st)}
+	b.Params = map[string]float64{paramStep: float64(st), paramFrac: s.cfg.FracCounts}
 	if s.mask != nil {
 		b.Words, b.Bits = s.mask.steps[st].D+1, 32
 		b.Params[paramClients] = float64(s.st.Clients)
@@ -399,7 +597,7 @@ func (s *Server) chooseM(c []float64) int {
 // alone).
 func (s *Server) PopDiag() bool {
 	k := s.cfg.PopDiagSNR
-	return k > 0 && s.st.Counts != nil && (math.IsInf(k, 1) || signalItems(s.st.Counts, k*s.sigmaC) < s.m)
+	return !s.popMode && k > 0 && s.st.Counts != nil && (math.IsInf(k, 1) || signalItems(s.st.Counts, k*s.sigmaC) < s.m)
 }
 
 // signalItems returns the number of entries of c at or above thr.
@@ -424,6 +622,22 @@ func (s *Server) gramRelease() string {
 // Lambda returns the ridge of the EASE solve.
 func (s *Server) Lambda() float64 {
 	return s.cfg.Lambda + s.cfg.LambdaNoise*s.sigmaG*math.Sqrt(float64(s.m))
+}
+
+// gramNoiseSigma returns the standard deviation of the noise in each
+// entry of the released Gram: σ_g on the ideal path; on the integer path
+// the decoded Skellam noise's, scaled by the share of the noise that
+// arrived. A function of the config, the catalog size and the arrival
+// counts, never of the data.
+func (s *Server) gramNoiseSigma() float64 {
+	if s.mask == nil {
+		return s.sigmaG
+	}
+	f := 1.0
+	if s.st.ArrS[1] > 0 {
+		f = math.Min(1, float64(s.st.ArrA[1])/float64(s.st.ArrS[1]))
+	}
+	return s.mask.steps[1].NoiseSigma(0) * math.Sqrt(f)
 }
 
 // solve turns the noisy Gram triangle g into item factors (post-processing).
@@ -468,12 +682,29 @@ func (s *Server) solve(g []float64) ([]float32, error) {
 			v[int(j)*dim+m] = float32(s.cfg.PopWeight * (1 + x))
 		}
 	}
+	// B[k][j] = −P[k][j] / P[j][j] off the diagonal, 0 on it.
+	b := make([]float64, m*m)
+	for j := range m {
+		pjj := p[j*m+j]
+		for k := range m {
+			if k != j {
+				b[k*m+j] = -p[k*m+j] / pjj
+			}
+		}
+	}
+	if s.cfg.Shrink {
+		s.blend = PersonalWeight(g, m, s.gramNoiseSigma())
+		if s.PopularityMode() {
+			s.blend.Weight = 0
+		}
+		for k := range b {
+			b[k] *= s.blend.Weight
+		}
+	}
 	for sj, j := range s.st.Top {
-		pjj := p[sj*m+sj]
 		for k := range m {
 			if k != sj {
-				// B[k][sj] = −P[k][sj] / P[sj][sj]
-				v[int(j)*dim+k] = float32(-p[k*m+sj] / pjj)
+				v[int(j)*dim+k] = float32(b[k*m+sj])
 			}
 		}
 	}
@@ -607,21 +838,47 @@ type client struct {
 	n     int // the catalog's size, from the counts round
 }
 
-// public is what every device learns from the broadcasts: the top items;
-// and the integer path's calibration, built on first use.
+// public is what every device learns from the broadcasts: the top items,
+// the budget split the server resolved; and the integer path's
+// calibration, built on first use.
 type public struct {
 	once      sync.Once
 	top       []int32
 	mu        sync.Mutex
+	frac      float64 // the broadcast's counts share of ρ (0: none seen)
 	plan      *maskPlan
 	noiseless bool // Clients.Noiseless: no Skellam shares (tests only)
 }
 
-// maskPlan returns the integer path's calibration of cfg for n items.
+// setFrac records the counts' share of ρ a broadcast carries: it must be
+// in (0, 1) and the same in every round. Any share keeps the total ρ, so
+// a device may take the server's.
+func (p *public) setFrac(b *protocol.Broadcast) error {
+	f, ok := b.Params[paramFrac]
+	if !ok {
+		return nil
+	}
+	if !(f > 0 && f < 1) {
+		return fmt.Errorf("dpease: round %d: the broadcast's counts share %v of ρ is not in (0, 1)", b.Round, f)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frac != 0 && p.frac != f {
+		return fmt.Errorf("dpease: round %d: the broadcast's counts share %v of ρ, earlier %v", b.Round, f, p.frac)
+	}
+	p.frac = f
+	return nil
+}
+
+// maskPlan returns the integer path's calibration of cfg for n items,
+// with the broadcast's budget split when one was seen.
 func (p *public) maskPlan(cfg Config, n int) (*maskPlan, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.plan == nil || p.plan.n != n {
+	if p.frac > 0 {
+		cfg.FracCounts = p.frac
+	}
+	if p.plan == nil || p.plan.n != n || p.plan.frac != cfg.Resolve().FracCounts {
 		mp, err := newMaskPlan(cfg.Resolve(), n)
 		if err != nil {
 			return nil, err
@@ -649,6 +906,9 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	}
 	st := int(b.Param(paramStep, float64(b.Round)))
 	masked := b.Words > 0
+	if err := c.pub.setFrac(b); err != nil {
+		return nil, err
+	}
 	for _, j := range c.items {
 		if st == 0 && int(j) >= b.NumItems {
 			return nil, fmt.Errorf("dpease: round %d: the user's item %d is outside the server's catalog of %d", b.Round, j, b.NumItems)
@@ -802,17 +1062,26 @@ func (cl *Clients) Model(v []float32) (*model.Model, error) {
 	byUser := d.ByUser()
 	nu := d.NumUsers()
 	u := make([]float32, nu*dim)
-	rated := make([]bool, nu)
 	for uu := range nu {
 		items, _ := byUser.Row(uu)
-		rated[uu] = len(items) > 0
 		for _, k := range slots(items, top) {
 			u[uu*dim+k] = 1
 		}
 		u[uu*dim+dim-1] = 1
 	}
-	return &model.Model{Dim: dim, NumUsers: nu, NumItems: d.NumItems(), U: u, V: slices.Clone(v), Rated: rated,
+	// Every user row is known (Rated nil): a user without training items
+	// has the empty history, whose scores are the popularity coordinate,
+	// so they get the DP popularity list, not the catalog's index order.
+	return &model.Model{Dim: dim, NumUsers: nu, NumItems: d.NumItems(), U: u, V: slices.Clone(v),
 		Ranking: true, Scale: d.Scale, UserIDs: d.UserIDs, ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles}, nil
+}
+
+// Frac returns the counts' share of ρ the server's broadcasts carried
+// (the split it resolved, PopularityMode), or 0 before any broadcast.
+func (cl *Clients) Frac() float64 {
+	cl.pub.mu.Lock()
+	defer cl.pub.mu.Unlock()
+	return cl.pub.frac
 }
 
 // Noiseless switches the integer path's Skellam shares off, so that the
@@ -824,8 +1093,10 @@ func (cl *Clients) Noiseless() { cl.pub.noiseless = true }
 // cfg.Aggregation: the server's noise (ideal path) comes from crypto/rand,
 // and so do the devices' noise shares and rounding (integer path: their
 // streams are seeded by a secret seed), unless cfg.Seeded selects the
-// test mode, where seed reproduces both.
+// test mode, where seed reproduces both. The roster is train's users
+// (WithRoster) unless cfg gives one.
 func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64) (*model.Model, *Report, error) {
+	cfg = cfg.WithRoster(train)
 	srv, err := NewServer(cfg, train.NumItems(), seed)
 	if err != nil {
 		return nil, nil, err
@@ -873,8 +1144,10 @@ func (s *Server) report(l rdp.Ledger) *Report {
 // stats are the run's figures, the resolved ε-dependent settings
 // included.
 func (s *Server) stats() map[string]float64 {
-	return map[string]float64{"sigma_counts": s.sigmaC, "sigma_gram": s.sigmaG, "lambda": s.Lambda(),
+	st := map[string]float64{"sigma_counts": s.sigmaC, "sigma_gram": s.sigmaG, "lambda": s.Lambda(),
 		"top_items": float64(s.m), "lambda_noise": s.cfg.LambdaNoise, "pop_weight": s.cfg.PopWeight}
+	st["frac_counts"] = s.cfg.FracCounts
+	return st
 }
 
 // PlannedReport returns the report of a full run of this server's config

@@ -2,6 +2,7 @@ package dpease
 
 import (
 	"context"
+	"github.com/privrec/privrec/rng"
 	"math"
 	"slices"
 	"testing"
@@ -130,5 +131,115 @@ func TestResolve(t *testing.T) {
 	}
 	if st := srv.PlannedReport().Stats; st["top_items"] != 300 || st["pop_weight"] != 0.12 {
 		t.Errorf("server at ε 1 reports %v", st)
+	}
+}
+
+// TestEmptyHistoryGetsPopularity: a user without training items (one
+// more user ID in the catalog) is scored by the popularity coordinate,
+// the last column of the item factors, not left unknown (whose scores
+// would all be 0, the catalog's index order).
+func TestEmptyHistoryGetsPopularity(t *testing.T) {
+	d, _ := withCanary(synth(200, 30, 7), nil)
+	cfg := DefaultConfig()
+	cfg.Eps, cfg.TopItems, cfg.Seeded = 5, 20, true
+	m, _, err := Train(context.Background(), d, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := int32(d.NumUsers() - 1)
+	got := m.ScoreItems(empty, nil)
+	for j, s := range got {
+		if want := m.V[j*m.Dim+m.Dim-1]; s != want {
+			t.Fatalf("item %d: the empty history scores %v, want the popularity coordinate %v", j, s, want)
+		}
+	}
+	if slices.Max(got) == slices.Min(got) {
+		t.Fatalf("the empty history's scores are all %v", got[0])
+	}
+}
+
+// TestPopularityMode: the budget split follows the public roster (and
+// only with the rule on): a roster below RosterRidge times the ridge the
+// Gram would get puts the run in popularity mode, PopularityFrac of ρ on
+// the counts and no item-item weight; otherwise PersonalFrac.
+func TestPopularityMode(t *testing.T) {
+	d := synth(200, 30, 7)
+	for _, tc := range []struct {
+		name    string
+		roster  int
+		shrink  bool
+		popMode bool
+	}{
+		{"small roster", 200, true, true},
+		{"large roster", 1_000_000, true, false},
+		{"rule off", 200, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			// At ε 1 and M 20 the ridge is λ = 1 + 6·σ_g·√20 ≈ 96.
+			cfg.Eps, cfg.TopItems, cfg.Seeded, cfg.Roster, cfg.Shrink = 1, 20, true, tc.roster, tc.shrink
+			srv, err := NewServer(cfg, d.NumItems(), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := PersonalFrac
+			if tc.popMode {
+				want = PopularityFrac
+			}
+			if srv.PopularityMode() != tc.popMode || srv.cfg.FracCounts != want || cfg.Resolve().FracCounts != want {
+				t.Fatalf("popularity mode %v, split %v (Resolve %v); want %v, %v", srv.PopularityMode(), srv.cfg.FracCounts, cfg.Resolve().FracCounts, tc.popMode, want)
+			}
+			m, _, err := Train(context.Background(), d, cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.popMode && Personal(m.V, m.Dim) {
+				t.Error("popularity mode released item-item weights")
+			}
+		})
+	}
+}
+
+// TestPersonalWeight: on a released Gram of pure noise (σ = 1) the weight
+// is 0 (the list is DP popularity); it grows with the co-occurrence
+// signal (blocks of related items at 1σ, 10σ) toward 1, and History reads
+// the release's typical history.
+func TestPersonalWeight(t *testing.T) {
+	const m = 60
+	r := rng.New(3, 1)
+	gram := func(signal float64) []float64 {
+		g := make([]float64, pairs(m))
+		for i := range m {
+			for j := i; j < m; j++ {
+				x := r.NormFloat64()
+				if i == j {
+					x += 50
+				} else if i/10 == j/10 { // six blocks of related items
+					x += signal
+				}
+				g[pairIndex(i, j, m)] = x
+			}
+		}
+		return g
+	}
+	prev := -1.0
+	for _, tc := range []struct {
+		signal   float64
+		min, max float64
+	}{
+		{0, 0, 0},
+		{1, 0.01, 0.5},
+		{10, 0.9, 1},
+	} {
+		b := PersonalWeight(gram(tc.signal), m, 1)
+		if b.Weight < tc.min || b.Weight > tc.max || b.Weight < prev {
+			t.Errorf("signal %v: weight %v (snr %v, history %v), want in [%v, %v], at least %v", tc.signal, b.Weight, b.EntrySNR, b.History, tc.min, tc.max, prev)
+		}
+		prev = b.Weight
+		// History = 1 + 2·off/diag: 6 blocks of 45 pairs at the signal
+		// over 60 diagonal entries of 50, within the noise's sum.
+		if want := 1 + 2*6*45*tc.signal/(60*50); tc.signal > 0 && math.Abs(b.History-want) > 0.1*want {
+			t.Errorf("signal %v: history %v, want %v", tc.signal, b.History, want)
+		}
 	}
 }

@@ -39,6 +39,7 @@ import (
 // devices.
 type maskPlan struct {
 	n, m  int            // catalog size, top items
+	frac  float64        // the counts' share of ρ
 	steps []maskcal.Step // counts, Gram
 	eta   float64
 	eps   float64 // ε at Delta, every share arriving
@@ -53,7 +54,7 @@ func newMaskPlan(cfg Config, n int) (*maskPlan, error) {
 	}
 	m := min(cfg.TopItems, n)
 	rc, rg := cfg.FracCounts*rho, (1-cfg.FracCounts)*rho
-	p := &maskPlan{n: n, m: m, steps: []maskcal.Step{
+	p := &maskPlan{n: n, m: m, frac: cfg.FracCounts, steps: []maskcal.Step{
 		maskcal.NewStep(rc, []int{n}, []float64{rdp.GaussianSigmaFor(rc, 1)}, []float64{1}),
 		maskcal.NewStep(rg, []int{pairs(m)}, []float64{rdp.GaussianSigmaFor(rg, GramL2(cfg.Cap))}, []float64{GramL2(cfg.Cap)}),
 	}}

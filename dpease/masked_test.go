@@ -280,3 +280,32 @@ func TestMaskedSnapshotResume(t *testing.T) {
 		t.Error("an ideal-path server accepted a masked snapshot")
 	}
 }
+
+// TestMaskedTakesBroadcastSplit: the server resolves popularity mode from
+// its roster (PopularityFrac of ρ on the counts); devices configured
+// without a roster (they would resolve PersonalFrac) take the split from
+// the broadcast, so the noise-free decoded counts are still the exact
+// sums, and the factors carry no item-item weight.
+func TestMaskedTakesBroadcastSplit(t *testing.T) {
+	d := synth(150, 60, 11)
+	cfg := DefaultConfig()
+	cfg.Eps, cfg.TopItems, cfg.Cap = 2, 20, 4
+	cl := NewClients(d, cfg)
+	cl.Noiseless()
+	scfg := cfg
+	scfg.Roster = d.NumUsers()
+	srv, _ := maskedRun(t, d, scfg, cl.List, 3)
+	if !srv.PopularityMode() || srv.cfg.FracCounts != PopularityFrac || cl.Frac() != PopularityFrac {
+		t.Fatalf("popularity mode %v, server split %v, devices saw %v", srv.PopularityMode(), srv.cfg.FracCounts, cl.Frac())
+	}
+	counts, _ := exactSums(d, cfg, srv.st.Top)
+	tol := float64(len(cl.List)) / 32768
+	for j, c := range counts {
+		if math.Abs(srv.st.Counts[j]-c) > tol {
+			t.Fatalf("count %d: masked %.6f, exact %.6f (tolerance %.2g)", j, srv.st.Counts[j], c, tol)
+		}
+	}
+	if v, dim := srv.Factors(); Personal(v, dim) {
+		t.Error("popularity mode released item-item weights")
+	}
+}

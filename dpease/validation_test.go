@@ -18,11 +18,12 @@ import (
 // trainVariant is Train in the test mode (cfg.Seeded) with the server's
 // validation hook: snr > 0 lets the released counts choose M.
 func trainVariant(train *ratings.Dataset, cfg Config, seed uint64, snr float64) (*model.Model, *Report, error) {
+	cfg = cfg.WithRoster(train)
 	srv, err := NewServer(cfg, train.NumItems(), seed)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer func() { lastPopDiag = srv.PopDiag() }()
+	defer func() { lastPopDiag, lastBlend, lastPopMode = srv.PopDiag(), srv.Blend(), srv.PopularityMode() }()
 	srv.snr = snr
 	cl := NewClients(train, cfg)
 	if err := protocol.Run(context.Background(), srv, cl.List, protocol.RunOptions{Workers: cfg.Workers, Seed: seed, Aggregation: cfg.Aggregation}); err != nil {
@@ -37,8 +38,12 @@ func trainVariant(train *ratings.Dataset, cfg Config, seed uint64, snr float64) 
 }
 
 // lastPopDiag is whether trainVariant's last run took the popularity from
-// the Gram's diagonal.
-var lastPopDiag bool
+// the Gram's diagonal; lastBlend and lastPopMode its personal weight and
+// popularity mode.
+var (
+	lastPopDiag, lastPopMode bool
+	lastBlend                Blend
+)
 
 // TestDefaultsValidation measures dp-ease settings against dp-pop on a
 // validation split of the training part of every dataset the
@@ -47,10 +52,11 @@ var lastPopDiag bool
 // PRIVREC_H33F_DATA lists datasets (comma-separated; default all five),
 // PRIVREC_H33F_DRAWS the number of seeded noise draws (default 2; every
 // config of a draw sees the same noise), PRIVREC_H33F_GRID the configs as
-// "eps:snr:pop:lamN:popdiag:M:frac;...": snr > 0 lets the noisy counts
+// "eps:snr:pop:lamN:popdiag:M:frac:shrink;...": snr > 0 lets the noisy counts
 // choose M (items clearing snr·σ_c, at most M), popdiag is PopDiagSNR
 // (0 never, inf always), frac is FracCounts; a missing field or "-" keeps
-// the default (ByEps's for pop, lamN and M; DefaultConfig's otherwise).
+// the default (ByEps's for pop, lamN and M; DefaultConfig's otherwise);
+// an eighth field shrink 0 switches Config.Shrink off.
 func TestDefaultsValidation(t *testing.T) {
 	if os.Getenv("PRIVREC_H33F") != "val" {
 		t.Skip("set PRIVREC_H33F=val (and PRIVREC_DATA) to measure dp-ease's defaults on validation splits")
@@ -106,14 +112,15 @@ func TestDefaultsValidation(t *testing.T) {
 				cfg.Eps, cfg.PopWeight, cfg.LambdaNoise, cfg.TopItems = num(0, 1), num(2, -1), num(3, -1), int(num(5, 0))
 				cfg.PopDiagSNR = num(4, cfg.PopDiagSNR)
 				cfg.FracCounts = num(6, cfg.FracCounts)
+				cfg.Shrink = num(7, 1) != 0
 				cfg.Seeded = true
 				m, rep, err := trainVariant(train, cfg, uint64(draw), num(1, 0))
 				if err != nil {
 					t.Fatalf("%s %s: %v", name, g, err)
 				}
 				r := eval.Rank(m, train, val, 20, 4)
-				fmt.Printf("val %s draw %d dp-ease %s  R@20 %.4f N@20 %.4f  (M %g σc %.3g σg %.3g λ %.4g pop %.3g diag %v)\n", name, draw, g,
-					r.Recall, r.NDCG, rep.Stats["top_items"], rep.Stats["sigma_counts"], rep.Stats["sigma_gram"], rep.Stats["lambda"], rep.Stats["pop_weight"], lastPopDiag)
+				fmt.Printf("val %s draw %d dp-ease %s  R@20 %.4f N@20 %.4f  (M %g σc %.3g σg %.3g λ %.4g pop %.3g diag %v popmode %v π %.3g snr %.3g h %.3g)\n", name, draw, g,
+					r.Recall, r.NDCG, rep.Stats["top_items"], rep.Stats["sigma_counts"], rep.Stats["sigma_gram"], rep.Stats["lambda"], rep.Stats["pop_weight"], lastPopDiag, lastPopMode, lastBlend.Weight, lastBlend.EntrySNR, lastBlend.History)
 			}
 		}
 	}

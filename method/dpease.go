@@ -42,11 +42,13 @@ func dpeaseFields(c *dpease.Config) []Field {
 		floatF("delta", &c.Delta, "user-level δ of the whole run"),
 		intF("top-items", &c.TopItems, "M: items (largest noisy counts) in the released Gram matrix (0: by ε, 300 at ε ≤ 1 to 1000 at ε ≥ 10)"),
 		intF("cap", &c.Cap, "c: a device's Gram weight is 1/max(n', c), n' its items among the top M"),
-		floatF("frac-counts", &c.FracCounts, "share of the zCDP budget spent on the item counts"),
+		floatF("frac-counts", &c.FracCounts, "share of the zCDP budget spent on the item counts (negative: by the public roster, 0.99 in popularity mode, else 0.1)"),
 		floatF("lambda", &c.Lambda, "ridge λ of the EASE solve"),
 		floatF("lambda-noise", &c.LambdaNoise, "ridge added per unit of the Gram noise's spectral scale σ·√M (negative: by ε, 6 at ε ≤ 1 to 5 at ε ≥ 10)"),
 		floatF("pop-weight", &c.PopWeight, "weight of the normalized noisy popularity in every score, shrinkage toward DP popularity (negative: by ε, 0.12 at ε ≤ 1 to 0.04 at ε ≥ 10)"),
 		floatF("pop-diag-snr", &c.PopDiagSNR, "k: when fewer than M items' noisy counts clear k·σ_c (few users for the budget), the top items' popularity comes from the Gram release's diagonal instead (post-processing; 0: never, inf: always)"),
+		intF("roster", &c.Roster, "the public roster size N, the devices enrolled in the run; with frac-counts by roster it decides popularity mode before anything is released (0: in process, the training data's users; served, unknown: the 0.1 split)"),
+		boolF("shrink", &c.Shrink, "weigh the item-item part by the personalisation the released Gram carries (its signal over the known noise) and list DP popularity when the public roster is too small for the budget (false: the issue-33 rule)"),
 		boolF("seeded", &c.Seeded, "test mode: the noise is drawn from the run's seed (reproducible), not crypto/rand"),
 		intF("workers", &c.Workers, "parallel client workers (0: all cores)"),
 		aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation for real: each device uploads its counts and Gram triangle quantized, with its share of distributed Skellam noise, and the server sees only the sums; privrec serve's default), ideal (the server receives only the sums and adds Gaussian noise; in process, the ideal functionality of secure aggregation) or off (the server reads every upload, and the claim does not hold against it)"),
@@ -54,8 +56,8 @@ func dpeaseFields(c *dpease.Config) []Field {
 }
 
 // dpeaseResult is the Result of a run of c, whose server srv gives each
-// release's ε alone.
-func dpeaseResult(c dpease.Config, rep *dpease.Report, srv *dpease.Server) *Result {
+// release's ε alone, with the item factors v of dimension dim.
+func dpeaseResult(c dpease.Config, rep *dpease.Report, srv *dpease.Server, v []float32, dim int) *Result {
 	p := dpeaseClaim
 	p.EpsTotal, p.EpsRound, p.Delta, p.EpsReplace = rep.Eps, rep.Eps, c.Delta, rep.EpsReplace
 	p.Releases = rep.Ledger.Releases()
@@ -76,6 +78,10 @@ func dpeaseResult(c dpease.Config, rep *dpease.Report, srv *dpease.Server) *Resu
 	}
 	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total; ε per release alone: counts %.4g, Gram %.4g; total ε = %.4g at δ = %g "+
 		"(%s), replace-one ε = %.4g", p.Note, len(p.Releases), rep.Ledger.Rho(), ec, eg, rep.Eps, c.Delta, dpeaseNeighbouring, rep.EpsReplace)
+	if !dpease.Personal(v, dim) {
+		p.Note += "; the released statistics carry no personalisation here (the Gram's signal is below its known noise, " +
+			"or the public roster is too small for the budget): list = DP popularity"
+	}
 	if c.Seeded {
 		p.Noise += " (seeded test mode: reproducible, not private against whoever knows the seed)"
 		p.Note += "; TEST MODE (--seeded): the noise was drawn from the run's seed, which reproduces it, so anyone who knows " +
@@ -104,22 +110,41 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			// The clients' Finish needs the server's report: build a
-			// twin server only for its ledger arithmetic (no data).
-			acct, err := dpease.NewServer(c, train.NumItems(), seed)
-			if err != nil {
-				return nil, err
-			}
 			cl := dpease.NewClients(train, c)
 			return &Clients{List: cl.List, Finish: func(v []float32) (*model.Model, *Result, error) {
 				m, err := cl.Model(v)
 				if err != nil {
 					return nil, nil, err
 				}
-				return m, dpeaseResult(c, acct.PlannedReport(), acct), nil
+				// The report needs the server's ledger: a twin server
+				// (no data) with the budget split its broadcasts
+				// carried.
+				ac := c
+				if f := cl.Frac(); f > 0 {
+					ac.FracCounts = f
+				}
+				acct, err := dpease.NewServer(ac, train.NumItems(), seed)
+				if err != nil {
+					return nil, nil, err
+				}
+				return m, dpeaseResult(ac, acct.PlannedReport(), acct, v, m.Dim), nil
 			}}, nil
 		},
 		func(c *dpease.Config) protocol.Aggregation { return c.Aggregation })
+	// The server from the public catalog: its user IDs, when it lists
+	// them, are the run's public roster (dpease.Config.Roster), as Fit's
+	// training data's are.
+	fed.ServerFor = func(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
+		p, ok := cfg.(*dpease.Config)
+		if !ok || p == nil {
+			return nil, fmt.Errorf("%w: the config is a %T, want a non-nil %T", ErrParam, cfg, p)
+		}
+		c, err := dpeaseConfig(p)
+		if err != nil {
+			return nil, err
+		}
+		return dpease.NewServer(c.WithRoster(items), items.NumItems(), seed)
+	}
 	define(Spec{
 		Name:      "dp-ease",
 		Summary:   "user-level (ε, δ) joint-DP EASE: noisy item counts and top-M Gram matrix, item-item ridge solve, scores on the device (ranks, no ratings)",
@@ -132,6 +157,7 @@ func init() {
 			if err != nil {
 				return nil, nil, err
 			}
+			c = c.WithRoster(train)                                 // public: the run's devices
 			srv, err := dpease.NewServer(c, train.NumItems(), seed) // the releases' ε alone (no data)
 			if err != nil {
 				return nil, nil, err
@@ -145,6 +171,6 @@ func init() {
 			}
 			// Spec.Fit labels the noise source (a served device's is its
 			// deployment's: privrec client labels its test mode).
-			return m, dpeaseResult(c, rep, srv), nil
+			return m, dpeaseResult(c, rep, srv, m.V, m.Dim), nil
 		})
 }

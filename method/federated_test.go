@@ -48,7 +48,8 @@ func fedData(t *testing.T, sc ratings.Scale) *ratings.Dataset {
 // runHalves builds the halves of s with seed and runs them in process.
 func runHalves(t *testing.T, s method.Spec, cfg any, train *ratings.Dataset, seed uint64) (*model.Model, *method.Result) {
 	t.Helper()
-	srv, err := s.NewServerFor(cfg, &ratings.Dataset{Scale: train.Scale, ItemIDs: train.ItemIDs, ItemTitles: train.ItemTitles, Side: train.Side}, seed)
+	// The catalog with the public roster (the users' IDs, no ratings).
+	srv, err := s.NewServerFor(cfg, &ratings.Dataset{Scale: train.Scale, UserIDs: train.UserIDs, ItemIDs: train.ItemIDs, ItemTitles: train.ItemTitles, Side: train.Side}, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
