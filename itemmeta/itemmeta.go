@@ -17,7 +17,11 @@
 // toward q₀ by a Dirichlet prior of PriorItems items. Blend standardizes
 // the private and the public scores over the user's candidate items and
 // adds them, the public one times a weight w: w = 0 (or a user without
-// history) leaves the private list unchanged.
+// history) leaves the private list unchanged. FitWeight sets w for each
+// user on the device, from that user's history alone: how well each score
+// predicts which items the user chose, so that the public features count
+// for much where the private scores are noise or carry no
+// personalisation (DP popularity) and for little where they are strong.
 package itemmeta
 
 import (
@@ -232,6 +236,9 @@ func Parse(text, name string, itemIDs []string) (*Features, error) {
 // computed on the device from that user's own history only.
 type Profile struct {
 	llr []float64
+	// count is each feature's weighted count in the history and perKind
+	// the number of history items with a feature of each kind.
+	count, perKind []float64
 	// Items is the number of history items with at least one feature; 0
 	// means the profile is neutral (every affinity 0).
 	Items int
@@ -244,7 +251,7 @@ func (f *Features) Profile(history []int32) Profile {
 	count := make([]float64, len(f.Names))
 	perKind := make([]float64, len(f.kinds))
 	inKind := make([]int, len(f.kinds))
-	p := Profile{llr: make([]float64, len(f.Names))}
+	p := Profile{llr: make([]float64, len(f.Names)), count: count, perKind: perKind}
 	for _, i := range history {
 		if i < 0 || int(i) >= len(f.items) || len(f.items[i]) == 0 {
 			continue
@@ -263,15 +270,183 @@ func (f *Features) Profile(history []int32) Profile {
 			count[t] += 1 / float64(inKind[f.kind[t]])
 		}
 	}
-	for t, q0 := range f.prior {
-		if q0 <= 0 {
-			continue
-		}
-		n := perKind[f.kind[t]]
-		qu := (count[t] + PriorItems*q0) / (n + PriorItems)
-		p.llr[t] = math.Log(qu / q0)
+	for t := range f.prior {
+		p.llr[t] = f.affinity(t, count[t], perKind[f.kind[t]])
 	}
 	return p
+}
+
+// affinity is log(q_u(t)/q₀(t)) for a feature with weighted count c in a
+// history of n items with a feature of its kind.
+func (f *Features) affinity(t int, c, n float64) float64 {
+	q0 := f.prior[t]
+	if q0 <= 0 {
+		return 0
+	}
+	return math.Log((c + PriorItems*q0) / (n + PriorItems) / q0)
+}
+
+// leaveOut returns the public score item i would have if it were left out
+// of the history p was computed from (i must be in it).
+func (f *Features) leaveOut(p Profile, i int32) float64 {
+	ts := f.items[i]
+	var s float64
+	for k := range f.kinds {
+		c, sum := 0, 0.0
+		for _, t := range ts {
+			if f.kind[t] == k {
+				c++
+			}
+		}
+		if c == 0 {
+			continue
+		}
+		for _, t := range ts {
+			if f.kind[t] == k {
+				sum += f.affinity(int(t), p.count[t]-1/float64(c), p.perKind[k]-1)
+			}
+		}
+		s += sum / float64(c)
+	}
+	return s
+}
+
+// maxWeight bounds FitWeight's weight: beyond it the private scores only
+// break ties.
+const maxWeight = 100
+
+// FitWeight returns the weight of the public score in Blend for one user,
+// fitted on the device from that user's own history: a logistic
+// regression of "item i is in the history" on the standardized private
+// score and the standardized public score (each history item's public
+// score computed with the item left out of the profile), whose
+// coefficients β_private and β_public give the weight β_public/β_private,
+// clamped to [0, 100] (100 when the private scores do not predict the
+// history at all). It is 0 without history. The private scores of
+// history items should not have been fitted to them (true of
+// item-item and popularity scores); where they were (a user's fitted
+// factors), the private score looks stronger and the weight is smaller.
+// It reads only the user's history, the released scores and the public
+// features: post-processing, no ε.
+func (f *Features) FitWeight(private []float32, history []int32) float64 {
+	p := f.Profile(history)
+	if p.Items == 0 {
+		return 0
+	}
+	pub := f.Scores(p, nil)
+	in := make([]bool, len(private))
+	for _, i := range history {
+		if i >= 0 && int(i) < len(private) && !in[i] {
+			in[i] = true
+			if int(i) < len(f.items) && len(f.items[i]) > 0 {
+				pub[i] = float32(f.leaveOut(p, i))
+			}
+		}
+	}
+	// Standardize both scores over the items with a finite private score.
+	var n, mp, mq, vp, vq float64
+	for i, v := range private {
+		if x := float64(v); !math.IsNaN(x) && !math.IsInf(x, 0) {
+			n++
+			mp += x
+			mq += float64(pub[i])
+		}
+	}
+	if n < 3 {
+		return 0
+	}
+	mp, mq = mp/n, mq/n
+	for i, v := range private {
+		if x := float64(v); !math.IsNaN(x) && !math.IsInf(x, 0) {
+			vp += (x - mp) * (x - mp)
+			vq += (float64(pub[i]) - mq) * (float64(pub[i]) - mq)
+		}
+	}
+	sp, sq := math.Sqrt(vp/n), math.Sqrt(vq/n)
+	if !(sq > 0) {
+		return 0
+	}
+	if !(sp > 0) {
+		return maxWeight
+	}
+	// Newton's method on the log-likelihood, with a unit ridge on the two
+	// slopes (not the intercept) for a history that one score separates.
+	var b [3]float64
+	for range 30 {
+		var g [3]float64
+		var h [3][3]float64
+		for i, v := range private {
+			x := float64(v)
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				continue
+			}
+			z := [3]float64{1, (x - mp) / sp, (float64(pub[i]) - mq) / sq}
+			eta := b[0] + b[1]*z[1] + b[2]*z[2]
+			mu := 1 / (1 + math.Exp(-eta))
+			y := 0.0
+			if in[i] {
+				y = 1
+			}
+			w := max(mu*(1-mu), 1e-12)
+			for a := range 3 {
+				g[a] += (y - mu) * z[a]
+				for c := range 3 {
+					h[a][c] += w * z[a] * z[c]
+				}
+			}
+		}
+		for a := 1; a < 3; a++ {
+			g[a] -= b[a]
+			h[a][a]++
+		}
+		d, ok := solve3(h, g)
+		if !ok {
+			break
+		}
+		for a := range b {
+			b[a] += d[a]
+		}
+		if math.Abs(d[0])+math.Abs(d[1])+math.Abs(d[2]) < 1e-6 {
+			break
+		}
+	}
+	switch {
+	case !(b[2] > 0):
+		return 0
+	case !(b[1] > 0) || b[2] >= maxWeight*b[1]:
+		return maxWeight
+	}
+	return b[2] / b[1]
+}
+
+// solve3 solves h·d = g for a symmetric positive definite 3×3 h.
+func solve3(h [3][3]float64, g [3]float64) ([3]float64, bool) {
+	// Gaussian elimination with partial pivoting.
+	a := [3][4]float64{}
+	for r := range 3 {
+		a[r] = [4]float64{h[r][0], h[r][1], h[r][2], g[r]}
+	}
+	for c := range 3 {
+		piv := c
+		for r := c + 1; r < 3; r++ {
+			if math.Abs(a[r][c]) > math.Abs(a[piv][c]) {
+				piv = r
+			}
+		}
+		if math.Abs(a[piv][c]) < 1e-300 {
+			return [3]float64{}, false
+		}
+		a[c], a[piv] = a[piv], a[c]
+		for r := range 3 {
+			if r != c {
+				m := a[r][c] / a[c][c]
+				for k := c; k < 4; k++ {
+					a[r][k] -= m * a[c][k]
+				}
+			}
+		}
+	}
+	return [3]float64{a[0][3] / a[0][0], a[1][3] / a[1][1], a[2][3] / a[2][2]}, true
 }
 
 // Scores writes the public score of every item for profile p into dst
@@ -371,14 +546,22 @@ type Scorer struct {
 	Features *Features
 	// History returns user u's own history (item indices).
 	History func(u int32) []int32
-	// Weight is the public score's weight in Blend.
+	// Weight is the public score's weight in Blend; Auto fits it for each
+	// user (FitWeight).
 	Weight float64
+	// Auto, when set, replaces Weight by each user's FitWeight.
+	Auto bool
 }
 
 // ScoreItems writes the re-ranked scores of every item for user u into
 // dst and returns it.
 func (s *Scorer) ScoreItems(u int32, dst []float32) []float32 {
-	return s.Features.Rerank(s.Base.ScoreItems(u, dst), s.History(u), s.Weight)
+	dst = s.Base.ScoreItems(u, dst)
+	h, w := s.History(u), s.Weight
+	if s.Auto {
+		w = s.Features.FitWeight(dst, h)
+	}
+	return s.Features.Rerank(dst, h, w)
 }
 
 // Rerank returns a private model's scores of every item for one user

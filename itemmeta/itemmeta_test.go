@@ -2,7 +2,9 @@ package itemmeta
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -199,5 +201,60 @@ func TestOwnHistoryOnly(t *testing.T) {
 	}
 	if slices.Equal(want, stubScorer{}.ScoreItems(0, nil)) {
 		t.Error("the re-ranking changed nothing: the test would not notice a leak")
+	}
+}
+
+// TestFitWeight checks that the fitted weight leans on the public score
+// when the private scores do not predict the user's history, and on the
+// private scores when they do.
+func TestFitWeight(t *testing.T) {
+	const n = 200
+	var sb strings.Builder
+	many := make([]string, n)
+	for i := range many {
+		many[i] = fmt.Sprint("m", i)
+		g := "Drama"
+		if i%2 == 1 {
+			g = "Comedy"
+		}
+		fmt.Fprintf(&sb, "%s\tgenre:%s\n", many[i], g)
+	}
+	f, err := Parse(sb.String(), "many.tsv", many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The history: 20 dramas and 4 comedies.
+	var history []int32
+	for i := int32(0); i < 40; i += 2 {
+		history = append(history, i)
+	}
+	history = append(history, 1, 3, 5, 7)
+	r := rand.New(rand.NewPCG(1, 2))
+	noise, signal := make([]float32, n), make([]float32, n)
+	for i := range noise {
+		noise[i] = float32(r.NormFloat64())
+		signal[i] = float32(r.NormFloat64())
+	}
+	for _, i := range history {
+		signal[i] += 3
+	}
+	for _, tc := range []struct {
+		name     string
+		private  []float32
+		history  []int32
+		min, max float64
+	}{
+		{"no history", noise, nil, 0, 0},
+		{"constant private", make([]float32, n), history, maxWeight, maxWeight},
+		{"private is noise", noise, history, 2, maxWeight},
+		{"private predicts the history", signal, history, 0, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := f.FitWeight(tc.private, tc.history)
+			t.Logf("weight %.3g", w)
+			if !(w >= tc.min && w <= tc.max) {
+				t.Errorf("weight %v, want in [%v, %v]", w, tc.min, tc.max)
+			}
+		})
 	}
 }
