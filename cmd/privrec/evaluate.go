@@ -108,6 +108,8 @@ type evalReport struct {
 	// protocol.
 	RankKs   []int  `json:"rank_ks,omitempty"`
 	Protocol string `json:"protocol,omitempty"`
+	// PublicNote describes the --public-features re-ranking, if any.
+	PublicNote string `json:"public_features,omitempty"`
 	// TestFileReport describes the test file of --test or --split given.
 	*TestFileReport
 }
@@ -179,6 +181,7 @@ func (a *app) evaluateCmd() *cobra.Command {
 		proto   string
 		relev   float64
 		test    string
+		pub     publicFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "evaluate",
@@ -212,6 +215,9 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 				return err
 			}
 			df.catalog = mfl.spec.Catalog
+			if err := pub.validate(); err != nil {
+				return err
+			}
 			if repeats < 1 {
 				return fmt.Errorf("--repeats %d: must be ≥ 1", repeats)
 			}
@@ -243,6 +249,9 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 			if strong, frac, err := parseProtocol(proto); err != nil {
 				return err
 			} else if strong {
+				if pub.on() {
+					return fmt.Errorf("--public-features: not measured under --protocol strong; use a random split (--split random:F)")
+				}
 				if len(ks) == 0 {
 					ks = eval.DefaultKs
 				}
@@ -291,7 +300,13 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 					}
 					metrics["train_seconds"] = append(metrics["train_seconds"], secs)
 					if rankK > 0 {
-						rks := eval.RankAt(m, spl.Train, rankable(spl.Train, spl.Test), ks, float32(relev), 0)
+						var sc eval.Scorer = m
+						if pub.on() {
+							if sc, rep.PublicNote, err = pub.rerank(m, spl.Train, rankable(spl.Train, spl.Test), ks, relev, metrics); err != nil {
+								return err
+							}
+						}
+						rks := eval.RankAt(sc, spl.Train, rankable(spl.Train, spl.Test), ks, float32(relev), 0)
 						rk := rks[0]
 						for _, r := range rks {
 							for key, v := range map[string]float64{"precision": r.Precision, "recall": r.Recall, "ndcg": r.NDCG,
@@ -338,6 +353,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 	cmd.Flags().StringVar(&rankArg, "rank", "", "also report precision, recall and NDCG at these cut-offs, like 10,20, and AUC (0 or empty: off; ranking-only methods such as pop, ease, ials, bpr-sgld report only these, at 10,20 by default)")
 	cmd.Flags().StringVar(&proto, "protocol", "", "random (the --split) or strong[:F]: Liang et al.'s strong generalisation, F of the users held out (default 0.1), each one's ratings split 80/20 into a fold-in history and a test part; ranking metrics only, for pop, dp-pop, ease and ials")
 	cmd.Flags().Float64Var(&relev, "relevant", 0, "with --rank: a test rating at least this is relevant (default: the top quarter of the scale, min + 0.75·(max−min): 4 on 1–5)")
+	pub.register(cmd.Flags())
 	cmd.Flags().StringVar(&test, "test", "", "test on this rating file (read like --data, on its scale) after training on all of --data; not with --split")
 	return cmd
 }
@@ -356,6 +372,9 @@ func printReport(a *app, r *evalReport, rankK int) error {
 	}
 	if r.RankNote != "" {
 		fmt.Fprintln(a.stdout, r.RankNote)
+	}
+	if r.PublicNote != "" {
+		fmt.Fprintln(a.stdout, r.PublicNote)
 	}
 	if p := r.Privacy; p != nil && p.Unit != "none" {
 		fmt.Fprintf(a.stdout, "privacy: protects %s, trusts %s; ε per round %.4g, in total %.4g", p.Unit, p.Trusted, p.EpsRound, p.EpsTotal)
@@ -381,6 +400,7 @@ func printReport(a *app, r *evalReport, rankK int) error {
 				fmt.Sprintf("coverage@%d", k), fmt.Sprintf("rare@%d", k))
 		}
 		keys = append(keys, "auc")
+		keys = append(keys, publicKeys(r)...)
 	}
 	keys = append(keys, "train_seconds")
 	for _, k := range keys {

@@ -98,6 +98,7 @@ func (a *app) recommendCmd() *cobra.Command {
 		reg, eps, delta       float64
 		n                     int
 		asJSON, skipBad       bool
+		pub                   publicFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "recommend",
@@ -151,11 +152,14 @@ lines (and malformed ones) and says how many.`,
 			if n < 1 {
 				return fmt.Errorf("-n %d: must be ≥ 1", n)
 			}
+			if err := pub.validate(); err != nil {
+				return err
+			}
 			if (user == "") == (mine == "") {
 				return fmt.Errorf("give one of --user ID and --ratings FILE")
 			}
 			if modelPath == "" {
-				return a.recommendBest(cmd.Context(), data, user, mine, eps, delta, n, asJSON, skipBad)
+				return a.recommendBest(cmd.Context(), data, user, mine, eps, delta, n, asJSON, skipBad, &pub)
 			}
 			if cmd.Flags().Changed("eps") || cmd.Flags().Changed("delta") {
 				return fmt.Errorf("--eps and --delta choose dp-ease when no --model is given; a saved model's privacy was set when it was trained")
@@ -168,6 +172,7 @@ lines (and malformed ones) and says how many.`,
 				fmt.Fprintln(a.stderr, rankingNote(m))
 			}
 			var rated []string
+			var side *ratings.SideSource
 			if mine != "" {
 				if m, user, rated, err = a.foldIn(m, mine, reg, skipBad); err != nil {
 					return err
@@ -177,11 +182,11 @@ lines (and malformed ones) and says how many.`,
 				if err != nil {
 					return err
 				}
-				rated = ratedItems(d, user)
+				rated, side = ratedItems(d, user), d.Side
 			} else {
 				a.log.Warn("no --data: items the user has rated are not excluded")
 			}
-			recs, err := m.RecommendUser(user, n, rated)
+			recs, err := pub.recommend(a.stderr, m, side, user, n, rated)
 			if err != nil {
 				return fmt.Errorf("--user: %w (model %s)", err, modelPath)
 			}
@@ -198,6 +203,7 @@ lines (and malformed ones) and says how many.`,
 	cmd.Flags().IntVarP(&n, "n", "n", 10, "number of items")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&skipBad, "skip-bad", false, "with --ratings: skip lines whose item the model does not know, or that are malformed, and say how many")
+	pub.register(cmd.Flags())
 	return cmd
 }
 
@@ -205,7 +211,7 @@ lines (and malformed ones) and says how many.`,
 // ranking method (chooseRanking) on data, with the user of the --ratings
 // file mine added as one more user when given, says on stderr which
 // method and why, and prints the user's top n.
-func (a *app) recommendBest(ctx context.Context, data, user, mine string, eps, delta float64, n int, asJSON, skipBad bool) error {
+func (a *app) recommendBest(ctx context.Context, data, user, mine string, eps, delta float64, n int, asJSON, skipBad bool, pub *publicFlags) error {
 	if data == "" {
 		return fmt.Errorf("give --model MODEL (written by privrec train), or --data D to train the best ranking method on D")
 	}
@@ -244,7 +250,7 @@ func (a *app) recommendBest(ctx context.Context, data, user, mine string, eps, d
 	if err != nil {
 		return err
 	}
-	recs, err := m.RecommendUser(user, n, rated)
+	recs, err := pub.recommend(a.stderr, m, d.Side, user, n, rated)
 	if err != nil {
 		return fmt.Errorf("--user: %w", err)
 	}
