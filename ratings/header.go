@@ -76,6 +76,16 @@ func roleName(c int8) string {
 	return "-"
 }
 
+// columnNames names a column order as the columns option does:
+// "user,item,rating".
+func columnNames(cols []int8) string {
+	names := make([]string, len(cols))
+	for k, c := range cols {
+		names[k] = roleName(c)
+	}
+	return strings.Join(names, ",")
+}
+
 // firstHeadLine returns the first non-blank line of head, without its line
 // end and (on line 1) byte order mark, and its 1-based line number. ok is
 // false if head does not hold a whole non-blank line.
@@ -151,7 +161,7 @@ func (l *loader) withHeader(in *input, spec lineSpec, explicit bool) (lineSpec, 
 		return spec, nil
 	}
 	for _, c := range []int8{colRating, colUser, colItem} {
-		if _, named := pos[c]; !named {
+		if _, named := pos[c]; !named && (c != colUser || l.opt.User == "") {
 			return spec, hdrErr("names no %s column (want one of %s); rename it, or give the column order (--columns) for a file read by position",
 				roleName(c), strings.Join(HeaderNames()[roleName(c)], ", "))
 		}

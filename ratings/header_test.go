@@ -104,3 +104,42 @@ func TestHeaderErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestOneUserFile: with LoadOptions.User, a file of one user's ratings
+// without a user column (a header like movieId,rating, or item,rating
+// lines) is read as that user's; a file with a user column is read as
+// usual; without User such a file is an error that says what is missing.
+func TestOneUserFile(t *testing.T) {
+	want := []idRating{{"me", "260", 5}, {"me", "1196", 4.5}}
+	tests := []struct {
+		name, file string
+		opt        LoadOptions
+		err        string // a substring of the error; "" for none
+	}{
+		{"header item,rating", "item_rating.csv", LoadOptions{User: "me"}, ""},
+		{"no header, two fields", "noheader.tsv", LoadOptions{User: "me"}, ""},
+		{"header with a user column", "with_user.csv", LoadOptions{User: "someone else"}, ""},
+		{"columns item,rating", "noheader.tsv", LoadOptions{User: "me", Columns: "item,rating"}, ""},
+		{"no User: header", "item_rating.csv", LoadOptions{}, `have 2 fields (delimiter ","), want at least 3 (user,item,rating)`},
+		{"no User: two fields", "noheader.tsv", LoadOptions{}, `have 2 fields (delimiter "\t"), want at least 3 (user,item,rating)`},
+		{"no User: one field", "one_field.txt", LoadOptions{}, "cannot detect the delimiter"},
+		{"no User: columns", "noheader.tsv", LoadOptions{Columns: "item,rating"}, "need user, item and rating"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _, err := Load(filepath.Join("testdata", "oneuser", tc.file), tc.opt)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, ErrFormat) {
+					t.Fatalf("err = %v, want an ErrFormat saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := idTriples(d); !reflect.DeepEqual(got, want) {
+				t.Errorf("ratings = %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -131,7 +131,11 @@ func (l *loader) dataLine(s *lineSpec, line []byte) *ParseError {
 			return &ParseError{Field: "timestamp", Err: fmt.Errorf("value %q: %w", t, ErrSyntax)}
 		}
 	}
-	u, i, pe := l.ids(trimField(fs[s.user]), trimField(fs[s.item]))
+	user := l.user
+	if s.user >= 0 {
+		user = trimField(fs[s.user])
+	}
+	u, i, pe := l.ids(user, trimField(fs[s.item]))
 	if pe != nil {
 		return pe
 	}

@@ -35,6 +35,12 @@ type LoadOptions struct {
 	Columns string
 	// Header says whether the first line is a header (not used by Netflix).
 	Header HeaderMode
+	// User, when set, is the ID of the one user whose ratings a delimited
+	// file holds when it has no user column: a header that names an item
+	// and a rating but no user ("movieId,rating"), Columns without a user,
+	// or, without both, lines of two fields read as item,rating. A file
+	// with a user column is read as usual.
+	User string
 	// Scale is the rating scale; ratings off the scale are ErrRange. nil
 	// uses the format's scale: Stars5 for ml100k and netflix, HalfStars5 for
 	// mlcsv; for ml1m Stars5, or HalfStars5 if any rating is a half star

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -192,7 +193,7 @@ lines (and malformed ones) and says how many.`,
 	cmd.Flags().Float64Var(&eps, "eps", 0, "without --model: train dp-ease at this user-level ε (0: not private, ease or ials)")
 	cmd.Flags().Float64Var(&delta, "delta", 1e-6, "without --model, with --eps: the user-level δ of dp-ease")
 	cmd.Flags().StringVar(&user, "user", "", "original ID of the user")
-	cmd.Flags().StringVar(&mine, "ratings", "", "recommend for the one user whose ratings this file holds (user,item,rating CSV), folded in against the model's item factors")
+	cmd.Flags().StringVar(&mine, "ratings", "", "recommend for the one user whose ratings this file holds (movieId,rating or user,item,rating; columns by header name), folded in against the model's item factors")
 	cmd.Flags().Float64Var(&reg, "reg", 1, "with --ratings: the ridge of the fold-in")
 	cmd.Flags().StringVar(&data, "data", "", "the ratings to exclude already-rated items from (usually the training data)")
 	cmd.Flags().IntVarP(&n, "n", "n", 10, "number of items")
@@ -276,9 +277,11 @@ func (a *app) foldIn(m *model.Model, path string, reg float64, skipBad bool) (*m
 // oneUserRatings reads one user's ratings from path, read like --data (by
 // its header's names, else as user,item,rating) on scale and against the
 // fixed catalog items (named catalog in errors): item index k of the
-// result is items[k]. An item not in the catalog is an error naming the
-// file, line and item, or under skipBad a skipped line, counted on
-// stderr. A file with more than one user's ratings is an error.
+// result is items[k]. A file without a user column (a header like
+// "movieId,rating", or item,rating lines) is the ratings of a user "me".
+// An item not in the catalog is an error naming the file, line and item,
+// or under skipBad a skipped line, counted on stderr. A file with more
+// than one user's ratings is an error.
 func (a *app) oneUserRatings(path string, items []string, catalog string, scale ratings.Scale, skipBad bool) (*ratings.Dataset, error) {
 	sc := scale.Declared()
 	df := dataFlags{data: path, format: "delimited", header: "auto", skipBad: skipBad,
@@ -287,9 +290,10 @@ func (a *app) oneUserRatings(path string, items []string, catalog string, scale 
 	if err != nil {
 		return nil, fmt.Errorf("--ratings: %w", err)
 	}
+	opt.User = "me"
 	d, rep, err := ratings.LoadForItems(path, items, catalog, opt)
 	if err != nil {
-		if !skipBad {
+		if !skipBad && !errors.Is(err, ratings.ErrFormat) && !errors.Is(err, ratings.ErrEmpty) {
 			return nil, fmt.Errorf("--ratings: %w (--skip-bad skips such lines)", err)
 		}
 		return nil, fmt.Errorf("--ratings: %w", err)
