@@ -83,6 +83,10 @@ func TestHeaderErrors(t *testing.T) {
 		{"row shorter than header", "short_row.csv", LoadOptions{}, ErrSyntax, 3, "3 fields, the header has 4"},
 		{"column named twice", "dup_column.csv", LoadOptions{}, ErrFormat, 1, "both name the user column"},
 		{"columns contradict header", "timestamp.csv", LoadOptions{Columns: "user,item,rating"}, ErrFormat, 1, `put the rating in field 3`},
+		{"unknown name suggests columns", "unknown_rating_name.csv", LoadOptions{}, ErrFormat, 1,
+			`--columns user,item,rating (field 3 "overall" as the rating)`},
+		{"unknown name value", "no_rating.csv", LoadOptions{}, ErrFormat, 1, `--columns user,item,rating (field 3 "value" as the rating)`},
+		{"more unknown names than missing roles", "unknown_extra.csv", LoadOptions{}, ErrFormat, 1, `give every field's role by position with --columns`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
