@@ -29,6 +29,8 @@ func TestHeaderLayouts(t *testing.T) {
 		// Explicit columns that agree with the header are used.
 		{"columns agreeing", "timestamp.csv", LoadOptions{Columns: "user,item,timestamp,rating"}, FormatDelimited},
 		{"columns agreeing, skipping", "timestamp.csv", LoadOptions{Columns: "user,item,-,rating"}, FormatDelimited},
+		// ISO 8601 dates and times in the timestamp column are accepted.
+		{"ISO dates", "iso_dates.csv", LoadOptions{}, FormatDelimited},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,6 +89,7 @@ func TestHeaderErrors(t *testing.T) {
 			`--columns user,item,rating (field 3 "overall" as the rating)`},
 		{"unknown name value", "no_rating.csv", LoadOptions{}, ErrFormat, 1, `--columns user,item,rating (field 3 "value" as the rating)`},
 		{"more unknown names than missing roles", "unknown_extra.csv", LoadOptions{}, ErrFormat, 1, `give every field's role by position with --columns`},
+		{"a date that is not ISO", "bad_date.csv", LoadOptions{}, ErrSyntax, 3, `field timestamp: value "03/01/2024" is neither a number (Unix time) nor an ISO 8601 date`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,6 +125,7 @@ func TestOneUserFile(t *testing.T) {
 	}{
 		{"header item,rating", "item_rating.csv", LoadOptions{User: "me"}, ""},
 		{"no header, two fields", "noheader.tsv", LoadOptions{User: "me"}, ""},
+		{"header with ISO dates", "iso_dates.csv", LoadOptions{User: "me"}, ""},
 		{"header with a user column", "with_user.csv", LoadOptions{User: "someone else"}, ""},
 		{"columns item,rating", "noheader.tsv", LoadOptions{User: "me", Columns: "item,rating"}, ""},
 		{"no User: header", "item_rating.csv", LoadOptions{}, `have 2 fields (delimiter ","), want at least 3 (user,item,rating)`},
