@@ -18,9 +18,19 @@ import (
 // splitter produces the train/test pairs of one run.
 type splitter func(d *ratings.Dataset, seed uint64) ([]ratings.Split, error)
 
+// splitKinds lists every kind of --split, for errors.
+const splitKinds = "random:F, leave:K, loo, kfold:K, official[:N] (the ML-100K folds u1..u5) or given (evaluate: the folder's train and test files)"
+
 // parseSplitFlag understands the ratings package's split specs plus
 // "official[:N]", the official ML-100K u1..u5 (or ua, ub) files.
 func parseSplitFlag(s string, df *dataFlags) (splitter, error) {
+	switch kind, _, _ := strings.Cut(s, ":"); kind {
+	case ratings.SplitRandom, ratings.SplitLeave, ratings.SplitLOO, ratings.SplitKFold, "official", "given":
+	case "":
+		return nil, fmt.Errorf("--split: empty, want %s", splitKinds)
+	default:
+		return nil, fmt.Errorf("--split %s: unknown kind %q, want %s", s, kind, splitKinds)
+	}
 	if s == "given" {
 		return nil, fmt.Errorf("--split given: only privrec evaluate reads a given train/test pair")
 	}
