@@ -84,7 +84,7 @@ written whole or not at all.`,
 	}
 	df.register(cmd.Flags())
 	mfl.register(cmd.Flags(), a.args)
-	cmd.SetFlagErrorFunc(mfl.flagError)
+	mfl.install(cmd)
 	tun.register(cmd.Flags(), &df)
 	cmd.Flags().StringVarP(&out, "out", "o", "", "model file to write")
 	cmd.Flags().StringVar(&split, "split", "", "train on the training part of this split and report the test error (default: all data)")
