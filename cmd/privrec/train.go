@@ -165,9 +165,6 @@ lines (and malformed ones) and says how many.`,
 			if err != nil {
 				return err
 			}
-			if !m.Ranking {
-				fmt.Fprintln(a.stderr, rankingNote(m))
-			}
 			var rated []string
 			if mine != "" {
 				if m, user, rated, err = a.foldIn(m, mine, reg, skipBad); err != nil {
@@ -185,6 +182,9 @@ lines (and malformed ones) and says how many.`,
 			recs, err := m.RecommendUser(user, n, rated)
 			if err != nil {
 				return fmt.Errorf("--user: %w (model %s)", err, modelPath)
+			}
+			if !m.Ranking { // after every error: the note is about a list
+				fmt.Fprintln(a.stderr, rankingNote(m))
 			}
 			return printRecommendations(a.stdout, recs, asJSON)
 		},
