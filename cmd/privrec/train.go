@@ -12,6 +12,8 @@ import (
 
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/internal/progress"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
@@ -241,7 +243,14 @@ func (a *app) recommendBest(ctx context.Context, data, user, mine string, eps, d
 	c := chooseRanking(d.NumItems(), eps, delta)
 	fmt.Fprintf(a.stderr, "privrec: no --model: training %s on %s (%d users, %d items, %d ratings): %s\n",
 		c.method, data, d.NumUsers(), d.NumItems(), d.Len(), c.why)
-	m, err := trainRanking(ctx, c, d)
+	var bar *progress.Bar // on a terminal only
+	m, err := trainRanking(ctx, c, d, func(p method.Progress) {
+		if bar == nil {
+			bar = progress.New(a.stderr, int64(p.Epochs), "training "+c.method, "epochs")
+		}
+		bar.Set(int64(p.Epoch))
+	})
+	bar.Finish()
 	if err != nil {
 		return err
 	}
