@@ -332,7 +332,8 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 	}
 	df.register(cmd.Flags())
 	mfl.register(cmd.Flags(), a.args)
-	mfl.install(cmd)
+	cmd.SetFlagErrorFunc(mfl.flagError)
+	mfl.nameFlagsInErrors(cmd)
 	tun.register(cmd.Flags(), &df)
 	cmd.Flags().StringVar(&split, "split", "random:0.9", "how to split train and test (see above)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the split and the training")

@@ -166,11 +166,9 @@ meaning.`,
 	return cmd
 }
 
-// install makes cmd, whose flags include f's, explain its errors in
-// flags: flag errors by flagError, and a method's refusal of its config
-// by its flag names (flagNames).
-func (f *methodFlags) install(cmd *cobra.Command) {
-	cmd.SetFlagErrorFunc(f.flagError)
+// nameFlagsInErrors makes cmd, whose flags include f's, report a
+// method's refusal of its config by its flag names (flagNames).
+func (f *methodFlags) nameFlagsInErrors(cmd *cobra.Command) {
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error { return f.flagNames(run(c, args)) }
 }

@@ -86,7 +86,8 @@ written whole or not at all.`,
 	}
 	df.register(cmd.Flags())
 	mfl.register(cmd.Flags(), a.args)
-	mfl.install(cmd)
+	cmd.SetFlagErrorFunc(mfl.flagError)
+	mfl.nameFlagsInErrors(cmd)
 	tun.register(cmd.Flags(), &df)
 	cmd.Flags().StringVarP(&out, "out", "o", "", "model file to write")
 	cmd.Flags().StringVar(&split, "split", "", "train on the training part of this split and report the test error (default: all data)")
