@@ -22,9 +22,13 @@ var (
 	quickErr  error
 )
 
-// quickAudit runs the whole quick audit once, on the synthetic data.
+// quickAudit runs the whole quick audit once, on the synthetic data;
+// under -short it skips the test.
 func quickAudit(t *testing.T) *Report {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the whole quick audit (68 s); go test without -short runs it")
+	}
 	quickOnce.Do(func() {
 		quickRep, quickErr = Run(context.Background(), Config{Quick: true, Seed: 1})
 	})

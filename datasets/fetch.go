@@ -94,7 +94,13 @@ func complete(dir string) bool {
 func Fetch(ctx context.Context, name string, opt FetchOptions) (dir string, err error) {
 	e, ok := lookup(name)
 	if !ok {
-		return "", fmt.Errorf("datasets: fetch %q (known: %s): %w", name, knownNames(), ErrUnknown)
+		hint := ""
+		if s := suggest(name); s != "" {
+			if _, ok := lookup(s); ok {
+				hint = fmt.Sprintf("; did you mean %s?", s)
+			}
+		}
+		return "", fmt.Errorf("datasets: fetch %q (known: %s)%s: %w", name, knownNames(), hint, ErrUnknown)
 	}
 	cache, err := CacheDir(opt.CacheDir)
 	if err != nil {

@@ -100,8 +100,62 @@ func Open(spec string, opt ratings.LoadOptions) (*ratings.Dataset, *ratings.Load
 		return nil, nil, fmt.Errorf("datasets: %[1]s is not available locally (tried %[2]s); download it with `privrec data fetch %[1]s`, or point PRIVREC_DATA at a folder holding it: %[3]w",
 			spec, strings.Join(tried, "; "), ErrNotFound)
 	}
-	return nil, nil, fmt.Errorf("datasets: %q is neither a known dataset (%s) nor found (tried %s): %w",
-		spec, knownNames(), strings.Join(tried, "; "), ErrUnknown)
+	hint := ""
+	if s := suggest(spec); s != "" {
+		hint = fmt.Sprintf("; did you mean %s?", s)
+	}
+	return nil, nil, fmt.Errorf("datasets: %q is neither a known dataset (%s) nor found (tried %s)%s: %w",
+		spec, knownNames(), strings.Join(tried, "; "), hint, ErrUnknown)
+}
+
+// suggest returns the dataset name closest to a plain name spec that
+// names none, among the registry's and those found in the data folders
+// (Found), if one is within an edit distance of 2 (1 for names of up to 4
+// letters); else "".
+func suggest(spec string) string {
+	if !isPlainName(spec) {
+		return ""
+	}
+	names := make([]string, 0, len(registry))
+	for _, e := range registry {
+		names = append(names, e.name)
+	}
+	for _, in := range Found() {
+		names = append(names, in.Name)
+	}
+	limit := 2
+	if len([]rune(spec)) <= 4 {
+		limit = 1
+	}
+	best, bestD := "", limit+1
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(spec), strings.ToLower(n)); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }
 
 func load(path string, opt ratings.LoadOptions) (*ratings.Dataset, *ratings.LoadReport, error) {

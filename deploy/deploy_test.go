@@ -206,6 +206,9 @@ var federatedCases = []struct {
 // and the test error over loopback equal the in-process run's, bit for
 // bit: the same server and client code with the transport swapped.
 func TestLoopbackEqualsInProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: every served method over TLS loopback (46 s); go test without -short runs it")
+	}
 	d, spl := testData(t, 60)
 	const seed = 7
 	for _, tc := range federatedCases {
@@ -595,6 +598,9 @@ func smallCatalog(t testing.TB, users, items int) (*ratings.Dataset, ratings.Spl
 // nothing else. With 20% of the clients dropping out of every training
 // round, the survivors' sum is still unmasked and the run completes.
 func TestMaskedOverTheNetwork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: masked runs over TLS loopback (52 s); go test without -short runs it")
+	}
 	d, spl := smallCatalog(t, 60, 300)
 	for _, name := range []string{"hdpmf", "pdpmf", "ldp-op"} {
 		t.Run(name, func(t *testing.T) {

@@ -141,6 +141,9 @@ func attackRounds(ctx context.Context, t *testing.T, hc *http.Client, url string
 // attacker, with 30% of the clients dropping out of every round; the run
 // completes with an accuracy close to the run without dropouts.
 func TestHostileClientsAndDropouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: two runs with hostile clients and dropouts (40 s); go test without -short runs it")
+	}
 	t.Parallel() // mostly waiting on deadlines
 	d, spl := testData(t, 60)
 	clean, ledA, _ := hostileRun(t, d, spl.Train, false)

@@ -58,6 +58,9 @@ func tiny(t testing.TB, users int32) *ratings.Dataset {
 }
 
 func TestSameResultAtAnyWorkerCount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: every variant at several worker counts (36 s); go test without -short runs it")
+	}
 	train := tiny(t, 60)
 	for _, v := range []Variant{HDPMF, DPMF, PDPMF} {
 		for _, noise := range []dp.ShareScheme{dp.GammaShares, dp.MixtureShares} {
@@ -316,6 +319,9 @@ func TestPDPMFSamplingRate(t *testing.T) {
 }
 
 func TestHugeEpsilonApproachesPlainFederatedMF(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a private and a plain run to convergence (138 s); go test without -short runs it")
+	}
 	train, test := small(t)
 	ones := &budget.HDPWeights{User: make([]float64, train.NumUsers()), Item: make([]float64, train.NumItems()), EpsMax: 1}
 	for k := range ones.User {

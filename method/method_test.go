@@ -29,6 +29,9 @@ func realData(t *testing.T) (train, test *ratings.Dataset) {
 }
 
 func TestEveryMethodFitsAndPredictsOnScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: every method fitted on ml-latest-small (95 s); go test without -short runs it")
+	}
 	train, test := realData(t)
 	mean := eval.Rating(mustFit(t, "mean", train, nil), test).RMSE
 	for _, s := range method.All() {

@@ -32,18 +32,21 @@ func stretched(d *ratings.Dataset, k float32) *ratings.Dataset {
 // the embedded ml-latest-small (0.5..5 → 10..100) and, when PRIVREC_DATA
 // holds it, on ML-100K (1..5 → 20..100).
 func TestScaleInvariance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: every method fitted twice on ml-latest-small (160 s); go test without -short runs it")
+	}
 	sets := map[string]*ratings.Dataset{}
 	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sets["ml-latest-small"] = d
-	if root := os.Getenv("PRIVREC_DATA"); root != "" && !testing.Short() {
+	if root := os.Getenv("PRIVREC_DATA"); root != "" {
 		if d, _, err := datasets.Open(filepath.Join(root, "ml-100k"), ratings.LoadOptions{Scale: &ratings.Stars5}); err == nil {
 			sets["ml-100k"] = d
 		}
 	} else {
-		t.Log("PRIVREC_DATA not set (or -short): ML-100K skipped, ml-latest-small only")
+		t.Log("PRIVREC_DATA not set: ML-100K skipped, ml-latest-small only")
 	}
 	for name, d := range sets {
 		s, err := ratings.Holdout(d, 0.9, 1)

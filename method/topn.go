@@ -3,6 +3,7 @@ package method
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
@@ -117,7 +118,11 @@ func init() {
 		if err := cfg.Validate(); err != nil {
 			return nil, nil, invalid(err)
 		}
-		m, err := topn.IALS(ctx, train, *cfg, rng.New(seed, rngIALS))
+		var done func(int)
+		if hook != nil {
+			done = func(e int) { hook(Progress{Epoch: e, Epochs: cfg.Epochs, TrainRMSE: math.NaN()}) }
+		}
+		m, err := topn.IALSProgress(ctx, train, *cfg, rng.New(seed, rngIALS), done)
 		if err != nil {
 			return nil, nil, err
 		}

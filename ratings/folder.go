@@ -42,7 +42,7 @@ var metadataNames = map[string]bool{
 	"movies.dat": true, "users.dat": true, "tags.dat": true, "movies.csv": true,
 	"tags.csv": true, "links.csv": true, "genome-scores.csv": true, "genome-tags.csv": true,
 	"item_map.tsv": true, "movie_titles.txt": true, "movie_titles.csv": true,
-	"probe.txt": true, "qualifying.txt": true,
+	"probe.txt": true, "qualifying.txt": true, ScaleFileName: true,
 }
 
 // dataExts are the extensions of candidate rating files.

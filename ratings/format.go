@@ -74,7 +74,7 @@ type lineSpec struct {
 	delim  string // field delimiter; " " means runs of blanks
 	cols   []int8 // role of each column
 	exact  bool   // the line must have exactly len(cols) fields
-	user   int    // column positions
+	user   int    // column positions; -1 if absent (LoadOptions.User)
 	item   int
 	rating int
 	time   int // -1 if absent
@@ -98,7 +98,7 @@ func specFor(f Format) lineSpec {
 }
 
 func newSpec(delim string, cols []int8, exact bool) lineSpec {
-	s := lineSpec{delim: delim, cols: cols, exact: exact, time: -1}
+	s := lineSpec{delim: delim, cols: cols, exact: exact, user: -1, time: -1}
 	for i, c := range cols {
 		switch c {
 		case colUser:
@@ -115,7 +115,8 @@ func newSpec(delim string, cols []int8, exact bool) lineSpec {
 }
 
 // parseColumns parses a column order like "user,item,rating,-,timestamp".
-func parseColumns(s string) ([]int8, error) {
+// oneUser allows an order without a user column (LoadOptions.User).
+func parseColumns(s string, oneUser bool) ([]int8, error) {
 	if strings.TrimSpace(s) == "" {
 		return []int8{colUser, colItem, colRating}, nil
 	}
@@ -143,7 +144,10 @@ func parseColumns(s string) ([]int8, error) {
 		seen[c] = true
 		cols = append(cols, c)
 	}
-	if !seen[colUser] || !seen[colItem] || !seen[colRating] {
+	switch {
+	case oneUser && (!seen[colItem] || !seen[colRating]):
+		return nil, fmt.Errorf("ratings: columns %q: need item and rating: %w", s, ErrFormat)
+	case !oneUser && (!seen[colUser] || !seen[colItem] || !seen[colRating]):
 		return nil, fmt.Errorf("ratings: columns %q: need user, item and rating: %w", s, ErrFormat)
 	}
 	if len(cols) > 64 {

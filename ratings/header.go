@@ -3,6 +3,7 @@ package ratings
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -74,6 +75,49 @@ func roleName(c int8) string {
 		return "timestamp"
 	}
 	return "-"
+}
+
+// columnsHint suggests the columns option (--columns) for a header whose
+// fields have the given roles (colSkip for a name it does not know): the
+// order with each missing role in an unknown field, when there are as many
+// unknown fields as missing roles; else the general form.
+func columnsHint(fields [][]byte, roles []int8, oneUser bool) string {
+	var missing []int8
+	for _, c := range []int8{colUser, colItem, colRating} {
+		if (c != colUser || !oneUser) && !slices.Contains(roles, c) {
+			missing = append(missing, c)
+		}
+	}
+	var unknown []string
+	cols := slices.Clone(roles)
+	for k, c := range roles {
+		if c == colSkip {
+			unknown = append(unknown, fmt.Sprintf("%d %q", k+1, trimField(fields[k])))
+			if len(unknown) <= len(missing) {
+				cols[k] = missing[len(unknown)-1]
+			}
+		}
+	}
+	if len(unknown) != len(missing) {
+		return "give every field's role by position with --columns (user, item, rating, timestamp or - to skip; e.g. --columns user,item,rating,-)"
+	}
+	var named []string
+	for k, c := range cols {
+		if roles[k] == colSkip {
+			named = append(named, fmt.Sprintf("field %s as the %s", unknown[len(named)], roleName(c)))
+		}
+	}
+	return fmt.Sprintf("read it by position with --columns %s (%s)", columnNames(cols), strings.Join(named, ", "))
+}
+
+// columnNames names a column order as the columns option does:
+// "user,item,rating".
+func columnNames(cols []int8) string {
+	names := make([]string, len(cols))
+	for k, c := range cols {
+		names[k] = roleName(c)
+	}
+	return strings.Join(names, ",")
 }
 
 // firstHeadLine returns the first non-blank line of head, without its line
@@ -151,9 +195,9 @@ func (l *loader) withHeader(in *input, spec lineSpec, explicit bool) (lineSpec, 
 		return spec, nil
 	}
 	for _, c := range []int8{colRating, colUser, colItem} {
-		if _, named := pos[c]; !named {
-			return spec, hdrErr("names no %s column (want one of %s); rename it, or give the column order (--columns) for a file read by position",
-				roleName(c), strings.Join(HeaderNames()[roleName(c)], ", "))
+		if _, named := pos[c]; !named && (c != colUser || l.opt.User == "") {
+			return spec, hdrErr("names no %s column (want one of %s); rename it, or %s",
+				roleName(c), strings.Join(HeaderNames()[roleName(c)], ", "), columnsHint(fields, roles, l.opt.User != ""))
 		}
 	}
 	hs := newSpec(spec.delim, roles, true)

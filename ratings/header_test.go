@@ -29,6 +29,8 @@ func TestHeaderLayouts(t *testing.T) {
 		// Explicit columns that agree with the header are used.
 		{"columns agreeing", "timestamp.csv", LoadOptions{Columns: "user,item,timestamp,rating"}, FormatDelimited},
 		{"columns agreeing, skipping", "timestamp.csv", LoadOptions{Columns: "user,item,-,rating"}, FormatDelimited},
+		// ISO 8601 dates and times in the timestamp column are accepted.
+		{"ISO dates", "iso_dates.csv", LoadOptions{}, FormatDelimited},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,6 +85,11 @@ func TestHeaderErrors(t *testing.T) {
 		{"row shorter than header", "short_row.csv", LoadOptions{}, ErrSyntax, 3, "3 fields, the header has 4"},
 		{"column named twice", "dup_column.csv", LoadOptions{}, ErrFormat, 1, "both name the user column"},
 		{"columns contradict header", "timestamp.csv", LoadOptions{Columns: "user,item,rating"}, ErrFormat, 1, `put the rating in field 3`},
+		{"unknown name suggests columns", "unknown_rating_name.csv", LoadOptions{}, ErrFormat, 1,
+			`--columns user,item,rating (field 3 "overall" as the rating)`},
+		{"unknown name value", "no_rating.csv", LoadOptions{}, ErrFormat, 1, `--columns user,item,rating (field 3 "value" as the rating)`},
+		{"more unknown names than missing roles", "unknown_extra.csv", LoadOptions{}, ErrFormat, 1, `give every field's role by position with --columns`},
+		{"a date that is not ISO", "bad_date.csv", LoadOptions{}, ErrSyntax, 3, `field timestamp: value "03/01/2024" is neither a number (Unix time) nor an ISO 8601 date`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,6 +107,46 @@ func TestHeaderErrors(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.text) {
 				t.Errorf("err = %v, want it to say %q", err, tc.text)
+			}
+		})
+	}
+}
+
+// TestOneUserFile: with LoadOptions.User, a file of one user's ratings
+// without a user column (a header like movieId,rating, or item,rating
+// lines) is read as that user's; a file with a user column is read as
+// usual; without User such a file is an error that says what is missing.
+func TestOneUserFile(t *testing.T) {
+	want := []idRating{{"me", "260", 5}, {"me", "1196", 4.5}}
+	tests := []struct {
+		name, file string
+		opt        LoadOptions
+		err        string // a substring of the error; "" for none
+	}{
+		{"header item,rating", "item_rating.csv", LoadOptions{User: "me"}, ""},
+		{"no header, two fields", "noheader.tsv", LoadOptions{User: "me"}, ""},
+		{"header with ISO dates", "iso_dates.csv", LoadOptions{User: "me"}, ""},
+		{"header with a user column", "with_user.csv", LoadOptions{User: "someone else"}, ""},
+		{"columns item,rating", "noheader.tsv", LoadOptions{User: "me", Columns: "item,rating"}, ""},
+		{"no User: header", "item_rating.csv", LoadOptions{}, `have 2 fields (delimiter ","), want at least 3 (user,item,rating)`},
+		{"no User: two fields", "noheader.tsv", LoadOptions{}, `have 2 fields (delimiter "\t"), want at least 3 (user,item,rating)`},
+		{"no User: one field", "one_field.txt", LoadOptions{}, "cannot detect the delimiter"},
+		{"no User: columns", "noheader.tsv", LoadOptions{Columns: "item,rating"}, "need user, item and rating"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _, err := Load(filepath.Join("testdata", "oneuser", tc.file), tc.opt)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, ErrFormat) {
+					t.Fatalf("err = %v, want an ErrFormat saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := idTriples(d); !reflect.DeepEqual(got, want) {
+				t.Errorf("ratings = %v, want %v", got, want)
 			}
 		})
 	}

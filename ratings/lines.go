@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 )
 
 // parseLines reads the lines of an input of format f, the fileIdx-th file,
@@ -127,16 +128,40 @@ func (l *loader) dataLine(s *lineSpec, line []byte) *ParseError {
 		return pe
 	}
 	if s.time >= 0 {
-		if t := trimField(fs[s.time]); !isNumber(t) {
-			return &ParseError{Field: "timestamp", Err: fmt.Errorf("value %q: %w", t, ErrSyntax)}
+		if t := trimField(fs[s.time]); !isNumber(t) && !isISOTime(t) {
+			return &ParseError{Field: "timestamp", Err: fmt.Errorf("value %q is neither a number (Unix time) nor an ISO 8601 date or time "+
+				"(2006-01-02, 2006-01-02T15:04:05Z, 2006-01-02 15:04:05): %w", t, ErrSyntax)}
 		}
 	}
-	u, i, pe := l.ids(trimField(fs[s.user]), trimField(fs[s.item]))
+	user := l.user
+	if s.user >= 0 {
+		user = trimField(fs[s.user])
+	}
+	u, i, pe := l.ids(user, trimField(fs[s.item]))
 	if pe != nil {
 		return pe
 	}
 	l.b.add(u, i, v)
 	return nil
+}
+
+// isoLayouts are the ISO 8601 forms a timestamp field may take besides a
+// number: a date, and a date and time with or without a zone.
+var isoLayouts = []string{"2006-01-02", time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999Z07:00"}
+
+// isISOTime reports whether b is a date or time in one of isoLayouts. The
+// timestamp is checked, not kept: no method reads it.
+func isISOTime(b []byte) bool {
+	if len(b) < 10 || len(b) > 40 || b[4] != '-' {
+		return false
+	}
+	for _, layout := range isoLayouts {
+		if _, err := time.Parse(layout, string(b)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // rating parses and checks a rating field.

@@ -35,8 +35,15 @@ type LoadOptions struct {
 	Columns string
 	// Header says whether the first line is a header (not used by Netflix).
 	Header HeaderMode
+	// User, when set, is the ID of the one user whose ratings a delimited
+	// file holds when it has no user column: a header that names an item
+	// and a rating but no user ("movieId,rating"), Columns without a user,
+	// or, without both, lines of two fields read as item,rating. A file
+	// with a user column is read as usual.
+	User string
 	// Scale is the rating scale; ratings off the scale are ErrRange. nil
-	// uses the format's scale: Stars5 for ml100k and netflix, HalfStars5 for
+	// uses the scale declared by a ScaleFileName beside the rating file
+	// (Load only), else the format's scale: Stars5 for ml100k and netflix, HalfStars5 for
 	// mlcsv; for ml1m Stars5, or HalfStars5 if any rating is a half star
 	// (ML-10M); for delimited files the scale is inferred from the data
 	// (min, max, step 1 if all ratings are integers, 0.5 if all are halves,
@@ -66,11 +73,13 @@ type LoadOptions struct {
 
 // LoadReport describes what a load read.
 type LoadReport struct {
-	Path     string  // the rating file (or Netflix folder) read
-	Format   Format  // the format used
-	Lines    int     // data lines read: ratings plus skipped lines (of the title file too)
-	Skipped  int     // bad lines skipped under SkipBad
-	Examples []error // the first few (at most 5) skipped-line errors, in file order
+	Path    string // the rating file (or Netflix folder) read
+	Format  Format // the format used
+	Lines   int    // data lines read: ratings plus skipped lines (of the title file too)
+	Skipped int    // bad lines skipped under SkipBad
+	// ScaleFile is the ScaleFileName the scale was read from, "" if none.
+	ScaleFile string
+	Examples  []error // the first few (at most 5) skipped-line errors, in file order
 }
 
 // maxExamples is the number of skipped-line errors kept in a LoadReport.
@@ -114,10 +123,21 @@ func Load(path string, opt LoadOptions) (*Dataset, *LoadReport, error) {
 	if opt.Name == "" {
 		opt.Name = defaultName(path, st.IsDir())
 	}
+	var scaleFile string
+	if opt.Scale == nil {
+		s, p, ok, err := readScaleFile(filepath.Dir(files[0]))
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			opt.Scale, scaleFile = &s, p
+		}
+	}
 	l, err := newLoader(opt, reportPath)
 	if err != nil {
 		return nil, nil, err
 	}
+	l.rep.ScaleFile = scaleFile
 	for _, f := range files {
 		if err := l.readFile(f, format); err != nil {
 			return nil, nil, err

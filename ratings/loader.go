@@ -31,6 +31,7 @@ type loader struct {
 
 	fields [][]byte
 	long   []byte
+	user   []byte // LoadOptions.User
 	cur    []byte // Netflix: current MovieID
 }
 
@@ -54,14 +55,15 @@ func newLoader(opt LoadOptions, path string) (*loader, error) {
 		return nil, fmt.Errorf("ratings: format %q: %w", opt.Format, ErrFormat)
 	}
 	if opt.Columns != "" {
-		if _, err := parseColumns(opt.Columns); err != nil {
+		if _, err := parseColumns(opt.Columns, opt.User != ""); err != nil {
 			return nil, err
 		}
 	}
 	return &loader{
-		opt: opt,
-		rep: &LoadReport{Path: path},
-		b:   NewBuilder(opt.Name, Scale{}),
+		opt:  opt,
+		user: []byte(opt.User),
+		rep:  &LoadReport{Path: path},
+		b:    NewBuilder(opt.Name, Scale{}),
 	}, nil
 }
 
@@ -178,7 +180,7 @@ func (l *loader) lineSpec(f Format, in *input) (spec lineSpec, blank bool, err e
 // header, else those of the options (see withHeader). blank is as for
 // lineSpec.
 func (l *loader) delimitedSpec(in *input) (spec lineSpec, blank bool, err error) {
-	cols, err := parseColumns(l.opt.Columns)
+	cols, err := parseColumns(l.opt.Columns, l.opt.User != "")
 	if err != nil {
 		return lineSpec{}, false, err
 	}
@@ -186,15 +188,33 @@ func (l *loader) delimitedSpec(in *input) (spec lineSpec, blank bool, err error)
 	if delim == "" {
 		var ok bool
 		delim, ok = detectDelimiter(in.head, in.partial, len(cols))
+		if !ok && l.opt.User != "" && l.opt.Columns == "" {
+			// One user's file without a user column: item,rating.
+			cols = []int8{colItem, colRating}
+			delim, ok = detectDelimiter(in.head, in.partial, len(cols))
+		}
 		if !ok {
 			if !in.partial && len(firstLines(in.head, 1, false)) == 0 {
 				return lineSpec{}, true, nil
 			}
-			return lineSpec{}, false, &ParseError{File: in.name, Err: fmt.Errorf("cannot detect the delimiter (tried tab, comma, ::, |, ;, space) for %d columns: %w", len(cols), ErrFormat)}
+			return lineSpec{}, false, &ParseError{File: in.name, Err: delimiterError(in, cols)}
 		}
 	}
 	spec, err = l.withHeader(in, newSpec(delim, cols, false), l.opt.Columns != "")
 	return spec, false, err
+}
+
+// delimiterError says why no delimiter cuts the head of in into fields
+// for the columns cols: its lines have too few fields for any, or no
+// candidate cuts them alike.
+func delimiterError(in *input, cols []int8) error {
+	for n := len(cols) - 1; n >= 2; n-- {
+		if d, ok := detectDelimiter(in.head, in.partial, n); ok {
+			return fmt.Errorf("the first lines have %d fields (delimiter %q), want at least %d (%s): %w", n, d, len(cols), columnNames(cols), ErrFormat)
+		}
+	}
+	return fmt.Errorf("cannot detect the delimiter: none of tab, comma, ::, |, ; and space cuts the first lines alike into at least %d fields (%s): %w",
+		len(cols), columnNames(cols), ErrFormat)
 }
 
 // grow makes room for n more ratings.

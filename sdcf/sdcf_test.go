@@ -48,6 +48,9 @@ func quick(loss Loss, private bool, rounds int) Config {
 }
 
 func TestSameResultAtAnyWorkerCount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: SDMF at several worker counts (70 s); go test without -short runs it")
+	}
 	s := smallData(t)
 	sd := quick(Squared, true, 4)
 	sd.Dropout = 0.2

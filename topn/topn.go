@@ -352,6 +352,12 @@ func (c IALSConfig) Validate() error {
 // α0-weighted Gramian of the other side shared by all rows). It makes no
 // privacy claim.
 func IALS(ctx context.Context, train *ratings.Dataset, cfg IALSConfig, r *rand.Rand) (*model.Model, error) {
+	return IALSProgress(ctx, train, cfg, r, nil)
+}
+
+// IALSProgress is IALS calling done, when not nil, after each epoch with
+// the number of epochs finished.
+func IALSProgress(ctx context.Context, train *ratings.Dataset, cfg IALSConfig, r *rand.Rand, done func(epoch int)) (*model.Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -371,12 +377,15 @@ func IALS(ctx context.Context, train *ratings.Dataset, cfg IALSConfig, r *rand.R
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	for range cfg.Epochs {
+	for e := range cfg.Epochs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		solveSide(w, h, byU, d, ni, cfg, workers)
 		solveSide(h, w, byI, d, nu, cfg, workers)
+		if done != nil {
+			done(e + 1)
+		}
 	}
 	m := &model.Model{
 		Dim: d, NumUsers: nu, NumItems: ni, U: toF32(w), V: toF32(h), Ranking: true, Scale: train.Scale,

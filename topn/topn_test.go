@@ -103,3 +103,30 @@ func TestEASEHistoryMatchesModel(t *testing.T) {
 		t.Error("History of mf: no error")
 	}
 }
+
+// TestIALSProgress: IALSProgress reports every epoch once, in order, and
+// fits the model IALS fits from the same seed.
+func TestIALSProgress(t *testing.T) {
+	d := tiny()
+	for _, epochs := range []int{1, 3} {
+		c := DefaultIALSConfig()
+		c.Dim, c.Epochs = 4, epochs
+		var seen []int
+		m, err := IALSProgress(context.Background(), d, c, rng.New(1, 3), func(e int) { seen = append(seen, e) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) != epochs || seen[0] != 1 || seen[len(seen)-1] != epochs {
+			t.Errorf("%d epochs: progress %v", epochs, seen)
+		}
+		ref, err := IALS(context.Background(), d, c, rng.New(1, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range ref.V {
+			if ref.V[k] != m.V[k] {
+				t.Fatalf("%d epochs: V[%d] = %v with progress, %v without", epochs, k, m.V[k], ref.V[k])
+			}
+		}
+	}
+}

@@ -105,6 +105,7 @@ median when there are several. It also names the vector kernels in use
 	df.register(cmd.Flags())
 	mfl.register(cmd.Flags(), a.args)
 	cmd.SetFlagErrorFunc(mfl.flagError)
+	mfl.nameFlagsInErrors(cmd)
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the training")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd

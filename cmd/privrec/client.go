@@ -293,7 +293,7 @@ before.`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
 	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
-	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (columns by header name, else user,item,rating; one user) and print their recommendations")
+	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (columns by header name, else item,rating or user,item,rating; one user) and print their recommendations")
 	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print (as privrec recommend does: score is the raw score that ranks, rating the score clamped to the scale)")
 	f.BoolVar(&insecure, "insecure", false, "send plain uploads to a server that does not run secure aggregation for a method whose privacy rests on it (the server reads every upload)")
 	f.StringVar(&authPub, "authority-key", "", "pin this enrolment authority (authority.pub of privrec authority keygen): masked rounds must run the active protocol (serve --secagg-active) and every neighbour's keys carry its certificate")

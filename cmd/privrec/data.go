@@ -84,8 +84,10 @@ func (a *app) dataSplitCmd() *cobra.Command {
 		Use:   "split",
 		Short: "Split a dataset and write train and test files",
 		Long: `split writes, for each split, OUT/trainN.tsv and OUT/testN.tsv with lines
-"user TAB item TAB rating" in the original IDs. Files are written whole or not
-at all.`,
+"user TAB item TAB rating" in the original IDs, and, when the dataset's rating
+scale is declared (not read off the ratings), OUT/scale.txt, which declares it
+for every file of OUT: private methods accept the files as they accept the
+dataset. Files are written whole or not at all.`,
 		Example: "  privrec data split --data ml-latest-small --split random:0.8 --seed 7 --out splits/",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -119,7 +121,7 @@ at all.`,
 					fmt.Fprintf(a.stdout, "%s: %d ratings\n", p, part.d.Len())
 				}
 			}
-			return nil
+			return a.writeSplitScale(out, df.data, d.Scale)
 		},
 	}
 	df.register(cmd.Flags())
@@ -127,6 +129,31 @@ at all.`,
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output folder")
 	return cmd
+}
+
+// writeSplitScale writes the ratings.ScaleFileName of a split's folder
+// out, declaring the scale of the dataset data, so its files load on that
+// scale. A scale read off the ratings is not a declaration and gets no
+// file: the files are then as undeclared as the dataset was.
+func (a *app) writeSplitScale(out, data string, s ratings.Scale) error {
+	p := filepath.Join(out, ratings.ScaleFileName)
+	if s.Inferred {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		fmt.Fprintf(a.stderr, "privrec: %s: no %s written: the scale %v was read off the ratings; declare it with --scale when you load the split\n",
+			out, ratings.ScaleFileName, s.Declared())
+		return nil
+	}
+	note := fmt.Sprintf("the public rating scale of %s, which privrec reads for every rating file in this folder", data)
+	if err := atomicfile.Write(p, func(f *os.File) error {
+		_, err := f.WriteString(ratings.FormatScaleFile(s, note))
+		return err
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s: scale %v\n", p, s)
+	return nil
 }
 
 // writeTSV writes d as user TAB item TAB rating lines to path, through a

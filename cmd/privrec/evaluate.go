@@ -18,9 +18,19 @@ import (
 // splitter produces the train/test pairs of one run.
 type splitter func(d *ratings.Dataset, seed uint64) ([]ratings.Split, error)
 
+// splitKinds lists every kind of --split, for errors.
+const splitKinds = "random:F, leave:K, loo, kfold:K, official[:N] (the ML-100K folds u1..u5) or given (evaluate: the folder's train and test files)"
+
 // parseSplitFlag understands the ratings package's split specs plus
 // "official[:N]", the official ML-100K u1..u5 (or ua, ub) files.
 func parseSplitFlag(s string, df *dataFlags) (splitter, error) {
+	switch kind, _, _ := strings.Cut(s, ":"); kind {
+	case ratings.SplitRandom, ratings.SplitLeave, ratings.SplitLOO, ratings.SplitKFold, "official", "given":
+	case "":
+		return nil, fmt.Errorf("--split: empty, want %s", splitKinds)
+	default:
+		return nil, fmt.Errorf("--split %s: unknown kind %q, want %s", s, kind, splitKinds)
+	}
 	if s == "given" {
 		return nil, fmt.Errorf("--split given: only privrec evaluate reads a given train/test pair")
 	}
@@ -345,6 +355,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 	df.register(cmd.Flags())
 	mfl.register(cmd.Flags(), a.args)
 	cmd.SetFlagErrorFunc(mfl.flagError)
+	mfl.nameFlagsInErrors(cmd)
 	tun.register(cmd.Flags(), &df)
 	cmd.Flags().StringVar(&split, "split", "random:0.9", "how to split train and test (see above)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the split and the training")

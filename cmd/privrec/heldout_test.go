@@ -136,6 +136,10 @@ func TestEvaluateTestFileErrors(t *testing.T) {
 			[]string{"several candidate rating files", "--data " + filepath.Join(given10, "ratings_all.tsv"), "--split given"}},
 		{"given is for evaluate", []string{"data", "split", "--data", given10, "--split", "given", "--out", t.TempDir()},
 			[]string{"only privrec evaluate"}},
+		{"unknown split kind lists them all", []string{"evaluate", "--data", given10Train, "--split", "holdout:0.9"},
+			[]string{`unknown kind "holdout"`, "random:F", "leave:K", "loo", "kfold:K", "official[:N]", "given"}},
+		{"data split lists them all", []string{"data", "split", "--data", given10Train, "--split", "", "--out", t.TempDir()},
+			[]string{"--split: empty", "official[:N]", "given"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -119,6 +119,8 @@ func scaleSource(f *dataFlags, d *ratings.Dataset, rep *ratings.LoadReport) stri
 	switch {
 	case f.scale != "":
 		return "declared by --scale"
+	case rep != nil && rep.ScaleFile != "":
+		return "declared by " + rep.ScaleFile
 	case d.Scale.Inferred:
 		return "inferred from the ratings (not usable by private methods; declare it with --scale)"
 	}

@@ -271,3 +271,46 @@ func TestDataSplitWritesWholeFiles(t *testing.T) {
 		t.Errorf("%d files in the output folder, want 4 (no temporary files left)", len(entries))
 	}
 }
+
+// TestDataSplitKeepsTheScale: data split writes scale.txt for a dataset
+// whose scale is declared, so its files load on that scale and a private
+// method accepts them; a scale read off the ratings gets no such file.
+func TestDataSplitKeepsTheScale(t *testing.T) {
+	small := filepath.Join("testdata", "small.tsv")
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		want  string // the scale of the loaded train file; "" for any
+		from  string // in data info's "where the scale came from"
+		file  bool   // scale.txt written
+		fails bool   // a private method refuses the train file
+	}{
+		{"declared by --scale", []string{"--data", small, "--scale", "1,5"}, "1..5", "declared by", true, false},
+		{"published with the dataset", []string{"--data", "ml-latest-small"}, "0.5..5 step 0.5", "declared by", true, false},
+		// The train half's inferred scale may even differ from the whole's.
+		{"read off the ratings", []string{"--data", small}, "", "inferred from the ratings", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"data", "split", "--split", "random:0.5", "--out", dir}, tc.args...)
+			if _, _, err := run(t, args...); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "scale.txt")); (err == nil) != tc.file {
+				t.Errorf("scale.txt: %v, want written %v", err, tc.file)
+			}
+			train, test := filepath.Join(dir, "train1.tsv"), filepath.Join(dir, "test1.tsv")
+			out, _, err := run(t, "data", "info", "--data", train)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, tc.want+": "+tc.from) {
+				t.Errorf("data info: %q, want scale %s %s", strings.SplitN(out, "\n", 2)[0], tc.want, tc.from)
+			}
+			_, _, err = run(t, "evaluate", "--data", train, "--test", test, "--method", "dp-biases", "--eps", "1", "--json")
+			if (err != nil) != tc.fails {
+				t.Errorf("dp-biases on the split: error %v, want failure %v", err, tc.fails)
+			}
+		})
+	}
+}

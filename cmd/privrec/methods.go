@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -180,6 +182,83 @@ meaning.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print every method's config, defaults and privacy claim as JSON")
 	return cmd
+}
+
+// nameFlagsInErrors makes cmd, whose flags include f's, report a
+// method's refusal of its config by its flag names (flagNames).
+func (f *methodFlags) nameFlagsInErrors(cmd *cobra.Command) {
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error { return f.flagNames(run(c, args)) }
+}
+
+// flagNames rewrites a method's refusal of its config (an error wrapping
+// method.ErrParam), which names the config's Go fields ("Eps = -1 must be
+// > 0"), in the flags that set them ("--eps = -1 must be > 0"): a whole
+// Go selector ("Spec.User.Low"), or its last part when no other field
+// shares it. Other errors are returned as they are.
+func (f *methodFlags) flagNames(err error) error {
+	if err == nil || !errors.Is(err, method.ErrParam) {
+		return err
+	}
+	fields := f.spec.Fields(f.spec.New())
+	last := map[string]int{}
+	for _, fl := range fields {
+		if fl.Go != "" {
+			last[fl.Go[strings.LastIndexByte(fl.Go, '.')+1:]]++
+		}
+	}
+	var pairs []string
+	for _, fl := range fields {
+		if fl.Go == "" {
+			continue
+		}
+		pairs = append(pairs, fl.Go, "--"+fl.Name)
+		if short := fl.Go[strings.LastIndexByte(fl.Go, '.')+1:]; short != fl.Go && last[short] == 1 {
+			pairs = append(pairs, short, "--"+fl.Name)
+		}
+	}
+	msg := err.Error()
+	out := replaceWords(msg, pairs)
+	if out == msg {
+		return err
+	}
+	return &hintError{msg: out, err: err}
+}
+
+// replaceWords replaces each whole-word occurrence in s of pairs[2k]
+// with pairs[2k+1], longest first; a word is a run of letters, digits,
+// '_' and '.'.
+func replaceWords(s string, pairs []string) string {
+	to := map[string]string{}
+	for k := 0; k+1 < len(pairs); k += 2 {
+		to[pairs[k]] = pairs[k+1]
+	}
+	isWord := func(r rune) bool { return r == '_' || r == '.' || unicode.IsLetter(r) || unicode.IsDigit(r) }
+	var b strings.Builder
+	for len(s) > 0 {
+		i := strings.IndexFunc(s, isWord)
+		if i < 0 {
+			b.WriteString(s)
+			break
+		}
+		b.WriteString(s[:i])
+		s = s[i:]
+		j := strings.IndexFunc(s, func(r rune) bool { return !isWord(r) })
+		if j < 0 {
+			j = len(s)
+		}
+		w := s[:j]
+		trail := ""
+		for strings.HasSuffix(w, ".") { // a sentence's full stop
+			w, trail = w[:len(w)-1], "."+trail
+		}
+		if r, ok := to[w]; ok {
+			w = r
+		}
+		b.WriteString(w + trail)
+		s = s[j:]
+	}
+	return b.String()
 }
 
 // flagError explains a flag error by the method whose flags were

@@ -12,7 +12,8 @@ import (
 // TestOneUserRatings: a one-user file (client --ratings, recommend
 // --ratings) is read by its header's names against a fixed catalog;
 // unknown items fail naming the line, or are skipped and counted under
-// --skip-bad; a file of two users is refused.
+// --skip-bad; a file of two users is refused; a file without a user
+// column (movieId,rating) is the one user's.
 func TestOneUserRatings(t *testing.T) {
 	catalog := []string{"1", "260", "1196", "2571"}
 	scale := ratings.Scale{Min: 0.5, Max: 5, Step: 0.5}
@@ -28,6 +29,9 @@ func TestOneUserRatings(t *testing.T) {
 		{file: "unknown.csv", err: "999999999"},
 		{file: "unknown.csv", skipBad: true, items: []int32{1, 2}, values: []float32{5, 4.5}, stderr: "skipped 1 bad line"},
 		{file: "two-users.csv", err: "ratings of 2 users"},
+		// The natural one-person file: no user column.
+		{file: "item-rating.csv", items: []int32{1, 2}, values: []float32{5, 4.5}},
+		{file: "item-rating-noheader.csv", items: []int32{1, 2}, values: []float32{5, 4.5}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			var errb bytes.Buffer

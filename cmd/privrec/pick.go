@@ -100,8 +100,9 @@ func withUser(d, one *ratings.Dataset) (*ratings.Dataset, string) {
 	return &out, id
 }
 
-// trainRanking trains the method of c, at its defaults, on d.
-func trainRanking(ctx context.Context, c rankingChoice, d *ratings.Dataset) (*model.Model, error) {
+// trainRanking trains the method of c, at its defaults, on d; hook, when
+// not nil, sees each epoch of a method that has epochs (ials).
+func trainRanking(ctx context.Context, c rankingChoice, d *ratings.Dataset, hook method.Hook) (*model.Model, error) {
 	s, err := method.Lookup(c.method)
 	if err != nil {
 		return nil, err
@@ -110,6 +111,6 @@ func trainRanking(ctx context.Context, c rankingChoice, d *ratings.Dataset) (*mo
 	if err != nil {
 		return nil, err
 	}
-	m, _, err := s.Fit(ctx, d, cfg, 1, nil)
+	m, _, err := s.Fit(ctx, d, cfg, 1, hook)
 	return m, err
 }

@@ -205,6 +205,24 @@ func TestRecommendRankingNote(t *testing.T) {
 			t.Errorf("%s: the note is not one line: %q", c.method, errOut)
 		}
 	}
+	// The note is about a list: a run that ends in an error prints none.
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("movieId,rating\n1,seven\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--user", "no-such-user"},
+		{"--ratings", bad},
+		{"--ratings", filepath.Join(dir, "missing.csv")},
+	} {
+		_, errOut, err := run(t, append([]string{"recommend", "--model", filepath.Join(dir, "mf.prm"), "--data", data, "-n", "2"}, args...)...)
+		if err == nil {
+			t.Errorf("%v: no error", args)
+		}
+		if strings.Contains(errOut, "ranks by its raw predicted rating") {
+			t.Errorf("%v: the note before the error %v: %q", args, err, errOut)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		args []string

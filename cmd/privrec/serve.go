@@ -246,6 +246,7 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 	mfl.register(cmd.Flags(), a.args)
 	serveMaskedDefault(cmd.Flags(), &mfl)
 	cmd.SetFlagErrorFunc(mfl.flagError)
+	mfl.nameFlagsInErrors(cmd)
 	f := cmd.Flags()
 	f.StringVar(&items, "items", "ml-latest-small", "the public item catalog: a dataset (as --data elsewhere) whose items and titles are served")
 	f.StringVar(&scale, "scale", "", `the public rating scale "min,max[,step]" (default: the catalog dataset's published scale)`)

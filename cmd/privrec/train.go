@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/internal/progress"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
@@ -84,6 +87,7 @@ written whole or not at all.`,
 	df.register(cmd.Flags())
 	mfl.register(cmd.Flags(), a.args)
 	cmd.SetFlagErrorFunc(mfl.flagError)
+	mfl.nameFlagsInErrors(cmd)
 	tun.register(cmd.Flags(), &df)
 	cmd.Flags().StringVarP(&out, "out", "o", "", "model file to write")
 	cmd.Flags().StringVar(&split, "split", "", "train on the training part of this split and report the test error (default: all data)")
@@ -168,9 +172,6 @@ lines (and malformed ones) and says how many.`,
 			if err != nil {
 				return err
 			}
-			if !m.Ranking {
-				fmt.Fprintln(a.stderr, rankingNote(m))
-			}
 			var rated []string
 			var side *ratings.SideSource
 			if mine != "" {
@@ -190,6 +191,9 @@ lines (and malformed ones) and says how many.`,
 			if err != nil {
 				return fmt.Errorf("--user: %w (model %s)", err, modelPath)
 			}
+			if !m.Ranking { // after every error: the note is about a list
+				fmt.Fprintln(a.stderr, rankingNote(m))
+			}
 			return printRecommendations(a.stdout, recs, asJSON)
 		},
 	}
@@ -197,7 +201,7 @@ lines (and malformed ones) and says how many.`,
 	cmd.Flags().Float64Var(&eps, "eps", 0, "without --model: train dp-ease at this user-level ε (0: not private, ease or ials)")
 	cmd.Flags().Float64Var(&delta, "delta", 1e-6, "without --model, with --eps: the user-level δ of dp-ease")
 	cmd.Flags().StringVar(&user, "user", "", "original ID of the user")
-	cmd.Flags().StringVar(&mine, "ratings", "", "recommend for the one user whose ratings this file holds (user,item,rating CSV), folded in against the model's item factors")
+	cmd.Flags().StringVar(&mine, "ratings", "", "recommend for the one user whose ratings this file holds (movieId,rating or user,item,rating; columns by header name), folded in against the model's item factors")
 	cmd.Flags().Float64Var(&reg, "reg", 1, "with --ratings: the ridge of the fold-in")
 	cmd.Flags().StringVar(&data, "data", "", "the ratings to exclude already-rated items from (usually the training data)")
 	cmd.Flags().IntVarP(&n, "n", "n", 10, "number of items")
@@ -246,7 +250,14 @@ func (a *app) recommendBest(ctx context.Context, data, user, mine string, eps, d
 	c := chooseRanking(d.NumItems(), eps, delta)
 	fmt.Fprintf(a.stderr, "privrec: no --model: training %s on %s (%d users, %d items, %d ratings): %s\n",
 		c.method, data, d.NumUsers(), d.NumItems(), d.Len(), c.why)
-	m, err := trainRanking(ctx, c, d)
+	var bar *progress.Bar // on a terminal only
+	m, err := trainRanking(ctx, c, d, func(p method.Progress) {
+		if bar == nil {
+			bar = progress.New(a.stderr, int64(p.Epochs), "training "+c.method, "epochs")
+		}
+		bar.Set(int64(p.Epoch))
+	})
+	bar.Finish()
 	if err != nil {
 		return err
 	}
@@ -282,9 +293,11 @@ func (a *app) foldIn(m *model.Model, path string, reg float64, skipBad bool) (*m
 // oneUserRatings reads one user's ratings from path, read like --data (by
 // its header's names, else as user,item,rating) on scale and against the
 // fixed catalog items (named catalog in errors): item index k of the
-// result is items[k]. An item not in the catalog is an error naming the
-// file, line and item, or under skipBad a skipped line, counted on
-// stderr. A file with more than one user's ratings is an error.
+// result is items[k]. A file without a user column (a header like
+// "movieId,rating", or item,rating lines) is the ratings of a user "me".
+// An item not in the catalog is an error naming the file, line and item,
+// or under skipBad a skipped line, counted on stderr. A file with more
+// than one user's ratings is an error.
 func (a *app) oneUserRatings(path string, items []string, catalog string, scale ratings.Scale, skipBad bool) (*ratings.Dataset, error) {
 	sc := scale.Declared()
 	df := dataFlags{data: path, format: "delimited", header: "auto", skipBad: skipBad,
@@ -293,9 +306,10 @@ func (a *app) oneUserRatings(path string, items []string, catalog string, scale 
 	if err != nil {
 		return nil, fmt.Errorf("--ratings: %w", err)
 	}
+	opt.User = "me"
 	d, rep, err := ratings.LoadForItems(path, items, catalog, opt)
 	if err != nil {
-		if !skipBad {
+		if !skipBad && !errors.Is(err, ratings.ErrFormat) && !errors.Is(err, ratings.ErrEmpty) {
 			return nil, fmt.Errorf("--ratings: %w (--skip-bad skips such lines)", err)
 		}
 		return nil, fmt.Errorf("--ratings: %w", err)
