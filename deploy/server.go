@@ -722,6 +722,9 @@ func (s *Server) publish() error {
 		ItemIDs: s.plan.ItemIDs, ItemTitles: s.plan.Titles,
 		Method: s.cfg.Method, Config: method.JSON(s.spec.Fields(s.cfg.Config)), Privacy: s.spent(),
 	}
+	if ind, ok := s.srv.(protocol.Indicating); ok && len(ind.UserItems())+1 == dim {
+		m.UserItems = slices.Clone(ind.UserItems())
+	}
 	if bs, ok := s.srv.(protocol.Biased); ok {
 		// The released mean and item biases, mapped from the scale the
 		// server trained on to the catalog's as Fit maps its model.

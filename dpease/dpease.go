@@ -556,6 +556,11 @@ func (s *Server) Factors() ([]float32, int) {
 	return s.st.V, s.m + 1
 }
 
+// UserItems implements protocol.Indicating: the top M items, whose
+// indicator (and a constant 1) is a user's row; nil before the counts
+// round.
+func (s *Server) UserItems() []int32 { return s.st.Top }
+
 // Ledger returns the releases so far.
 func (s *Server) Ledger() *rdp.Ledger { return &s.led }
 
@@ -809,7 +814,8 @@ func (cl *Clients) Model(v []float32) (*model.Model, error) {
 		u[uu*dim+dim-1] = 1
 	}
 	return &model.Model{Dim: dim, NumUsers: nu, NumItems: d.NumItems(), U: u, V: slices.Clone(v), Rated: rated,
-		Ranking: true, Scale: d.Scale, UserIDs: d.UserIDs, ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles}, nil
+		Ranking: true, Scale: d.Scale, UserIDs: d.UserIDs, ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles,
+		UserItems: slices.Clone(top)}, nil
 }
 
 // Noiseless switches the integer path's Skellam shares off, so that the

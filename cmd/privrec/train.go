@@ -136,9 +136,10 @@ rated items are excluded. This is how a server's published model (item
 factors only, privrec serve --out) recommends: the ratings stay with the
 user. A ranking model folds in by its own rule: pop and dp-pop rank
 every user alike, ease scores the user's items as an indicator vector,
-ials solves the user's row as its training does (--reg is not used);
-dp-ease models are refused here (a dp-ease user takes part in the run
-instead: privrec client --ratings). The file is read like --data: by its header's names if it has one
+ials solves the user's row as its training does, dp-ease scores the
+user's indicator on the items the run broadcast, as its devices do (--reg
+is not used); a dp-ease model saved before it recorded those items is
+refused. The file is read like --data: by its header's names if it has one
 (userId,movieId,rating), else as user,item,rating. An item the model does
 not know is an error naming the file, line and item; --skip-bad skips such
 lines (and malformed ones) and says how many.`,
