@@ -101,7 +101,7 @@ func TestServedStrongEqualsInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pub.UserItems) != 20 || pub.Dim != 21 {
-		t.Errorf("published model: %d user items, Dim %d; want 20 and 21", len(pub.UserItems), pub.Dim)
+	if len(pub.UserItems) != 20 || pub.Dim != 21 || !pub.Ranking {
+		t.Errorf("published model: %d user items, Dim %d, ranking %v; want 20, 21, true", len(pub.UserItems), pub.Dim, pub.Ranking)
 	}
 }
