@@ -73,6 +73,9 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 //	Upload                      the open round's items × (4·dim + 20) + roundSlack
 //	SecAgg                      the open round's words × 4 + 512 × clients + roundSlack
 //
+// (Upload and SecAgg a third more in Connect's JSON encoding, whose bytes
+// are base64)
+//
 // all at most ServerConfig.MaxUploadBytes. The handlers check the
 // credential again.
 const (
@@ -159,7 +162,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			defer g.unpoll(id)
 		case federationv1connect.FederationServiceUploadProcedure, federationv1connect.FederationServiceSecAggProcedure:
-			limit = s.roundBytes(p == federationv1connect.FederationServiceSecAggProcedure)
+			limit = s.roundBytes(p == federationv1connect.FederationServiceSecAggProcedure, jsonCall(r))
 			h = g.sized[len(g.sized)-1].h
 			for _, c := range g.sized {
 				if c.max >= limit {
@@ -276,7 +279,7 @@ func (g *gate) waiting(id uint32) int {
 // roundBytes returns the cap of an Upload (or, with secagg, a SecAgg)
 // body in the latest round: its largest valid message (its rows, and the
 // scalars the round announces, protocol.ParamScalars) plus slack.
-func (s *Server) roundBytes(secagg bool) int64 {
+func (s *Server) roundBytes(secagg, json bool) int64 {
 	s.mu.Lock()
 	b, n := s.bc, len(s.order)
 	s.mu.Unlock()
@@ -290,7 +293,18 @@ func (s *Server) roundBytes(secagg bool) int64 {
 		// floats; scalars (as many as the round announces) are doubles.
 		limit += int64(b.NumItems)*(4*int64(max(b.Dim, 1))+20) + 8*int64(b.Scalars())
 	}
+	if json && b != nil {
+		// Connect's JSON encoding (the browser's client) carries a
+		// masked vector's bytes in base64: 4 characters for 3 bytes.
+		limit += limit/3 + 4
+	}
 	return min(limit, int64(s.cfg.MaxUploadBytes))
+}
+
+// jsonCall reports whether r is a Connect unary call in the JSON
+// encoding.
+func jsonCall(r *http.Request) bool {
+	return strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
 }
 
 // bucket is a token bucket: rate calls a second, bursts of burst.

@@ -730,9 +730,12 @@ func (s *Server) publish() error {
 	v, dim := s.srv.Factors()
 	m := &model.Model{
 		Dim: dim, NumItems: len(s.plan.ItemIDs), V: slices.Clone(v),
-		Default: (s.plan.Scale.Min + s.plan.Scale.Max) / 2, Scale: s.plan.Scale,
+		Default: (s.plan.Scale.Min + s.plan.Scale.Max) / 2, Scale: s.plan.Scale, Ranking: s.spec.Ranks,
 		ItemIDs: s.plan.ItemIDs, ItemTitles: s.plan.Titles,
 		Method: s.cfg.Method, Config: method.JSON(s.spec.Fields(s.cfg.Config)), Privacy: s.spent(),
+	}
+	if ind, ok := s.srv.(protocol.Indicating); ok && len(ind.UserItems())+1 == dim {
+		m.UserItems = slices.Clone(ind.UserItems())
 	}
 	if bs, ok := s.srv.(protocol.Biased); ok {
 		// The released mean and item biases, mapped from the scale the

@@ -790,6 +790,11 @@ func (s *Server) Factors() ([]float32, int) {
 	return s.st.V, s.m + 1
 }
 
+// UserItems implements protocol.Indicating: the top M items, whose
+// indicator (and a constant 1) is a user's row; nil before the counts
+// round.
+func (s *Server) UserItems() []int32 { return s.st.Top }
+
 // Ledger returns the releases so far.
 func (s *Server) Ledger() *rdp.Ledger { return &s.led }
 
@@ -1073,7 +1078,8 @@ func (cl *Clients) Model(v []float32) (*model.Model, error) {
 	// has the empty history, whose scores are the popularity coordinate,
 	// so they get the DP popularity list, not the catalog's index order.
 	return &model.Model{Dim: dim, NumUsers: nu, NumItems: d.NumItems(), U: u, V: slices.Clone(v),
-		Ranking: true, Scale: d.Scale, UserIDs: d.UserIDs, ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles}, nil
+		Ranking: true, Scale: d.Scale, UserIDs: d.UserIDs, ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles,
+		UserItems: slices.Clone(top)}, nil
 }
 
 // Frac returns the counts' share of ρ the server's broadcasts carried

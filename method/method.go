@@ -247,11 +247,15 @@ func (s Spec) checkPrivateData(train *ratings.Dataset) error {
 }
 
 // finish maps a model trained on the Internal scale back to train's
-// declared scale (when mapped is set, by a·p + b) and stamps it with the
-// method, its config and the privacy the run spent.
+// declared scale (when mapped is set, by a·p + b; a ranking model's
+// scores are not ratings and stay as trained, as a served run publishes
+// them) and stamps it with the method, its config and the privacy the
+// run spent.
 func (s Spec) finish(m *model.Model, res *Result, cfg any, train *ratings.Dataset, mapped bool, a, b float32) {
 	if mapped {
-		m.Affine(a, b)
+		if !m.Ranking {
+			m.Affine(a, b)
+		}
 		m.Scale = train.Scale.Declared()
 		if r, ok := res.Stats["train_rmse"]; ok {
 			res.Stats["train_rmse"] = r * float64(a)

@@ -11,6 +11,7 @@ import (
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -28,7 +29,8 @@ func stretched(d *ratings.Dataset, k float32) *ratings.Dataset {
 // TestScaleInvariance trains every method on a dataset and on the same
 // ratings mapped affinely to a scale 20 times as wide: since every method
 // trains on ratings mapped to its internal scale, each test RMSE must be
-// 20 times the original (within 1%), and nothing may diverge. It runs on
+// 20 times the original (within 1%), and nothing may diverge; a ranking
+// model's top-10 lists must be the same. It runs on
 // the embedded ml-latest-small (0.5..5 → 10..100) and, when PRIVREC_DATA
 // holds it, on ML-100K (1..5 → 20..100).
 func TestScaleInvariance(t *testing.T) {
@@ -66,14 +68,31 @@ func TestScaleInvariance(t *testing.T) {
 				if spec.Name == "ease" && d.NumItems() > 5000 {
 					t.Skipf("ease inverts a %d² item Gramian: too slow for a unit test", d.NumItems())
 				}
-				rmse := func(train, test *ratings.Dataset) float64 {
+				if spec.Has("seeded") { // dp-ease: seeded noise, the same in both runs
+					p["seeded"] = "true"
+				}
+				fit := func(train *ratings.Dataset) *model.Model {
 					m, _, err := fitText(method.WithTestMode(context.Background()), spec.Name, train, p, 1, nil)
 					if err != nil {
 						t.Fatal(err)
 					}
-					return eval.Rating(m, test).RMSE
+					return m
 				}
-				narrow, broad := rmse(s.Train, s.Test), rmse(wide, wideTest)
+				mn, mw := fit(s.Train), fit(wide)
+				if mn.Ranking {
+					// A ranking model's scores are not ratings and are
+					// not mapped to the scale: its lists must not move.
+					for u := range int32(min(mn.NumUsers, 50)) {
+						a, b := mn.Recommend(u, 10, nil), mw.Recommend(u, 10, nil)
+						for k := range a {
+							if a[k].Item != b[k].Item {
+								t.Fatalf("user %d: top 10 %v on %v, %v on %v", u, a, s.Train.Scale, b, wide.Scale)
+							}
+						}
+					}
+					return
+				}
+				narrow, broad := eval.Rating(mn, s.Test).RMSE, eval.Rating(mw, wideTest).RMSE
 				if math.IsNaN(broad) || math.Abs(broad/(20*narrow)-1) > 0.01 {
 					t.Errorf("RMSE %.6g on %v, %.6g on %v: ratio %.5f, want 20", narrow, s.Train.Scale, broad, wide.Scale, broad/narrow)
 				}
@@ -117,5 +136,46 @@ func TestPrivateMethodRefusesInferredScale(t *testing.T) {
 	}
 	if _, _, err := fitText(context.Background(), "dp-itemavg", declared, nil, 1, nil); err != nil {
 		t.Errorf("dp-itemavg on a declared scale: %v", err)
+	}
+}
+
+// TestRankingScoresNotMapped: a ranking model trained on a scale other
+// than the internal one keeps the scores it was trained with (no
+// affine map from the internal scale, which would add a global "mean" to
+// scores that are not ratings), so that a device in the run, a served
+// run's published model and a fold-in against it score alike.
+func TestRankingScoresNotMapped(t *testing.T) {
+	b := ratings.NewBuilder("half", ratings.HalfStars5)
+	for u, items := range [][]string{{"a", "b"}, {"a", "c"}, {"b", "c", "d"}, {"a", "d"}} {
+		for _, i := range items {
+			b.Add(string(rune('p'+u)), i, 4.5)
+		}
+	}
+	d := b.Dataset()
+	for _, tc := range []struct {
+		name   string
+		params params
+	}{
+		{"pop", params{}},
+		{"ease", params{}},
+		{"dp-ease", params{"eps": "5", "top-items": "3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := method.Lookup(tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := spec.Configure(tc.params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _, err := spec.Fit(context.Background(), d, cfg, 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !m.Ranking || m.Mean != 0 || m.Scale != ratings.HalfStars5 {
+				t.Errorf("ranking %v, mean %v, scale %v: want a ranking model, mean 0, the declared scale", m.Ranking, m.Mean, m.Scale)
+			}
+		})
 	}
 }

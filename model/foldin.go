@@ -95,10 +95,11 @@ func (m *Model) FoldIn(id string, items []int32, values []float32, reg float64) 
 // item scores only) ranks every user alike; an EASE model (Method "ease",
 // item-item weights V of NumItems×NumItems) scores with the user's
 // indicator vector over the items. An ials model (Method "ials") solves the
-// user's row as its training does (ialsUser). Other ranking models
-// (dp-ease, bpr) are refused: a ridge fit to rating values would rank at
-// random, and a dp-ease model does not record which item each user
-// coordinate indicates.
+// user's row as its training does (ialsUser). A model with UserItems
+// (dp-ease) scores with the user's indicator on those items and the
+// constant last coordinate, as its devices do. Other ranking models (bpr,
+// and dp-ease models saved before UserItems existed) are refused: a ridge
+// fit to rating values would rank at random.
 func (m *Model) FoldInRanking(id string, items []int32) (*Model, error) {
 	if !m.Ranking {
 		return nil, errors.New("model: FoldInRanking of a rating-prediction model")
@@ -116,6 +117,9 @@ func (m *Model) FoldInRanking(id string, items []int32) (*Model, error) {
 	}
 	switch {
 	case m.Dim == 0:
+	case m.UserItems != nil && m.Dim == len(m.UserItems)+1 && len(m.V) == m.NumItems*m.Dim:
+		out.Dim, out.V, out.UserItems = m.Dim, m.V, m.UserItems
+		out.U = IndicatorRow(m.UserItems, items)
 	case m.Method == "ease" && m.Dim == m.NumItems && len(m.V) == m.NumItems*m.Dim:
 		out.Dim, out.V = m.Dim, m.V
 		out.U = make([]float32, m.Dim)
@@ -129,9 +133,27 @@ func (m *Model) FoldInRanking(id string, items []int32) (*Model, error) {
 		}
 		out.Dim, out.V, out.U = m.Dim, m.V, u
 	default:
-		return nil, fmt.Errorf("model: fold-in of a %q ranking model is not supported (only item-score models such as pop and dp-pop, ease and ials)", m.Method)
+		return nil, fmt.Errorf("model: fold-in of a %q ranking model is not supported (only item-score models such as pop and dp-pop, ease, ials, and dp-ease models that record their user items)", m.Method)
 	}
 	return out, nil
+}
+
+// IndicatorRow returns the user row of an indicator model (see
+// Model.UserItems) for a user whose history is items: 1 at the slots of
+// userItems the history holds, 0 elsewhere, and the constant 1 last.
+func IndicatorRow(userItems, items []int32) []float32 {
+	has := make(map[int32]bool, len(items))
+	for _, i := range items {
+		has[i] = true
+	}
+	u := make([]float32, len(userItems)+1)
+	for k, i := range userItems {
+		if has[i] {
+			u[k] = 1
+		}
+	}
+	u[len(userItems)] = 1
+	return u
 }
 
 // ialsUser solves an iALS user row against m's item factors, as the

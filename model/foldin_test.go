@@ -104,6 +104,10 @@ func TestFoldInRanking(t *testing.T) {
 		ItemIDs: []string{"a", "b", "c"}, Config: []byte(`{"alpha0":0.1,"reg":0.01,"nu":1}`)}
 	noCfg := &Model{Dim: 1, NumItems: 3, Ranking: true, Method: "ials", V: []float32{1, -1, 1}}
 	dpease := &Model{Dim: 2, NumItems: 3, Ranking: true, Method: "dp-ease", V: make([]float32, 6)}
+	// dp-ease with its user items: coordinate 0 indicates item "a", which
+	// predicts "b"; the last coordinate is popularity, highest for "c".
+	dpeaseItems := &Model{Dim: 2, NumItems: 3, Ranking: true, Method: "dp-ease", UserItems: []int32{0},
+		V: []float32{0, 0.1, 1, 0.2, 0, 0.3}, ItemIDs: []string{"a", "b", "c"}}
 	for _, tc := range []struct {
 		name string
 		m    *Model
@@ -114,7 +118,8 @@ func TestFoldInRanking(t *testing.T) {
 		{"pop ranks by score", pop, "b", false},
 		{"ials solves the user's row", ials, "c", false},
 		{"ials without its config refused", noCfg, "", true},
-		{"dp-ease refused", dpease, "", true},
+		{"dp-ease without user items refused", dpease, "", true},
+		{"dp-ease scores the history's indicator", dpeaseItems, "b", false},
 	} {
 		f, err := tc.m.FoldIn("me", []int32{0}, []float32{5}, 1)
 		if tc.err {

@@ -41,7 +41,8 @@ import (
 //	  ItemIDs    likewise (0 or numItems)
 //	  ItemTitles likewise (numItems), if flagTitles
 //	  metadata   uint32 length, then that many bytes of JSON:
-//	             {"method": ..., "config": {...}, "privacy": {...}}
+//	             {"method": ..., "config": {...}, "privacy": {...},
+//	             "user_items": [...]} (user_items only when set)
 //	             (method and config left out when empty; a non-finite
 //	             privacy number is the string "Inf", "-Inf" or "NaN")
 //	checksum   32 bytes SHA-256 of everything before it
@@ -92,6 +93,8 @@ type metadata struct {
 	Method  string          `json:"method,omitempty"`
 	Config  json.RawMessage `json:"config,omitempty"`
 	Privacy privacyJSON     `json:"privacy"`
+	// UserItems is Model.UserItems (left out when nil).
+	UserItems []int32 `json:"user_items,omitempty"`
 }
 
 // privacyJSON is Privacy with JSON-safe numbers.
@@ -154,7 +157,7 @@ func (m *Model) encodeMeta() ([]byte, error) {
 		Unit: p.Unit, Trusted: p.Trusted, EpsRound: jsonFloat(p.EpsRound),
 		EpsTotal: jsonFloat(p.EpsTotal), Delta: jsonFloat(p.Delta), Note: p.Note, Releases: p.Releases,
 		Neighbouring: p.Neighbouring, EpsReplace: jsonFloat(p.EpsReplace),
-	}})
+	}, UserItems: m.UserItems})
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), err
 }
 
@@ -525,7 +528,7 @@ func (m *Model) decodeMeta(b []byte) error {
 		return err
 	}
 	p := md.Privacy
-	m.Method, m.Config = md.Method, md.Config
+	m.Method, m.Config, m.UserItems = md.Method, md.Config, md.UserItems
 	m.Privacy = Privacy{Unit: p.Unit, Trusted: p.Trusted, EpsRound: float64(p.EpsRound),
 		EpsTotal: float64(p.EpsTotal), Delta: float64(p.Delta), Note: p.Note, Releases: p.Releases,
 		Neighbouring: p.Neighbouring, EpsReplace: float64(p.EpsReplace)}

@@ -66,6 +66,13 @@ func saved() map[string]*Model {
 	user.Privacy = Privacy{Unit: "user", Trusted: "nobody", EpsRound: 1, EpsTotal: 1, Delta: 1e-6,
 		Neighbouring: "add/remove one user", EpsReplace: 2.112}
 	ms["neighbouring relation"] = user
+	ind := handModel(false)
+	ind.Method, ind.Ranking = "dp-ease", true
+	ind.UserItems = make([]int32, ind.Dim-1)
+	for k := range ind.UserItems {
+		ind.UserItems[k] = int32(ind.NumItems - 1 - k)
+	}
+	ms["user items"] = ind
 	return ms
 }
 
@@ -140,6 +147,8 @@ func TestWriteInvalid(t *testing.T) {
 		{"NaN factor", func(m *Model) { m.V[3] = float32(math.NaN()) }, "V[3] is NaN"},
 		{"infinite mean", func(m *Model) { m.Mean = float32(math.Inf(1)) }, "Mean"},
 		{"bad config", func(m *Model) { m.Config = json.RawMessage("3") }, "Config"},
+		{"user items for another Dim", func(m *Model) { m.UserItems = []int32{0, 1} }, "user items for Dim"},
+		{"user item outside the catalog", func(m *Model) { m.UserItems = []int32{4} }, "user item 4 outside"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -66,6 +66,13 @@ type Model struct {
 	ItemIDs []string
 	// ItemTitles holds item titles parallel to the rows of V, or nil.
 	ItemTitles []string
+	// UserItems, when not nil, marks a model whose user row is an
+	// indicator of the user's history (dp-ease): coordinate k of a user
+	// row is 1 when the user has item UserItems[k], and the last
+	// coordinate (Dim = len(UserItems)+1) is the constant 1. A user the
+	// model never saw is scored from their history alone (FoldInRanking).
+	// The items are public: the server broadcast them.
+	UserItems []int32
 	// Method is the registry name of the method that trained the model
 	// ("" if unknown).
 	Method string
@@ -155,6 +162,13 @@ func (m *Model) Check() error {
 		return fmt.Errorf("%d item titles for %d items", len(m.ItemTitles), ni)
 	case !(m.Scale.Min <= m.Scale.Max) || !(m.Scale.Step >= 0):
 		return fmt.Errorf("bad scale %v", m.Scale)
+	case m.UserItems != nil && m.Dim != len(m.UserItems)+1:
+		return fmt.Errorf("%d user items for Dim %d, want Dim − 1", len(m.UserItems), m.Dim)
+	}
+	for _, i := range m.UserItems {
+		if i < 0 || int(i) >= ni {
+			return fmt.Errorf("user item %d outside [0, %d)", i, ni)
+		}
 	}
 	if m.Config != nil {
 		var obj map[string]json.RawMessage

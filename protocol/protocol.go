@@ -49,6 +49,18 @@ type Biased interface {
 	Biases() (mean float32, bi []float32, ok bool)
 }
 
+// Indicating is implemented by a Stateful server whose item factors score
+// a user by an indicator of their history on some public items (dp-ease):
+// a deployment records those items in the final model
+// (model.Model.UserItems), so that a device that did not take part in the
+// run can score itself against the published model.
+type Indicating interface {
+	// UserItems returns the items a user row indicates, in the order of
+	// its coordinates; nil before the run released them. The caller must
+	// not modify them.
+	UserItems() []int32
+}
+
 // Client is a data-holding party. It sees its own data and the broadcasts.
 type Client interface {
 	// ID is the client's index, unique among the clients of a run; it

@@ -9,7 +9,7 @@ root=$PWD
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 go build -o "$dir/bin/privrec" ./cmd/privrec
-mkdir -p "$dir/examples" && cp examples/my-ratings.csv "$dir/examples/"
+mkdir -p "$dir/examples" && cp examples/*.csv "$dir/examples/"
 sed -n '/<!-- walkthrough:start/,/<!-- walkthrough:end/p' README.md | sed -n '/^```sh$/,/^```$/p' | sed '1d;$d' > "$dir/walkthrough.sh"
 test -s "$dir/walkthrough.sh"
 cd "$dir"

@@ -17,8 +17,17 @@ import (
 //   - pop, dp-pop: the item scores, whatever the history;
 //   - ease: Σ_{j ∈ history} B[j, i], exactly EASE's score of that user;
 //   - ials: the user's vector is the exact minimiser of the iALS loss
-//     against the item factors (α0, λ and ν from the model's config).
+//     against the item factors (α0, λ and ν from the model's config);
+//   - a model with user items (dp-ease, model.Model.UserItems): the user's
+//     indicator on those items and a constant 1, against the item
+//     factors, as the run's devices score themselves.
 func History(m *model.Model) (eval.HistoryScorer, error) {
+	if m.UserItems != nil {
+		if m.Dim != len(m.UserItems)+1 || len(m.V) != m.NumItems*m.Dim {
+			return nil, fmt.Errorf("topn: a %q model with %d user items, Dim %d and %d factors", m.Method, len(m.UserItems), m.Dim, len(m.V))
+		}
+		return indicatorHistory{m}, nil
+	}
 	switch m.Method {
 	case "pop", "dp-pop":
 		return itemHistory{m.BI}, nil
@@ -37,7 +46,28 @@ func History(m *model.Model) (eval.HistoryScorer, error) {
 		}
 		return newIALSHistory(m, c), nil
 	}
-	return nil, fmt.Errorf("topn: no fold-in for method %q (want pop, dp-pop, ease or ials)", m.Method)
+	return nil, fmt.Errorf("topn: no fold-in for method %q (want pop, dp-pop, ease, ials or a model with user items such as dp-ease)", m.Method)
+}
+
+// indicatorHistory scores a history by model.IndicatorRow against the
+// item factors.
+type indicatorHistory struct{ m *model.Model }
+
+func (h indicatorHistory) ScoreHistory(items []int32, dst []float32) []float32 {
+	u := model.IndicatorRow(h.m.UserItems, items)
+	d := h.m.Dim
+	dst = dst[:0]
+	for i := range h.m.NumItems {
+		v := h.m.V[i*d : i*d+d]
+		var s float32
+		for k, x := range u {
+			if x != 0 {
+				s += x * v[k]
+			}
+		}
+		dst = append(dst, s)
+	}
+	return dst
 }
 
 type itemHistory struct{ score []float32 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/privrec/privrec/dpease"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 )
@@ -128,5 +129,38 @@ func TestIALSProgress(t *testing.T) {
 				t.Fatalf("%d epochs: V[%d] = %v with progress, %v without", epochs, k, m.V[k], ref.V[k])
 			}
 		}
+	}
+}
+
+// TestIndicatorHistoryMatchesModel checks that the fold-in of a model
+// with user items (dp-ease's) reproduces a training user's scores from
+// their history alone, and refuses a model whose rows do not fit them.
+func TestIndicatorHistoryMatchesModel(t *testing.T) {
+	d := tiny()
+	cfg := dpease.DefaultConfig()
+	cfg.TopItems, cfg.Seeded, cfg.Eps = 3, true, 50
+	m, _, err := dpease.Train(context.Background(), d, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.UserItems) != 3 {
+		t.Fatalf("dp-ease model with %d user items, want 3", len(m.UserItems))
+	}
+	h, err := History(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u, r := range binaryRows(d.ByUser()) {
+		want := m.ScoreItems(int32(u), nil)
+		got := h.ScoreHistory(r, nil)
+		for i := range want {
+			if math.Abs(float64(got[i]-want[i])) > 1e-5 {
+				t.Fatalf("user %d item %d: fold-in %v, model %v", u, i, got[i], want[i])
+			}
+		}
+	}
+	m.UserItems = m.UserItems[:1]
+	if _, err := History(m); err == nil {
+		t.Error("History of a model with too few user items: no error")
 	}
 }

@@ -1,8 +1,12 @@
 // Package webclient is the client half of a privrec run in a person's
 // browser: one person's ratings, kept on the device, answer the rounds of
-// a dp-als run (package dpals) through masked secure aggregation (package
+// a dp-ease run (package dpease: a ranking model) or a dp-als run (package
+// dpals: a rating model) through masked secure aggregation (package
 // secagg), and the person's recommendations are computed on the device
-// from the published item factors and their own vector.
+// from the published item statistics and their own history: dp-ease's
+// list is ranked by the person's indicator against the published
+// item-item weights, with no predicted rating (the run trained none);
+// dp-als's by the person's vector, with its predicted rating.
 //
 // It speaks the federation service in Connect's JSON encoding over a
 // Transport (the browser's fetch in package wasm, net/http in tests) and
@@ -12,8 +16,9 @@
 // an upload without payload. No rating, rated item or unmasked statistic
 // leaves the device.
 //
-// Privacy: dp-als's claim, user-level (ε, δ) joint DP for adding or
-// removing one person's whole rating history, against a server that sees
+// Privacy: the method's claim (dp-ease's and dp-als's are the same in
+// kind), user-level (ε, δ) joint DP for adding or removing one person's
+// whole rating history, against a server that sees
 // only the sums of secure aggregation (honest-but-curious; the passive
 // SecAgg+ protocol: the server follows it and at most the provisioned
 // fraction of clients collude with it). ε and δ are the run's upper
@@ -37,6 +42,7 @@ import (
 	"time"
 
 	"github.com/privrec/privrec/dpals"
+	"github.com/privrec/privrec/dpease"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -121,7 +127,8 @@ var ErrLost = errors.New("webclient: lost the server")
 type Client struct {
 	t     Transport
 	plan  *Hello
-	cfg   dpals.Config
+	cfg   dpals.Config   // a dp-als or dp-biases run's
+	ease  *dpease.Config // a dp-ease run's (nil for dp-als)
 	scale ratings.Scale
 	cred  string
 	sent  Sent
@@ -142,17 +149,31 @@ type Client struct {
 }
 
 // New reads the server's plan (the body of a Hello call) and checks that
-// the page can take part: dp-als or dp-biases, with masked aggregation.
+// the page can take part: dp-ease, dp-als or dp-biases, with masked
+// aggregation.
 func New(t Transport, hello []byte) (*Client, error) {
 	var h Hello
 	if err := json.Unmarshal(hello, &h); err != nil {
 		return nil, fmt.Errorf("webclient: the server's plan: %w", err)
 	}
-	cfg, err := dpalsConfig(h.Method, h.Config)
+	var (
+		cfg  dpals.Config
+		ease *dpease.Config
+		agg  protocol.Aggregation
+		err  error
+	)
+	if h.Method == "dp-ease" {
+		var ec dpease.Config
+		ec, err = dpeaseConfig(h.Config)
+		ease, agg = &ec, ec.Aggregation
+	} else {
+		cfg, err = dpalsConfig(h.Method, h.Config)
+		agg = cfg.Aggregation
+	}
 	if err != nil {
 		return nil, err
 	}
-	if h.Aggregation != "masked" || cfg.Aggregation != protocol.AggMasked {
+	if h.Aggregation != "masked" || agg != protocol.AggMasked {
 		return nil, fmt.Errorf("webclient: the server runs %s with aggregation %q; the page takes part only in masked rounds (secure aggregation), where the server sees sums", h.Method, h.Aggregation)
 	}
 	if len(h.Catalog.Titles) != 0 && len(h.Catalog.Titles) != len(h.Catalog.ItemIDs) {
@@ -162,14 +183,22 @@ func New(t Transport, hello []byte) (*Client, error) {
 	if !(sc.Max > sc.Min) {
 		return nil, fmt.Errorf("webclient: the plan's scale %v is empty", sc)
 	}
-	return &Client{t: t, plan: &h, cfg: cfg, scale: sc, last: -1}, nil
+	return &Client{t: t, plan: &h, cfg: cfg, ease: ease, scale: sc, last: -1}, nil
 }
 
 // Plan returns the server's plan.
 func (c *Client) Plan() *Hello { return c.plan }
 
-// Config returns the run's dp-als configuration.
-func (c *Client) Config() dpals.Config { return c.cfg }
+// Config returns the run's configuration: a *dpease.Config for a dp-ease
+// run, else a *dpals.Config.
+func (c *Client) Config() any {
+	if c.ease != nil {
+		e := *c.ease
+		return &e
+	}
+	a := c.cfg
+	return &a
+}
 
 // Sent returns what the client sent so far.
 func (c *Client) Sent() Sent { return c.sent }
@@ -358,8 +387,13 @@ func (c *Client) fromInternal(v float32) float32 {
 // Result is what a finished run gives the person.
 type Result struct {
 	// Recs are the best items for the person, best first, with the
-	// predicted rating on the run's scale.
+	// predicted rating on the run's scale where the run trained a rating
+	// model.
 	Recs []Rec `json:"recs"`
+	// Method is the run's method; Ranking is true when its model ranks
+	// items and predicts no rating (dp-ease).
+	Method  string `json:"method"`
+	Ranking bool   `json:"ranking"`
 	// EpsTotal and Delta are the run's (ε, δ) by the published model's
 	// privacy report; Claim its words.
 	EpsTotal float64 `json:"epsTotal"`
@@ -371,9 +405,14 @@ type Result struct {
 
 // Rec is a recommended item.
 type Rec struct {
-	Item   int     `json:"item"`
-	Title  string  `json:"title"`
-	Rating float32 `json:"rating"`
+	Item  int    `json:"item"`
+	Title string `json:"title"`
+	// Score is the model's raw score, by which the list is ranked.
+	Score float32 `json:"score"`
+	// Rating is the rating a rating model (dp-als) predicts, on the run's
+	// scale; nil for a ranking model (dp-ease), whose scores are not
+	// ratings.
+	Rating *float32 `json:"rating,omitempty"`
 }
 
 // Train answers every round of the run with the person's ratings until
@@ -390,13 +429,19 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 	if err != nil {
 		return nil, err
 	}
-	cls, err := dpals.NewClients(d, c.cfg)
-	if err != nil {
-		return nil, err
+	var list []protocol.Client
+	var cls *dpals.Clients
+	if c.ease != nil {
+		list = dpease.NewClients(d, *c.ease).List
+	} else {
+		if cls, err = dpals.NewClients(d, c.cfg); err != nil {
+			return nil, err
+		}
+		list = cls.List
 	}
 	var me protocol.Client
-	if len(cls.List) == 1 {
-		me = cls.List[0]
+	if len(list) == 1 {
+		me = list[0]
 	}
 	c.status = onStatus
 	defer func() { c.status = nil }()
@@ -461,7 +506,7 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 // errRefused marks a round the client refuses to answer.
 var errRefused = errors.New("webclient: refused")
 
-// answer runs the person's dp-als client on b; a person without ratings
+// answer runs the person's client (dp-als's or dp-ease's) on b; a person without ratings
 // answers with nothing (zeros in a masked round).
 func answer(me protocol.Client, b *protocol.Broadcast) (*protocol.Upload, error) {
 	if me == nil {
@@ -674,8 +719,11 @@ func nilIfEmpty[T any](s []T) []T {
 }
 
 // finish fetches the published item factors and computes the person's
-// recommendations on the device: dp-als's final solve of their bias and
-// vector (done in the final round), scored over the catalog.
+// recommendations on the device: dp-ease's score of the person's history
+// against the published item-item weights (model.Model.FoldInRanking, as
+// privrec recommend --model --ratings does), or dp-als's final solve of
+// their bias and vector (done in the final round), scored over the
+// catalog.
 func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Dataset, n int) (*Result, error) {
 	var resp getModelResponse
 	if err := c.retry(ctx, func() error { return c.call(ctx, "GetModel", struct{}{}, &resp) }); err != nil {
@@ -686,22 +734,35 @@ func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Data
 		return nil, fmt.Errorf("webclient: the published model: %w", err)
 	}
 	res := &Result{EpsTotal: pub.Privacy.EpsTotal, Delta: pub.Privacy.Delta, Claim: pub.Privacy.Note,
-		Unit: pub.Privacy.Unit, Trusted: pub.Privacy.Trusted}
+		Unit: pub.Privacy.Unit, Trusted: pub.Privacy.Trusted, Method: c.plan.Method, Ranking: c.ease != nil}
 	if d.Len() == 0 {
 		return res, nil
 	}
-	m, _, err := cls.Finish(pub.V)
+	var m *model.Model
+	if c.ease != nil {
+		if !pub.Ranking || pub.UserItems == nil {
+			return nil, errors.New("webclient: the published dp-ease model does not say which items a person's history indicates")
+		}
+		m, err = pub.FoldInRanking("me", d.Items)
+	} else {
+		m, _, err = cls.Finish(pub.V)
+	}
 	if err != nil {
 		return nil, err
 	}
 	rated := slices.Clone(d.Items)
 	for _, s := range m.Recommend(0, n, rated) {
-		r := Rec{Item: int(s.Item), Rating: c.scale.Clamp(c.fromInternal(float32(s.Score)))}
+		if math.IsNaN(float64(s.Score)) {
+			continue
+		}
+		r := Rec{Item: int(s.Item), Score: float32(s.Score)}
+		if c.ease == nil {
+			r.Score = c.fromInternal(float32(s.Score))
+			v := c.scale.Clamp(r.Score)
+			r.Rating = &v
+		}
 		if int(s.Item) < len(c.plan.Catalog.Titles) {
 			r.Title = c.plan.Catalog.Titles[s.Item]
-		}
-		if math.IsNaN(float64(r.Rating)) {
-			continue
 		}
 		res.Recs = append(res.Recs, r)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/privrec/privrec/dpals"
+	"github.com/privrec/privrec/dpease"
 	"github.com/privrec/privrec/protocol"
 )
 
@@ -58,6 +59,45 @@ func dpalsConfig(name string, params map[string]string) (dpals.Config, error) {
 		}
 		if err != nil {
 			return c, fmt.Errorf("webclient: the plan's config: %s %s = %q: %v", name, k, params[k], err)
+		}
+	}
+	return c, c.Validate()
+}
+
+// dpeaseConfig parses the plan's configuration of dp-ease over its
+// defaults, as method.Spec.Configure does, without the method registry.
+// A test checks that both read every field of the registry's list alike.
+func dpeaseConfig(params map[string]string) (dpease.Config, error) {
+	c := dpease.DefaultConfig()
+	floats := map[string]*float64{
+		"eps": &c.Eps, "delta": &c.Delta, "frac-counts": &c.FracCounts, "lambda": &c.Lambda,
+		"lambda-noise": &c.LambdaNoise, "pop-weight": &c.PopWeight, "pop-diag-snr": &c.PopDiagSNR,
+	}
+	ints := map[string]*int{"top-items": &c.TopItems, "cap": &c.Cap, "workers": &c.Workers}
+	bools := map[string]*bool{"seeded": &c.Seeded}
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		s := strings.TrimSpace(params[k])
+		var err error
+		if p, ok := floats[k]; ok {
+			*p, err = strconv.ParseFloat(s, 64)
+		} else if p, ok := ints[k]; ok {
+			*p, err = strconv.Atoi(s)
+		} else if p, ok := bools[k]; ok {
+			*p, err = strconv.ParseBool(s)
+		} else if k == "secagg" {
+			c.Aggregation, err = protocol.ParseAggregation(s)
+		} else if k == "aggregation" {
+			continue // the plan's, not a configuration key
+		} else {
+			return c, fmt.Errorf("webclient: the plan's config has a field %q that dp-ease does not have", k)
+		}
+		if err != nil {
+			return c, fmt.Errorf("webclient: the plan's config: dp-ease %s = %q: %v", k, params[k], err)
 		}
 	}
 	return c, c.Validate()

@@ -8,13 +8,16 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/privrec/privrec/dpals"
+	"github.com/privrec/privrec/dpease"
 	"github.com/privrec/privrec/internal/servedrun"
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/webclient"
 )
 
@@ -39,10 +42,11 @@ func (h httpTransport) Post(ctx context.Context, path string, header map[string]
 	return resp.StatusCode, out, err
 }
 
-// TestConfigMatchesRegistry: the page's parser of dp-als's plan reads
-// every field of the method registry's list as method.Configure does.
+// TestConfigMatchesRegistry: the page's parsers of dp-als's and
+// dp-ease's plans read every field of the method registry's list as
+// method.Configure does.
 func TestConfigMatchesRegistry(t *testing.T) {
-	for _, name := range []string{"dp-als", "dp-biases"} {
+	for _, name := range []string{"dp-als", "dp-biases", "dp-ease"} {
 		spec, err := method.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
@@ -59,7 +63,12 @@ func TestConfigMatchesRegistry(t *testing.T) {
 			}
 		}
 		want["secagg"] = "masked"
-		want["eps"], want["delta"], want["bias-rounds"], want["reg-user"] = "2.5", "1e-7", "3", "7"
+		want["eps"], want["delta"] = "2.5", "1e-7"
+		if name == "dp-ease" {
+			want["top-items"], want["lambda"], want["cap"] = "40", "3", "7"
+		} else {
+			want["bias-rounds"], want["reg-user"] = "3", "7"
+		}
 		typed, err := spec.Configure(want)
 		if err != nil {
 			t.Fatal(err)
@@ -70,8 +79,7 @@ func TestConfigMatchesRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		got := c.Config()
-		if !reflect.DeepEqual(&got, typed.(*dpals.Config)) {
+		if got := c.Config(); !reflect.DeepEqual(got, typed) {
 			t.Errorf("%s: the page reads %+v, the registry %+v", name, got, typed)
 		}
 	}
@@ -136,14 +144,28 @@ func checkNoRatings(t *testing.T, r *servedrun.Run, cred string, rated []int) (c
 }
 
 // TestClientJoinsMaskedRun: the web client, natively, joins a masked
-// dp-als run over ml-latest-small's catalog with simulated clients,
-// answers every round through secure aggregation only, and gets
-// recommendations that leave out what it rated.
+// dp-ease or dp-als run over ml-latest-small's catalog with simulated
+// clients, answers every round through secure aggregation only, and gets
+// recommendations that leave out what it rated: dp-ease's ranked without
+// a rating, the list privrec recommend --model --ratings gives from the
+// published model; dp-als's with its predicted rating on the scale.
 func TestClientJoinsMaskedRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a served run: skipped in -short")
 	}
-	r := servedrun.Start(context.Background(), t, 12, time.Minute)
+	for _, tc := range []struct {
+		method string
+		params map[string]string
+	}{
+		{"dp-ease", map[string]string{"secagg": "masked", "top-items": "400"}}, // the Gram round: 80,201 words, past the cap without base64
+		{"dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "init-items": "20"}},
+	} {
+		t.Run(tc.method, func(t *testing.T) { joinMaskedRun(t, tc.method, tc.params) })
+	}
+}
+
+func joinMaskedRun(t *testing.T, name string, params map[string]string) {
+	r := servedrun.StartMethod(context.Background(), t, "", name, params, 12, time.Minute)
 	resp, err := http.Post(r.URL+webclient.Service+"Hello", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +209,7 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 			masked++
 		}
 	}
-	if masked < 3 || c.Sent().MaskedRounds != masked {
+	if masked < 3 || c.Sent().MaskedRounds != masked || (name == "dp-ease" && c.Sent().EmptyUploads != 0) {
 		t.Fatalf("%d masked rounds answered, %d masked vectors sent: %+v", masked, c.Sent().MaskedRounds, evs)
 	}
 	for _, e := range evs {
@@ -208,8 +230,37 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 			}
 		}
 	}
-	if !(res.EpsTotal > 0 && res.EpsTotal <= c.Config().Eps*1.0001) {
-		t.Errorf("ε %v published, the config's %v", res.EpsTotal, c.Config().Eps)
+	eps := 0.0
+	switch cfg := c.Config().(type) {
+	case *dpals.Config:
+		eps = cfg.Eps
+		for _, rc := range res.Recs {
+			if res.Ranking || rc.Rating == nil || *rc.Rating < 0.5 || *rc.Rating > 5 {
+				t.Errorf("dp-als recommendation %+v (ranking %v): want a predicted rating on the scale", rc, res.Ranking)
+			}
+		}
+	case *dpease.Config:
+		eps = cfg.Eps
+		pub, err := model.ReadModel(bytes.NewReader(r.Srv.Model()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := pub.FoldIn("me", sortedInts32(rated), nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := f.Recommend(0, 10, sortedInts32(rated))
+		if !res.Ranking || len(want) != len(res.Recs) {
+			t.Fatalf("dp-ease: ranking %v, %d recommendations; the published model's fold-in gives %d", res.Ranking, len(res.Recs), len(want))
+		}
+		for k, rc := range res.Recs {
+			if rc.Rating != nil || rc.Item != int(want[k].Item) || rc.Score != want[k].Score {
+				t.Errorf("dp-ease recommendation %d: %+v; the published model's fold-in: %+v, no rating", k, rc, want[k])
+			}
+		}
+	}
+	if !(res.EpsTotal > 0 && res.EpsTotal <= eps*1.0001) {
+		t.Errorf("ε %v published, the config's %v", res.EpsTotal, eps)
 	}
 	if n := checkNoRatings(t, r, cred, rated); n < 5*masked {
 		t.Errorf("%d calls recorded for %d masked rounds", n, masked)
@@ -271,4 +322,14 @@ func TestLostServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sortedInts32 returns xs as sorted int32s.
+func sortedInts32(xs []int) []int32 {
+	out := make([]int32, len(xs))
+	for k, x := range xs {
+		out[k] = int32(x)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/privrec/privrec/internal/progress"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
 )
 
 func (a *app) clientCmd() *cobra.Command {
@@ -52,6 +53,7 @@ func (a *app) clientCmd() *cobra.Command {
 		collusion float64
 		minShare  float64
 		pins      map[string]string
+		proto     string
 	)
 	cmd := &cobra.Command{
 		Use:   "client",
@@ -65,6 +67,16 @@ and vectors never leave it; the server receives only each round's uploads.
 When the server is done the client fetches the published item factors,
 joins them with its users' vectors and evaluates the model on the test
 part, printing what privrec evaluate prints (--json: the same object).
+
+--protocol strong[:F] measures the lists as new users see them (Liang et
+al.'s strong generalisation, as privrec evaluate --protocol strong): F of
+--data's users (default 0.1) are held out and take no part in the run;
+after it, each of them folds in on their own device against the published
+model only, from 80% of their ratings, and ranks every other item; the
+client prints Recall and NDCG at 10 and 20 of those lists. With --seed, in
+test mode, the figures equal evaluate --protocol strong's with the same
+method flags (a ranking model that records how a new user folds in:
+pop, dp-pop, ease, ials, dp-ease).
 
 --seed N selects the reproducible test mode (the server must have been
 started with --seed N too): the split, the users' initial state and every
@@ -206,6 +218,16 @@ before.`,
 				}
 				clientSeed = binary.LittleEndian.Uint64(b[:])
 			}
+			strong, frac, err := parseProtocol(proto)
+			if err != nil {
+				return err
+			}
+			if strong {
+				if cmd.Flags().Changed("split") {
+					return errors.New("--protocol strong splits --data by users; leave out --split")
+				}
+				return a.servedStrong(cmd, sess, spec, cfg, d, &df, frac, splitSeed, clientSeed, limit, asJSON)
+			}
 			sp, err := parseSplitFlag(split, &df)
 			if err != nil {
 				return err
@@ -304,9 +326,43 @@ before.`,
 	f.Float64Var(&minShare, "min-share", 1, "with an authority: refuse a round that calibrates the noise shares for more than this fraction of the certified roster (a server inflating it shrinks every share)")
 	f.StringToStringVar(&pins, "pin", nil, "configuration the plan must have, e.g. --pin eps=1,delta=1e-6,epochs=20,aggregation=masked: a plan outside it is refused")
 	f.Float64Var(&collusion, "collusion", deploy.Collusion, "the fraction of the certified roster assumed to collude with the server: the plan's K and T must withstand it")
+	f.StringVar(&proto, "protocol", "random", "with --simulate: random (the --split) or strong[:F]: F of the users (default 0.1) held out of the run fold in against the published model and are ranked, as evaluate --protocol strong")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	_ = f.MarkDeprecated("id-offset", "the server assigns client IDs now; it only shifts the users' random-stream labels")
 	return cmd
+}
+
+// servedStrong is client --simulate --protocol strong: the users of d not
+// held out (eval.StrongSplit at splitSeed) take part in the run; then each
+// held-out user folds in against the published model alone, as a new
+// user's device does, and is ranked (rankStrong).
+func (a *app) servedStrong(cmd *cobra.Command, sess *deploy.Session, spec method.Spec, cfg any, d *ratings.Dataset, df *dataFlags,
+	frac float64, splitSeed, clientSeed uint64, limit int, asJSON bool) error {
+	train, fold, test, err := eval.StrongSplit(d, frac, strongFoldFrac, splitSeed)
+	if err != nil {
+		return err
+	}
+	cls, err := spec.NewClients(cfg, train, clientSeed)
+	if err != nil {
+		return err
+	}
+	list := cls.List
+	if limit >= 0 && limit < len(list) {
+		list = list[:limit]
+	}
+	start := time.Now()
+	pub, err := sess.Run(cmd.Context(), list)
+	if err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	rep, rks, err := rankStrong(pub, fold, test, eval.DefaultKs, defaultRelevant(d.Scale))
+	if err != nil {
+		return fmt.Errorf("%w: the published %s model has no fold-in rule for a new user", err, spec.Name)
+	}
+	rep.Dataset, rep.Method, rep.HeldOut, rep.Seed, rep.Train, rep.TrainSeconds =
+		df.data, spec.Name+" "+method.String(spec.Fields(cfg)), frac, splitSeed, train.Len(), secs
+	return a.printStrong(rep, rks, asJSON)
 }
 
 // offsetClient is a client enrolled under a shifted ID.

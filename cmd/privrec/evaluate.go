@@ -362,7 +362,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 	cmd.Flags().IntVar(&repeats, "repeats", 1, "number of seeds to repeat over")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&rankArg, "rank", "", "also report precision, recall and NDCG at these cut-offs, like 10,20, and AUC (0 or empty: off; ranking-only methods such as pop, ease, ials, bpr-sgld report only these, at 10,20 by default)")
-	cmd.Flags().StringVar(&proto, "protocol", "", "random (the --split) or strong[:F]: Liang et al.'s strong generalisation, F of the users held out (default 0.1), each one's ratings split 80/20 into a fold-in history and a test part; ranking metrics only, for pop, dp-pop, ease and ials")
+	cmd.Flags().StringVar(&proto, "protocol", "", "random (the --split) or strong[:F]: Liang et al.'s strong generalisation, F of the users held out (default 0.1), each one's ratings split 80/20 into a fold-in history and a test part; ranking metrics only, for pop, dp-pop, ease, ials and dp-ease")
 	cmd.Flags().Float64Var(&relev, "relevant", 0, "with --rank: a test rating at least this is relevant (default: the top quarter of the scale, min + 0.75·(max−min): 4 on 1–5)")
 	pub.register(cmd.Flags())
 	cmd.Flags().StringVar(&test, "test", "", "test on this rating file (read like --data, on its scale) after training on all of --data; not with --split")

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -14,7 +15,8 @@ import (
 // shares), without --insecure, over loopback TLS in test mode: a vendor's
 // users and one device joining with its own ratings file (client
 // --ratings), which prints a ranked list of catalog items it did not
-// rate; the published model's ε, by the server's accounting of the
+// rate, the same list recommend --model --ratings gives afterwards from
+// the published model; the published model's ε, by the server's accounting of the
 // Skellam shares that arrived, is the target's (within 2%, at most it).
 func TestServeDPEaseMasked(t *testing.T) {
 	if testing.Short() {
@@ -49,6 +51,19 @@ func TestServeDPEaseMasked(t *testing.T) {
 		if rated[r.Item] || r.Rating != nil || (k > 0 && r.Score > recs[k-1].Score) {
 			t.Errorf("recommendation %+v: want an unrated item, ranked, without a rating", r)
 		}
+	}
+	// The same list afterwards, from the published model alone (recommend
+	// --model --ratings folds the device's history in as the device did).
+	after, _, err := run(t, "recommend", "--model", prm, "--ratings", r.mine, "-n", "5", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again []model.Recommendation
+	if err := json.Unmarshal([]byte(after), &again); err != nil {
+		t.Fatalf("recommend output: %v\n%s", err, after)
+	}
+	if !reflect.DeepEqual(again, recs) {
+		t.Errorf("recommend --model --ratings after the run:\n%s\nthe device's list in the run:\n%s", after, device)
 	}
 	f, err := os.Open(prm)
 	if err != nil {

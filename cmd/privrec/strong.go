@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/privrec/privrec/eval"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/topn"
 )
@@ -71,15 +72,24 @@ func (a *app) evaluateStrong(cmd *cobra.Command, df *dataFlags, mfl *methodFlags
 		return err
 	}
 	secs := time.Since(start).Seconds()
+	rep, rks, err := rankStrong(m, fold, test, ks, relev)
+	if err != nil {
+		return err
+	}
+	rep.Dataset, rep.Method, rep.HeldOut, rep.Seed, rep.Train, rep.TrainSeconds = df.data, mfl.String(), frac, seed, train.Len(), secs
+	return a.printStrong(rep, rks, asJSON)
+}
+
+// rankStrong folds each held-out user of a StrongSplit (fold, test) in
+// against m by its ranking rule (topn.History) and ranks them at every k
+// of ks: the report's protocol, fold-in and metric fields.
+func rankStrong(m *model.Model, fold, test *ratings.Dataset, ks []int, relev float64) (*strongReport, []eval.Ranking, error) {
 	h, err := topn.History(m)
 	if err != nil {
-		return fmt.Errorf("--protocol strong: %w", err)
+		return nil, nil, fmt.Errorf("--protocol strong: %w", err)
 	}
 	rks := eval.RankStrong(h, fold, test, ks, float32(relev), 0)
-	rep := strongReport{Dataset: df.data, Method: mfl.String(), HeldOut: frac, Seed: seed,
-		Train: train.Len(), Fold: fold.Len(), Test: test.Len(), Relevant: relev, Metrics: map[string]float64{}, TrainSeconds: secs,
-		Protocol: fmt.Sprintf("strong generalisation (Liang et al. 2018): %g of the users held out; each held-out user's ratings split %g/%g at random, the model folds in the first part and ranks every other item; relevant = test rating ≥ %g",
-			frac, strongFoldFrac, 1-strongFoldFrac, relev)}
+	rep := &strongReport{Fold: fold.Len(), Test: test.Len(), Relevant: relev, Metrics: map[string]float64{}}
 	for _, r := range rks {
 		rep.Users = r.Users
 		rep.Metrics[fmt.Sprintf("precision@%d", r.K)] = r.Precision
@@ -87,6 +97,14 @@ func (a *app) evaluateStrong(cmd *cobra.Command, df *dataFlags, mfl *methodFlags
 		rep.Metrics[fmt.Sprintf("ndcg@%d", r.K)] = r.NDCG
 		rep.Metrics["auc"] = r.AUC
 	}
+	return rep, rks, nil
+}
+
+// printStrong prints a strong-generalisation report, as a table or with
+// asJSON as one JSON object.
+func (a *app) printStrong(rep *strongReport, rks []eval.Ranking, asJSON bool) error {
+	rep.Protocol = fmt.Sprintf("strong generalisation (Liang et al. 2018): %g of the users held out; each held-out user's ratings split %g/%g at random, the model folds in the first part and ranks every other item; relevant = test rating ≥ %g",
+		rep.HeldOut, strongFoldFrac, 1-strongFoldFrac, rep.Relevant)
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
@@ -99,6 +117,6 @@ func (a *app) evaluateStrong(cmd *cobra.Command, df *dataFlags, mfl *methodFlags
 	for _, r := range rks {
 		fmt.Fprintf(tw, "recall@%d\t%.4f\nndcg@%d\t%.4f\n", r.K, r.Recall, r.K, r.NDCG)
 	}
-	fmt.Fprintf(tw, "auc\t%.4f\ntrain_seconds\t%.2f\n", rks[0].AUC, secs)
+	fmt.Fprintf(tw, "auc\t%.4f\ntrain_seconds\t%.2f\n", rks[0].AUC, rep.TrainSeconds)
 	return tw.Flush()
 }

@@ -98,7 +98,7 @@ written whole or not at all.`,
 func (a *app) recommendCmd() *cobra.Command {
 	var (
 		modelPath, user, data string
-		mine                  string
+		mine, stars           string
 		reg, eps, delta       float64
 		n                     int
 		asJSON, skipBad       bool
@@ -141,9 +141,17 @@ rated items are excluded. This is how a server's published model (item
 factors only, privrec serve --out) recommends: the ratings stay with the
 user. A ranking model folds in by its own rule: pop and dp-pop rank
 every user alike, ease scores the user's items as an indicator vector,
-ials solves the user's row as its training does (--reg is not used);
-dp-ease models are refused here (a dp-ease user takes part in the run
-instead: privrec client --ratings). The file is read like --data: by its header's names if it has one
+ials solves the user's row as its training does, dp-ease scores the
+user's indicator on the items the run broadcast, as its devices do (--reg
+is not used); a dp-ease model saved before it recorded those items is
+refused.
+
+--stars RATINGMODEL keeps --model's list (a ranking model: dp-ease,
+ease, ...) and fills the rating column from a rating model (dp-als, mf,
+...), for the same user (--user, or the --ratings file folded in against
+it too): the list of the model that ranks well, the stars of the model
+that predicts ratings. Both models' privacy costs add up when they come
+from separate runs on the same users. The file is read like --data: by its header's names if it has one
 (userId,movieId,rating), else as user,item,rating. An item the model does
 not know is an error naming the file, line and item; --skip-bad skips such
 lines (and malformed ones) and says how many.`,
@@ -161,6 +169,9 @@ lines (and malformed ones) and says how many.`,
 			}
 			if (user == "") == (mine == "") {
 				return fmt.Errorf("give one of --user ID and --ratings FILE")
+			}
+			if modelPath == "" && stars != "" {
+				return fmt.Errorf("--stars %s: give the ranking model as --model", stars)
 			}
 			if modelPath == "" {
 				return a.recommendBest(cmd.Context(), data, user, mine, eps, delta, n, asJSON, skipBad, &pub)
@@ -191,6 +202,11 @@ lines (and malformed ones) and says how many.`,
 			if err != nil {
 				return fmt.Errorf("--user: %w (model %s)", err, modelPath)
 			}
+			if stars != "" {
+				if err := a.addStars(recs, stars, user, mine, reg, skipBad); err != nil {
+					return err
+				}
+			}
 			if !m.Ranking { // after every error: the note is about a list
 				fmt.Fprintln(a.stderr, rankingNote(m))
 			}
@@ -202,6 +218,7 @@ lines (and malformed ones) and says how many.`,
 	cmd.Flags().Float64Var(&delta, "delta", 1e-6, "without --model, with --eps: the user-level δ of dp-ease")
 	cmd.Flags().StringVar(&user, "user", "", "original ID of the user")
 	cmd.Flags().StringVar(&mine, "ratings", "", "recommend for the one user whose ratings this file holds (movieId,rating or user,item,rating; columns by header name), folded in against the model's item factors")
+	cmd.Flags().StringVar(&stars, "stars", "", "with --model: a rating model (dp-als, mf, ...) whose predicted rating fills the rating column of --model's list")
 	cmd.Flags().Float64Var(&reg, "reg", 1, "with --ratings: the ridge of the fold-in")
 	cmd.Flags().StringVar(&data, "data", "", "the ratings to exclude already-rated items from (usually the training data)")
 	cmd.Flags().IntVarP(&n, "n", "n", 10, "number of items")
@@ -266,6 +283,36 @@ func (a *app) recommendBest(ctx context.Context, data, user, mine string, eps, d
 		return fmt.Errorf("--user: %w", err)
 	}
 	return printRecommendations(a.stdout, recs, asJSON)
+}
+
+// addStars sets the rating of each of recs to what the rating model in
+// path predicts for the user (user, or the user of the --ratings file
+// mine, folded in against that model). An item or user the rating model
+// does not know keeps no rating.
+func (a *app) addStars(recs []model.Recommendation, path, user, mine string, reg float64, skipBad bool) error {
+	sm, err := model.Load(path)
+	if err != nil {
+		return fmt.Errorf("--stars: %w", err)
+	}
+	if sm.Ranking {
+		return fmt.Errorf("--stars %s: a %s model ranks items and predicts no rating; give a rating model (dp-als, mf, ...)", path, sm.Method)
+	}
+	if mine != "" {
+		if sm, user, _, err = a.foldIn(sm, mine, reg, skipBad); err != nil {
+			return fmt.Errorf("--stars: %w", err)
+		}
+	}
+	u, ok := sm.UserIndex(user)
+	if !ok {
+		return fmt.Errorf("--stars %s: user %q is not in the model", path, user)
+	}
+	for k := range recs {
+		if i, ok := sm.ItemIndex(recs[k].Item); ok {
+			r := sm.Predict(u, i)
+			recs[k].Rating = &r
+		}
+	}
+	return nil
 }
 
 // foldIn reads one user's ratings from path, read like --data (by its

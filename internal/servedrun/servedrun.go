@@ -1,6 +1,6 @@
 // Package servedrun starts a served run for the tests of privrec's
-// browser-side clients (packages web and webclient): a masked dp-als run
-// over ml-latest-small's catalog, on plain HTTP at 127.0.0.1, with
+// browser-side clients (packages web and webclient): a masked dp-als (or
+// dp-ease, StartMethod) run over ml-latest-small's catalog, on plain HTTP at 127.0.0.1, with
 // simulated Go clients already enrolled and one one-time code left for
 // the client under test. It records every request the server receives,
 // so a test can check what that client sent.
@@ -52,9 +52,24 @@ type Run struct {
 // and a round closes at roundTimeout at the latest.
 func Start(ctx context.Context, t testing.TB, sim int, roundTimeout time.Duration) *Run {
 	t.Helper()
-	d, _, err := datasets.Open("ml-latest-small", ratings.LoadOptions{Catalog: true})
+	return StartMethod(ctx, t, "", "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "init-items": "20"}, sim, roundTimeout)
+}
+
+// StartMethod is Start over the dataset data (a name datasets.Open
+// finds; "" is ml-latest-small) with the method name and its
+// configuration (method.Spec.Configure's parameters); sim < 0 simulates
+// all of data's users.
+func StartMethod(ctx context.Context, t testing.TB, data, name string, params map[string]string, sim int, roundTimeout time.Duration) *Run {
+	t.Helper()
+	if data == "" {
+		data = "ml-latest-small"
+	}
+	d, _, err := datasets.Open(data, ratings.LoadOptions{Catalog: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sim < 0 {
+		sim = d.NumUsers()
 	}
 	var idx []int
 	for k, u := range d.Users {
@@ -63,11 +78,11 @@ func Start(ctx context.Context, t testing.TB, sim int, roundTimeout time.Duratio
 		}
 	}
 	train := d.Subset(idx)
-	spec, err := method.Lookup("dp-als")
+	spec, err := method.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := spec.Configure(map[string]string{"secagg": "masked", "bias-rounds": "2", "init-items": "20"})
+	cfg, err := spec.Configure(params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +92,7 @@ func Start(ctx context.Context, t testing.TB, sim int, roundTimeout time.Duratio
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := deploy.NewServer(deploy.ServerConfig{Method: "dp-als", Config: cfg, StateDir: dir, Token: token,
+	srv, err := deploy.NewServer(deploy.ServerConfig{Method: name, Config: cfg, StateDir: dir, Token: token,
 		Catalog:    deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale},
 		MinClients: sim + 1, EnrollQuiet: 300 * time.Millisecond, RoundTimeout: roundTimeout, Logger: quiet})
 	if err != nil {

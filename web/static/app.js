@@ -182,11 +182,15 @@ function renderRecs(res) {
   if (!res) return;
   for (const r of res.recs || []) {
     const li = document.createElement("li");
-    li.textContent = r.title + " (predicted " + r.rating.toFixed(1) + " ★)";
+    // Stars only where the run trained a rating model (dp-als); a
+    // ranking model's (dp-ease's) scores are not ratings.
+    li.textContent = r.title + (typeof r.rating === "number" ? " (predicted " + r.rating.toFixed(1) + " ★)" : "");
     ol.append(li);
   }
-  $("recs-status").textContent = (res.recs || []).length ? "Computed in this browser from the published item factors and your own vector." :
-    "Rate some movies to get recommendations.";
+  $("recs-status").textContent = !(res.recs || []).length ? "Rate some movies to get recommendations." :
+    res.ranking ? "Ranked in this browser by " + res.method + " from the published item statistics and the movies you rated. " +
+      "This run trained a ranking model only, so no predicted stars are shown." :
+    "Computed in this browser from the published item factors and your own vector; the stars are the model's predicted rating.";
   if (res.epsTotal > 0) $("eps-so-far").textContent = "ε = " + res.epsTotal.toPrecision(3) + " (the run is done)";
 }
 
