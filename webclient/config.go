@@ -73,8 +73,8 @@ func dpeaseConfig(params map[string]string) (dpease.Config, error) {
 		"eps": &c.Eps, "delta": &c.Delta, "frac-counts": &c.FracCounts, "lambda": &c.Lambda,
 		"lambda-noise": &c.LambdaNoise, "pop-weight": &c.PopWeight, "pop-diag-snr": &c.PopDiagSNR,
 	}
-	ints := map[string]*int{"top-items": &c.TopItems, "cap": &c.Cap, "workers": &c.Workers}
-	bools := map[string]*bool{"seeded": &c.Seeded}
+	ints := map[string]*int{"top-items": &c.TopItems, "cap": &c.Cap, "workers": &c.Workers, "roster": &c.Roster}
+	bools := map[string]*bool{"seeded": &c.Seeded, "shrink": &c.Shrink}
 	keys := make([]string, 0, len(params))
 	for k := range params {
 		keys = append(keys, k)
