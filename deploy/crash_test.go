@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/privrec/privrec/method"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -186,7 +187,7 @@ func TestKill9Resume(t *testing.T) {
 	params := map[string]string{"epochs": "30"}
 	_, spl := testData(t, users)
 	spec, cfg := configure(t, "hdpmf", params)
-	want, _, err := spec.Fit(context.Background(), spl.Train, cfg, seed, nil)
+	want, _, err := spec.Fit(method.WithTestMode(context.Background()), spl.Train, cfg, seed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -338,7 +338,7 @@ func TestLoopbackML100K(t *testing.T) {
 	for _, name := range []string{"hdpmf", "ldp-op", "sdmf"} {
 		t.Run(name, func(t *testing.T) {
 			spec, cfg := configure(t, name, map[string]string{"epochs": "5"})
-			want, _, err := spec.Fit(context.Background(), spl.Train, cfg, 3, nil)
+			want, _, err := spec.Fit(method.WithTestMode(context.Background()), spl.Train, cfg, 3, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -609,7 +609,7 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 				params["per-round"] = "40"
 			}
 			spec, cfg := configure(t, name, params)
-			want, res, err := spec.Fit(context.Background(), spl.Train, cfg, 4, nil)
+			want, res, err := spec.Fit(method.WithTestMode(context.Background()), spl.Train, cfg, 4, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"github.com/privrec/privrec/method"
 	"math"
 	"net/http"
 	"strings"
@@ -187,7 +188,7 @@ func TestHostileClientsAndDropouts(t *testing.T) {
 	}
 	// Accuracy: close to the in-process run without dropouts.
 	spec, cfg := configure(t, "hdpmf", map[string]string{"epochs": "4"})
-	full, _, err := spec.Fit(context.Background(), spl.Train, cfg, 11, nil)
+	full, _, err := spec.Fit(method.WithTestMode(context.Background()), spl.Train, cfg, 11, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/privrec/privrec/method"
 	"log/slog"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ import (
 func TestNoStepOpensLate(t *testing.T) {
 	d, spl := smallCatalog(t, 12, 100)
 	spec, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
-	want, _, err := spec.Fit(context.Background(), spl.Train, cfg, 3, nil)
+	want, _, err := spec.Fit(method.WithTestMode(context.Background()), spl.Train, cfg, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
