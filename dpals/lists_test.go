@@ -14,9 +14,11 @@ import (
 
 // listFigures returns the share of the top-k slots of every test user
 // (items without a training rating of theirs, by the model's raw score)
-// taken by items with fewer than rare training ratings, and the share of
-// the catalog that appears in some user's top k.
-func listFigures(m *model.Model, train, test *ratings.Dataset, k, rare int) (rareShare, coverage float64) {
+// taken by items with fewer than rare training ratings, the share of the
+// catalog that appears in some user's top k, the share of those slots
+// whose raw score reaches the scale's top (shown as the top rating after
+// the clamp) and the mean raw score of the first slot.
+func listFigures(m *model.Model, train, test *ratings.Dataset, k, rare int) (rareShare, coverage, atTop, top1 float64) {
 	ni := train.NumItems()
 	cnt := make([]int, ni)
 	for _, j := range train.Items {
@@ -24,21 +26,27 @@ func listFigures(m *model.Model, train, test *ratings.Dataset, k, rare int) (rar
 	}
 	byTrain, byTest := train.ByUser(), test.ByUser()
 	seen := make([]bool, ni)
-	var slots, rareSlots int
-	var scores []float32
+	var slots, rareSlots, topSlots, users int
 	for u := range min(train.NumUsers(), test.NumUsers()) {
 		if ti, _ := byTest.Row(u); len(ti) == 0 {
 			continue
 		}
 		rated, _ := byTrain.Row(u)
-		for _, s := range m.Recommend(int32(u), k, rated) {
+		recs := m.Recommend(int32(u), k, rated)
+		if len(recs) > 0 {
+			users++
+			top1 += float64(recs[0].Score)
+		}
+		for _, s := range recs {
 			slots++
+			if s.Score >= m.Scale.Max {
+				topSlots++
+			}
 			if cnt[s.Item] < rare {
 				rareSlots++
 			}
 			seen[s.Item] = true
 		}
-		_ = scores
 	}
 	var c int
 	for _, b := range seen {
@@ -46,7 +54,8 @@ func listFigures(m *model.Model, train, test *ratings.Dataset, k, rare int) (rar
 			c++
 		}
 	}
-	return float64(rareSlots) / float64(max(slots, 1)), float64(c) / float64(ni)
+	return float64(rareSlots) / float64(max(slots, 1)), float64(c) / float64(ni),
+		float64(topSlots) / float64(max(slots, 1)), top1 / float64(max(users, 1))
 }
 
 // TestListsML1M is a manual measurement, run only with PRIVREC_LISTS set
@@ -56,7 +65,9 @@ func listFigures(m *model.Model, train, test *ratings.Dataset, k, rare int) (rar
 // in its test mode), reporting per seed and their mean the test RMSE,
 // Recall@20 and NDCG@20 (relevant: rating ≥ 4), rare@10 (the share of
 // top-10 slots held by items with fewer than 20 training ratings) and
-// catalog coverage of the top 10. With PRIVREC_LISTS_VAL set it measures
+// catalog coverage of the top 10, the share of top-10 slots whose raw
+// score reaches the scale's top (a "5.0" after the clamp) and the mean
+// top-1 raw score. With PRIVREC_LISTS_VAL set it measures
 // on a 10% validation part of the training part instead and never reads
 // the test ratings.
 func TestListsML1M(t *testing.T) {
@@ -73,7 +84,7 @@ func TestListsML1M(t *testing.T) {
 	if err := setField(&cfg, "eps", epsS); err != nil {
 		t.Fatal(err)
 	}
-	var sum [5]float64
+	var sum [7]float64
 	for seed := uint64(1); seed <= 3; seed++ {
 		sp, err := ratings.Holdout(d, 0.8, seed)
 		if err != nil {
@@ -93,15 +104,17 @@ func TestListsML1M(t *testing.T) {
 		}
 		e := eval.Rating(m, test)
 		rk := eval.RankAt(m, train, test, []int{20}, 4, 0)[0]
-		rare, cov := listFigures(m, train, test, 10, 20)
-		f := [5]float64{e.RMSE, rk.Recall, rk.NDCG, rare, cov}
+		rare, cov, atTop, top1 := listFigures(m, train, test, 10, 20)
+		f := [7]float64{e.RMSE, rk.Recall, rk.NDCG, rare, cov, atTop, top1}
 		for i := range f {
 			sum[i] += f[i] / 3
 		}
-		t.Logf("seed %d: rmse %.4f R@20 %.4f N@20 %.4f rare@10 %.4f coverage@10 %.4f (ε %.4g)", seed, f[0], f[1], f[2], f[3], f[4], rep.Eps)
+		t.Logf("seed %d: rmse %.4f R@20 %.4f N@20 %.4f rare@10 %.4f coverage@10 %.4f at-top@10 %.4f top-1 score %.3f (ε %.4g)",
+			seed, f[0], f[1], f[2], f[3], f[4], f[5], f[6], rep.Eps)
 		if math.IsNaN(f[0]) {
 			t.Errorf("seed %d: NaN RMSE", seed)
 		}
 	}
-	t.Logf("mean:   rmse %.4f R@20 %.4f N@20 %.4f rare@10 %.4f coverage@10 %.4f", sum[0], sum[1], sum[2], sum[3], sum[4])
+	t.Logf("mean:   rmse %.4f R@20 %.4f N@20 %.4f rare@10 %.4f coverage@10 %.4f at-top@10 %.4f top-1 score %.3f",
+		sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6])
 }
