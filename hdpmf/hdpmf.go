@@ -32,11 +32,14 @@ type Variant int
 const (
 	// HDPMF stretches rating (i, j) by W_ij on the device, adds item
 	// gradient noise Laplace(2√KΔ/ε) split among the item's raters, and
-	// predicts u·v/W_ij. A rating spends W_ij·ε per round and T·W_ij·ε over
-	// T rounds by basic composition.
+	// predicts with the item factors unstretched by γ_j and shrunk by
+	// their noise (the paper's u·v/W_ij rescaling, applied to the
+	// published table; see the package documentation). A rating spends
+	// W_ij·ε per round and T·W_ij·ε over T rounds by basic composition.
 	HDPMF Variant = iota
 	// HDPMFR is HDPMF without the rescaling at prediction (the ablation of
-	// §5.2.4): the same training and privacy, predictions u·v.
+	// §5.2.4): the same training and privacy, the published table left
+	// stretched (shrunk by its noise likewise).
 	HDPMFR
 	// DPMF adds the same noise for every rating, set by the smallest budget
 	// of all ratings: Laplace(2√KΔ/ε_min), no stretching. Every rating

@@ -229,6 +229,7 @@ func (r *run) newClients(perRound []float64, byUser *ratings.CSR) {
 			id: u, sh: sh, beta: w.User[u], charge: perRound[u],
 			items: append([]int32(nil), items...),
 			y:     make([]float32, len(vals)),
+			raw:   append([]float32(nil), vals...),
 			u:     make([]float32, cfg.Dim),
 		}
 		copy(c.y, vals)
@@ -269,9 +270,13 @@ func (r *run) model(v []float32) *model.Model {
 		c := r.cls[u]
 		return c.u, len(c.items) > 0
 	})
-	if r.cfg.Variant == HDPMF {
-		m.UserWeight = toF32(r.weights.User)
-		m.ItemWeight = toF32(r.weights.Item)
+	if r.cfg.Variant != Plain {
+		// The devices folded in against the published table (shrink.go):
+		// u·ṽ plus the user's offset, no weights.
+		m.Offset = make([]float32, len(r.cls))
+		for u, c := range r.cls {
+			m.Offset[u] = c.off
+		}
 	}
 	return m
 }
@@ -384,6 +389,8 @@ type client struct {
 	charge float64   // ε of this user's most exposed rating per round
 	items  []int32   // rated (PDPMF: kept) items, increasing
 	y      []float32 // ratings, stretched by W_ij for HDPMF
+	raw    []float32 // the ratings, unstretched (HDPMF's final fold-in)
+	off    float32   // HDPMF: the user's offset from the final fold-in
 	u      []float32 // user vector, ‖u‖ ≤ 1
 	grad   []float32 // scratch, K
 	es     []float32 // scratch: the residual factor of each rated item's row
@@ -412,7 +419,11 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	case protocol.PhaseSetup:
 		return c.setup(b, r), nil
 	case protocol.PhaseFinal:
-		c.updateUser(b)
+		if c.sh.variant != Plain {
+			c.foldIn(b.V) // the published table (shrink.go)
+		} else {
+			c.updateUser(b)
+		}
 		return nil, nil
 	}
 	if b.Round >= 2 {
@@ -571,11 +582,11 @@ func (c *client) setup(b *protocol.Broadcast, r *rand.Rand) *protocol.Upload {
 		for k, j := range c.items {
 			e := c.beta * c.sh.item[j] * c.sh.eps
 			if e >= c.sh.thresh || r.Float64() < dp.KeepProb(e, c.sh.thresh) {
-				c.items[n], c.y[n] = j, c.y[k]
+				c.items[n], c.y[n], c.raw[n] = j, c.y[k], c.raw[k]
 				n++
 			}
 		}
-		c.items, c.y = c.items[:n], c.y[:n]
+		c.items, c.y, c.raw = c.items[:n], c.y[:n], c.raw[:n]
 	}
 	c.grad = make([]float32, c.sh.k)
 	c.up.Values = make([]float32, len(c.items)*c.sh.k)
@@ -641,8 +652,9 @@ type server struct {
 	round    int // next protocol round
 	b        protocol.Broadcast
 	params   map[string]float64
-	masked   bool // the integer path: dense words, sums mod 2^32
-	plain    bool // the Plain variant: no noise
+	masked   bool      // the integer path: dense words, sums mod 2^32
+	tab      []float32 // the published table, computed once after the last training round
+	plain    bool      // the Plain variant: no noise
 	// noise is the integer path's public calibration for HDPMF and
 	// HDPMF-R (nil otherwise: DPMF and PDPMF calibrate on the clients'
 	// data), for NoiseCoverage's ε.
@@ -671,6 +683,9 @@ type serverConfig struct {
 	// coordinate γ_j·Mid, the other coordinates N(0, Init²).
 	Mid        float64
 	ItemWeight []float64
+	// NoiseVar is the variance per coordinate of an item's summed noise
+	// in one round (roundNoiseVar), for the published table's shrinkage.
+	NoiseVar float64
 }
 
 func (c serverConfig) rate(t int) float64 { return schedule(c.LearnRate, t, c.Rounds) }
@@ -707,6 +722,9 @@ func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful
 		if s.noise, err = newMasking(cfg, cfg.Eps, sens); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Variant == HDPMF || cfg.Variant == HDPMFR {
+		s.cfg.NoiseVar = roundNoiseVar(cfg, sens, s.noise)
 	}
 	if s.masked {
 		if s.chk, err = newSumCheck(cfg, s.noise, sens); err != nil {
@@ -789,7 +807,7 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 		}
 	default:
 		s.b.Phase = protocol.PhaseFinal
-		s.b.V, s.b.Counts = s.v, s.counts
+		s.b.V, s.b.Counts = s.table(), s.counts
 		s.params["lr-user"] = s.cfg.userRate(T - 1)
 	}
 	return &s.b, nil
@@ -874,8 +892,15 @@ func (s *server) Done() bool { return s.round > s.cfg.Rounds+1 }
 // Round returns the next round the server will broadcast.
 func (s *server) Round() int { return s.round }
 
-// Factors returns the current V and the dimension.
-func (s *server) Factors() ([]float32, int) { return s.v, s.k }
+// Factors returns the current V and the dimension; from the final round
+// on, the published table (for HDPMF the posterior-mean unstretched
+// factors, see shrink.go).
+func (s *server) Factors() ([]float32, int) {
+	if s.Done() {
+		return s.table(), s.k
+	}
+	return s.v, s.k
+}
 
 // snapshotVersion is the version byte of the server's snapshot.
 const snapshotVersion = 1
@@ -916,6 +941,7 @@ func (s *server) UnmarshalBinary(data []byte) error {
 		return fmt.Errorf("hdpmf: server snapshot: an RDP curve of %d orders, want %d", len(x.Spent), len(rdp.Orders))
 	}
 	copy(s.v, x.V)
+	s.tab = nil
 	copy(s.counts, x.Counts)
 	s.round = x.Round
 	s.spent = x.Spent
