@@ -22,11 +22,21 @@ type Ranking struct {
 	// AUC is the mean over evaluated users that have at least one negative
 	// item of the per-user AUC.
 	AUC float64
+	// Coverage is the share of the catalog (the training data's items)
+	// that appears in at least one evaluated user's top K; Rare is the
+	// share of those top-K slots taken by items with fewer than
+	// RareBelow training ratings (rare@K). Only RankAt sets them; NaN
+	// when not measured.
+	Coverage, Rare float64
 	// K is the cut-off of the @K metrics.
 	K int
 	// Users is the number of users evaluated.
 	Users int
 }
+
+// RareBelow is the training-rating count below which an item is rare in
+// Ranking.Rare (rare@K).
+const RareBelow = 20
 
 // String formats the ranking as "P@10 0.1234 R@10 0.0567 NDCG@10 0.1500 AUC 0.8900 (users=6040)".
 func (r Ranking) String() string {

@@ -47,9 +47,10 @@ func StrongSplit(d *ratings.Dataset, heldOut, foldFrac float64, seed uint64) (tr
 // RankStrong ranks the held-out users of a StrongSplit: each user's Fold
 // items are their history, given to s, and are not candidates; the rest
 // is RankAt's protocol (relevant = test rating ≥ relevant, every other
-// item a candidate, Recall@K and NDCG@K at every k of ks).
+// item a candidate, Recall@K and NDCG@K at every k of ks). Coverage is
+// measured; rare@K is NaN, as the model's training counts are not given.
 func RankStrong(s HistoryScorer, fold, test *ratings.Dataset, ks []int, relevant float32, workers int) []Ranking {
-	return RankAt(historyScorer{s, fold.ByUser()}, fold, test, ks, relevant, workers)
+	return rankAt(historyScorer{s, fold.ByUser()}, fold, test, ks, relevant, workers, nil)
 }
 
 // historyScorer scores user u from u's row of the fold-in ratings.

@@ -26,7 +26,27 @@ var DefaultKs = []int{10, 20}
 // selection of the top max(ks) candidates; the result does not depend on
 // workers except for the rounding of the sums (users are summed in index
 // order per worker block, then the blocks in order).
+//
+// Each Ranking also holds the lists' catalog coverage (the share of
+// train's items in at least one evaluated user's top k) and rare@k (the
+// share of top-k slots holding an item with fewer than RareBelow ratings
+// in train).
 func RankAt(s Scorer, train, test *ratings.Dataset, ks []int, relevant float32, workers int) []Ranking {
+	return rankAt(s, train, test, ks, relevant, workers, itemCounts(train))
+}
+
+// itemCounts returns the number of ratings of each item of d.
+func itemCounts(d *ratings.Dataset) []int {
+	c := make([]int, d.NumItems())
+	for _, i := range d.Items {
+		c[i]++
+	}
+	return c
+}
+
+// rankAt is RankAt with the items' training counts given; with counts nil
+// rare@k is NaN.
+func rankAt(s Scorer, train, test *ratings.Dataset, ks []int, relevant float32, workers int, counts []int) []Ranking {
 	n := train.NumItems()
 	if test.NumItems() != n {
 		panic(fmt.Sprintf("eval.RankAt: train has %d items, test has %d", n, test.NumItems()))
@@ -54,6 +74,9 @@ func RankAt(s Scorer, train, test *ratings.Dataset, ks []int, relevant float32, 
 
 	type acc struct {
 		p, r, nd   []float64
+		rare       []int // rare slots in the top k of ks[j]
+		slots      []int // filled slots in the top k of ks[j]
+		best       []int32
 		auc        float64
 		users, aus int
 	}
@@ -66,6 +89,14 @@ func RankAt(s Scorer, train, test *ratings.Dataset, ks []int, relevant float32, 
 			defer wg.Done()
 			a := &accs[w]
 			a.p, a.r, a.nd = make([]float64, len(ks)), make([]float64, len(ks)), make([]float64, len(ks))
+			a.rare, a.slots = make([]int, len(ks)), make([]int, len(ks))
+			// best[i]: the best 0-based list position of item i over
+			// this worker's users (kmax: never listed).
+			a.best = make([]int32, n)
+			for i := range a.best {
+				a.best[i] = int32(kmax)
+			}
+			rareAt := make([]int, kmax+1)
 			mark := make([]uint8, n)
 			scores := make([]float32, n)
 			keys := make([]uint64, 0, kmax+1)
@@ -92,11 +123,19 @@ func RankAt(s Scorer, train, test *ratings.Dataset, ks []int, relevant float32, 
 					auc, ok := aucSearch(pos, scores, mark)
 					// hitAt[p], dcgAt[p]: hits and DCG in the first p.
 					for p := 0; p < kmax; p++ {
-						hitAt[p+1], dcgAt[p+1] = hitAt[p], dcgAt[p]
-						if p < len(keys) && mark[uint32(keys[p])] == markRelevant {
+						hitAt[p+1], dcgAt[p+1], rareAt[p+1] = hitAt[p], dcgAt[p], rareAt[p]
+						if p >= len(keys) {
+							continue
+						}
+						item := uint32(keys[p])
+						if mark[item] == markRelevant {
 							hitAt[p+1]++
 							dcgAt[p+1] += disc[p]
 						}
+						if counts != nil && counts[item] < RareBelow {
+							rareAt[p+1]++
+						}
+						a.best[item] = min(a.best[item], int32(p))
 					}
 					for j, k := range ks {
 						if k < 1 {
@@ -106,6 +145,8 @@ func RankAt(s Scorer, train, test *ratings.Dataset, ks []int, relevant float32, 
 						a.p[j] += float64(hitAt[kc]) / float64(k)
 						a.r[j] += float64(hitAt[kc]) / float64(nrel)
 						a.nd[j] += dcgAt[kc] / idcg[min(nrel, kc)]
+						a.rare[j] += rareAt[kc]
+						a.slots[j] += min(kc, len(keys))
 					}
 					if ok {
 						a.auc += auc
@@ -128,16 +169,42 @@ func RankAt(s Scorer, train, test *ratings.Dataset, ks []int, relevant float32, 
 		aucSum += a.auc
 	}
 	nan := math.NaN()
+	best := make([]int32, n)
+	for i := range best {
+		best[i] = int32(kmax)
+		for _, a := range accs {
+			if a.best != nil {
+				best[i] = min(best[i], a.best[i])
+			}
+		}
+	}
 	for j, k := range ks {
-		r := Ranking{K: k, Users: users, Precision: nan, Recall: nan, NDCG: nan, AUC: nan}
+		r := Ranking{K: k, Users: users, Precision: nan, Recall: nan, NDCG: nan, AUC: nan, Coverage: nan, Rare: nan}
 		if users > 0 && k > 0 {
 			var p, rc, nd float64
+			var rare, slots int
 			for _, a := range accs {
 				p += a.p[j]
 				rc += a.r[j]
 				nd += a.nd[j]
+				if a.rare != nil {
+					rare += a.rare[j]
+					slots += a.slots[j]
+				}
 			}
 			r.Precision, r.Recall, r.NDCG = p/float64(users), rc/float64(users), nd/float64(users)
+			covered := 0
+			for _, b := range best {
+				if int(b) < min(k, kmax) {
+					covered++
+				}
+			}
+			if n > 0 {
+				r.Coverage = float64(covered) / float64(n)
+			}
+			if counts != nil && slots > 0 {
+				r.Rare = float64(rare) / float64(slots)
+			}
 		}
 		if aus > 0 {
 			r.AUC = aucSum / float64(aus)

@@ -66,6 +66,10 @@ type runResult struct {
 	Recall       *float64 `json:"recall,omitempty"`
 	NDCG         *float64 `json:"ndcg,omitempty"`
 	AUC          *float64 `json:"auc,omitempty"`
+	// Coverage and Rare are catalog coverage and rare@K at the first
+	// --rank cut-off (eval.Ranking).
+	Coverage *float64 `json:"coverage,omitempty"`
+	Rare     *float64 `json:"rare,omitempty"`
 }
 
 // evalReport is the JSON object `privrec evaluate --json` prints. Scripts
@@ -108,7 +112,8 @@ type evalReport struct {
 	*TestFileReport
 }
 
-// setRanking sets run's precision, recall, NDCG and AUC from rk and
+// setRanking sets run's precision, recall, NDCG, AUC, coverage and rare
+// from rk and
 // passes each to add under its key ("precision", ...), leaving out NaN
 // (no test user could be ranked; JSON has no NaN).
 func setRanking(run *runResult, rk eval.Ranking, add func(key string, v float64)) {
@@ -117,7 +122,8 @@ func setRanking(run *runResult, rk eval.Ranking, add func(key string, v float64)
 		v   float64
 		dst **float64
 	}{{"precision", rk.Precision, &run.Precision}, {"recall", rk.Recall, &run.Recall},
-		{"ndcg", rk.NDCG, &run.NDCG}, {"auc", rk.AUC, &run.AUC}} {
+		{"ndcg", rk.NDCG, &run.NDCG}, {"auc", rk.AUC, &run.AUC},
+		{"coverage", rk.Coverage, &run.Coverage}, {"rare", rk.Rare, &run.Rare}} {
 		if !math.IsNaN(x.v) {
 			v := x.v
 			*x.dst = &v
@@ -288,7 +294,8 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 						rks := eval.RankAt(m, spl.Train, rankable(spl.Train, spl.Test), ks, float32(relev), 0)
 						rk := rks[0]
 						for _, r := range rks {
-							for key, v := range map[string]float64{"precision": r.Precision, "recall": r.Recall, "ndcg": r.NDCG} {
+							for key, v := range map[string]float64{"precision": r.Precision, "recall": r.Recall, "ndcg": r.NDCG,
+								"coverage": r.Coverage, "rare": r.Rare} {
 								if !math.IsNaN(v) {
 									metrics[fmt.Sprintf("%s@%d", key, r.K)] = append(metrics[fmt.Sprintf("%s@%d", key, r.K)], v)
 								}
@@ -368,9 +375,10 @@ func printReport(a *app, r *evalReport, rankK int) error {
 		keys = nil
 	}
 	if rankK > 0 {
-		keys = append(keys, "precision", "recall", "ndcg")
+		keys = append(keys, "precision", "recall", "ndcg", "coverage", "rare")
 		for _, k := range r.RankKs[min(1, len(r.RankKs)):] {
-			keys = append(keys, fmt.Sprintf("precision@%d", k), fmt.Sprintf("recall@%d", k), fmt.Sprintf("ndcg@%d", k))
+			keys = append(keys, fmt.Sprintf("precision@%d", k), fmt.Sprintf("recall@%d", k), fmt.Sprintf("ndcg@%d", k),
+				fmt.Sprintf("coverage@%d", k), fmt.Sprintf("rare@%d", k))
 		}
 		keys = append(keys, "auc")
 	}
@@ -378,7 +386,7 @@ func printReport(a *app, r *evalReport, rankK int) error {
 	for _, k := range keys {
 		s := r.Summary[k]
 		name := k
-		if rankK > 0 && (k == "precision" || k == "recall" || k == "ndcg") {
+		if rankK > 0 && (k == "precision" || k == "recall" || k == "ndcg" || k == "coverage" || k == "rare") {
 			name = fmt.Sprintf("%s@%d", k, rankK)
 		}
 		if s.N == 0 { // no run could compute it
@@ -391,7 +399,7 @@ func printReport(a *app, r *evalReport, rankK int) error {
 }
 
 // rankProtocol states the top-N protocol of evaluate --rank.
-const rankProtocol = "ranking: per test user, every item without a training rating is a candidate, ordered by the model's raw score (rating-prediction methods rank by their unclamped prediction); recall@K = hits/relevant, NDCG@K binary gain"
+var rankProtocol = fmt.Sprintf("ranking: per test user, every item without a training rating is a candidate, ordered by the model's raw score (rating-prediction methods rank by their unclamped prediction); recall@K = hits/relevant, NDCG@K binary gain; coverage@K = share of the catalog in some test user's top K; rare@K = share of top-K slots holding an item with fewer than %d training ratings", eval.RareBelow)
 
 // finiteStats returns the finite entries of stats (JSON has no NaN or
 // infinity), or nil when there are none.

@@ -32,8 +32,13 @@ func TestRankingOnlyMethodsHaveNoRMSE(t *testing.T) {
 					t.Errorf("runs[0] has %q", k)
 				}
 			}
-			if _, ok := rep["summary"].(map[string]any)["auc"]; !ok {
-				t.Errorf("summary has no auc: %v", rep["summary"])
+			for _, k := range []string{"auc", "coverage@10", "rare@20"} {
+				if _, ok := rep["summary"].(map[string]any)[k]; !ok {
+					t.Errorf("summary has no %s: %v", k, rep["summary"])
+				}
+			}
+			if _, ok := rep["runs"].([]any)[0].(map[string]any)["rare"]; !ok {
+				t.Errorf("runs[0] has no rare")
 			}
 			if note, _ := rep["note"].(string); !strings.Contains(note, "ranking-only") {
 				t.Errorf("note = %q", note)
@@ -42,7 +47,7 @@ func TestRankingOnlyMethodsHaveNoRMSE(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Contains(text, "\nrmse") || !strings.Contains(text, "no RMSE") || !strings.Contains(text, "ndcg@10") {
+			if strings.Contains(text, "\nrmse") || !strings.Contains(text, "no RMSE") || !strings.Contains(text, "ndcg@10") || !strings.Contains(text, "rare@20") {
 				t.Errorf("text report:\n%s", text)
 			}
 			_, _, err = run(t, append(args, "--rank", "0")...)
