@@ -271,10 +271,14 @@ func (r *run) model(v []float32) *model.Model {
 		return c.u, len(c.items) > 0
 	})
 	if r.cfg.Variant != Plain {
-		// The devices folded in against the published table (shrink.go):
-		// u·ṽ plus the user's offset, no weights.
+		// Every device folds in against the published table v as in the
+		// final round (shrink.go), also one that missed it: u·ṽ plus the
+		// user's offset, no weights.
 		m.Offset = make([]float32, len(r.cls))
 		for u, c := range r.cls {
+			if c.foldIn(v) {
+				copy(m.U[u*r.cfg.Dim:(u+1)*r.cfg.Dim], c.u)
+			}
 			m.Offset[u] = c.off
 		}
 	}
@@ -654,6 +658,7 @@ type server struct {
 	params   map[string]float64
 	masked   bool      // the integer path: dense words, sums mod 2^32
 	tab      []float32 // the published table, computed once after the last training round
+	etaSq    []float64 // per item, Σ η_t² over the rounds that stepped it (shrink.go)
 	plain    bool      // the Plain variant: no noise
 	// noise is the integer path's public calibration for HDPMF and
 	// HDPMF-R (nil otherwise: DPMF and PDPMF calibrate on the clients'
@@ -745,6 +750,7 @@ func newServer(c Config, numItems int, mid float64, itemW []float64) *server {
 		counts:  make([]int32, numItems),
 		sum:     make([]float32, numItems*cfg.Dim),
 		arrived: make([]int32, numItems),
+		etaSq:   make([]float64, numItems),
 		params:  map[string]float64{},
 	}
 	r := rng.New(cfg.Seed, streamServerInit)
@@ -878,6 +884,7 @@ func (s *server) step(round int) {
 			continue
 		}
 		step := float32(lr / (float64(s.counts[j]) + s.cfg.Pseudo))
+		s.etaSq[j] += lr * lr
 		v := s.v[j*k : j*k+k]
 		g := s.sum[j*k : j*k+k]
 		for d := range v {
@@ -913,12 +920,13 @@ type snapshot struct {
 	V                    []float32
 	Counts               []int32
 	Spent                []float64 // the integer path's composed RDP curve, nil before a release
+	EtaSq                []float64 // per item, Σ η_t² of the rounds that stepped it
 }
 
 // MarshalBinary returns the server's state: a version byte, then the gob
 // encoding of a snapshot.
 func (s *server) MarshalBinary() ([]byte, error) {
-	return protocol.EncodeSnapshot(snapshotVersion, snapshot{Dim: s.k, NumItems: s.numItems, Round: s.round, V: s.v, Counts: s.counts, Spent: s.spent})
+	return protocol.EncodeSnapshot(snapshotVersion, snapshot{Dim: s.k, NumItems: s.numItems, Round: s.round, V: s.v, Counts: s.counts, Spent: s.spent, EtaSq: s.etaSq})
 }
 
 // UnmarshalBinary restores a state from MarshalBinary into s, a server
@@ -940,8 +948,13 @@ func (s *server) UnmarshalBinary(data []byte) error {
 	if x.Spent != nil && len(x.Spent) != len(rdp.Orders) {
 		return fmt.Errorf("hdpmf: server snapshot: an RDP curve of %d orders, want %d", len(x.Spent), len(rdp.Orders))
 	}
+	if x.EtaSq != nil && len(x.EtaSq) != len(s.etaSq) {
+		return fmt.Errorf("hdpmf: server snapshot: %d step sums, want %d", len(x.EtaSq), len(s.etaSq))
+	}
 	copy(s.v, x.V)
 	s.tab = nil
+	clear(s.etaSq)
+	copy(s.etaSq, x.EtaSq)
 	copy(s.counts, x.Counts)
 	s.round = x.Round
 	s.spent = x.Spent

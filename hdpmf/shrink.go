@@ -2,6 +2,7 @@ package hdpmf
 
 import (
 	"math"
+	"slices"
 
 	"github.com/privrec/privrec/dp"
 	"github.com/privrec/privrec/model"
@@ -15,7 +16,7 @@ import (
 // count-preconditioned step η_t/(n_j + n0) carries into v_j, so after T
 // rounds v_j = γ_j·a_j + e_j with Var(e_j) per coordinate at most
 //
-//	σ_j² = σ²·Σ_t (η_t/(n_j + n0))²,
+//	σ_j² = σ²·Σ_t (η_t/(n_j + n0))²  (over the rounds that stepped v_j),
 //
 // σ² the variance of the round's noise per coordinate (2b² for Laplace
 // scale b, 2μ/64² for the integer path's Skellam(μ)): the noise is the
@@ -50,8 +51,12 @@ const posteriorIters = 50
 
 // shrinks reports whether the server publishes the posterior-mean table:
 // HDPMF and HDPMF-R, whose noise the server knows from the public
-// configuration (DPMF's and PDPMF's is calibrated on the users' data).
-func (s *server) shrinks() bool { return !s.plain && s.cfg.NoiseVar > 0 }
+// configuration (DPMF's and PDPMF's is calibrated on the users' data),
+// once some training round stepped V (a run whose every round was refused
+// publishes V as the server built it: nothing was learned).
+func (s *server) shrinks() bool {
+	return !s.plain && s.cfg.NoiseVar > 0 && slices.ContainsFunc(s.etaSq, func(x float64) bool { return x > 0 })
+}
 
 // table returns the item table the server publishes once the run is
 // done: the posterior-mean factors for HDPMF (unstretched by γ) and
@@ -74,17 +79,12 @@ func (s *server) table() []float32 {
 }
 
 // noiseVar returns σ_j² of each item: the noise variance per coordinate
-// that the rounds' steps carried into v_j.
+// that the steps of the rounds that stepped v_j carried into it.
 func (s *server) noiseVar() []float64 {
-	var sr float64 // Σ_t η_t²
-	for t := range s.cfg.Rounds {
-		r := s.cfg.rate(t)
-		sr += r * r
-	}
 	out := make([]float64, s.numItems)
 	for j, n := range s.counts {
 		p := float64(n) + s.cfg.Pseudo
-		out[j] = s.cfg.NoiseVar * sr / (p * p)
+		out[j] = s.cfg.NoiseVar * s.etaSq[j] / (p * p)
 	}
 	return out
 }
