@@ -552,6 +552,7 @@ func (s *server) releaseBias(r int, sums []float64, sg, sh float64) {
 		}
 	}
 	s.stats["bias_prior_mean"] = s.prior.M
+	s.stats["bias_prior_slope"] = s.prior.Slope
 	s.stats["bias_prior_sd"] = math.Sqrt(s.prior.Tau2)
 	s.setWeights(g)
 	s.bBias = slices.Clone(s.bi)
