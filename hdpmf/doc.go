@@ -48,7 +48,10 @@
 // RMSE of 1.40 in process and 1.24 served, worse than the global mean, and
 // a top 10 of items rated by one or two users with scores 20–32, the
 // noise divided by γ_j = 0.1; recommend's ridge fold-in gave another
-// list.)
+// list.) Config.PaperPredict (method parameter paper-predict) keeps the
+// paper's rule, V published as trained and u·v/W_ij with the devices'
+// gradient-trained u, for the paper-reproduction experiments
+// (experiment/specs/hdpmf-*.yaml set it).
 //
 // Train builds the two halves apart, as a deployment does: NewServer from
 // public information only (the config, the catalog size, the scale, the

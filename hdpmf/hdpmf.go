@@ -136,6 +136,14 @@ type Config struct {
 	// package documentation. 0 switches the clip off, and with it the
 	// proof (UserEps* are then +Inf). DefaultConfig sets 1.
 	UserClip float64
+	// PaperPredict keeps the paper's prediction rule, for reproducing its
+	// experiments: the server publishes V itself and each device takes
+	// one more gradient step against it and predicts u·v/W_ij (HDPMF) or
+	// u·v. By default (false) the HDPMF and HDPMF-R servers publish the
+	// posterior-mean table and every device folds in against it, as
+	// privrec recommend does (see the package documentation). Privacy is
+	// the same either way.
+	PaperPredict bool
 
 	Workers int    // client goroutines; the result does not depend on it
 	Seed    uint64 // labels every random stream of the run

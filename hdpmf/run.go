@@ -203,6 +203,7 @@ func (r *run) newClients(perRound []float64, byUser *ratings.CSR) {
 		k: cfg.Dim, m: r.train.NumItems(), variant: cfg.Variant, scheme: cfg.Noise, noise: r.noise,
 		reg: float32(cfg.Reg), pseudo: cfg.Pseudo, acct: r.acct, item: w.Item,
 		eps: cfg.Eps, thresh: r.thresh, label: cfg.Variant.String() + "/grad-V", mask: r.mask,
+		paper: cfg.PaperPredict,
 	}
 	if cfg.UserClip > 0 && cfg.Variant != Plain {
 		sens := float64(r.train.Scale.Max - r.train.Scale.Min)
@@ -270,13 +271,21 @@ func (r *run) model(v []float32) *model.Model {
 		c := r.cls[u]
 		return c.u, len(c.items) > 0
 	})
-	if r.cfg.Variant != Plain {
+	switch {
+	case r.cfg.PaperPredict:
+		// The paper's rule: u·v/W_ij for HDPMF, u·v for the others.
+		if r.cfg.Variant == HDPMF {
+			m.UserWeight = toF32(r.weights.User)
+			m.ItemWeight = toF32(r.weights.Item)
+		}
+	case r.cfg.Variant != Plain:
 		// Every device folds in against the published table v as in the
 		// final round (shrink.go), also one that missed it: u·ṽ plus the
 		// user's offset, no weights.
 		m.Offset = make([]float32, len(r.cls))
 		for u, c := range r.cls {
-			if c.foldIn(v) {
+			if len(c.items) > 0 {
+				c.foldIn(v) // on failure: u = 0 and the user's mean
 				copy(m.U[u*r.cfg.Dim:(u+1)*r.cfg.Dim], c.u)
 			}
 			m.Offset[u] = c.off
@@ -382,6 +391,7 @@ type shared struct {
 	// L2 norm of its quantized words on the integer path; 0: no clip.
 	clipL2, clipL1, clipInt float64
 	noiseless               bool // Clients.Noiseless: no noise shares (the canary)
+	paper                   bool // Config.PaperPredict: the paper's final step and prediction
 }
 
 // client is one user's device. Its fields never leave it except through
@@ -423,7 +433,7 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	case protocol.PhaseSetup:
 		return c.setup(b, r), nil
 	case protocol.PhaseFinal:
-		if c.sh.variant != Plain {
+		if c.sh.variant != Plain && !c.sh.paper {
 			c.foldIn(b.V) // the published table (shrink.go)
 		} else {
 			c.updateUser(b)
@@ -728,7 +738,7 @@ func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful
 			return nil, err
 		}
 	}
-	if cfg.Variant == HDPMF || cfg.Variant == HDPMFR {
+	if (cfg.Variant == HDPMF || cfg.Variant == HDPMFR) && !cfg.PaperPredict {
 		s.cfg.NoiseVar = roundNoiseVar(cfg, sens, s.noise)
 	}
 	if s.masked {

@@ -100,3 +100,26 @@ func TestPosteriorTable(t *testing.T) {
 		t.Errorf("items nobody rated: %v and %v, want the same prior mean", tab[0:k], tab[50*k:50*k+k])
 	}
 }
+
+// TestPaperPredict: with PaperPredict the run publishes V itself and the
+// model divides by the weights, as the paper predicts.
+func TestPaperPredict(t *testing.T) {
+	train := tiny(t, 40)
+	cfg := DefaultConfig(HDPMF)
+	cfg.Rounds, cfg.PaperPredict = 3, true
+	m, _, err := Train(context.Background(), train, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.UserWeight == nil || m.ItemWeight == nil || m.Offset != nil {
+		t.Fatalf("paper prediction: weights %v/%v, offset %v; want the weights and no offset", m.UserWeight != nil, m.ItemWeight != nil, m.Offset != nil)
+	}
+	cfg.PaperPredict = false
+	d, _, err := Train(context.Background(), train, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.UserWeight != nil || d.Offset == nil {
+		t.Fatalf("default: weights %v, offset %v; want no weights and an offset", d.UserWeight != nil, d.Offset != nil)
+	}
+}
