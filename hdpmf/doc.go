@@ -144,5 +144,9 @@
 // worse everywhere; HDPMF and PDPMF put their noise on per-item sums, so
 // on sparse sets (ml-latest-small, Douban, Yelp; PDPMF also ML-100K) items
 // with few raters drown in it. On ML-1M both beat the mean. The registry's
-// Spec.Limits gives the numbers.
+// Spec.Limits gives the numbers. Those runs used the paper's prediction
+// rule (now PaperPredict); with the default posterior-mean table and
+// fold-in, HDPMF beats the global mean on ml-latest-small, ML-100K,
+// Douban and Yelp (random 90/10, seed 1: 0.949, 1.050, 0.839, 1.118
+// against 1.060, 1.136, 0.899, 1.124).
 package hdpmf
