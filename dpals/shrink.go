@@ -47,6 +47,7 @@ const (
 	ebWarmIters = 3
 	ebWindow    = 7.0
 	ebCut       = -36.0
+	ebPiFloor   = 1e-12
 )
 
 // ebSlope fits the prior mean's slope in the log count (false: a
@@ -147,8 +148,15 @@ func shrinkBiases(g, h []float64, vg, vh, kappa float64, prev *ebPrior) (b, c []
 			break
 		}
 		// M step: π, the prior mean's line in log(1 + c), and τ².
+		// A floor keeps every grid point possible: an item whose window
+		// holds only points no item weighed still gets a posterior.
+		var tot float64
 		for k := range newPi {
-			pr.Pi[k] = newPi[k] / float64(n)
+			pr.Pi[k] = max(newPi[k]/float64(n), ebPiFloor)
+			tot += pr.Pi[k]
+		}
+		for k := range pr.Pi {
+			pr.Pi[k] /= tot
 		}
 		pr.M, pr.Slope, pr.Tau2 = ls.solve(ebSlope)
 	}
@@ -220,6 +228,12 @@ func (gp *gridPost) posterior(lo int, lgj []float64, h float64, post []float64) 
 		k := lo + i
 		e1 += w * gp.mean(k, h)
 		ec += w * gp.grid[k]
+	}
+	if !(z > 0) || math.IsInf(z, 0) || math.IsNaN(e1) {
+		// No finite weight (cannot happen with the floor on π): the
+		// prior at the count grid's start.
+		clear(post)
+		return gp.mk[lo], gp.grid[lo]
 	}
 	for i := range post {
 		post[i] /= z

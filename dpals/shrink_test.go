@@ -102,3 +102,19 @@ func BenchmarkShrinkBiases(b *testing.B) {
 		shrinkBiases(g, h, 85*85, 38*38, 1, nil)
 	}
 }
+
+// TestShrinkBiasesFinite: a small catalog with large gaps between the
+// counts (grid points no item weighs) still gets finite posteriors.
+func TestShrinkBiasesFinite(t *testing.T) {
+	g := []float64{0, 0.5, 1, 3000, 3001, -40, 12000}
+	h := []float64{0, 2, -1, 900, 950, 5, 2400}
+	b, c, pr := shrinkBiases(g, h, 4, 9, 1, nil)
+	b2, c2, _ := shrinkBiases(g, h, 4, 9, 1, pr) // warm-started
+	for j := range g {
+		for _, x := range []float64{b[j], c[j], b2[j], c2[j]} {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				t.Fatalf("item %d: b %v, c %v; warm b %v, c %v", j, b[j], c[j], b2[j], c2[j])
+			}
+		}
+	}
+}
