@@ -68,11 +68,14 @@ type Config struct {
 	// RegUser is the ridge of the user vectors in the device's solve, > 0;
 	// RegUserBias the ridge of the user bias, ≥ 0.
 	RegUser, RegUserBias float64
-	// RegItem is the ridge of the item solve, in weighted ratings, ≥ 0;
-	// RegNoise adds RegNoise·σ (the noise of the released Gramian
-	// entries, or counts) to it, so the ridge grows with the noise and
-	// items with few raters shrink: the factors to 0 and the item bias
-	// towards the bias rounds' estimate (the DP item average). ≥ 0.
+	// RegItem is the ridge of the item solve, in weighted ratings, ≥ 0:
+	// in the bias rounds' posterior mean it stands for the items' own
+	// sampling variance (RegItem·τ²·c for a weighted count c), beside the
+	// release's noise variance, which the posterior uses as the mechanism
+	// added it. RegNoise adds RegNoise·σ (the noise of the released
+	// Gramian entries, or counts) to the factor rounds' ridge, so it
+	// grows with the noise and items with few raters shrink: the factors
+	// to 0 and the item bias towards the bias rounds' estimate. ≥ 0.
 	RegItem, RegNoise float64
 	// TopItems, when > 0, restricts the factor rounds to the TopItems
 	// items with the largest noisy counts of the last bias round (a

@@ -72,9 +72,13 @@ func featureRidge(cfg Config, kf, k int) []float64 {
 }
 
 // itemCount is item j's weighted count per bias round from the released
-// bias statistics: the pooled counts over the bias rounds when PoolBias,
-// else the last round's.
+// bias statistics: its posterior mean given the released counts and sums
+// (shrinkBiases), or, for a server without it, the pooled counts over the
+// bias rounds when PoolBias, else the last round's.
 func (s *server) itemCount(j int) float64 {
+	if s.countPost != nil {
+		return s.countPost[j]
+	}
 	if s.cfg.PoolBias && s.poolG != nil {
 		return s.poolG[j] / float64(s.cfg.BiasRounds)
 	}

@@ -183,9 +183,15 @@ type server struct {
 	// poolVar their count noise variance (PoolBias).
 	poolG, poolH []float64
 	poolVar      float64
-	active       []bool // items that get factors: the TopItems largest counts
-	led          rdp.Ledger
-	stats        map[string]float64 // public figures of the run
+	// poolVarH is the pooled sums' noise variance; prior the fitted prior
+	// of the posterior-mean biases (shrinkBiases) and countPost the items'
+	// posterior-mean weighted counts per bias round.
+	poolVarH  float64
+	prior     *ebPrior
+	countPost []float64
+	active    []bool // items that get factors: the TopItems largest counts
+	led       rdp.Ledger
+	stats     map[string]float64 // public figures of the run
 	// rec, when not nil, is given every release's sums before the noise
 	// is added (tests use it to check sensitivities).
 	rec func(name string, sums []float64)
@@ -512,35 +518,42 @@ func (s *server) releaseMean(sums []float64, sigma float64) {
 
 // releaseBias releases bias round r: the noised per-item sums g_j = Σ_u
 // w_uj (weighted count, sensitivity 1) and h_j = Σ_u w_uj·clip(r − μ −
-// b_u) (sensitivity Clip, or ClipNorm), and sets b_j = h̃_j / (max(g̃_j, 0)
-// + λ), λ = RegItem + RegNoise·σ_g (pooled over the bias rounds so far
-// with PoolBias).
+// b_u) (sensitivity Clip, or ClipNorm), and sets b_j to its posterior
+// mean given them (shrinkBiases: empirical Bayes under the noise variances
+// the mechanism added), pooled over the bias rounds so far with PoolBias.
 func (s *server) releaseBias(r int, sums []float64, sg, sh float64) {
 	g, h := sums[:s.ni], sums[s.ni:2*s.ni]
 	s.record("counts", g)
 	s.record("sums", h)
 	nz := s.noise(uint64(1 + r))
-	lam := s.cfg.RegItem + s.cfg.RegNoise*sg
 	for j := range s.ni {
 		g[j] += sg * s.gauss(nz)
 		h[j] += sh * s.gauss(nz)
 	}
+	pg, ph, vg, vh := g, h, sg*sg, sh*sh
 	if s.cfg.PoolBias {
 		if s.poolG == nil {
 			s.poolG, s.poolH = make([]float64, s.ni), make([]float64, s.ni)
 		}
 		s.poolVar += sg * sg
-		lam = s.cfg.RegItem + s.cfg.RegNoise*math.Sqrt(s.poolVar)
+		s.poolVarH += sh * sh
 		for j := range s.ni {
 			s.poolG[j] += g[j]
 			s.poolH[j] += h[j]
-			s.bi[j] = s.poolH[j] / (max(s.poolG[j], 0) + lam)
 		}
-	} else {
-		for j := range s.ni {
-			s.bi[j] = h[j] / (max(g[j], 0) + lam)
+		pg, ph, vg, vh = s.poolG, s.poolH, s.poolVar, s.poolVarH
+	}
+	var cnt []float64
+	s.bi, cnt, s.prior = shrinkBiases(pg, ph, vg, vh, s.cfg.RegItem, s.prior)
+	s.countPost = cnt
+	if s.cfg.PoolBias {
+		for j := range s.countPost {
+			s.countPost[j] /= float64(r + 1)
 		}
 	}
+	s.stats["bias_prior_mean"] = s.prior.M
+	s.stats["bias_prior_slope"] = s.prior.Slope
+	s.stats["bias_prior_sd"] = math.Sqrt(s.prior.Tau2)
 	s.setWeights(g)
 	s.bBias = slices.Clone(s.bi)
 }
@@ -755,6 +768,9 @@ const snapshotVersion = 1
 type snapshot struct {
 	NumItems, Dim, Round int
 	Mu, PoolVar          float64
+	PoolVarH             float64
+	CountPost            []float64
+	Prior                *ebPrior
 	BI, BBias, V, Weight []float64
 	Count, PoolG, PoolH  []float64
 	Active               []bool
@@ -769,6 +785,7 @@ type snapshot struct {
 func (s *server) MarshalBinary() ([]byte, error) {
 	return protocol.EncodeSnapshot(snapshotVersion, snapshot{
 		NumItems: s.ni, Dim: s.k, Round: s.round, Mu: s.mu, PoolVar: s.poolVar,
+		PoolVarH: s.poolVarH, CountPost: s.countPost, Prior: s.prior,
 		BI: s.bi, BBias: s.bBias, V: s.v, Weight: s.weight, Count: s.count, PoolG: s.poolG, PoolH: s.poolH,
 		Active: s.active, Releases: s.led.Releases(), Stats: s.stats,
 		Clients: s.clients, ArrA: s.arrA, ArrS: s.arrS,
@@ -789,8 +806,10 @@ func (s *server) UnmarshalBinary(data []byte) error {
 		return fmt.Errorf("dpals: server snapshot of %d items × %d, the server has %d × %d", x.NumItems, x.Dim, s.ni, s.k)
 	case x.Round < 0 || x.Round > len(s.steps):
 		return fmt.Errorf("dpals: server snapshot at round %d of %d", x.Round, len(s.steps))
-	case len(x.BI) != s.ni || len(x.Weight) != s.ni || !ok(x.BBias) || !ok(x.Count) || !ok(x.PoolG) || !ok(x.PoolH):
+	case len(x.BI) != s.ni || len(x.Weight) != s.ni || !ok(x.BBias) || !ok(x.Count) || !ok(x.PoolG) || !ok(x.PoolH) || !ok(x.CountPost):
 		return fmt.Errorf("dpals: server snapshot: per-item vectors of the wrong length")
+	case x.Prior != nil && (len(x.Prior.Grid) != ebGrid || len(x.Prior.Pi) != ebGrid):
+		return fmt.Errorf("dpals: server snapshot: a bias prior of %d grid points, want %d", len(x.Prior.Grid), ebGrid)
 	case x.Active != nil && len(x.Active) != s.ni, x.V != nil && len(x.V) != s.ni*s.k:
 		return fmt.Errorf("dpals: server snapshot: %d factors, %d active flags", len(x.V), len(x.Active))
 	}
@@ -807,7 +826,8 @@ func (s *server) UnmarshalBinary(data []byte) error {
 	if x.Stats == nil {
 		x.Stats = map[string]float64{}
 	}
-	s.round, s.mu, s.poolVar = x.Round, x.Mu, x.PoolVar
+	s.round, s.mu, s.poolVar, s.poolVarH = x.Round, x.Mu, x.PoolVar, x.PoolVarH
+	s.countPost, s.prior = x.CountPost, x.Prior
 	s.bi, s.bBias, s.v, s.weight, s.count, s.poolG, s.poolH = x.BI, x.BBias, x.V, x.Weight, x.Count, x.PoolG, x.PoolH
 	s.active, s.led, s.stats = x.Active, l, x.Stats
 	s.clients, s.arrA, s.arrS = x.Clients, x.ArrA, x.ArrS

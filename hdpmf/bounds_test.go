@@ -3,6 +3,7 @@ package hdpmf
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -334,8 +335,11 @@ func BenchmarkCheckSumML1M(b *testing.B) {
 
 // TestHostileValueKeepsTheModel: the attack end to end. One
 // client adding 2^28 to a masked coordinate from round 6 on wrecks the
-// model when sums are folded unchecked; checked, the refused rounds leave
-// V as round 5 left it, and the test RMSE stays near the honest run's.
+// released V when sums are folded unchecked (an entry of millions);
+// checked, the refused rounds leave V as round 5 left it, and the test
+// RMSE stays near the honest run's. (The published posterior-mean table
+// and the devices' fold-in confine the wrecked item's damage to its own
+// predictions, so the unchecked run's RMSE is no longer the symptom.)
 func TestHostileValueKeepsTheModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three masked runs on ml-latest-small")
@@ -348,7 +352,7 @@ func TestHostileValueKeepsTheModel(t *testing.T) {
 			}
 		}}
 	}
-	rmse := map[string]float64{}
+	rmse, peak := map[string]float64{}, map[string]float64{}
 	for _, tc := range []struct {
 		name string
 		c    checkedRun
@@ -374,9 +378,15 @@ func TestHostileValueKeepsTheModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		rmse[tc.name] = eval.Rating(m, test).RMSE
-		t.Logf("%s: %d rounds refused, test RMSE %.4f", tc.name, refused, rmse[tc.name])
+		for _, x := range vs[len(vs)-2] { // the last training round's V
+			peak[tc.name] = max(peak[tc.name], math.Abs(float64(x)))
+		}
+		t.Logf("%s: %d rounds refused, largest |V| %.4g, test RMSE %.4f", tc.name, refused, peak[tc.name], rmse[tc.name])
 	}
-	if h, u, c := rmse["honest"], rmse["hostile, unchecked"], rmse["hostile, checked"]; !(u > h+0.5) || !(c < h+0.1) {
-		t.Fatalf("test RMSE honest %.4f, hostile unchecked %.4f, checked %.4f", h, u, c)
+	if h, u, c := peak["honest"], peak["hostile, unchecked"], peak["hostile, checked"]; !(u > 100*h) || !(c < 2*h) {
+		t.Fatalf("largest |V|: honest %.4g, hostile unchecked %.4g, checked %.4g", h, u, c)
+	}
+	if h, c := rmse["honest"], rmse["hostile, checked"]; !(c < h+0.1) {
+		t.Fatalf("test RMSE honest %.4f, hostile checked %.4f", h, c)
 	}
 }

@@ -32,11 +32,14 @@ type Variant int
 const (
 	// HDPMF stretches rating (i, j) by W_ij on the device, adds item
 	// gradient noise Laplace(2√KΔ/ε) split among the item's raters, and
-	// predicts u·v/W_ij. A rating spends W_ij·ε per round and T·W_ij·ε over
-	// T rounds by basic composition.
+	// predicts with the item factors unstretched by γ_j and shrunk by
+	// their noise (the paper's u·v/W_ij rescaling, applied to the
+	// published table; see the package documentation). A rating spends
+	// W_ij·ε per round and T·W_ij·ε over T rounds by basic composition.
 	HDPMF Variant = iota
 	// HDPMFR is HDPMF without the rescaling at prediction (the ablation of
-	// §5.2.4): the same training and privacy, predictions u·v.
+	// §5.2.4): the same training and privacy, the published table left
+	// stretched (shrunk by its noise likewise).
 	HDPMFR
 	// DPMF adds the same noise for every rating, set by the smallest budget
 	// of all ratings: Laplace(2√KΔ/ε_min), no stretching. Every rating
@@ -133,6 +136,14 @@ type Config struct {
 	// package documentation. 0 switches the clip off, and with it the
 	// proof (UserEps* are then +Inf). DefaultConfig sets 8 (0 for Plain).
 	UserClip float64
+	// PaperPredict keeps the paper's prediction rule, for reproducing its
+	// experiments: the server publishes V itself and each device takes
+	// one more gradient step against it and predicts u·v/W_ij (HDPMF) or
+	// u·v. By default (false) the HDPMF and HDPMF-R servers publish the
+	// posterior-mean table and every device folds in against it, as
+	// privrec recommend does (see the package documentation). Privacy is
+	// the same either way.
+	PaperPredict bool
 
 	Workers int    // client goroutines; the result does not depend on it
 	Seed    uint64 // labels every random stream of the run

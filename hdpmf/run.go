@@ -203,6 +203,7 @@ func (r *run) newClients(perRound []float64, byUser *ratings.CSR) {
 		k: cfg.Dim, m: r.train.NumItems(), variant: cfg.Variant, scheme: cfg.Noise, noise: r.noise,
 		reg: float32(cfg.Reg), pseudo: cfg.Pseudo, acct: r.acct, item: w.Item,
 		eps: cfg.Eps, thresh: r.thresh, label: cfg.Variant.String() + "/grad-V", mask: r.mask,
+		paper: cfg.PaperPredict,
 	}
 	if cfg.UserClip > 0 && cfg.Variant != Plain {
 		sens := float64(r.train.Scale.Max - r.train.Scale.Min)
@@ -229,6 +230,7 @@ func (r *run) newClients(perRound []float64, byUser *ratings.CSR) {
 			id: u, sh: sh, beta: w.User[u], charge: perRound[u],
 			items: append([]int32(nil), items...),
 			y:     make([]float32, len(vals)),
+			raw:   append([]float32(nil), vals...),
 			u:     make([]float32, cfg.Dim),
 		}
 		copy(c.y, vals)
@@ -269,9 +271,25 @@ func (r *run) model(v []float32) *model.Model {
 		c := r.cls[u]
 		return c.u, len(c.items) > 0
 	})
-	if r.cfg.Variant == HDPMF {
-		m.UserWeight = toF32(r.weights.User)
-		m.ItemWeight = toF32(r.weights.Item)
+	switch {
+	case r.cfg.PaperPredict:
+		// The paper's rule: u·v/W_ij for HDPMF, u·v for the others.
+		if r.cfg.Variant == HDPMF {
+			m.UserWeight = toF32(r.weights.User)
+			m.ItemWeight = toF32(r.weights.Item)
+		}
+	case r.cfg.Variant != Plain:
+		// Every device folds in against the published table v as in the
+		// final round (shrink.go), also one that missed it: u·ṽ plus the
+		// user's offset, no weights.
+		m.Offset = make([]float32, len(r.cls))
+		for u, c := range r.cls {
+			if len(c.items) > 0 {
+				c.foldIn(v) // on failure: u = 0 and the user's mean
+				copy(m.U[u*r.cfg.Dim:(u+1)*r.cfg.Dim], c.u)
+			}
+			m.Offset[u] = c.off
+		}
 	}
 	return m
 }
@@ -373,6 +391,7 @@ type shared struct {
 	// L2 norm of its quantized words on the integer path; 0: no clip.
 	clipL2, clipL1, clipInt float64
 	noiseless               bool // Clients.Noiseless: no noise shares (the canary)
+	paper                   bool // Config.PaperPredict: the paper's final step and prediction
 }
 
 // client is one user's device. Its fields never leave it except through
@@ -384,6 +403,8 @@ type client struct {
 	charge float64   // ε of this user's most exposed rating per round
 	items  []int32   // rated (PDPMF: kept) items, increasing
 	y      []float32 // ratings, stretched by W_ij for HDPMF
+	raw    []float32 // the ratings, unstretched (HDPMF's final fold-in)
+	off    float32   // HDPMF: the user's offset from the final fold-in
 	u      []float32 // user vector, ‖u‖ ≤ 1
 	grad   []float32 // scratch, K
 	es     []float32 // scratch: the residual factor of each rated item's row
@@ -412,7 +433,11 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 	case protocol.PhaseSetup:
 		return c.setup(b, r), nil
 	case protocol.PhaseFinal:
-		c.updateUser(b)
+		if c.sh.variant != Plain && !c.sh.paper {
+			c.foldIn(b.V) // the published table (shrink.go)
+		} else {
+			c.updateUser(b)
+		}
 		return nil, nil
 	}
 	if b.Round >= 2 {
@@ -571,11 +596,11 @@ func (c *client) setup(b *protocol.Broadcast, r *rand.Rand) *protocol.Upload {
 		for k, j := range c.items {
 			e := c.beta * c.sh.item[j] * c.sh.eps
 			if e >= c.sh.thresh || r.Float64() < dp.KeepProb(e, c.sh.thresh) {
-				c.items[n], c.y[n] = j, c.y[k]
+				c.items[n], c.y[n], c.raw[n] = j, c.y[k], c.raw[k]
 				n++
 			}
 		}
-		c.items, c.y = c.items[:n], c.y[:n]
+		c.items, c.y, c.raw = c.items[:n], c.y[:n], c.raw[:n]
 	}
 	c.grad = make([]float32, c.sh.k)
 	c.up.Values = make([]float32, len(c.items)*c.sh.k)
@@ -641,8 +666,10 @@ type server struct {
 	round    int // next protocol round
 	b        protocol.Broadcast
 	params   map[string]float64
-	masked   bool // the integer path: dense words, sums mod 2^32
-	plain    bool // the Plain variant: no noise
+	masked   bool      // the integer path: dense words, sums mod 2^32
+	tab      []float32 // the published table, computed once after the last training round
+	etaSq    []float64 // per item, Σ η_t² over the rounds that stepped it (shrink.go)
+	plain    bool      // the Plain variant: no noise
 	// noise is the integer path's public calibration for HDPMF and
 	// HDPMF-R (nil otherwise: DPMF and PDPMF calibrate on the clients'
 	// data), for NoiseCoverage's ε.
@@ -671,6 +698,9 @@ type serverConfig struct {
 	// coordinate γ_j·Mid, the other coordinates N(0, Init²).
 	Mid        float64
 	ItemWeight []float64
+	// NoiseVar is the variance per coordinate of an item's summed noise
+	// in one round (roundNoiseVar), for the published table's shrinkage.
+	NoiseVar float64
 }
 
 func (c serverConfig) rate(t int) float64 { return schedule(c.LearnRate, t, c.Rounds) }
@@ -708,6 +738,9 @@ func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful
 			return nil, err
 		}
 	}
+	if (cfg.Variant == HDPMF || cfg.Variant == HDPMFR) && !cfg.PaperPredict {
+		s.cfg.NoiseVar = roundNoiseVar(cfg, sens, s.noise)
+	}
 	if s.masked {
 		if s.chk, err = newSumCheck(cfg, s.noise, sens); err != nil {
 			return nil, err
@@ -727,6 +760,7 @@ func newServer(c Config, numItems int, mid float64, itemW []float64) *server {
 		counts:  make([]int32, numItems),
 		sum:     make([]float32, numItems*cfg.Dim),
 		arrived: make([]int32, numItems),
+		etaSq:   make([]float64, numItems),
 		params:  map[string]float64{},
 	}
 	r := rng.New(cfg.Seed, streamServerInit)
@@ -789,7 +823,7 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 		}
 	default:
 		s.b.Phase = protocol.PhaseFinal
-		s.b.V, s.b.Counts = s.v, s.counts
+		s.b.V, s.b.Counts = s.table(), s.counts
 		s.params["lr-user"] = s.cfg.userRate(T - 1)
 	}
 	return &s.b, nil
@@ -860,6 +894,7 @@ func (s *server) step(round int) {
 			continue
 		}
 		step := float32(lr / (float64(s.counts[j]) + s.cfg.Pseudo))
+		s.etaSq[j] += lr * lr
 		v := s.v[j*k : j*k+k]
 		g := s.sum[j*k : j*k+k]
 		for d := range v {
@@ -874,8 +909,15 @@ func (s *server) Done() bool { return s.round > s.cfg.Rounds+1 }
 // Round returns the next round the server will broadcast.
 func (s *server) Round() int { return s.round }
 
-// Factors returns the current V and the dimension.
-func (s *server) Factors() ([]float32, int) { return s.v, s.k }
+// Factors returns the current V and the dimension; from the final round
+// on, the published table (for HDPMF the posterior-mean unstretched
+// factors, see shrink.go).
+func (s *server) Factors() ([]float32, int) {
+	if s.Done() {
+		return s.table(), s.k
+	}
+	return s.v, s.k
+}
 
 // snapshotVersion is the version byte of the server's snapshot.
 const snapshotVersion = 1
@@ -888,12 +930,13 @@ type snapshot struct {
 	V                    []float32
 	Counts               []int32
 	Spent                []float64 // the integer path's composed RDP curve, nil before a release
+	EtaSq                []float64 // per item, Σ η_t² of the rounds that stepped it
 }
 
 // MarshalBinary returns the server's state: a version byte, then the gob
 // encoding of a snapshot.
 func (s *server) MarshalBinary() ([]byte, error) {
-	return protocol.EncodeSnapshot(snapshotVersion, snapshot{Dim: s.k, NumItems: s.numItems, Round: s.round, V: s.v, Counts: s.counts, Spent: s.spent})
+	return protocol.EncodeSnapshot(snapshotVersion, snapshot{Dim: s.k, NumItems: s.numItems, Round: s.round, V: s.v, Counts: s.counts, Spent: s.spent, EtaSq: s.etaSq})
 }
 
 // UnmarshalBinary restores a state from MarshalBinary into s, a server
@@ -915,7 +958,13 @@ func (s *server) UnmarshalBinary(data []byte) error {
 	if x.Spent != nil && len(x.Spent) != len(rdp.Orders) {
 		return fmt.Errorf("hdpmf: server snapshot: an RDP curve of %d orders, want %d", len(x.Spent), len(rdp.Orders))
 	}
+	if x.EtaSq != nil && len(x.EtaSq) != len(s.etaSq) {
+		return fmt.Errorf("hdpmf: server snapshot: %d step sums, want %d", len(x.EtaSq), len(s.etaSq))
+	}
 	copy(s.v, x.V)
+	s.tab = nil
+	clear(s.etaSq)
+	copy(s.etaSq, x.EtaSq)
 	copy(s.counts, x.Counts)
 	s.round = x.Round
 	s.spent = x.Spent

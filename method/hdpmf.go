@@ -104,6 +104,7 @@ func hdpmfFields(v hdpmf.Variant) func(c *hdpmf.Config) []Field {
 			schemeF("noise", &c.Noise, "noise shares: gamma (exact Laplace, hides the noise from the server) or mixture (the paper's, leaks to a server that knows h)"),
 			floatF("delta", &c.Delta, "δ of the integer path's (ε, δ) guarantee with secagg=masked, and of the zCDP composition of the user-level total (0: 1e-6)"),
 			floatF("user-clip", &c.UserClip, "C: each round a device scales its whole noise-free upload to at most C ratings' worth (L2 C·Δ, L1 C·√K·Δ), so that one user's rating values spend C·eps a round: the proven figure (0: no clip and no proven ε)"),
+			boolF("paper-predict", &c.PaperPredict, "keep the paper's prediction: publish V itself and predict u·v/W_ij with each device's gradient-trained u (for reproducing the paper; default: a noise-shrunk table and a fold-in, as privrec recommend does)"),
 			aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation with quantized uploads and Skellam noise: the server sees only sums), ideal (in-process ideal functionality with float gamma shares) or off (the server reads every upload, and the claim does not hold)"),
 			intF("workers", &c.Workers, "parallel client workers (0: all cores); results do not depend on it"),
 		}
