@@ -36,30 +36,8 @@ func dpalsConfig(name string, params map[string]string) (dpals.Config, error) {
 		"top-items": &c.TopItems, "user-features": &c.UserFeatures, "init-items": &c.InitItems,
 	}
 	bools := map[string]*bool{"pool-bias": &c.PoolBias, "shared-gram": &c.SharedGram}
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		s := strings.TrimSpace(params[k])
-		var err error
-		if p, ok := floats[k]; ok {
-			*p, err = strconv.ParseFloat(s, 64)
-		} else if p, ok := ints[k]; ok {
-			*p, err = strconv.Atoi(s)
-		} else if p, ok := bools[k]; ok {
-			*p, err = strconv.ParseBool(s)
-		} else if k == "secagg" {
-			c.Aggregation, err = protocol.ParseAggregation(s)
-		} else if k == "aggregation" {
-			continue // the plan's, not a configuration key
-		} else {
-			return c, fmt.Errorf("webclient: the plan's config has a field %q that %s does not have", k, name)
-		}
-		if err != nil {
-			return c, fmt.Errorf("webclient: the plan's config: %s %s = %q: %v", name, k, params[k], err)
-		}
+	if err := setFields(name, params, floats, ints, bools, &c.Aggregation); err != nil {
+		return c, err
 	}
 	return c, c.Validate()
 }
@@ -75,6 +53,17 @@ func dpeaseConfig(params map[string]string) (dpease.Config, error) {
 	}
 	ints := map[string]*int{"top-items": &c.TopItems, "cap": &c.Cap, "workers": &c.Workers, "roster": &c.Roster}
 	bools := map[string]*bool{"seeded": &c.Seeded, "shrink": &c.Shrink}
+	if err := setFields("dp-ease", params, floats, ints, bools, &c.Aggregation); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+// setFields sets the fields that params names, by their flag names, in
+// sorted order: floats, ints and bools point into a method's config, and
+// "secagg" sets agg. A name the method does not have is an error.
+func setFields(name string, params map[string]string, floats map[string]*float64, ints map[string]*int,
+	bools map[string]*bool, agg *protocol.Aggregation) error {
 	keys := make([]string, 0, len(params))
 	for k := range params {
 		keys = append(keys, k)
@@ -90,15 +79,15 @@ func dpeaseConfig(params map[string]string) (dpease.Config, error) {
 		} else if p, ok := bools[k]; ok {
 			*p, err = strconv.ParseBool(s)
 		} else if k == "secagg" {
-			c.Aggregation, err = protocol.ParseAggregation(s)
+			*agg, err = protocol.ParseAggregation(s)
 		} else if k == "aggregation" {
 			continue // the plan's, not a configuration key
 		} else {
-			return c, fmt.Errorf("webclient: the plan's config has a field %q that dp-ease does not have", k)
+			return fmt.Errorf("webclient: the plan's config has a field %q that %s does not have", k, name)
 		}
 		if err != nil {
-			return c, fmt.Errorf("webclient: the plan's config: dp-ease %s = %q: %v", k, params[k], err)
+			return fmt.Errorf("webclient: the plan's config: %s %s = %q: %v", name, k, params[k], err)
 		}
 	}
-	return c, c.Validate()
+	return nil
 }
