@@ -150,20 +150,28 @@ func isgldCanary(scale float64) func(ctx context.Context, e *env) (Result, error
 			}
 			return f32s(p.Values), nil
 		}
-		x, err := release(d)
-		if err != nil {
-			return Result{}, err
-		}
-		y, err := release(changeRating(d))
-		if err != nil {
-			return Result{}, err
-		}
-		ch := scale * float64(d.Scale.Range())
-		o := oneRelease(x, y, ch, math.Inf(1))
-		setting := fmt.Sprintf("isgld's input perturbation, ε = %g (the noise drawn alike on both sides); canary data: %d users, %d items",
-			float64(oneEps), d.NumUsers(), d.NumItems())
-		return canaryResult(o, "rating value, changed 1→5", setting, fmt.Sprintf("L1 %g", ch)), nil
+		return changedRatingRow(d, release, scale, "isgld's input perturbation")
 	}
+}
+
+// changedRatingRow compares a Laplace release on the canary data d with
+// the same release after the canary's rating changed 1→5, against the L1
+// sensitivity of one rating value (the scale's range), times scale; what
+// names the release in the row's setting.
+func changedRatingRow(d *ratings.Dataset, release func(*ratings.Dataset) ([]float64, error), scale float64, what string) (Result, error) {
+	x, err := release(d)
+	if err != nil {
+		return Result{}, err
+	}
+	y, err := release(changeRating(d))
+	if err != nil {
+		return Result{}, err
+	}
+	ch := scale * float64(d.Scale.Range())
+	o := oneRelease(x, y, ch, math.Inf(1))
+	setting := fmt.Sprintf("%s, ε = %g (the noise drawn alike on both sides); canary data: %d users, %d items",
+		what, float64(oneEps), d.NumUsers(), d.NumItems())
+	return canaryResult(o, "rating value, changed 1→5", setting, fmt.Sprintf("L1 %g", ch)), nil
 }
 
 // dpItemAvgCanary returns a row of dp-itemavg: its release of the items'
@@ -193,19 +201,7 @@ func dpItemAvgCanary(scale float64) func(ctx context.Context, e *env) (Result, e
 			}
 			return avg, nil
 		}
-		x, err := release(d)
-		if err != nil {
-			return Result{}, err
-		}
-		y, err := release(changeRating(d))
-		if err != nil {
-			return Result{}, err
-		}
-		ch := scale * float64(d.Scale.Range())
-		o := oneRelease(x, y, ch, math.Inf(1))
-		setting := fmt.Sprintf("dp-itemavg, ε = %g (the noise drawn alike on both sides); canary data: %d users, %d items",
-			float64(oneEps), d.NumUsers(), d.NumItems())
-		return canaryResult(o, "rating value, changed 1→5", setting, fmt.Sprintf("L1 %g", ch)), nil
+		return changedRatingRow(d, release, scale, "dp-itemavg")
 	}
 }
 
