@@ -543,9 +543,7 @@ func (s *server) releaseBias(r int, sums []float64, sg, sh float64) {
 		}
 		pg, ph, vg, vh = s.poolG, s.poolH, s.poolVar, s.poolVarH
 	}
-	var cnt []float64
-	s.bi, cnt, s.prior = shrinkBiases(pg, ph, vg, vh, s.cfg.RegItem, s.prior)
-	s.countPost = cnt
+	s.bi, s.countPost, s.prior = shrinkBiases(pg, ph, vg, vh, s.cfg.RegItem, s.prior)
 	if s.cfg.PoolBias {
 		for j := range s.countPost {
 			s.countPost[j] /= float64(r + 1)
