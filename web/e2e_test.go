@@ -40,42 +40,8 @@ func TestBrowserEndToEnd(t *testing.T) {
 	run := servedrun.Start(ctx, t, sim, 2*time.Minute)
 	url := run.URL
 
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.WindowSize(1280, 900)}
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-
-	eval := func(js string, out any) {
-		t.Helper()
-		raw, err := chromedp.Run(bctx, chromedp.Evaluate[[]byte](js, chromedp.EvalAwaitPromise))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		if out != nil {
-			if err := json.Unmarshal(raw, out); err != nil {
-				t.Fatalf("%s: %s: %v", js, raw, err)
-			}
-		}
-	}
-	waitFor := func(what, js string, limit time.Duration) {
-		t.Helper()
-		for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
-			var ok bool
-			eval(js, &ok)
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				var e any
-				eval(`window.privrecPage && [window.privrecPage.error, document.getElementById("train-status").textContent, JSON.stringify(window.privrecPage.events).slice(0, 1500)]`, &e)
-				t.Fatalf("%s: not after %v (page error, status, events: %v)", what, limit, e)
-			}
-		}
-	}
+	br := newTab(ctx, t)
+	bctx, eval, waitFor := br.ctx, br.eval, br.waitFor
 	ready := "!!(window.privrecPage && window.privrecPage.ready)"
 	if _, err := chromedp.Run(bctx, chromedp.Navigate(url+"/?code="+run.Code)); err != nil {
 		t.Fatal(err)

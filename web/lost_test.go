@@ -95,13 +95,8 @@ func TestBrowserLosesServer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-background-networking", true),
-		chromedp.WindowSize(1280, 900)}
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
+	br := newTab(ctx, t)
+	bctx, waitFor := br.ctx, br.waitFor
 	text := func(id string) string {
 		t.Helper()
 		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("`+id+`").textContent`))
@@ -109,21 +104,6 @@ func TestBrowserLosesServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		return s
-	}
-	waitFor := func(what, js string, limit time.Duration) {
-		t.Helper()
-		for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
-			ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](js))
-			if err != nil {
-				t.Fatalf("%s: %v", js, err)
-			}
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after %v; the page says %q and %q", what, limit, text("run-status"), text("train-status"))
-			}
-		}
 	}
 	if _, err := chromedp.Run(bctx, chromedp.Navigate(srv.URL+"/?code=pr1-AAAABBBBCCCCDDDD")); err != nil {
 		t.Fatal(err)
