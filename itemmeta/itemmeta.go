@@ -490,6 +490,12 @@ func (f *Features) Scores(p Profile, dst []float32) []float32 {
 // It is post-processing of the released scores with the user's own
 // history and public data: it costs no ε.
 func Blend(private, public []float32, history []int32, weight float64) []float32 {
+	return blend(private, public, history, weight, nil)
+}
+
+// blend is Blend with the public term of item i weighted by gain[i] too
+// (nil: 1), after the standardization.
+func blend(private, public []float32, history []int32, weight float64, gain []float64) []float32 {
 	if weight == 0 || len(history) == 0 {
 		return private
 	}
@@ -528,7 +534,11 @@ func Blend(private, public []float32, history []int32, weight float64) []float32
 		if math.IsNaN(float64(v)) {
 			continue
 		}
-		private[i] = float32((float64(v)-mp)/dp + weight*(float64(public[i])-mq)/dq)
+		w := weight
+		if gain != nil {
+			w *= gain[i]
+		}
+		private[i] = float32((float64(v)-mp)/dp + w*(float64(public[i])-mq)/dq)
 	}
 	return private
 }
@@ -551,6 +561,11 @@ type Scorer struct {
 	Weight float64
 	// Auto, when set, replaces Weight by each user's FitWeight.
 	Auto bool
+	// Popularity marks Base's scores as one noisy popularity list for
+	// every user (a release without personalisation): the re-ranking is
+	// RerankPopularity's, which keeps items within the noise from riding
+	// the public features to the top.
+	Popularity bool
 }
 
 // ScoreItems writes the re-ranked scores of every item for user u into
@@ -560,6 +575,9 @@ func (s *Scorer) ScoreItems(u int32, dst []float32) []float32 {
 	h, w := s.History(u), s.Weight
 	if s.Auto {
 		w = s.Features.FitWeight(dst, h)
+	}
+	if s.Popularity {
+		return s.Features.RerankPopularity(dst, h, w)
 	}
 	return s.Features.Rerank(dst, h, w)
 }
@@ -575,4 +593,48 @@ func (f *Features) Rerank(scores []float32, history []int32, weight float64) []f
 		return scores
 	}
 	return Blend(scores, f.Scores(f.Profile(history), nil), history, weight)
+}
+
+// NoiseFloor estimates the standard deviation of the noise in released
+// scores whose noise-free values are never negative, such as noisy item
+// counts (DP popularity): every negative score is noise alone, and for
+// symmetric noise the root mean square of the negative scores estimates
+// the noise's deviation. It reads only the released scores (no ε); 0 when
+// no score is negative (no noise seen, or none added).
+func NoiseFloor(scores []float32) float64 {
+	var n, ss float64
+	for _, v := range scores {
+		if v < 0 {
+			n++
+			ss += float64(v) * float64(v)
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return math.Sqrt(ss / n)
+}
+
+// RerankPopularity is Rerank for scores that are one list for every user
+// (DP popularity: noisy counts), with a guard for the items whose released
+// popularity is within the noise: the public score of item i enters with
+// the factor p_i²/(p_i²+σ²) (after Blend's standardization), where p_i = max(score_i, 0) and σ is
+// NoiseFloor(scores). An item the release cannot tell from an unrated one
+// (p_i ≲ σ) keeps its popularity rank and cannot be carried to the top of
+// the list by the public features alone; a clearly popular item gets the
+// whole public weight. Post-processing of released scores with the user's
+// own history and public data: no ε.
+func (f *Features) RerankPopularity(scores []float32, history []int32, weight float64) []float32 {
+	if weight == 0 || len(history) == 0 {
+		return scores
+	}
+	var gain []float64
+	if sigma := NoiseFloor(scores); sigma > 0 {
+		gain = make([]float64, len(scores))
+		for i, v := range scores {
+			p := max(float64(v), 0)
+			gain[i] = p * p / (p*p + sigma*sigma)
+		}
+	}
+	return blend(scores, f.Scores(f.Profile(history), nil), history, weight, gain)
 }

@@ -258,3 +258,55 @@ func TestFitWeight(t *testing.T) {
 		})
 	}
 }
+
+func TestNoiseFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		scores []float32
+		want   float64
+	}{
+		{"none negative", []float32{0, 1, 2}, 0},
+		{"one negative", []float32{-3, 5, 9}, 3},
+		{"rms of negatives", []float32{-1, -7, 100}, 5},
+	} {
+		if got := NoiseFloor(tc.scores); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%s: NoiseFloor = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Half-normal noise around zero: the estimate is the noise's deviation.
+	r := rand.New(rand.NewPCG(1, 2))
+	s := make([]float32, 20000)
+	for i := range s {
+		s[i] = float32(2 * r.NormFloat64())
+	}
+	if got := NoiseFloor(s); math.Abs(got-2) > 0.05 {
+		t.Errorf("NoiseFloor of N(0, 2²) noise = %v, want 2 ± 0.05", got)
+	}
+}
+
+// TestRerankPopularityGuard checks that an item whose released popularity
+// is within the noise cannot ride the public features to the top of a
+// popularity list, while the unguarded Rerank lets it: the drama c has a
+// noisy count of 0.1 (noise σ = 1, from the negative counts of d and e),
+// a drama lover's history is a and b, and the popular item f has no
+// features.
+func TestRerankPopularityGuard(t *testing.T) {
+	f := mustParse(t, catalog)
+	h := []int32{0, 1}
+	pop := []float32{20, 18, 0.1, -1, -1, 6}
+	plain := f.Rerank(slices.Clone(pop), h, 10)
+	guarded := f.RerankPopularity(slices.Clone(pop), h, 10)
+	if !(plain[2] > plain[5]) {
+		t.Fatalf("unguarded: c %v ≤ f %v; the test's premise (the public score can lift c) fails", plain[2], plain[5])
+	}
+	if !(guarded[5] > guarded[2]) {
+		t.Errorf("guarded: c %v ≥ f %v: an item within the noise topped a popular one", guarded[2], guarded[5])
+	}
+	// Without noise (no negative count) the guard is off: RerankPopularity
+	// is Rerank.
+	clean := []float32{20, 18, 0.1, 1, 1, 6}
+	a, b := f.Rerank(slices.Clone(clean), h, 10), f.RerankPopularity(slices.Clone(clean), h, 10)
+	if !slices.Equal(a, b) {
+		t.Errorf("no noise seen: RerankPopularity %v, Rerank %v; want equal", b, a)
+	}
+}

@@ -204,3 +204,23 @@ func (m *Model) ialsUser(items []int32) ([]float32, error) {
 	}
 	return u, nil
 }
+
+// Personalised reports whether the model's scores can differ between
+// users. It is false for a history-indicator model (UserItems, dp-ease)
+// whose item-item coordinates are all zero: every user then gets the
+// popularity coordinate alone, the same list for everyone (dp-ease's
+// release carried no personalisation at its ε). Every other model is
+// taken to be personalised. It reads only the released item factors.
+func (m *Model) Personalised() bool {
+	if m.UserItems == nil || m.Dim != len(m.UserItems)+1 || len(m.V) != m.NumItems*m.Dim {
+		return true
+	}
+	for j := range m.NumItems {
+		for _, x := range m.V[j*m.Dim : j*m.Dim+m.Dim-1] {
+			if x != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}

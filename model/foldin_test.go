@@ -137,3 +137,24 @@ func TestFoldInRanking(t *testing.T) {
 		}
 	}
 }
+
+func TestPersonalised(t *testing.T) {
+	// Three items, a history indicator on items 0 and 1 (Dim 3).
+	ease := func(v ...float32) *Model {
+		return &Model{Dim: 3, NumItems: 3, V: v, UserItems: []int32{0, 1}, Ranking: true}
+	}
+	for _, tc := range []struct {
+		name string
+		m    *Model
+		want bool
+	}{
+		{"popularity coordinate only", ease(0, 0, 5, 0, 0, 3, 0, 0, -1), false},
+		{"one item-item weight", ease(0, 0, 5, 0.2, 0, 3, 0, 0, -1), true},
+		{"a factor model", &Model{Dim: 2, NumItems: 1, NumUsers: 1, U: []float32{1, 0}, V: []float32{0, 0}}, true},
+		{"malformed indicator model", &Model{Dim: 3, NumItems: 3, V: []float32{0}, UserItems: []int32{0, 1}}, true},
+	} {
+		if got := tc.m.Personalised(); got != tc.want {
+			t.Errorf("%s: Personalised = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -120,6 +120,10 @@ type evalReport struct {
 	Protocol string `json:"protocol,omitempty"`
 	// PublicNote describes the --public-features re-ranking, if any.
 	PublicNote string `json:"public_features,omitempty"`
+	// ListSource names where the lists came from when the model's
+	// release carried no personalisation (DP popularity, re-ranked by
+	// public features where the dataset has them); empty otherwise.
+	ListSource string `json:"list_source,omitempty"`
 	// TestFileReport describes the test file of --test or --split given.
 	*TestFileReport
 }
@@ -311,8 +315,12 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 					metrics["train_seconds"] = append(metrics["train_seconds"], secs)
 					if rankK > 0 {
 						var sc eval.Scorer = m
-						if pub.on() {
-							if sc, rep.PublicNote, err = pub.rerank(m, spl.Train, rankable(spl.Train, spl.Test), ks, relev, metrics); err != nil {
+						q, source := pub.forModel(m, spl.Train.Name, spl.Train.ItemIDs, spl.Train.Side)
+						if source != "" && rep.ListSource != source {
+							rep.ListSource = joinSources(rep.ListSource, source)
+						}
+						if q.on() {
+							if sc, rep.PublicNote, err = q.rerank(m, !m.Personalised(), spl.Train, rankable(spl.Train, spl.Test), ks, relev, metrics); err != nil {
 								return err
 							}
 						}
@@ -383,6 +391,9 @@ func printReport(a *app, r *evalReport, rankK int) error {
 	}
 	if r.RankNote != "" {
 		fmt.Fprintln(a.stdout, r.RankNote)
+	}
+	if r.ListSource != "" {
+		fmt.Fprintln(a.stdout, "list: "+r.ListSource)
 	}
 	if r.PublicNote != "" {
 		fmt.Fprintln(a.stdout, r.PublicNote)

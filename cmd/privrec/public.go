@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -80,10 +81,43 @@ func (p *publicFlags) note(f *itemmeta.Features) string {
 		p.source, f.Covered(), f.NumItems(), p.weightArg)
 }
 
+// forModel returns the re-ranking to apply to model m's lists and, for a
+// model whose release carries no personalisation (m.Personalised false:
+// one DP popularity list for everyone), a sentence naming the list's
+// source. Such a list is re-ranked by the dataset's public item features
+// (side, its movie file) even without --public-features, when it has
+// them: DP popularity re-ranked on the device, at no privacy cost.
+func (p publicFlags) forModel(m *model.Model, name string, itemIDs []string, side *ratings.SideSource) (publicFlags, string) {
+	if m.Personalised() {
+		return p, ""
+	}
+	const why = "the release carries no personalisation at this ε (dp-ease's own rule, from its released noise and roster)"
+	if !p.on() {
+		q := p.withSource("items")
+		if _, err := q.featuresFor(name, itemIDs, side); err != nil {
+			return p, "DP popularity: " + why + "; no public item features to re-rank it with (give --public-features FILE)"
+		}
+		p = q
+	}
+	return p, fmt.Sprintf("DP popularity re-ranked on the device by public item features (%s), guarded against items within the noise: %s", p.source, why)
+}
+
+// withSource returns p reading features from source with the fitted
+// weight, unless p already has a weight of its own.
+func (p publicFlags) withSource(source string) publicFlags {
+	p.source = source
+	if p.weightArg == "" {
+		p.weightArg, p.auto = "auto", true
+	}
+	return p
+}
+
 // rerank returns s re-ranked with the public features of train's items and
 // each user's own training history, and adds the metrics of s's own list
 // to metrics under "base_" keys.
-func (p *publicFlags) rerank(s eval.Scorer, train, test *ratings.Dataset, ks []int, relevant float64, metrics map[string][]float64) (eval.Scorer, string, error) {
+// A popularity model (pop: one list for every user) is re-ranked with
+// RerankPopularity's guard.
+func (p *publicFlags) rerank(s eval.Scorer, pop bool, train, test *ratings.Dataset, ks []int, relevant float64, metrics map[string][]float64) (eval.Scorer, string, error) {
 	f, err := p.features(train)
 	if err != nil {
 		return nil, "", err
@@ -105,7 +139,7 @@ func (p *publicFlags) rerank(s eval.Scorer, train, test *ratings.Dataset, ks []i
 		idx, _ := byU.Row(int(u))
 		return idx
 	}
-	return &itemmeta.Scorer{Base: s, Features: f, History: hist, Weight: p.weight, Auto: p.auto}, p.note(f), nil
+	return &itemmeta.Scorer{Base: s, Features: f, History: hist, Weight: p.weight, Auto: p.auto, Popularity: pop}, p.note(f), nil
 }
 
 // publicKeys returns the base_ metric keys of a report at cut-offs ks.
@@ -125,6 +159,15 @@ func publicKeys(r *evalReport) []string {
 // public features (read from side for "items") and the rated items as
 // the user's history, and Score is the re-ranked score.
 func (p *publicFlags) recommend(note io.Writer, m *model.Model, side *ratings.SideSource, user string, n int, rated []string) ([]model.Recommendation, error) {
+	q, source := p.forModel(m, "--data", m.ItemIDs, side)
+	if source != "" {
+		fmt.Fprintf(note, "privrec: the list is %s\n", source)
+	}
+	return q.recommendWith(note, m, side, user, n, rated)
+}
+
+// recommendWith is recommend with the re-ranking p.
+func (p *publicFlags) recommendWith(note io.Writer, m *model.Model, side *ratings.SideSource, user string, n int, rated []string) ([]model.Recommendation, error) {
 	if !p.on() {
 		return m.RecommendUser(user, n, rated)
 	}
@@ -159,7 +202,12 @@ func (p *publicFlags) recommend(note io.Writer, m *model.Model, side *ratings.Si
 	if p.auto {
 		w = f.FitWeight(raw, hist)
 	}
-	score := f.Rerank(slices.Clone(raw), hist, w)
+	var score []float32
+	if m.Personalised() {
+		score = f.Rerank(slices.Clone(raw), hist, w)
+	} else {
+		score = f.RerankPopularity(slices.Clone(raw), hist, w)
+	}
 	var cand []int32
 	for i := range score {
 		if _, in := slices.BinarySearch(hist, int32(i)); !in && !math.IsNaN(float64(score[i])) {
@@ -182,4 +230,14 @@ func (p *publicFlags) recommend(note io.Writer, m *model.Model, side *ratings.Si
 	fmt.Fprintf(note, "privrec: re-ranked on this device with public item features (%s, %d of %d items described, weight %.3g) and this user's own %d rated items; post-processing, no privacy cost; score is the re-ranked score\n",
 		p.source, f.Covered(), f.NumItems(), w, len(hist))
 	return recs, nil
+}
+
+// joinSources adds source to the list sources so far (runs of one
+// evaluation may differ: a seed's release may carry personalisation that
+// another's does not).
+func joinSources(sofar, source string) string {
+	if sofar == "" || strings.Contains(sofar, source) {
+		return cmp.Or(sofar, source)
+	}
+	return sofar + "; in other runs: " + source
 }

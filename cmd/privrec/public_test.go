@@ -126,3 +126,47 @@ func TestRecommendPublicFeatures(t *testing.T) {
 		t.Errorf("auto: %d items (want %d), note %q", len(auto), len(plain), note)
 	}
 }
+
+// TestPopularityFallback checks issue 41's fallback: where dp-ease's
+// release carries no personalisation (ml-latest-small at ε = 1: popularity
+// mode by its roster rule) the list is DP popularity re-ranked by the
+// dataset's public features, without --public-features, and the output
+// says so; where it does carry some (ε = 10) nothing is added.
+func TestPopularityFallback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains dp-ease on ml-latest-small")
+	}
+	report := func(eps string) (source string, summary map[string]struct{ Mean float64 }) {
+		t.Helper()
+		out, _, err := run(t, "evaluate", "--data", "ml-latest-small", "--method", "dp-ease", "--eps", eps, "--seeded",
+			"--split", "random:0.9", "--seed", "1", "--rank", "20", "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Summary map[string]struct{ Mean float64 } `json:"summary"`
+			Source  string                            `json:"list_source"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep.Source, rep.Summary
+	}
+	source, sum := report("1")
+	if !strings.Contains(source, "DP popularity re-ranked") || !strings.Contains(source, "no personalisation") {
+		t.Errorf("ε = 1: list_source %q; want DP popularity re-ranked by public features, and why", source)
+	}
+	if _, ok := sum["base_recall@20"]; !ok {
+		t.Errorf("ε = 1: no base_recall@20 (the unre-ranked DP popularity list) in %v", sum)
+	}
+	if source, _ := report("10"); source != "" {
+		t.Errorf("ε = 10: list_source %q; want none (the release is personalised)", source)
+	}
+	_, stderr, err := run(t, "recommend", "--data", "ml-latest-small", "--eps", "1", "--user", "1", "-n", "5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "the list is DP popularity re-ranked") {
+		t.Errorf("recommend at ε = 1 does not say where its list came from:\n%s", stderr)
+	}
+}
