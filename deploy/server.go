@@ -384,6 +384,11 @@ func (s *Server) restore() error {
 			}
 		}
 	}
+	if have.Started { // enrolment closed before the restart: the same roster
+		if err := s.setRoster(); err != nil {
+			return fmt.Errorf("%w: %w", ErrState, err)
+		}
+	}
 	cp, err := s.st.checkpoint()
 	if err != nil {
 		return err
@@ -508,6 +513,10 @@ func (s *Server) waitEnrolment(ctx context.Context) error {
 				s.mu.Unlock()
 				return err
 			}
+			if err := s.setRoster(); err != nil {
+				s.mu.Unlock()
+				return err
+			}
 			s.state = fedv1.RunState_RUN_STATE_RUNNING
 			started = true
 			s.log.Info("enrolment closed; run starts", "clients", len(s.enrolled), "parties", s.partiesLocked())
@@ -530,6 +539,16 @@ func (s *Server) waitEnrolment(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// setRoster tells a method server whose budget split depends on the
+// public roster (protocol.RosterSetter) the enrolled count, once
+// enrolment has closed.
+func (s *Server) setRoster() error {
+	if rs, ok := s.srv.(protocol.RosterSetter); ok {
+		return rs.SetRoster(len(s.enrolled))
+	}
+	return nil
 }
 
 // fold commits the round just aggregated: the server's snapshot, the

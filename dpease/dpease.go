@@ -52,8 +52,9 @@
 //     1 + 2·Σ_off G̃/Σ_diag G̃. A weight of 0 lists DP popularity (the
 //     result says so).
 //
-// A served run without a roster (Roster 0) keeps the 0.1 split; the
-// personal weight applies on every path. Measured on seven datasets at
+// A served run takes the roster from its enrolled count when enrolment
+// closes (SetRoster, through protocol.RosterSetter), so it resolves the
+// same split as in process; the personal weight applies on every path. Measured on seven datasets at
 // ε = 1 and 10, 5 seeds (docs/results/dpease-any-data.md): at least 0.97
 // of dp-pop's Recall@20 and NDCG@20 in 25 of 28 ratios, the other three
 // (Douban and CiaoDVD at ε = 1, 0.93–0.96) within seed noise; ML-1M as
@@ -133,7 +134,8 @@ type Config struct {
 	// Roster is the public roster size N: the number of devices enrolled
 	// in the run (in process, the training data's user IDs), public in a
 	// deployment. With FracCounts < 0 (by roster) it decides the budget
-	// split before anything is released (PopularityMode). 0: not known.
+	// split before anything is released (PopularityMode). 0: not known
+	// yet (a served run's server sets it when enrolment closes, SetRoster).
 	Roster  int  `json:"roster"`
 	Seeded  bool `json:"seeded"`  // test mode: noise from the seed, not crypto/rand
 	Workers int  `json:"workers"` // client workers of the in-process run (0: all cores)
@@ -339,6 +341,9 @@ type Server struct {
 	blend Blend
 	// popMode: the config resolved to popularity mode (PopularityMode).
 	popMode bool
+	// given and seed are NewServer's arguments, for SetRoster.
+	given Config
+	seed  uint64
 }
 
 // Blend is what the released Gram says about how much personalisation it
@@ -427,7 +432,7 @@ func NewServer(cfg Config, numItems int, seed uint64) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	popMode := cfg.popularityMode()
+	popMode, given := cfg.popularityMode(), cfg
 	cfg = cfg.Resolve()
 	if numItems < 1 {
 		return nil, errors.New("dpease: no items")
@@ -436,7 +441,7 @@ func NewServer(cfg Config, numItems int, seed uint64) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dpease: %w", err)
 	}
-	s := &Server{cfg: cfg, n: numItems, m: min(cfg.TopItems, numItems), rho: rho, popMode: popMode}
+	s := &Server{cfg: cfg, n: numItems, m: min(cfg.TopItems, numItems), rho: rho, popMode: popMode, given: given, seed: seed}
 	s.sigmaC = rdp.GaussianSigmaFor(cfg.FracCounts*rho, 1)
 	s.sigmaG = rdp.GaussianSigmaFor((1-cfg.FracCounts)*rho, GramL2(cfg.Cap))
 	if cfg.Aggregation == protocol.AggMasked {
@@ -451,6 +456,36 @@ func NewServer(cfg Config, numItems int, seed uint64) (*Server, error) {
 		s.noise = rng.Crypto()
 	}
 	return s, nil
+}
+
+// SetRoster gives a server built before its roster was known (a served
+// run's, built before enrolment closes, with Config.Roster 0) the public
+// roster size n, the devices enrolled: the budget split and popularity
+// mode then follow the roster rule exactly as in process, where the
+// roster is the training data's users (WithRoster). A deployment calls it
+// once enrolment has closed, before the first broadcast, and again with
+// the same n when it restarts (before restoring a snapshot), so that the
+// split never changes within a run. It does nothing when the config gave
+// a roster or n ≤ 0, and fails after the first round.
+//
+// The roster is public under the neighbouring relation of the claim: a
+// user's data is replaced, not their enrolment (zero-out), as in process.
+func (s *Server) SetRoster(n int) error {
+	if s.given.Roster != 0 || n <= 0 {
+		return nil
+	}
+	if s.st.Round > 0 {
+		return fmt.Errorf("dpease: SetRoster(%d) after round %d: the budget split is fixed before the first release", n, s.st.Round)
+	}
+	c := s.given
+	c.Roster = n
+	ns, err := NewServer(c, s.n, s.seed)
+	if err != nil {
+		return err
+	}
+	ns.given = s.given // a restart calls SetRoster again
+	*s = *ns
+	return nil
 }
 
 // pairs is the number of entries of an m×m upper triangle.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/rng"
 )
 
 // lyingServer announces its own client count to the devices (the
@@ -99,4 +100,68 @@ func TestRosterNoiseIgnoresCount(t *testing.T) {
 		}
 	}
 	t.Logf("roster calibration: mean |noise| %.0f at N = 200 and at N = 2^30", noise(1<<30, 200))
+}
+
+// TestSetRoster checks the served path's roster: a server built without a
+// roster (a deployment's, before enrolment closes) and given one by
+// SetRoster resolves the same budget split and popularity mode as one
+// built with it (in process, WithRoster), also across a restart; a
+// config's own roster wins; and the split cannot change after a release.
+func TestSetRoster(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Eps, cfg.Delta = 1, 1e-6
+	for _, n := range []int{50, 610, 100000} {
+		want := cfg
+		want.Roster = n
+		built, err := NewServer(want, 500, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		late, err := NewServer(cfg, 500, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := late.SetRoster(n); err != nil {
+			t.Fatal(err)
+		}
+		if late.PopularityMode() != built.PopularityMode() || late.cfg.FracCounts != built.cfg.FracCounts || late.sigmaC != built.sigmaC {
+			t.Errorf("roster %d: SetRoster gives popularity mode %v, frac %v; built with it: %v, %v",
+				n, late.PopularityMode(), late.cfg.FracCounts, built.PopularityMode(), built.cfg.FracCounts)
+		}
+		if err := late.SetRoster(n); err != nil || late.cfg.FracCounts != built.cfg.FracCounts {
+			t.Errorf("roster %d: a second SetRoster (a restart) = %v, frac %v", n, err, late.cfg.FracCounts)
+		}
+	}
+	small := cfg
+	small.Roster = 50
+	given, _ := NewServer(small, 500, 1)
+	frac := given.cfg.FracCounts
+	if err := given.SetRoster(100000); err != nil || given.cfg.FracCounts != frac {
+		t.Errorf("a config's roster 50 was overridden by SetRoster(100000): frac %v → %v (%v)", frac, given.cfg.FracCounts, err)
+	}
+	// After the first round the split is fixed.
+	d := synth(40, 30, 1)
+	srv, err := NewServer(cfg, d.NumItems(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := srv.Broadcast(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := NewClients(d, cfg)
+	var ups []*protocol.Upload
+	for k, c := range cl.List {
+		up, err := c.Round(b, rng.New(1, uint64(k)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ups = append(ups, up)
+	}
+	if err := srv.Aggregate(0, ups); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SetRoster(40); err == nil {
+		t.Error("SetRoster after round 0 succeeded: the split would change within a run")
+	}
 }

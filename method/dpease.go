@@ -47,7 +47,7 @@ func dpeaseFields(c *dpease.Config) []Field {
 		floatF("lambda-noise", &c.LambdaNoise, "ridge added per unit of the Gram noise's spectral scale σ·√M (negative: by ε, 6 at ε ≤ 1 to 5 at ε ≥ 10)"),
 		floatF("pop-weight", &c.PopWeight, "weight of the normalized noisy popularity in every score, shrinkage toward DP popularity (negative: by ε, 0.12 at ε ≤ 1 to 0.04 at ε ≥ 10)"),
 		floatF("pop-diag-snr", &c.PopDiagSNR, "k: when fewer than M items' noisy counts clear k·σ_c (few users for the budget), the top items' popularity comes from the Gram release's diagonal instead (post-processing; 0: never, inf: always)"),
-		intF("roster", &c.Roster, "the public roster size N, the devices enrolled in the run; with frac-counts by roster it decides popularity mode before anything is released (0: in process, the training data's users; served, unknown: the 0.1 split)"),
+		intF("roster", &c.Roster, "the public roster size N, the devices enrolled in the run; with frac-counts by roster it decides popularity mode before anything is released (0: in process, the training data's users; served, the devices enrolled when enrolment closes)"),
 		boolF("shrink", &c.Shrink, "weigh the item-item part by the personalisation the released Gram carries (its signal over the known noise) and list DP popularity when the public roster is too small for the budget (false: the issue-33 rule)"),
 		boolF("seeded", &c.Seeded, "test mode: the noise is drawn from the run's seed (reproducible), not crypto/rand"),
 		intF("workers", &c.Workers, "parallel client workers (0: all cores)"),

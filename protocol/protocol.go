@@ -37,6 +37,16 @@ type Stateful interface {
 	Factors() (v []float32, dim int)
 }
 
+// RosterSetter is implemented by a Stateful server whose budget split
+// depends on the public roster size, the devices enrolled in the run,
+// which a deployment knows only once enrolment closes (dp-ease: its
+// popularity-mode rule). The deployment calls SetRoster with the enrolled
+// count when enrolment closes, before the first Broadcast, and with the
+// same count when it restarts, before restoring a snapshot.
+type RosterSetter interface {
+	SetRoster(n int) error
+}
+
 // Biased is implemented by a Stateful server whose model predicts with a
 // global mean and item biases besides the factors (dp-als, dp-biases): a
 // deployment publishes them in the final model beside Factors, so that a

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/privrec/privrec/dpease"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
@@ -19,11 +21,20 @@ import (
 // the published model alone and is ranked. Their Recall and NDCG at 10
 // and 20 equal evaluate --protocol strong's in process with the same
 // method flags and seed, and the published model records the items a
-// new user's indicator covers.
+// new user's indicator covers. At ε = 1 the roster is too small for the
+// budget: in process dp-ease's roster rule (the training users) puts the
+// run in popularity mode, and the served run must reach the same split
+// from its enrolled count (protocol.RosterSetter), not the 0.1 default.
 func TestServedStrongEqualsInProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a served dp-ease run")
 	}
+	for _, eps := range []string{"5", "1"} {
+		t.Run("eps="+eps, func(t *testing.T) { servedStrong(t, eps) })
+	}
+}
+
+func servedStrong(t *testing.T, eps string) {
 	const seed, frac = "3", 0.2
 	data := syntheticTSV(t, 11)
 	d, _, err := ratings.Load(data, ratings.LoadOptions{})
@@ -41,7 +52,19 @@ func TestServedStrongEqualsInProcess(t *testing.T) {
 			users++
 		}
 	}
-	methodArgs := []string{"--method", "dp-ease", "--secagg", "masked", "--seeded", "--eps", "5", "--top-items", "20"}
+	methodArgs := []string{"--method", "dp-ease", "--secagg", "masked", "--seeded", "--eps", eps, "--top-items", "20"}
+	cfg := dpease.DefaultConfig()
+	cfg.Eps, cfg.Delta, cfg.TopItems, cfg.Roster = 1, 1e-6, 20, users
+	if cfg.Eps, err = strconv.ParseFloat(eps, 64); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := dpease.NewServer(cfg, train.NumItems(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pop := srv.PopularityMode(); pop != (eps == "1") {
+		t.Fatalf("ε = %s, %d users: popularity mode %v; the case no longer tests what it says", eps, users, pop)
+	}
 	common := []string{"--seed", seed, "--scale", "1,5,1"}
 	proto := "strong:" + fmt.Sprint(frac)
 
