@@ -394,6 +394,11 @@ type Result struct {
 	// items and predicts no rating (dp-ease).
 	Method  string `json:"method"`
 	Ranking bool   `json:"ranking"`
+	// Popular is true when the run's release carried no personalisation
+	// (dp-ease with every item-item weight 0, model.Model.Personalised):
+	// the list is DP popularity, the same for everyone, and the page says
+	// so.
+	Popular bool `json:"popular"`
 	// EpsTotal and Delta are the run's (ε, δ) by the published model's
 	// privacy report; Claim its words.
 	EpsTotal float64 `json:"epsTotal"`
@@ -744,6 +749,7 @@ func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Data
 			return nil, errors.New("webclient: the published dp-ease model does not say which items a person's history indicates")
 		}
 		m, err = pub.FoldInRanking("me", d.Items)
+		res.Popular = !pub.Personalised()
 	} else {
 		m, _, err = cls.Finish(pub.V)
 	}

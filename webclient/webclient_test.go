@@ -258,6 +258,12 @@ func joinMaskedRun(t *testing.T, name string, params map[string]string) {
 				t.Errorf("dp-ease recommendation %d: %+v; the published model's fold-in: %+v, no rating", k, rc, want[k])
 			}
 		}
+		// 13 people are far too few for the budget: the served run takes
+		// its roster from the enrolled count and lists DP popularity, and
+		// the result says so (the page tells the person).
+		if !res.Popular || pub.Personalised() {
+			t.Errorf("13 enrolled: popular %v, published model personalised %v; want the popular list, said", res.Popular, pub.Personalised())
+		}
 	}
 	if !(res.EpsTotal > 0 && res.EpsTotal <= eps*1.0001) {
 		t.Errorf("ε %v published, the config's %v", res.EpsTotal, eps)

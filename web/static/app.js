@@ -188,6 +188,9 @@ function renderRecs(res) {
     ol.append(li);
   }
   $("recs-status").textContent = !(res.recs || []).length ? "Rate some movies to get recommendations." :
+    res.popular ? "This run's private statistics could not carry personal taste at its ε (too few people for the " +
+      "privacy budget), so this is the popular list, made private: the same for everyone, not yet about you. " +
+      "No predicted stars are shown." :
     res.ranking ? "Ranked in this browser by " + res.method + " from the published item statistics and the movies you rated. " +
       "This run trained a ranking model only, so no predicted stars are shown." :
     "Computed in this browser from the published item factors and your own vector; the stars are the model's predicted rating.";
