@@ -56,7 +56,7 @@ func chooseRanking(numItems int, eps, delta float64) rankingChoice {
 			why: fmt.Sprintf("the best private ranking method measured: user-level (ε, δ) = (%g, %g) joint DP over the whole run "+
 				"(unit: one user added or removed with all their ratings; trusted: the aggregator that adds the noise), "+
 				"ML-1M Recall@20 %s at ε = 1 and %s at ε = 10 against dp-pop's %s (docs/results/private-topn.md); "+
-				"it needs thousands of users", eps, delta, r20DPEASE1, r20DPEASE10, r20DPPop1),
+				"it needs thousands of users to personalise, and with fewer lists DP popularity (re-ranked by public item features where the data has them) and says so", eps, delta, r20DPEASE1, r20DPEASE10, r20DPPop1),
 		}
 	case numItems <= easeMaxItems:
 		return rankingChoice{
