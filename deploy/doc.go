@@ -1,0 +1,47 @@
+// Package deploy runs a federated method of the registry over the
+// network: a server that holds only public data, and clients that keep
+// their ratings.
+//
+// # Server
+//
+// Server wraps a method's server half (a protocol.Stateful: the public
+// item factors and the method's public state) and is the
+// protocol.Transport its round loop exchanges broadcasts and uploads over.
+// It serves the federation service of proto/privrec/federation/v1 over
+// Connect (gRPC, gRPC-Web and HTTP/JSON) with TLS, and the browser page of
+// package web. A run has three phases: enrolment (each client registers a
+// secret of its own, with a one-time code or a vendor's token; the server
+// assigns its ID and keeps only the secret's hash), rounds (Run: each
+// round's broadcast, the clients' uploads or secure-aggregation steps, the
+// method's Aggregate), and publication (the final model, served for a
+// while). Every round boundary is one bbolt transaction in the state
+// directory — the method server's snapshot, the ledger entry (who took
+// part, the ε so far), the folded clients — so a server killed at any
+// moment resumes the run where it stopped, bit for bit.
+//
+// # Client
+//
+// Session is a client's connection: it reads the run's public plan
+// (Hello), enrols, and answers rounds for one device's ratings
+// (client --ratings) or for a vendor's many users (client --simulate),
+// with the same method client code as the in-process simulation. Before
+// it uploads anything it checks the plan against what the method's claim
+// needs (the aggregation, the noise calibration, the secure-aggregation
+// parameters) and refuses a plan that would weaken it.
+//
+// # Who is trusted
+//
+// Nobody with the ratings. The server follows the protocol or not: for a
+// method whose privacy rests on sums (HDPMF, LDP-OP, DP-ALS, dp-ease)
+// uploads go through secure aggregation (package secagg, SecAgg+, with
+// distributed discrete noise on the integer path), so the server sees only
+// sums, and with the active protocol (certified identities from an
+// authority, commit-reveal seeds, a consistency round) a server that lies
+// about keys, graphs or dropouts learns no single input; secagg's package
+// documentation states that threat model and its limits. Sharded
+// aggregation on NATS JetStream (package shard) splits the sum across
+// aggregators with the same guarantees; shard's documentation states what
+// the message store may do. The ε of a run is the method's claim,
+// accounted by the server in its ledger from what actually arrived and
+// checked by each client against the plan it was given.
+package deploy
