@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/privrec/privrec/method"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/privrec/privrec/method"
 
 	"github.com/nats-io/nats.go"
 

@@ -8,11 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"connectrpc.com/connect"
 	"errors"
 	"fmt"
-	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
-	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
 	"log/slog"
 	"math"
 	"net"
@@ -21,6 +18,10 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
 
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/eval"

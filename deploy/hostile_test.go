@@ -2,13 +2,14 @@ package deploy
 
 import (
 	"context"
-	"github.com/privrec/privrec/method"
 	"math"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/privrec/privrec/method"
 
 	"connectrpc.com/connect"
 

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"github.com/privrec/privrec/method"
 	"log/slog"
 	"math"
 	"net"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/privrec/privrec/method"
 
 	"connectrpc.com/connect"
 

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/privrec/privrec/method"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/privrec/privrec/method"
 
 	"connectrpc.com/connect"
 

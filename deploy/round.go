@@ -1,0 +1,211 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
+)
+
+// Run waits for enrolment, then runs the method's rounds until it is done,
+// committing the state at every round boundary, and publishes the final
+// model. It returns ctx's error when ctx ends first: the open round is
+// abandoned and a restart resumes from the last committed one.
+func (s *Server) Run(ctx context.Context) error {
+	if m := s.Model(); m != nil {
+		s.log.Info("run already done", "rounds", s.round)
+		if s.cfg.OnPublish != nil {
+			return s.cfg.OnPublish(m)
+		}
+		return nil
+	}
+	if err := s.waitEnrolment(ctx); err != nil {
+		return err
+	}
+	var tr protocol.Transport = (*transport)(s)
+	if s.plan.Aggregation == "sum" {
+		tr = protocol.NewSecureSum(tr)
+	}
+	start := time.Now()
+	opt := protocol.RunOptions{StartRound: s.srv.Round(), OnRound: func(info protocol.RoundInfo) error {
+		return s.fold(info, time.Since(start))
+	}}
+	if err := protocol.RunTransport(ctx, s.srv, tr, opt); err != nil {
+		s.mu.Lock()
+		s.open = false
+		s.notify()
+		s.mu.Unlock()
+		return err
+	}
+	return s.publish()
+}
+
+// waitEnrolment returns once enough clients enrolled and enrolment was
+// quiet for a while, and closes enrolment.
+func (s *Server) waitEnrolment(ctx context.Context) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		started := s.state == fedv1.RunState_RUN_STATE_RUNNING
+		ready := len(s.enrolled) >= s.cfg.MinClients && time.Since(s.lastEnr) >= s.cfg.EnrollQuiet
+		if ready && !started {
+			s.plan.Started = true
+			if err := s.st.putPlan(s.plan); err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			if err := s.setRoster(); err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			s.state = fedv1.RunState_RUN_STATE_RUNNING
+			started = true
+			s.log.Info("enrolment closed; run starts", "clients", len(s.enrolled), "parties", s.partiesLocked())
+			s.warnParties()
+		}
+		if started {
+			s.order = slices.Sorted(maps.Keys(s.enrolled))
+			s.slots = make(map[uint32]int, len(s.order))
+			for k, id := range s.order {
+				s.slots[id] = k
+			}
+			s.notify()
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// setRoster tells a method server whose budget split depends on the
+// public roster (protocol.RosterSetter) the enrolled count, once
+// enrolment has closed.
+func (s *Server) setRoster() error {
+	if rs, ok := s.srv.(protocol.RosterSetter); ok {
+		return rs.SetRoster(len(s.enrolled))
+	}
+	return nil
+}
+
+// publish builds the final model from the server's V and the public
+// catalog, stores it and announces the end of the run.
+func (s *Server) publish() error {
+	v, dim := s.srv.Factors()
+	m := &model.Model{
+		Dim: dim, NumItems: len(s.plan.ItemIDs), V: slices.Clone(v),
+		Default: (s.plan.Scale.Min + s.plan.Scale.Max) / 2, Scale: s.plan.Scale, Ranking: s.spec.Ranks,
+		ItemIDs: s.plan.ItemIDs, ItemTitles: s.plan.Titles,
+		Method: s.cfg.Method, Config: method.JSON(s.spec.Fields(s.cfg.Config)), Privacy: s.spent(),
+	}
+	if ind, ok := s.srv.(protocol.Indicating); ok && len(ind.UserItems())+1 == dim {
+		m.UserItems = slices.Clone(ind.UserItems())
+	}
+	if bs, ok := s.srv.(protocol.Biased); ok {
+		// The released mean and item biases, mapped from the scale the
+		// server trained on to the catalog's as Fit maps its model.
+		if mean, bi, ok := bs.Biases(); ok && len(bi) == m.NumItems {
+			m.Mean, m.Default, m.BI = mean, mean, slices.Clone(bi)
+			m.Affine(method.FromInternal(s.plan.Scale))
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := m.WriteTo(&buf); err != nil {
+		return fmt.Errorf("deploy: final model: %w", err)
+	}
+	if err := s.st.publish(buf.Bytes()); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.model = buf.Bytes()
+	s.state = fedv1.RunState_RUN_STATE_DONE
+	s.notify()
+	s.mu.Unlock()
+	s.log.Info("run done; model published", "bytes", buf.Len())
+	if s.cfg.OnPublish != nil {
+		return s.cfg.OnPublish(buf.Bytes())
+	}
+	return nil
+}
+
+// transport is the Server seen as a protocol.Transport.
+type transport Server
+
+func (t *transport) NumClients() int { return len(t.order) }
+
+// SumInputs returns the number of masked vectors in the last masked
+// round's sum (protocol.SumInputs), which bounds its arrivals.
+func (t *transport) SumInputs() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return max(0, t.maskedInputs)
+}
+
+func (t *transport) Close() error { return nil }
+
+// Exchange opens round b, waits until every enrolled client answered or
+// the deadline passed with enough answers, and returns the uploads in
+// client order.
+func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*protocol.Upload, error) {
+	s := (*Server)(t)
+	if s.plan.Aggregation == "masked" && b.Words > 0 {
+		return s.exchangeMasked(ctx, b)
+	}
+	s.mu.Lock()
+	s.sa, s.maskedInputs, s.skipped = nil, -1, ""
+	s.mu.Unlock()
+	w := toWireBroadcast(b)
+	w.V, w.Aux = slices.Clone(w.V), slices.Clone(w.Aux) // the method may change them after the round
+	s.mu.Lock()
+	n := len(s.order)
+	s.round, s.bc, s.wire, s.open = b.Round, b, w, true
+	s.ups = make([]*protocol.Upload, n)
+	s.answered = make([]bool, n)
+	s.nAnswer = 0
+	s.rejected = map[string]int{}
+	all := make(chan struct{})
+	s.all = all
+	s.notify()
+	s.mu.Unlock()
+	s.met.roundOpened(b.Round)
+
+	timer := time.NewTimer(s.cfg.RoundTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-all:
+		case <-timer.C:
+			s.mu.Lock()
+			got := s.nAnswer
+			s.mu.Unlock()
+			// The final round releases nothing (uploads are refused in
+			// it), so it needs no floor.
+			if b.Phase != protocol.PhaseFinal && float64(got) < s.cfg.MinParticipants*float64(n) {
+				s.log.Warn("round below its minimum at the deadline: not released, waiting on",
+					"round", b.Round, "answered", got, "enrolled", n, "min_fraction", s.cfg.MinParticipants)
+				timer.Reset(s.cfg.RoundTimeout)
+				continue
+			}
+		}
+		break
+	}
+	s.mu.Lock()
+	s.open, s.closed = false, b.Round
+	ups := s.ups
+	s.mu.Unlock()
+	return ups, nil
+}
