@@ -1,0 +1,352 @@
+package deploy
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/rng"
+	"github.com/privrec/privrec/secagg"
+)
+
+// answerMasked runs every client's Round on b, a round of secure
+// aggregation, and returns their dense integer vectors: zeros for a client
+// with nothing to send (it takes part all the same, so that the server
+// cannot tell who has data), nil for one sitting the round out.
+func (s *Session) answerMasked(b *protocol.Broadcast, clients []protocol.Client) ([][]uint32, error) {
+	out := make([][]uint32, len(clients))
+	err := s.roundAll(b, clients, func(k int, up *protocol.Upload, online bool) error {
+		switch {
+		case !online:
+			return nil
+		case up == nil:
+			out[k] = make([]uint32, b.Words)
+			return nil
+		}
+		if err := up.Validate(b); err != nil {
+			return err
+		}
+		out[k] = up.DenseWords(b)
+		return nil
+	})
+	return out, err
+}
+
+// secureAggregate runs the steps of SecAgg+ for every client with a
+// vector that has not sent a masked vector for this round before (in any
+// session), concurrently (a step closes only when all have sent). A
+// client whose step fails drops out of the round, as a device would.
+func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.SecAggPlan, clients []protocol.Client, ids []uint32, dense [][]uint32, creds []string, sentMasked []int) error {
+	pos := make(map[uint32]uint32, len(plan.GetOrder()))
+	for k, id := range plan.GetOrder() {
+		pos[id] = uint32(k)
+	}
+	p := secagg.Params{N: len(plan.GetOrder()), K: int(plan.GetDegree()), T: int(plan.GetThreshold()),
+		Bits: int(plan.GetBits()), Len: int(plan.GetWords())}
+	copy(p.Seed[:], plan.GetSeed())
+	p.Active = plan.GetActive()
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("deploy: round %d: the server's secure-aggregation plan: %w", round, err)
+	}
+	if err := s.checkPlan(p); err != nil {
+		return fmt.Errorf("deploy: round %d: %w", round, err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	dropped, sitting := 0, 0
+	var firstErr error // the first dropped client's error, for the round's warning
+	for k, v := range dense {
+		if v == nil {
+			continue
+		}
+		if sentMasked[k] == round {
+			sitting++
+			continue
+		}
+		me, ok := pos[ids[k]]
+		if !ok {
+			continue // banned, or left out of this session by the server
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			markSent := func() { // only this goroutine touches entry k
+				if !s.resend {
+					sentMasked[k] = round
+				}
+			}
+			var auth *secagg.Auth
+			if p.Active {
+				id := s.ids[ids[k]]
+				auth = &secagg.Auth{Authority: s.cfg.Authority, Key: id.key, Cert: id.cert, Order: plan.GetOrder(),
+					Context: fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", s.cfg.Run, round, plan.GetSession())}
+			}
+			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, auth, me, v, creds[k], markSent); err != nil {
+				s.log.Debug("dropped out of secure aggregation", "client", clients[k].ID(), "round", round, "err", err)
+				mu.Lock()
+				dropped++
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	switch {
+	case dropped > 0:
+		s.log.Warn("clients dropped out of the round's secure aggregation", "round", round, "dropped", dropped,
+			"already_sent", sitting, "first_err", firstErr)
+	case sitting > 0:
+		s.log.Info("clients left out of the round's secure aggregation", "round", round, "already_sent", sitting)
+	}
+	return ctx.Err()
+}
+
+// checkPlan is the clients' policy on a masked round's plan: with a
+// pinned authority the round must run the active protocol, with no more
+// positions than the certified roster, and with K and T that withstand a
+// lying server colluding with Collusion of that roster. It is checked
+// before any key leaves a client.
+func (s *Session) checkPlan(p secagg.Params) error {
+	if s.cfg.Authority == nil {
+		if p.Active {
+			return errors.New("the server runs the active secure-aggregation protocol and no enrolment authority is pinned (--authority-key): this client has no certified identity")
+		}
+		return nil
+	}
+	if !p.Active {
+		return errors.New("an enrolment authority is pinned and the server's plan is not the active secure-aggregation protocol (a server that lies could unmask a client): refusing")
+	}
+	roster := s.cfg.Roster
+	if roster <= 0 {
+		roster = len(s.ids)
+	}
+	if p.N > roster {
+		return fmt.Errorf("the plan has %d positions, the certified roster %d: refusing", p.N, roster)
+	}
+	corrupt := int(math.Floor(s.cfg.Collusion * float64(roster)))
+	if err := secagg.CheckActiveParams(p.N, p.K, p.T, corrupt); err != nil {
+		k, t, _ := secagg.ChooseParamsActive(p.N, 1-float64(p.N)/float64(roster)+0.05, s.cfg.Collusion)
+		return fmt.Errorf("refusing the server's parameters (ChooseParamsActive gives K = %d, T = %d here): %w", k, t, err)
+	}
+	return nil
+}
+
+// checkSurvivors refuses, before a client signs the survivor set (and so
+// before any share is revealed), a set smaller than MinShare of the
+// certified roster: the noise shares were calibrated for that many
+// clients, and a server that dropped honest clients below it would
+// release a sum with less noise than the clients agreed to.
+func (s *Session) checkSurvivors(bitmap []byte) error {
+	roster := s.cfg.Roster
+	if roster <= 0 {
+		roster = len(s.ids)
+	}
+	floor := s.cfg.MinShare
+	if !(floor > 0 && floor <= 1) {
+		floor = 1
+	}
+	n := 0
+	for _, x := range bitmap {
+		n += bits.OnesCount8(x)
+	}
+	if need := int(math.Ceil(floor*float64(roster) - 1e-9)); n < need {
+		return fmt.Errorf("deploy: %d survivors of a certified roster of %d, below the pinned %g (%d): refusing to reveal shares", n, roster, floor, need)
+	}
+	return nil
+}
+
+// secaggFlow is one client's five steps. markSent is called just before
+// the masked vector leaves, whether or not it arrives.
+func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, auth *secagg.Auth, me uint32, x []uint32, cred string, markSent func()) error {
+	var c *secagg.Client
+	var err error
+	if p.Active {
+		c, err = secagg.NewActiveClient(me, p, crand.Reader, auth)
+	} else {
+		c, err = secagg.NewClient(me, p, crand.Reader)
+	}
+	if err != nil {
+		return err
+	}
+	call := func(req *fedv1.SecAggRequest) (*fedv1.SecAggResponse, error) {
+		req.Round, req.Session = int32(round), session
+		// A step the server has not opened yet ("early": it answered
+		// UNAVAILABLE) is sent again until it opens, for at most
+		// cfg.Retry; the message was not taken, so nothing is sent twice.
+		deadline := time.Now().Add(s.cfg.Retry)
+		wait := 50 * time.Millisecond
+		for {
+			resp, err := s.api.SecAgg(ctx, withCred(req, cred))
+			if err == nil {
+				return resp.Msg, nil
+			}
+			if connect.CodeOf(err) != connect.CodeUnavailable || unreachable(err) || time.Now().After(deadline) {
+				return nil, err
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Second)
+		}
+	}
+	var ak *secagg.AdvertiseKeys
+	if p.Active {
+		// Commit first; reveal the keys only once the server has fixed
+		// the set of commitments, so nobody can choose the graph seed.
+		kc, err := c.Commit()
+		if err != nil {
+			return err
+		}
+		resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Commit{Commit: &fedv1.SecAggCommit{Position: me, Digest: kc.Digest[:]}}})
+		if err != nil {
+			return err
+		}
+		set := resp.GetCommitted().GetSetHash()
+		if len(set) != 32 {
+			return fmt.Errorf("deploy: a commitment set hash of %d bytes", len(set))
+		}
+		ak, err = c.Reveal([32]byte(set))
+		if err != nil {
+			return err
+		}
+	} else if ak, err = c.AdvertiseKeys(); err != nil {
+		return err
+	}
+	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey, Cert: ak.Cert, Sig: ak.Sig, Nonce: ak.Nonce}}})
+	if err != nil {
+		return err
+	}
+	kb := &secagg.KeysBroadcast{To: me}
+	for _, k := range resp.GetKeys().GetKeys() {
+		kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.GetPosition(), MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey(), Cert: k.GetCert(), Sig: k.GetSig()})
+	}
+	if p.Active {
+		if kb.Committed, err = unpackCommitted(resp.GetKeys().GetCommitted()); err != nil {
+			return err
+		}
+	}
+	sk, err := c.ShareKeys(kb)
+	if err != nil {
+		return err
+	}
+	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Shares{Shares: toWireShares(sk.Shares)}}); err != nil {
+		return err
+	}
+	d := &secagg.SharesDelivery{To: me, Shares: fromWireShares(resp.GetShares())}
+	chk, err := c.CheckShares(d)
+	if err != nil {
+		return err
+	}
+	if len(chk.Reported) > 0 {
+		s.log.Warn("neighbours' shares failed authentication: reported", "round", round, "position", me, "reported", chk.Reported)
+	}
+	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Check{Check: &fedv1.SecAggCheck{Reported: chk.Reported}}}); err != nil {
+		return err
+	}
+	d.Excluded = resp.GetExcluded().GetExcluded()
+	mi, err := c.MaskedInput(d, x)
+	if err != nil {
+		return err
+	}
+	data := make([]byte, 4*len(mi.Y))
+	for i, y := range mi.Y {
+		binary.LittleEndian.PutUint32(data[4*i:], y)
+	}
+	markSent()
+	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: data}}}); err != nil {
+		return err
+	}
+	um := fromWireUnmask(me, resp.GetUnmask())
+	if p.Active {
+		if err := s.checkSurvivors(um.Survived); err != nil {
+			return err
+		}
+		sig, err := c.Consistency(um)
+		if err != nil {
+			return err
+		}
+		if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Consistency{Consistency: &fedv1.SecAggSignature{Position: me, Sig: sig.Sig}}}); err != nil {
+			return err
+		}
+		um = fromWireUnmask(me, resp.GetUnmask())
+	}
+	ur, err := c.Unmask(um)
+	if err != nil {
+		return err
+	}
+	_, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Reveal{Reveal: &fedv1.SecAggReveal{
+		SelfShares: toWireRevealed(ur.SelfShares), MaskShares: toWireRevealed(ur.MaskShares)}}})
+	return err
+}
+
+// streamDropout labels the dropout draws apart from the clients' own.
+const streamDropout = 0x44524f50 // "DROP"
+
+// dropped reports whether client id sits round out (ClientConfig.Dropout).
+func (s *Session) dropped(id, round int) bool {
+	if !(s.cfg.Dropout > 0) {
+		return false
+	}
+	if s.cfg.Seeded {
+		return rng.New(s.cfg.Seed, streamDropout, uint64(id), uint64(round)).Float64() < s.cfg.Dropout
+	}
+	return rand.Float64() < s.cfg.Dropout
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// send uploads every cached answer of round r. An answer the server
+// already has, or a round it already closed, is not an error: the round
+// went on without this client.
+func (s *Session) send(ctx context.Context, r int, cache []*fedv1.UploadRequest, creds []string) error {
+	var mu sync.Mutex
+	var first error
+	var late int
+	parallel(len(cache), s.cfg.Workers, func(k int) {
+		if cache[k] == nil { // offline this round
+			return
+		}
+		err := s.retry(ctx, "upload", func(ctx context.Context) error {
+			_, err := s.api.Upload(ctx, withCred(cache[k], creds[k]))
+			return err
+		})
+		switch connect.CodeOf(err) {
+		case connect.CodeAlreadyExists:
+			err = nil
+		case connect.CodeFailedPrecondition:
+			mu.Lock()
+			late++
+			mu.Unlock()
+			err = nil
+		}
+		if err != nil {
+			mu.Lock()
+			first = cmpErr(first, fmt.Errorf("deploy: upload of client %d round %d: %w", k, r, err))
+			mu.Unlock()
+		}
+	})
+	if late > 0 {
+		s.log.Debug("uploads after their round closed", "round", r, "late", late)
+	}
+	return first
+}
