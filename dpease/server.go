@@ -1,0 +1,404 @@
+package dpease
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+
+	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/rng"
+)
+
+// PopularityMode reports whether the run is in popularity mode, decided
+// before any release from public quantities alone (the roster N, ε, δ and
+// the config, with FracCounts by roster): every user's whole Gram
+// contribution weighs at most 1 (the diagonal of x xᵀ/max(n', c) sums to
+// at most 1), so the Gram's total mass is at most N, and when N is below
+// RosterRidge times the ridge λ = Lambda + LambdaNoise·σ_g·√M that the
+// noise forces on the solve, the item-item weights cannot rise above the
+// ridge's shrinkage. The run then spends PopularityFrac of ρ on the counts
+// and lists DP popularity (the item-item weights are 0).
+func (s *Server) PopularityMode() bool { return s.popMode }
+
+// Report is what a run spent.
+type Report struct {
+	Ledger rdp.Ledger
+	Rho    float64 // the zCDP budget (Eps, Delta) allows
+	// Eps is the run's ε at Delta for add/remove-one-user neighbours: the
+	// ledger's (Gaussian releases, zCDP) on the ideal path, the Skellam
+	// releases' (Rényi, every noise share arriving) on the integer path.
+	Eps float64
+	// EpsReplace is the same for replace-one-user neighbours (every
+	// sensitivity doubled).
+	EpsReplace float64
+	Stats      map[string]float64
+}
+
+// Server is the server half.
+type Server struct {
+	cfg    Config
+	n      int
+	m      int // min(TopItems, n)
+	rho    float64
+	sigmaC float64
+	sigmaG float64
+	noise  *rand.Rand
+	st     state
+	led    rdp.Ledger
+	gram   []float64 // the last released noisy Gram triangle (for tests)
+	// The integer path (nil mask on the ideal path): its calibration and
+	// the last broadcast (a deployment adds its noise-share parameters to
+	// it; the sum check and the accounting read them).
+	mask *maskPlan
+	b    protocol.Broadcast
+	// Validation experiments only (validation_test.go sets it; zero in
+	// every run of the method): snr > 0 lets the released counts choose M
+	// (chooseM), post-processing.
+	snr float64
+	// blend is the personal weight of the last solve (cfg.Shrink).
+	blend Blend
+	// popMode: the config resolved to popularity mode (PopularityMode).
+	popMode bool
+	// given and seed are NewServer's arguments, for SetRoster.
+	given Config
+	seed  uint64
+}
+
+// state is the server's state between rounds (its snapshot).
+type state struct {
+	Round  int
+	Counts []float64 // noisy popularity ŝ after round 0
+	Top    []int32   // the top M items after round 0
+	V      []float32 // item factors after the Gram round
+	// The integer path: the clients counted at setup, and per release
+	// (counts, Gram) the noise shares that arrived and the number of
+	// clients each share was drawn for.
+	Clients    int
+	ArrA, ArrS []int
+}
+
+const streamNoise uint64 = 0x6470_6561 // "dpea"
+
+// NewServer returns the server for a catalog of numItems items; seed
+// seeds the noise only in the test mode (cfg.Seeded).
+func NewServer(cfg Config, numItems int, seed uint64) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	popMode, given := cfg.popularityMode(), cfg
+	cfg = cfg.Resolve()
+	if numItems < 1 {
+		return nil, errors.New("dpease: no items")
+	}
+	rho, err := rdp.ZCDPRhoFor(cfg.Eps, cfg.Delta)
+	if err != nil {
+		return nil, fmt.Errorf("dpease: %w", err)
+	}
+	s := &Server{cfg: cfg, n: numItems, m: min(cfg.TopItems, numItems), rho: rho, popMode: popMode, given: given, seed: seed}
+	s.sigmaC = rdp.GaussianSigmaFor(cfg.FracCounts*rho, 1)
+	s.sigmaG = rdp.GaussianSigmaFor((1-cfg.FracCounts)*rho, GramL2(cfg.Cap))
+	if cfg.Aggregation == protocol.AggMasked {
+		if s.mask, err = newMaskPlan(cfg, numItems); err != nil {
+			return nil, err
+		}
+		s.st.ArrA, s.st.ArrS = make([]int, 2), make([]int, 2)
+	}
+	if cfg.Seeded {
+		s.noise = rng.New(seed, streamNoise)
+	} else {
+		s.noise = rng.Crypto()
+	}
+	return s, nil
+}
+
+// SetRoster gives a server built before its roster was known (a served
+// run's, built before enrolment closes, with Config.Roster 0) the public
+// roster size n, the devices enrolled: the budget split and popularity
+// mode then follow the roster rule exactly as in process, where the
+// roster is the training data's users (WithRoster). A deployment calls it
+// once enrolment has closed, before the first broadcast, and again with
+// the same n when it restarts (before restoring a snapshot), so that the
+// split never changes within a run. It does nothing when the config gave
+// a roster or n ≤ 0, and fails after the first round.
+//
+// The roster is public under the neighbouring relation of the claim: a
+// user's data is replaced, not their enrolment (zero-out), as in process.
+func (s *Server) SetRoster(n int) error {
+	if s.given.Roster != 0 || n <= 0 {
+		return nil
+	}
+	if s.st.Round > 0 {
+		return fmt.Errorf("dpease: SetRoster(%d) after round %d: the budget split is fixed before the first release", n, s.st.Round)
+	}
+	c := s.given
+	c.Roster = n
+	ns, err := NewServer(c, s.n, s.seed)
+	if err != nil {
+		return err
+	}
+	ns.given = s.given // a restart calls SetRoster again
+	*s = *ns
+	return nil
+}
+
+// pairs is the number of entries of an m×m upper triangle.
+func pairs(m int) int { return m * (m + 1) / 2 }
+
+// pairIndex is the index of (a, b), a ≤ b, in the row-major upper
+// triangle of an m×m matrix.
+func pairIndex(a, b, m int) int { return a*m - a*(a-1)/2 + (b - a) }
+
+// Broadcast parameters.
+const (
+	paramStep    = "dpease-step" // 0: counts, 1: Gram (absent: the round number)
+	paramClients = "clients"     // the integer path: the clients counted at setup
+	paramFrac    = "frac-counts" // the counts' share of ρ, as the server resolved it
+)
+
+// offset is the number of rounds before the counts: 1 (the setup round)
+// on the integer path, else 0.
+func (s *Server) offset() int {
+	if s.mask != nil {
+		return 1
+	}
+	return 0
+}
+
+// Broadcast implements protocol.Server. On the integer path round 0 is a
+// setup round (each device uploads the word 1, so the server counts the
+// clients its noise shares are drawn for), and the counts and the Gram
+// follow as rounds 1 and 2, each asking for a dense vector of words.
+func (s *Server) Broadcast(round int) (*protocol.Broadcast, error) {
+	if round != s.st.Round || s.Done() {
+		return nil, fmt.Errorf("dpease: broadcast of round %d, the server is at round %d of %d", round, s.st.Round, 2+s.offset())
+	}
+	st := round - s.offset()
+	b := &s.b
+	switch st {
+	case -1:
+		*b = protocol.Broadcast{Round: round, Phase: protocol.PhaseSetup, Dim: 1, NumItems: s.n, Words: 1, Bits: 32}
+		return b, nil
+	case 0:
+		*b = protocol.Broadcast{Round: round, Phase: protocol.PhaseTrain, Dim: 1, NumItems: s.n}
+	case 1:
+		// The uploads index the pairs of the top items' upper triangle:
+		// the index space is the larger of the catalog and the pairs.
+		*b = protocol.Broadcast{Round: round, Phase: protocol.PhaseTrain, Dim: 1,
+			NumItems: max(s.n, pairs(s.m)), Items: s.st.Top}
+	}
+	b.Params = map[string]float64{paramStep: float64(st), paramFrac: s.cfg.FracCounts}
+	if s.mask != nil {
+		b.Words, b.Bits = s.mask.steps[st].D+1, 32
+		b.Params[paramClients] = float64(s.st.Clients)
+	}
+	return b, nil
+}
+
+// sum adds the uploads of a round into a dense vector of length size.
+func sum(ups []*protocol.Upload, size int) ([]float64, error) {
+	out := make([]float64, size)
+	for _, u := range ups {
+		if u == nil {
+			continue
+		}
+		if len(u.Values) != len(u.Items) {
+			return nil, fmt.Errorf("dpease: upload of client %d: %d values for %d items", u.Client, len(u.Values), len(u.Items))
+		}
+		for k, i := range u.Items {
+			if int(i) >= size {
+				return nil, fmt.Errorf("dpease: upload of client %d: index %d ≥ %d", u.Client, i, size)
+			}
+			out[i] += float64(u.Values[k])
+		}
+	}
+	return out, nil
+}
+
+// Aggregate implements protocol.Server: it adds up the round's uploads
+// (one summed upload under secure aggregation), adds the Gaussian noise
+// on the ideal path (the integer path's sum carries the devices' Skellam
+// shares), records the release and updates the public state.
+func (s *Server) Aggregate(round int, ups []*protocol.Upload) error {
+	if round != s.st.Round || s.Done() {
+		return fmt.Errorf("dpease: aggregate of round %d, the server is at round %d of %d", round, s.st.Round, 2+s.offset())
+	}
+	st := round - s.offset()
+	var sums []float64
+	var err error
+	size := s.n
+	if st == 1 {
+		size = pairs(s.m)
+	}
+	if s.mask != nil {
+		if sums, err = s.decode(round, st, ups); err != nil || st < 0 {
+			return err
+		}
+	} else if sums, err = sum(ups, size); err != nil {
+		return err
+	}
+	switch st {
+	case 0:
+		c := sums
+		if s.mask == nil {
+			for j := range c {
+				c[j] += s.sigmaC * s.noise.NormFloat64()
+			}
+		}
+		s.led.Gaussian(countsRelease, 1, 1, s.sigmaC)
+		s.st.Counts = c
+		s.m = s.chooseM(c)
+		s.st.Top = TopItems(c, s.m)
+	case 1:
+		g := sums
+		if s.mask == nil {
+			for p := range g {
+				g[p] += s.sigmaG * s.noise.NormFloat64()
+			}
+		}
+		s.gram = g
+		s.led.Gaussian(s.gramRelease(), 1, GramL2(s.cfg.Cap), s.sigmaG)
+		v, err := s.solve(g)
+		if err != nil {
+			return err
+		}
+		s.st.V = v
+	}
+	s.st.Round = round + 1
+	return nil
+}
+
+// countsRelease names the counts in the ledger.
+const countsRelease = "item counts (indicators / √n_u)"
+
+// gramRelease names the Gram in the ledger.
+func (s *Server) gramRelease() string {
+	return fmt.Sprintf("Gram of the top %d items (upper triangle, weights 1/max(n', %d))", s.m, s.cfg.Cap)
+}
+
+// TopItems returns the m items with the largest c, largest first (ties
+// by index).
+func TopItems(c []float64, m int) []int32 {
+	idx := make([]int32, len(c))
+	for j := range idx {
+		idx[j] = int32(j)
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return c[idx[a]] > c[idx[b]] })
+	return slices.Clone(idx[:min(m, len(c))])
+}
+
+// Done implements protocol.Server.
+func (s *Server) Done() bool { return s.st.Round >= 2+s.offset() }
+
+// Round implements protocol.Stateful.
+func (s *Server) Round() int { return s.st.Round }
+
+// Factors implements protocol.Stateful: after the run, the item factors
+// (NumItems×(M+1)); before it, nil.
+func (s *Server) Factors() ([]float32, int) {
+	if s.st.V == nil {
+		return nil, s.m + 1
+	}
+	return s.st.V, s.m + 1
+}
+
+// UserItems implements protocol.Indicating: the top M items, whose
+// indicator (and a constant 1) is a user's row; nil before the counts
+// round.
+func (s *Server) UserItems() []int32 { return s.st.Top }
+
+// Ledger returns the releases so far.
+func (s *Server) Ledger() *rdp.Ledger { return &s.led }
+
+// Sigmas returns the noise of the counts and of the Gram.
+func (s *Server) Sigmas() (counts, gram float64) { return s.sigmaC, s.sigmaG }
+
+const snapVersion = 1
+
+type snapshot struct {
+	State    state
+	Releases []rdp.Release
+}
+
+// MarshalBinary implements protocol.Stateful.
+func (s *Server) MarshalBinary() ([]byte, error) {
+	return protocol.EncodeSnapshot(snapVersion, snapshot{State: s.st, Releases: s.led.Releases()})
+}
+
+// UnmarshalBinary implements protocol.Stateful.
+func (s *Server) UnmarshalBinary(data []byte) error {
+	var sn snapshot
+	if err := protocol.DecodeSnapshot(data, snapVersion, &sn); err != nil {
+		return fmt.Errorf("dpease: %w", err)
+	}
+	st := sn.State
+	o := s.offset()
+	if st.Round < 0 || st.Round > 2+o || (st.Round >= 1+o && (len(st.Counts) != s.n || len(st.Top) != s.m)) ||
+		(st.Round == 2+o && len(st.V) != s.n*(s.m+1)) ||
+		(s.mask != nil) != (st.ArrA != nil) || (st.ArrA != nil && (len(st.ArrA) != 2 || len(st.ArrS) != 2)) {
+		return errors.New("dpease: the snapshot does not fit this server")
+	}
+	s.st = st
+	s.led = rdp.Ledger{}
+	for _, r := range sn.Releases {
+		s.led.Gaussian(r.Name, r.Count, r.L2, r.Sigma)
+	}
+	return nil
+}
+
+// Report returns what the run spent so far (on the integer path Eps is
+// the calibrated plan's, every share arriving; Stats["eps_spent"] counts
+// the shares that arrived).
+func (s *Server) Report() *Report {
+	r := s.report(s.led)
+	if s.mask != nil && s.st.Round > 1 {
+		r.Stats["eps_spent"], _, _ = s.Spent()
+	}
+	return r
+}
+
+// report is the report of the releases in l.
+func (s *Server) report(l rdp.Ledger) *Report {
+	r := &Report{Ledger: l, Rho: s.rho, Eps: l.Epsilon(s.cfg.Delta), EpsReplace: rdp.ZCDPToDP(4*l.Rho(), s.cfg.Delta)}
+	r.Stats = s.stats()
+	if s.mask != nil {
+		r.Eps, r.EpsReplace = s.mask.eps, s.mask.epsR
+		r.Stats["skellam_eta"] = s.mask.eta
+		r.Stats["sigma_counts_skellam"] = s.mask.steps[0].NoiseSigma(0)
+		r.Stats["sigma_gram_skellam"] = s.mask.steps[1].NoiseSigma(0)
+	}
+	return r
+}
+
+// stats are the run's figures, the resolved ε-dependent settings
+// included.
+func (s *Server) stats() map[string]float64 {
+	st := map[string]float64{"sigma_counts": s.sigmaC, "sigma_gram": s.sigmaG, "lambda": s.Lambda(),
+		"top_items": float64(s.m), "lambda_noise": s.cfg.LambdaNoise, "pop_weight": s.cfg.PopWeight}
+	st["frac_counts"] = s.cfg.FracCounts
+	return st
+}
+
+// PlannedReport returns the report of a full run of this server's config
+// (both releases), without running it: the ledger depends only on the
+// config, never on the data.
+func (s *Server) PlannedReport() *Report {
+	var l rdp.Ledger
+	l.Gaussian(countsRelease, 1, 1, s.sigmaC)
+	l.Gaussian(s.gramRelease(), 1, GramL2(s.cfg.Cap), s.sigmaG)
+	return s.report(l)
+}
+
+// ReleaseEps returns the ε at Delta of each release taken alone (counts,
+// Gram): the Gaussian releases' zCDP shares on the ideal path, the
+// calibrated Skellam releases (every share arriving) on the integer path.
+func (s *Server) ReleaseEps() (counts, gram float64) {
+	if s.mask != nil {
+		c, _ := rdp.ToDP(s.mask.steps[0].Curve(1, 1), s.cfg.Delta)
+		g, _ := rdp.ToDP(s.mask.steps[1].Curve(1, 1), s.cfg.Delta)
+		return c, g
+	}
+	return rdp.ZCDPToDP(s.cfg.FracCounts*s.rho, s.cfg.Delta), rdp.ZCDPToDP((1-s.cfg.FracCounts)*s.rho, s.cfg.Delta)
+}
