@@ -6,8 +6,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/privrec/privrec/dp"
-	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 )
@@ -59,13 +57,11 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 			s.shares = shares
 		case protocol.PhaseTrain:
 			e.Coverage = coverage(s.ups, s.shares)
-			if c, ok := s.cfg.Config.(*hdpmf.Config); ok && c.Variant != hdpmf.Plain {
-				// The proven unit is one user's rating values, each
-				// device's upload clipped to UserClip ratings' worth:
-				// C times a rating's ε (none without a clip).
-				e.Eps = c.UserClip * dp.PartialSharesLoss(e.Coverage, c.Eps, c.Dim)
-				if math.IsInf(e.Eps, 1) || c.UserClip == 0 || !c.Aggregation.Secure() {
-					e.Eps = -1
+			if ps, ok := s.srv.(protocol.PartialShares); ok {
+				// The method's ε at the shares that arrived (HDPMF:
+				// its clip times a rating's loss at this coverage).
+				if eps, ok := ps.PartialSharesEps(e.Coverage); ok {
+					e.Eps = eps
 				}
 			}
 		}

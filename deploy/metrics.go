@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "privrec_round_seconds",
 			Help: "Wall time of a round, from broadcast to commit.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
 		eps: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privrec_epsilon_spent",
-			Help: "HDPMF family: ε spent so far by a rating of weight 1 (basic composition), with the noise that arrived."}),
+			Help: "ε spent so far by the method's protected unit (the ledger's eps_total), with the noise that arrived; +Inf when unbounded."}),
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "privrec_rounds_skipped_total",
 			Help: "Masked rounds that released nothing: their secure aggregation failed after masked vectors were sent."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "privrec_sums_refused_total",

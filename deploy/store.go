@@ -310,8 +310,8 @@ type LedgerEntry struct {
 	Coverage float64 `json:"noise_coverage,omitempty"`
 	// Eps is the round's ε alone, by the method's accountant, for its
 	// unit: with the noise that arrived for a method whose noise is split
-	// among the clients (the HDPMF family's ideal path, dp.PartialSharesLoss
-	// at Coverage; the integer path, protocol.NoiseCoverage), else the
+	// among the clients (the plain-sum path, protocol.PartialShares at
+	// Coverage: HDPMF's family; the integer path, protocol.NoiseCoverage), else the
 	// method's own figure (protocol.RoundSpent). It is +Inf (stored as -1)
 	// when the noise that arrived bounds nothing, and 0 for rounds that
 	// release nothing private or methods that cannot account on the server

@@ -42,6 +42,9 @@ type server struct {
 	// vectors in the last round aggregated, which under a roster
 	// calibration (protocol.ParamRoster) is the number of noise shares.
 	sumRound, sumInputs, inputs int
+	// shares is the public claim PartialSharesEps computes a round's ε
+	// from, on the plain-sum path; nil for Plain.
+	shares *sharesClaim
 }
 
 // serverConfig is the public part of Config the server knows.
@@ -103,6 +106,9 @@ func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful
 		if s.chk, err = newSumCheck(cfg, s.noise, sens); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Variant != Plain {
+		s.shares = &sharesClaim{clip: cfg.UserClip, eps: cfg.Eps, dim: cfg.Dim, secure: cfg.Aggregation.Secure()}
 	}
 	return s, nil
 }

@@ -47,6 +47,17 @@ type RosterSetter interface {
 	SetRoster(n int) error
 }
 
+// PartialShares is implemented by a Stateful server whose noise the
+// clients add in shares to their uploads on the plain-sum path (over the
+// network the server process adds plain uploads, each carrying 1/n_j of
+// item j's noise): PartialSharesEps returns a training round's ε when only
+// the fraction coverage of the announced shares arrived (-1: no finite
+// bound), and ok false when the method's release has no noise shares to
+// account (a noise-free variant). A deployment records it in its ledger.
+type PartialShares interface {
+	PartialSharesEps(coverage float64) (eps float64, ok bool)
+}
+
 // Biased is implemented by a Stateful server whose model predicts with a
 // global mean and item biases besides the factors (dp-als, dp-biases): a
 // deployment publishes them in the final model beside Factors, so that a
