@@ -138,7 +138,7 @@ func (s *Session) checkPlan(p secagg.Params) error {
 	}
 	corrupt := int(math.Floor(s.cfg.Collusion * float64(roster)))
 	if err := secagg.CheckActiveParams(p.N, p.K, p.T, corrupt); err != nil {
-		k, t, _ := secagg.ChooseParamsActive(p.N, 1-float64(p.N)/float64(roster)+0.05, s.cfg.Collusion)
+		k, t, _ := secagg.ChooseParamsActive(p.N, secagg.ProvisionedDropout(float64(p.N)/float64(roster)), s.cfg.Collusion)
 		return fmt.Errorf("refusing the server's parameters (ChooseParamsActive gives K = %d, T = %d here): %w", k, t, err)
 	}
 	return nil

@@ -219,7 +219,7 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	if s.cfg.ActiveSecAgg {
 		choose = secagg.ChooseParamsActive
 	}
-	k, t, err := choose(n, 1-s.cfg.MinParticipants+0.05, Collusion)
+	k, t, err := choose(n, secagg.ProvisionedDropout(s.cfg.MinParticipants), Collusion)
 	if err != nil {
 		return nil, false, fmt.Errorf("deploy: secure aggregation parameters for %d clients: %w", n, err)
 	}

@@ -160,6 +160,19 @@ const (
 	CorrectnessBits = 20
 )
 
+// DropoutMargin is added to the dropout fraction a deployment's
+// participation floor allows (1 − floor) when it provisions a round's
+// graph with ChooseParams or ChooseParamsActive (ProvisionedDropout): the
+// server of package deploy provisions with it, and a client of the active
+// protocol that refuses the server's K and T names the ones this margin
+// gives, so that both sides speak of the same provisioning.
+const DropoutMargin = 0.05
+
+// ProvisionedDropout returns the dropout fraction to pass to ChooseParams
+// or ChooseParamsActive for a round that must keep at least the fraction
+// floor of its clients: 1 − floor + DropoutMargin.
+func ProvisionedDropout(floor float64) float64 { return 1 - floor + DropoutMargin }
+
 // ErrNoParams is returned by ChooseParams when no K ≤ N-1 meets the
 // targets.
 var ErrNoParams = errors.New("secagg: no neighbour degree meets the security and correctness targets")
