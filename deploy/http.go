@@ -350,7 +350,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tc *tls.Config, g p
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	shutdown := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if hs.Shutdown(sctx) != nil {
 			_ = hs.Close() // calls still running after the grace period

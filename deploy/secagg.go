@@ -244,7 +244,7 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 		// aggregators go on to the next shard round.
 		defer func() {
 			if !released {
-				actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				_ = co.Abort(actx, fmt.Errorf("session %s of round %d ended without a sum", session, b.Round))
 				_ = co.Purge(actx) // the pieces published, if any
 				cancel()
