@@ -57,7 +57,8 @@ except ValueError:
 h() { if [ -n "${GOLDEN_KEEP:-}" ]; then mkdir -p "$GOLDEN_KEEP"; tee "$GOLDEN_KEEP/$1"; else cat; fi | sha256sum | cut -c1-16; }
 data="--data ml-latest-small --split random:0.9 --seed 3"
 for m in $("$p" methods --json | python3 -c 'import json,sys; print(" ".join(m["name"] for m in json.load(sys.stdin) if m.get("serve")))'); do
-  ep="--epochs 2"; "$p" evaluate --method "$m" $data $ep --json 2>&1 | grep -q 'unknown flag: --epochs' && ep=""
+  ep="--epochs 2"
+  case $("$p" evaluate --method "$m" $data $ep --json 2>&1 >/dev/null) in *"unknown flag: --epochs"*) ep="";; esac
   out=$("$p" evaluate --method "$m" $data $ep --rank 20 --json 2>/dev/null | strip | h "eval-$m")
   echo "evaluate $m: $out"
   if "$p" methods --json | python3 -c 'import json,sys; sys.exit(0 if any(m["name"]=="'"$m"'" and "secagg" in json.dumps(m["config"]) for m in json.load(sys.stdin)) else 1)'; then
