@@ -81,6 +81,10 @@ type Client struct {
 	survived  []byte         // the survivor set this client signed
 	own       *AdvertiseKeys // its own advertisement
 	commitSet [32]byte       // the commitment set's hash (Reveal)
+
+	// The state machine (Start, Next).
+	input    []uint32        // the input to mask
+	delivery *SharesDelivery // the shares, until the check's answer
 }
 
 // NewClient returns client id's side of the round with parameters p.

@@ -27,7 +27,24 @@
 // a commitment round before the keys and a consistency round before the
 // unmasking. Client and Server are
 // small explicit state machines; any protocol error makes the party abort
-// and release nothing further. Simulate runs a round in process.
+// and release nothing further.
+//
+// # One driver for every transport
+//
+// The step sequence is written once, on both sides, and every caller
+// uses it: the Connect server and command-line client (package deploy),
+// the browser client (webclient), the audits and Simulate. A client is
+// driven by Client.Start, which returns its first Message, and
+// Client.Next, which takes the server's Reply to its last message and
+// returns the next one (nil when done); a transport only encodes them. A
+// Session is the server's side: it takes each client's message of the
+// open Step (Add, refusing late, early and repeated ones), closes the
+// step at a deadline or when everyone expected has sent (Await, Close),
+// and hands out the replies (Release, Reply); the caller records what it
+// must between Close and Release. An Aggregator (package shard) may sum
+// the masked inputs in the Server's place. ChooseParams and
+// ProvisionedDropout choose the parameters; DropoutMargin is the one
+// provisioning margin.
 //
 // # A bad neighbour is a dropout
 //

@@ -1,7 +1,9 @@
 package secagg
 
 import (
+	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -69,18 +71,32 @@ func simulate(p Params, auths []*Auth, inputs [][]uint32, drop []Phase, rnd io.R
 		rnd = rand.Reader
 	}
 	rnd = &lockedReader{r: rnd}
-	phase := func(u uint32) Phase {
+	// stays says whether client u sends its message of step.
+	stays := func(u int, st Step) bool {
 		if drop == nil {
-			return Stay
+			return true
 		}
-		return drop[u]
+		switch drop[u] {
+		case DropBeforeKeys:
+			return false
+		case DropBeforeShares:
+			return st < StepShares
+		case DropBeforeInput:
+			return st < StepMasked
+		case DropBeforeUnmask:
+			return st <= StepMasked
+		}
+		return true
 	}
 	srv, err := NewServer(p)
 	if err != nil {
 		return nil, err
 	}
+	ses := NewSession(srv, nil)
+	ctx := context.Background()
 	clients := make([]*Client, p.N)
-	err = parallel(p.N, func(u int) error {
+	msgs := make([]Message, p.N) // each client's message of the open step, nil once out
+	err = parallel(p.N, runtime.GOMAXPROCS(0), func(u int) error {
 		var c *Client
 		var err error
 		if auths != nil {
@@ -92,130 +108,119 @@ func simulate(p Params, auths []*Auth, inputs [][]uint32, drop []Phase, rnd io.R
 			return err
 		}
 		clients[u] = c
-		if phase(uint32(u)) == DropBeforeKeys {
+		if !stays(u, First(p.Active)) {
 			return nil
 		}
-		if p.Active {
-			m, err := c.Commit()
-			if err != nil {
-				return err
-			}
-			return srv.AddCommit(m)
-		}
-		m, err := c.AdvertiseKeys()
-		if err != nil {
-			return err
-		}
-		return srv.AddKeys(m)
+		msgs[u], err = c.Start(inputs[u])
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if p.Active { // the commitments closed, every committed client reveals
-		set, err := srv.FinishCommit()
-		if err != nil {
-			return nil, err
-		}
-		err = parallel(p.N, func(u int) error {
-			if phase(uint32(u)) == DropBeforeKeys {
-				return nil
-			}
-			m, err := clients[u].Reveal(set)
-			if err != nil {
-				return err
-			}
-			return srv.AddKeys(m)
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	kb, err := srv.FinishKeys()
-	if err != nil {
-		return nil, err
-	}
-	err = parallel(len(kb), func(i int) error {
-		u := kb[i].To
-		if phase(u) == DropBeforeShares {
-			return nil
-		}
-		m, err := clients[u].ShareKeys(kb[i])
-		if err != nil {
-			return fmt.Errorf("client %d: %w", u, err)
-		}
-		return srv.AddShares(m)
-	})
-	if err != nil {
-		return nil, err
-	}
-	sd, err := srv.FinishShares()
-	if err != nil {
-		return nil, err
-	}
-	err = parallel(len(sd), func(i int) error {
-		u := sd[i].To
-		if phase(u) == DropBeforeInput {
-			return nil
-		}
-		m, err := clients[u].MaskedInput(sd[i], inputs[u])
-		if err != nil {
-			return fmt.Errorf("client %d: %w", u, err)
-		}
-		return srv.AddMaskedInput(m)
-	})
-	if err != nil {
-		return nil, err
-	}
-	ur, err := srv.FinishMaskedInput()
-	if err != nil {
-		return nil, err
-	}
-	if p.Active {
-		err = parallel(len(ur), func(i int) error {
-			u := ur[i].To
-			if phase(u) == DropBeforeUnmask {
-				return nil
-			}
-			m, err := clients[u].Consistency(ur[i])
-			if err != nil {
-				return fmt.Errorf("client %d: %w", u, err)
-			}
-			return srv.AddConsistency(m)
-		})
-		if err != nil {
-			return nil, err
-		}
-		if ur, err = srv.FinishConsistency(); err != nil {
-			return nil, err
-		}
-	}
-	err = parallel(len(ur), func(i int) error {
-		u := ur[i].To
-		if phase(u) == DropBeforeUnmask {
-			return nil
-		}
-		m, err := clients[u].Unmask(ur[i])
-		if err != nil {
-			return fmt.Errorf("client %d: %w", u, err)
-		}
-		return srv.AddUnmask(m)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return srv.Result()
+	return lockstep(ctx, ses, clients, msgs, stays, runtime.GOMAXPROCS(0), nil)
 }
 
-// parallel runs f(0..n-1) on GOMAXPROCS goroutines and returns the first
+// MaskedInputs runs a session's steps in process up to the masked
+// inputs, one client at a time in position order, client u holding
+// inputs[u], and returns what the server receives: every client's masked
+// input, by position. rand supplies the clients' randomness (nil:
+// crypto/rand); with a deterministic one the result is reproducible. It
+// serves audits that attack the server's view.
+func MaskedInputs(p Params, inputs [][]uint32, rnd io.Reader) ([]*MaskedInput, error) {
+	if len(inputs) != p.N {
+		return nil, fmt.Errorf("secagg: MaskedInputs: %d inputs for %d clients", len(inputs), p.N)
+	}
+	if rnd == nil {
+		rnd = rand.Reader
+	}
+	srv, err := NewServer(p)
+	if err != nil {
+		return nil, err
+	}
+	clients := make([]*Client, p.N)
+	msgs := make([]Message, p.N)
+	for u := range clients {
+		if clients[u], err = NewClient(uint32(u), p, rnd); err != nil {
+			return nil, err
+		}
+		if msgs[u], err = clients[u].Start(inputs[u]); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*MaskedInput, p.N)
+	stays := func(u int, st Step) bool {
+		if mi, ok := msgs[u].(*MaskedInput); ok {
+			out[u] = mi
+		}
+		return true
+	}
+	_, err = lockstep(context.Background(), NewSession(srv, nil), clients, msgs, stays, 1, func(st Step) bool { return st == StepMasked })
+	return out, err
+}
+
+// lockstep runs session ses in process with every client at once: each
+// client in msgs sends its message of the open step (unless stays says it
+// drops out), the step closes, and each gets its reply and computes its
+// next message, on workers goroutines. stop, when not nil, is asked after each step closed
+// whether to end there. It returns the sum, or the first error of the
+// server or of a client that did not drop.
+func lockstep(ctx context.Context, ses *Session, clients []*Client, msgs []Message, stays func(int, Step) bool, workers int, stop func(Step) bool) ([]uint32, error) {
+	for ses.Open() < NumSteps {
+		st := ses.Open()
+		err := parallel(len(msgs), workers, func(u int) error {
+			if msgs[u] == nil {
+				return nil
+			}
+			if !stays(u, st) {
+				msgs[u] = nil
+				return nil
+			}
+			return ses.Add(ctx, msgs[u])
+		})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := ses.Close(ctx); err != nil {
+			return nil, err
+		}
+		ses.Release()
+		if stop != nil && stop(st) {
+			return nil, nil
+		}
+		err = parallel(len(msgs), workers, func(u int) error {
+			if msgs[u] == nil {
+				return nil
+			}
+			r, err := ses.Reply(ctx, st, uint32(u))
+			if errors.Is(err, ErrNoReply) {
+				msgs[u] = nil // left out by the server
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if msgs[u], err = clients[u].Next(r); err != nil {
+				return fmt.Errorf("client %d: %w", u, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return ses.Result()
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the first
 // error.
-func parallel(n int, f func(int) error) error {
+func parallel(n, workers int, f func(int) error) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
 		next  int
 	)
-	for range min(runtime.GOMAXPROCS(0), n) {
+	for range min(workers, n) {
 		wg.Go(func() {
 			for {
 				mu.Lock()
