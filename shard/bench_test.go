@@ -139,7 +139,7 @@ func BenchmarkShardedRound(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if _, err := co.Finish(ctx); err != nil {
+				if _, err := co.Sum(ctx); err != nil {
 					b.Fatal(err)
 				}
 				wg.Wait()

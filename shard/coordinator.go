@@ -269,12 +269,20 @@ func decodeStreams(b []byte) ([]secagg.MaskStream, error) {
 	return out, nil
 }
 
-// Finish ends the round once the caller has fed the unmasking responses
+// AddMaskedInput publishes client m.From's masked input to the round's
+// shards and commits it (Upload) on the client's behalf: a Coordinator
+// is a secagg.Aggregator, the sharded backend of a secagg.Session.
+func (co *Coordinator) AddMaskedInput(ctx context.Context, m *secagg.MaskedInput) error {
+	_, err := Upload(ctx, co.nc, co.js, co.c, co.round, m)
+	return err
+}
+
+// Sum ends the round once the caller has fed the unmasking responses
 // to Server: it reconstructs the mask streams, publishes them to the
 // aggregators, waits (until ctx ends) for every shard's result and
 // returns the whole unmasked sum — the sum secagg.Server.Result would
 // return.
-func (co *Coordinator) Finish(ctx context.Context) ([]uint32, error) {
+func (co *Coordinator) Sum(ctx context.Context) ([]uint32, error) {
 	streams, err := co.srv.MaskStreams()
 	if err != nil {
 		return nil, co.Abort(ctx, err)
@@ -378,3 +386,5 @@ func (co *Coordinator) Purge(ctx context.Context) error {
 	}
 	return nil
 }
+
+var _ secagg.Aggregator = (*Coordinator)(nil)

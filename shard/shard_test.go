@@ -240,7 +240,7 @@ func runRound(t *testing.T, nc *nats.Conn, js jetstream.JetStream, c Config, pr 
 		}
 		both(func(s *secagg.Server) error { return s.AddUnmask(m) })
 	}
-	if sharded, err = co.Finish(ctx); err != nil {
+	if sharded, err = co.Sum(ctx); err != nil {
 		t.Fatal(err)
 	}
 	stats = wait()

@@ -110,7 +110,7 @@ func TestAggregateCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := co.Finish(ctx)
+	got, err := co.Sum(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
