@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	crand "crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -168,7 +167,8 @@ func (s *Session) checkSurvivors(bitmap []byte) error {
 	return nil
 }
 
-// secaggFlow is one client's five steps. markSent is called just before
+// secaggFlow is one client's steps of a session (secagg.Client.Start,
+// Next) over the Connect API. markSent is called just before
 // the masked vector leaves, whether or not it arrives.
 func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, auth *secagg.Auth, me uint32, x []uint32, cred string, markSent func()) error {
 	var c *secagg.Client
@@ -204,93 +204,31 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 			wait = min(2*wait, time.Second)
 		}
 	}
-	var ak *secagg.AdvertiseKeys
-	if p.Active {
-		// Commit first; reveal the keys only once the server has fixed
-		// the set of commitments, so nobody can choose the graph seed.
-		kc, err := c.Commit()
-		if err != nil {
-			return err
+	m, err := c.Start(x)
+	for err == nil && m != nil {
+		switch m := m.(type) {
+		case *secagg.MaskedInput:
+			markSent()
+		case *secagg.ShareCheck:
+			if len(m.Reported) > 0 {
+				s.log.Warn("neighbours' shares failed authentication: reported", "round", round, "position", me, "reported", m.Reported)
+			}
 		}
-		resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Commit{Commit: &fedv1.SecAggCommit{Position: me, Digest: kc.Digest[:]}}})
-		if err != nil {
-			return err
+		var resp *fedv1.SecAggResponse
+		if resp, err = call(toWireStep(m, p)); err != nil {
+			break
 		}
-		set := resp.GetCommitted().GetSetHash()
-		if len(set) != 32 {
-			return fmt.Errorf("deploy: a commitment set hash of %d bytes", len(set))
+		var r secagg.Reply
+		if r, err = fromWireReply(me, m.Step(), p, resp); err != nil {
+			break
 		}
-		ak, err = c.Reveal([32]byte(set))
-		if err != nil {
-			return err
+		if um, ok := r.(*secagg.UnmaskRequest); ok && p.Active && m.Step() == secagg.StepMasked {
+			if err = s.checkSurvivors(um.Survived); err != nil {
+				break
+			}
 		}
-	} else if ak, err = c.AdvertiseKeys(); err != nil {
-		return err
+		m, err = c.Next(r)
 	}
-	resp, err := call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: me, MaskKey: ak.MaskKey, EncKey: ak.EncKey, Cert: ak.Cert, Sig: ak.Sig, Nonce: ak.Nonce}}})
-	if err != nil {
-		return err
-	}
-	kb := &secagg.KeysBroadcast{To: me}
-	for _, k := range resp.GetKeys().GetKeys() {
-		kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.GetPosition(), MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey(), Cert: k.GetCert(), Sig: k.GetSig()})
-	}
-	if p.Active {
-		if kb.Committed, err = unpackCommitted(resp.GetKeys().GetCommitted()); err != nil {
-			return err
-		}
-	}
-	sk, err := c.ShareKeys(kb)
-	if err != nil {
-		return err
-	}
-	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Shares{Shares: toWireShares(sk.Shares)}}); err != nil {
-		return err
-	}
-	d := &secagg.SharesDelivery{To: me, Shares: fromWireShares(resp.GetShares())}
-	chk, err := c.CheckShares(d)
-	if err != nil {
-		return err
-	}
-	if len(chk.Reported) > 0 {
-		s.log.Warn("neighbours' shares failed authentication: reported", "round", round, "position", me, "reported", chk.Reported)
-	}
-	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Check{Check: &fedv1.SecAggCheck{Reported: chk.Reported}}}); err != nil {
-		return err
-	}
-	d.Excluded = resp.GetExcluded().GetExcluded()
-	mi, err := c.MaskedInput(d, x)
-	if err != nil {
-		return err
-	}
-	data := make([]byte, 4*len(mi.Y))
-	for i, y := range mi.Y {
-		binary.LittleEndian.PutUint32(data[4*i:], y)
-	}
-	markSent()
-	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: data}}}); err != nil {
-		return err
-	}
-	um := fromWireUnmask(me, resp.GetUnmask())
-	if p.Active {
-		if err := s.checkSurvivors(um.Survived); err != nil {
-			return err
-		}
-		sig, err := c.Consistency(um)
-		if err != nil {
-			return err
-		}
-		if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Consistency{Consistency: &fedv1.SecAggSignature{Position: me, Sig: sig.Sig}}}); err != nil {
-			return err
-		}
-		um = fromWireUnmask(me, resp.GetUnmask())
-	}
-	ur, err := c.Unmask(um)
-	if err != nil {
-		return err
-	}
-	_, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Reveal{Reveal: &fedv1.SecAggReveal{
-		SelfShares: toWireRevealed(ur.SelfShares), MaskShares: toWireRevealed(ur.MaskShares)}}})
 	return err
 }
 

@@ -23,18 +23,6 @@ const streamGraph = 0x47524150 // "GRAP"
 // neighbour graph and threshold of masked rounds are provisioned for.
 const Collusion = 0.1
 
-// The steps of a masked round, as the server runs them.
-const (
-	stepCommit  = iota // KeyCommit: the active protocol's commitments
-	stepKeys           // AdvertiseKeys (in the active protocol, the reveals)
-	stepShares         // ShareKeys
-	stepCheck          // ShareCheck: neighbours whose shares failed
-	stepMasked         // MaskedInput
-	stepConsist        // SurvivorSig: the active protocol's consistency round
-	stepReveal         // UnmaskResponse
-	numSteps
-)
-
 // Policy of masked rounds.
 const (
 	// maxWaits bounds how many extra deadlines a step waits, below the
@@ -56,40 +44,22 @@ const (
 // without aggregating the same vectors again, which the clients refuse.
 var errSetupLost = errors.New("deploy: the setup round's secure aggregation failed after masked vectors were sent; the run cannot continue without re-aggregating them — start a new run with a new --state")
 
-// saRound is the server's state of one secure-aggregation session of a
-// round: five steps (keys, shares, share check, masked vectors, revealed
-// shares), each closing when every client expected in it has sent, or at
-// the deadline.
+// saRound is one secure-aggregation session of a round: the secagg
+// session that runs its steps, and what the API needs to reach it.
 type saRound struct {
 	p       secagg.Params
-	srv     *secagg.Server
+	ses     *secagg.Session
 	plan    *fedv1.SecAggPlan
 	session string
 	slot    map[uint32]uint32 // client id → position in the session
-	floor   int               // masked vectors the round needs to be released
-	step    int               // the open step, numSteps when done
-	expect  int               // clients expected in the open step
-	got     int
-	seen    map[uint32]bool // positions that sent in the open step
-	full    chan struct{}   // closed when got == expect
-	done    [numSteps]chan struct{}
-	keys    map[uint32]*secagg.KeysBroadcast
-	shares  map[uint32]*secagg.SharesDelivery
-	checked map[uint32]*secagg.SharesDelivery // the check's answers: Excluded
-	unmask  map[uint32]*secagg.UnmaskRequest
-	signed  map[uint32]*secagg.UnmaskRequest // active: after the consistency round
 	// committed is the active protocol's opened commitment set on the
-	// wire, and commitSet the hash of the commitments (both the same for
-	// every client).
-	committed, commitSet []byte
-	inputs               []uint32 // positions whose masked vector was taken
-	err                  error
+	// wire, the same for every client, packed once.
+	committed []byte
+	packOnce  sync.Once
 	// co is the session's coordinator when the aggregation is sharded
-	// (Sharded), shardRound its shard round, uploads the masked vectors
-	// being published.
+	// (Sharded), shardRound its shard round.
 	co         *shard.Coordinator
 	shardRound uint64
-	uploads    sync.WaitGroup
 }
 
 // exchangeMasked runs round b through SecAgg+ with the enrolled clients
@@ -253,19 +223,16 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	} else if srv, err = secagg.NewServer(p); err != nil {
 		return nil, false, err
 	}
-	sa := &saRound{p: p, srv: srv, session: session, floor: floor, expect: n, seen: map[uint32]bool{}, full: make(chan struct{}), step: stepKeys,
-		slot: make(map[uint32]uint32, n),
+	var agg secagg.Aggregator
+	if co != nil {
+		agg = co
+	}
+	sa := &saRound{p: p, ses: secagg.NewSession(srv, agg), session: session, slot: make(map[uint32]uint32, n),
 		plan: &fedv1.SecAggPlan{Order: roster, Degree: uint32(k), Threshold: uint32(t), Bits: uint32(b.Bits),
 			Words: uint32(b.Words), Seed: p.Seed[:], Session: session, Active: p.Active},
 		co: co, shardRound: shardRound}
 	for pos, id := range roster {
 		sa.slot[id] = uint32(pos)
-	}
-	for i := range sa.done {
-		sa.done[i] = make(chan struct{})
-	}
-	if p.Active {
-		sa.step = stepCommit
 	}
 	w := toWireBroadcast(b)
 	w.V, w.Aux = clone(w.V), clone(w.Aux)
@@ -286,125 +253,56 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 
 	// However the session ends, no client stays waiting in it: a session
 	// left early (the server stopping) releases its waiters with an error.
+	ses := sa.ses
 	defer func() {
-		s.mu.Lock()
-		open := sa.err == nil && sa.step < numSteps
-		s.mu.Unlock()
-		if open {
+		if ses.Err() == nil && ses.Open() < secagg.NumSteps {
 			s.abort(sa, b.Round, errors.New("the server is stopping"))
 		}
 	}()
 	sent := false // a masked vector may have been taken
-	fail := func(step int, err error) ([]*protocol.Upload, bool, error) {
+	fail := func(step secagg.Step, err error) ([]*protocol.Upload, bool, error) {
 		s.abort(sa, b.Round, err)
-		s.log.Warn("secure aggregation session failed; nothing released", "round", b.Round, "session", session, "step", step, "err", err)
+		s.log.Warn("secure aggregation session failed; nothing released", "round", b.Round, "session", session, "step", int(step), "err", err)
 		return nil, !sent, nil
 	}
-	var sum []uint32
-	for step := range numSteps {
-		if (step == stepCommit || step == stepConsist) && !p.Active {
-			s.mu.Lock()
-			sa.step = step + 1
-			s.mu.Unlock()
-			close(sa.done[step])
-			continue
-		}
-		if err := s.awaitStep(ctx, sa, step); err != nil {
+	for ses.Open() < secagg.NumSteps {
+		if err := ses.Await(ctx, s.cfg.RoundTimeout, maxWaits, s.log); err != nil {
 			return nil, false, err
 		}
-		s.mu.Lock()
-		sa.step = step + 1 // refuse late messages of this step from now on
-		s.mu.Unlock()
-		var next int
-		switch step {
-		case stepCommit:
-			set, err := srv.FinishCommit()
-			if err != nil {
-				return fail(step, err)
-			}
-			sa.commitSet = set[:]
-			s.mu.Lock()
-			next = sa.got // every committed client reveals
-			s.mu.Unlock()
-		case stepKeys:
-			kb, err := srv.FinishKeys()
-			if err != nil {
-				return fail(step, err)
-			}
-			sa.keys = byRecipient(kb, func(m *secagg.KeysBroadcast) uint32 { return m.To })
-			if len(kb) > 0 && p.Active {
-				sa.committed = packCommitted(kb[0].Committed)
-			}
-			next = len(kb)
-		case stepShares:
-			sd, err := srv.FinishShares()
-			if err != nil {
-				return fail(step, err)
-			}
-			sa.shares = byRecipient(sd, func(m *secagg.SharesDelivery) uint32 { return m.To })
-			next = len(sd)
-		case stepCheck:
-			ex, err := srv.FinishCheck()
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if co != nil && ses.Open() == secagg.StepReveal {
+			// The aggregators' shards of the sum, bit for bit Result's;
+			// they wait as long as a step may.
+			cctx, cancel = context.WithTimeout(ctx, time.Duration(1+maxWaits)*s.cfg.RoundTimeout)
+		}
+		step, err := ses.Close(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		if step == secagg.StepCheck {
 			s.banReported(sa, b.Round, srv.Reports())
+		}
+		if err != nil {
+			return fail(step, err)
+		}
+		if step == secagg.StepReveal {
+			sum, err := ses.Result()
 			if err != nil {
 				return fail(step, err)
 			}
-			sa.checked = byRecipient(ex, func(m *secagg.SharesDelivery) uint32 { return m.To })
-			next = len(ex)
-		case stepMasked:
-			var ur []*secagg.UnmaskRequest
-			if co != nil {
-				sa.uploads.Wait() // the step is closed: no upload starts
-				ur, err = co.CloseInput(ctx)
-				if ctx.Err() != nil {
-					return nil, false, ctx.Err()
-				}
-				s.mu.Lock()
-				sa.inputs = srv.Survivors() // admitted, whatever their callers heard
-				s.mu.Unlock()
-			} else {
-				ur, err = srv.FinishMaskedInput()
-			}
-			if err != nil {
-				return fail(step, err)
-			}
-			sa.unmask = byRecipient(ur, func(m *secagg.UnmaskRequest) uint32 { return m.To })
-			next = len(ur)
-		case stepConsist:
-			ur, err := srv.FinishConsistency()
-			if err != nil {
-				return fail(step, err)
-			}
-			sa.signed = byRecipient(ur, func(m *secagg.UnmaskRequest) uint32 { return m.To })
-			next = len(ur)
-		case stepReveal:
-			if co != nil {
-				// The aggregators' shards of the sum, bit for bit
-				// Result's; they wait as long as a step may.
-				fctx, cancel := context.WithTimeout(ctx, time.Duration(1+maxWaits)*s.cfg.RoundTimeout)
-				sum, err = co.Finish(fctx)
-				cancel()
-				if ctx.Err() != nil {
-					return nil, false, ctx.Err()
-				}
-			} else {
-				sum, err = srv.Result()
-			}
-			if err != nil {
-				return fail(step, err)
-			}
-			survivors := make([]uint32, 0, len(sa.inputs))
+			survivors := make([]uint32, 0, ses.Inputs())
 			for _, pos := range srv.Survivors() {
 				survivors = append(survivors, roster[pos])
 			}
-			if err := s.st.putMasked(b.Round, &maskedRecord{Session: session, Sum: sum, Inputs: len(sa.inputs), Survivors: survivors}); err != nil {
+			if err := s.st.putMasked(b.Round, &maskedRecord{Session: session, Sum: sum, Inputs: ses.Inputs(), Survivors: survivors}); err != nil {
 				return nil, false, err
 			}
 			if s.testHook != nil {
 				s.testHook("sum", b.Round, sum)
 			}
 		}
-		if nextStep(step, p.Active) == stepMasked {
+		if step.Next(p.Active) == secagg.StepMasked {
 			// Record that masked vectors may now be sent, before any
 			// client hears the answer that lets it send one: a restart
 			// then never opens another session of this round.
@@ -416,28 +314,27 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 				s.testHook("masked", b.Round, nil)
 			}
 		}
-		s.mu.Lock()
-		sa.expect, sa.got, sa.seen, sa.full = next, 0, map[uint32]bool{}, make(chan struct{})
-		// Open the step the clients send next before they hear this
-		// one's answer, past the active protocol's steps when they do
-		// not run: a client never finds its next step not open yet
-		// (before, a fast client's reveal could arrive while the skipped
-		// consistency step was still open, be refused as early and drop
-		// the client from the round, which then waited out its deadline).
-		sa.step = nextStep(step, p.Active)
-		if step == stepMasked {
+		if step == secagg.StepMasked {
+			s.mu.Lock()
 			for _, pos := range srv.Survivors() {
 				s.answered[s.slots[roster[pos]]] = true
 			}
-			s.nAnswer, s.maskedInputs = len(sa.inputs), len(sa.inputs)
+			s.nAnswer, s.maskedInputs = ses.Inputs(), ses.Inputs()
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
-		close(sa.done[step])
+		// Open the step the clients send next before they hear this
+		// one's answer (Release): a client never finds its next step
+		// not open yet.
+		ses.Release()
 		if s.testHook != nil {
 			s.testHook(fmt.Sprintf("answered step %d", step), b.Round, nil)
 		}
 	}
 	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	sum, err := ses.Result()
+	if err != nil {
 		return nil, false, err
 	}
 	if co != nil {
@@ -481,57 +378,8 @@ func (s *Server) ban(id uint32, why string) {
 	}
 }
 
-// awaitStep waits until every expected client sent its message of step,
-// or the deadline passed with enough of them for the protocol to go on:
-// the round's floor, or in the last step the shares that unmask the sum.
-// Short of that it waits up to maxWaits more deadlines (the secagg server
-// then refuses to go on).
-func (s *Server) awaitStep(ctx context.Context, sa *saRound, step int) error {
-	timer := time.NewTimer(s.cfg.RoundTimeout)
-	defer timer.Stop()
-	for waits := 0; ; waits++ {
-		s.mu.Lock()
-		full, got, want := sa.full, sa.got, sa.expect
-		s.mu.Unlock()
-		if got >= want {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-full:
-			return nil
-		case <-timer.C:
-		}
-		s.mu.Lock()
-		got = sa.got
-		s.mu.Unlock()
-		// Enough to go on: the floor of vectors, or, when revealing,
-		// the shares that unmask the sum.
-		enough := got >= sa.floor
-		if step == stepReveal {
-			enough = sa.srv.Ready()
-		}
-		if enough || waits >= maxWaits {
-			s.log.Warn("secure aggregation step closed at its deadline", "step", step, "sent", got, "expected", want, "floor", sa.floor)
-			return nil
-		}
-		s.log.Warn("secure aggregation step below the round's floor at its deadline: waiting on", "step", step, "sent", got, "floor", sa.floor)
-		timer.Reset(s.cfg.RoundTimeout)
-	}
-}
-
 // abort ends a session whose secure aggregation failed: nothing is
 // released, and every client waiting in it gets the error.
 func (s *Server) abort(sa *saRound, round int, err error) {
-	s.mu.Lock()
-	sa.err = fmt.Errorf("deploy: round %d: secure aggregation aborted, nothing released: %w", round, err)
-	s.mu.Unlock()
-	for _, d := range sa.done {
-		select {
-		case <-d:
-		default:
-			close(d)
-		}
-	}
+	sa.ses.Abort(fmt.Errorf("deploy: round %d: secure aggregation aborted, nothing released: %w", round, err))
 }

@@ -10,22 +10,8 @@ import (
 
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 	"github.com/privrec/privrec/secagg"
+	"github.com/privrec/privrec/shard"
 )
-
-// refusal says, with s.mu held, why position me may not send its message
-// of step now: the step is closed ("late") or not open yet ("early"), or
-// me sent it already ("duplicate"); reason "" when it may.
-func (sa *saRound) refusal(me uint32, step int) (code connect.Code, reason, msg string) {
-	switch {
-	case sa.step > step:
-		return connect.CodeFailedPrecondition, "late", fmt.Sprintf("step %d of the round is closed", step)
-	case sa.step != step:
-		return connect.CodeUnavailable, "early", fmt.Sprintf("step %d is not open yet", step)
-	case sa.seen[me]:
-		return connect.CodeAlreadyExists, "duplicate", fmt.Sprintf("position %d already sent step %d", me, step)
-	}
-	return 0, "", ""
-}
 
 // SecAgg takes one client's message for the open step of a masked round
 // and answers, once the step is closed, with the client's input for the
@@ -37,23 +23,7 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 		return nil, err
 	}
 	msg := req.Msg
-	var step int
-	switch msg.GetStep().(type) {
-	case *fedv1.SecAggRequest_Commit:
-		step = stepCommit
-	case *fedv1.SecAggRequest_Keys:
-		step = stepKeys
-	case *fedv1.SecAggRequest_Shares:
-		step = stepShares
-	case *fedv1.SecAggRequest_Check:
-		step = stepCheck
-	case *fedv1.SecAggRequest_Masked:
-		step = stepMasked
-	case *fedv1.SecAggRequest_Reveal:
-		step = stepReveal
-	case *fedv1.SecAggRequest_Consistency:
-		step = stepConsist
-	default:
+	if msg.GetStep() == nil {
 		return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "no step")
 	}
 	at, err := s.admit(id, int(msg.GetRound()), true)
@@ -68,151 +38,191 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	if !ok {
 		return nil, s.rejectErr(connect.CodePermissionDenied, "banned", "client %d is banned from this run's secure aggregation", id)
 	}
-	if err := s.addStep(ctx, sa, step, id, me, msg); err != nil {
+	m, err := s.fromWireStep(sa, me, msg)
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-ctx.Done():
+	if err := s.addStep(ctx, sa, id, m); err != nil {
+		return nil, err
+	}
+	r, err := sa.ses.Reply(ctx, m.Step(), me)
+	switch {
+	case ctx.Err() != nil:
 		return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
-	case <-sa.done[step]:
+	case errors.Is(err, secagg.ErrNoReply):
+		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
+	case err != nil:
+		return nil, connect.NewError(connect.CodeAborted, err)
 	}
-	s.mu.Lock()
-	abortErr := sa.err
-	s.mu.Unlock()
-	if abortErr != nil {
-		return nil, connect.NewError(connect.CodeAborted, abortErr)
-	}
-	resp := &fedv1.SecAggResponse{}
-	switch step {
-	case stepCommit:
-		resp.Next = &fedv1.SecAggResponse_Committed{Committed: &fedv1.SecAggCommitted{SetHash: sa.commitSet}}
-	case stepKeys:
-		kb, ok := sa.keys[me]
-		if !ok {
-			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("dropped from the round's keys"))
-		}
-		list := &fedv1.SecAggKeyList{Committed: sa.committed}
-		for _, k := range kb.Keys {
-			list.Keys = append(list.Keys, &fedv1.SecAggKeys{Position: k.From, MaskKey: k.MaskKey, EncKey: k.EncKey, Cert: k.Cert, Sig: k.Sig})
-		}
-		resp.Next = &fedv1.SecAggResponse_Keys{Keys: list}
-	case stepShares:
-		sd, ok := sa.shares[me]
-		if !ok {
-			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("dropped from the round's shares"))
-		}
-		resp.Next = &fedv1.SecAggResponse_Shares{Shares: toWireShares(sd.Shares)}
-	case stepCheck:
-		ex, ok := sa.checked[me]
-		if !ok {
-			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("excluded from the round after the share check"))
-		}
-		resp.Next = &fedv1.SecAggResponse_Excluded{Excluded: &fedv1.SecAggExcluded{Excluded: ex.Excluded}}
-	case stepMasked:
-		ur, ok := sa.unmask[me]
-		if !ok {
-			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("dropped from the round's masked inputs"))
-		}
-		resp.Next = &fedv1.SecAggResponse_Unmask{Unmask: toWireUnmask(ur)}
-	case stepConsist:
-		ur, ok := sa.signed[me]
-		if !ok {
-			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("dropped from the round's consistency check"))
-		}
-		resp.Next = &fedv1.SecAggResponse_Unmask{Unmask: toWireUnmask(ur)}
-	case stepReveal:
-		resp.Next = &fedv1.SecAggResponse_Done{Done: &fedv1.SecAggDone{}}
-	}
-	return connect.NewResponse(resp), nil
+	return connect.NewResponse(sa.toWireReply(r)), nil
 }
 
-// addStep hands the message of client id, at position me, for step to
-// the secagg server. The step check, the hand-over and the count happen
-// under one lock, so that a message is either in the step (and in the
-// sum, and in the ledger's counts) or refused as late, never half.
-func (s *Server) addStep(ctx context.Context, sa *saRound, step int, id, me uint32, msg *fedv1.SecAggRequest) error {
-	// Decode outside the lock.
-	var y []uint32
-	if step == stepMasked {
-		m := msg.GetMasked()
-		if int(m.GetModulusBits()) != sa.p.Bits || len(m.GetData()) != 4*sa.p.Len {
-			return s.rejectErr(connect.CodeInvalidArgument, "shape", "a masked vector of %d bytes mod 2^%d; the round wants %d words mod 2^%d",
-				len(m.GetData()), m.GetModulusBits(), sa.p.Len, sa.p.Bits)
-		}
-		y = make([]uint32, sa.p.Len)
-		for i := range y {
-			y[i] = binary.LittleEndian.Uint32(m.GetData()[4*i:])
-		}
-		if sa.co != nil {
-			return s.addSharded(ctx, sa, me, y)
-		}
+// addStep hands client id's message m to the round's session. A step
+// that refuses it (late, early, a duplicate) or a secagg server that
+// does not accept it gets the client a refusal; a key of small order
+// bans the client.
+func (s *Server) addStep(ctx context.Context, sa *saRound, id uint32, m secagg.Message) error {
+	sharded := sa.co != nil && m.Step() == secagg.StepMasked
+	if sharded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.RoundTimeout)
+		defer cancel()
 	}
-	s.mu.Lock()
-	if code, reason, msg := sa.refusal(me, step); reason != "" {
-		s.mu.Unlock()
-		return s.rejectErr(code, reason, "%s", msg)
+	err := sa.ses.Add(ctx, m)
+	switch {
+	case err == nil:
+		s.met.accept()
+		return nil
+	case errors.Is(err, secagg.ErrLate):
+		return s.rejectErr(connect.CodeFailedPrecondition, "late", "%v", err)
+	case errors.Is(err, secagg.ErrEarly):
+		return s.rejectErr(connect.CodeUnavailable, "early", "%v", err)
+	case errors.Is(err, secagg.ErrDuplicate):
+		return s.rejectErr(connect.CodeAlreadyExists, "duplicate", "%v", err)
+	case errors.Is(err, secagg.ErrLowOrder):
+		s.ban(id, fmt.Sprintf("advertised a key of small order: %v", err))
+	case sharded && !errors.Is(err, shard.ErrRefused):
+		return s.rejectErr(connect.CodeUnavailable, "sharded", "step %d: handing the masked vector to the aggregators failed; the client is out of this round: %v", m.Step(), err)
 	}
-	var err error
-	switch step {
-	case stepCommit:
-		c := msg.GetCommit()
+	return s.rejectErr(connect.CodeInvalidArgument, "secagg", "step %d: %v", m.Step(), err)
+}
+
+// fromWireStep decodes position me's message of a step, refusing one
+// that speaks for another position or has the wrong shape.
+func (s *Server) fromWireStep(sa *saRound, me uint32, msg *fedv1.SecAggRequest) (secagg.Message, error) {
+	switch st := msg.GetStep().(type) {
+	case *fedv1.SecAggRequest_Commit:
+		c := st.Commit
 		if c.GetPosition() != me || len(c.GetDigest()) != 32 {
-			s.mu.Unlock()
-			return s.rejectErr(connect.CodeInvalidArgument, "shape", "position %d commits as %d with a %d-byte digest", me, c.GetPosition(), len(c.GetDigest()))
+			return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "position %d commits as %d with a %d-byte digest", me, c.GetPosition(), len(c.GetDigest()))
 		}
-		err = sa.srv.AddCommit(&secagg.KeyCommit{From: me, Digest: [32]byte(c.GetDigest())})
-	case stepKeys:
-		k := msg.GetKeys()
+		return &secagg.KeyCommit{From: me, Digest: [32]byte(c.GetDigest())}, nil
+	case *fedv1.SecAggRequest_Keys:
+		k := st.Keys
 		if k.GetPosition() != me {
-			s.mu.Unlock()
-			return s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d sends as %d", me, k.GetPosition())
+			return nil, s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d sends as %d", me, k.GetPosition())
 		}
-		err = sa.srv.AddKeys(&secagg.AdvertiseKeys{From: me, MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey(), Cert: k.GetCert(), Sig: k.GetSig(), Nonce: k.GetNonce()})
-	case stepShares:
+		return &secagg.AdvertiseKeys{From: me, MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey(), Cert: k.GetCert(), Sig: k.GetSig(), Nonce: k.GetNonce()}, nil
+	case *fedv1.SecAggRequest_Shares:
 		var shares []secagg.EncryptedShare
-		for _, sh := range msg.GetShares().GetShares() {
+		for _, sh := range st.Shares.GetShares() {
 			if sh.GetFrom() != me {
-				s.mu.Unlock()
-				return s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d sends a share from %d", me, sh.GetFrom())
+				return nil, s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d sends a share from %d", me, sh.GetFrom())
 			}
 			shares = append(shares, secagg.EncryptedShare{From: sh.GetFrom(), To: sh.GetTo(), Ciphertext: sh.GetCiphertext()})
 		}
-		err = sa.srv.AddShares(&secagg.ShareKeys{From: me, Shares: shares})
-	case stepCheck:
-		err = sa.srv.AddCheck(&secagg.ShareCheck{From: me, Reported: msg.GetCheck().GetReported()})
-	case stepMasked:
-		err = sa.srv.AddMaskedInput(&secagg.MaskedInput{From: me, Y: y})
-	case stepConsist:
-		c := msg.GetConsistency()
+		return &secagg.ShareKeys{From: me, Shares: shares}, nil
+	case *fedv1.SecAggRequest_Check:
+		return &secagg.ShareCheck{From: me, Reported: st.Check.GetReported()}, nil
+	case *fedv1.SecAggRequest_Masked:
+		m := st.Masked
+		if int(m.GetModulusBits()) != sa.p.Bits || len(m.GetData()) != 4*sa.p.Len {
+			return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "a masked vector of %d bytes mod 2^%d; the round wants %d words mod 2^%d",
+				len(m.GetData()), m.GetModulusBits(), sa.p.Len, sa.p.Bits)
+		}
+		y := make([]uint32, sa.p.Len)
+		for i := range y {
+			y[i] = binary.LittleEndian.Uint32(m.GetData()[4*i:])
+		}
+		return &secagg.MaskedInput{From: me, Y: y}, nil
+	case *fedv1.SecAggRequest_Consistency:
+		c := st.Consistency
 		if c.GetPosition() != me {
-			s.mu.Unlock()
-			return s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d signs as %d", me, c.GetPosition())
+			return nil, s.rejectErr(connect.CodePermissionDenied, "not-member", "position %d signs as %d", me, c.GetPosition())
 		}
-		err = sa.srv.AddConsistency(&secagg.SurvivorSig{From: me, Sig: c.GetSig()})
-	case stepReveal:
-		rv := msg.GetReveal()
-		err = sa.srv.AddUnmask(&secagg.UnmaskResponse{From: me,
-			SelfShares: fromWireRevealed(rv.GetSelfShares()), MaskShares: fromWireRevealed(rv.GetMaskShares())})
+		return &secagg.SurvivorSig{From: me, Sig: c.GetSig()}, nil
+	case *fedv1.SecAggRequest_Reveal:
+		rv := st.Reveal
+		return &secagg.UnmaskResponse{From: me, SelfShares: fromWireRevealed(rv.GetSelfShares()), MaskShares: fromWireRevealed(rv.GetMaskShares())}, nil
 	}
-	if err == nil {
-		sa.seen[me] = true
-		sa.got++
-		if step == stepMasked {
-			sa.inputs = append(sa.inputs, me)
+	return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "no step")
+}
+
+// toWireReply encodes a client's reply. The opened commitment set, the
+// same for every client, is packed once.
+func (sa *saRound) toWireReply(r secagg.Reply) *fedv1.SecAggResponse {
+	resp := &fedv1.SecAggResponse{}
+	switch r := r.(type) {
+	case *secagg.CommitSet:
+		resp.Next = &fedv1.SecAggResponse_Committed{Committed: &fedv1.SecAggCommitted{SetHash: r.Hash[:]}}
+	case *secagg.KeysBroadcast:
+		list := &fedv1.SecAggKeyList{}
+		if sa.p.Active {
+			sa.packOnce.Do(func() { sa.committed = packCommitted(r.Committed) })
+			list.Committed = sa.committed
 		}
-		if sa.got == sa.expect {
-			close(sa.full)
+		for _, k := range r.Keys {
+			list.Keys = append(list.Keys, &fedv1.SecAggKeys{Position: k.From, MaskKey: k.MaskKey, EncKey: k.EncKey, Cert: k.Cert, Sig: k.Sig})
 		}
+		resp.Next = &fedv1.SecAggResponse_Keys{Keys: list}
+	case *secagg.SharesDelivery:
+		resp.Next = &fedv1.SecAggResponse_Shares{Shares: toWireShares(r.Shares)}
+	case *secagg.Exclusion:
+		resp.Next = &fedv1.SecAggResponse_Excluded{Excluded: &fedv1.SecAggExcluded{Excluded: r.Excluded}}
+	case *secagg.UnmaskRequest:
+		resp.Next = &fedv1.SecAggResponse_Unmask{Unmask: toWireUnmask(r)}
+	case *secagg.Done:
+		resp.Next = &fedv1.SecAggResponse_Done{Done: &fedv1.SecAggDone{}}
 	}
-	s.mu.Unlock()
-	if errors.Is(err, secagg.ErrLowOrder) {
-		s.ban(id, fmt.Sprintf("advertised a key of small order: %v", err))
+	return resp
+}
+
+// toWireStep encodes a client's message of a step; p is its session's.
+func toWireStep(m secagg.Message, p secagg.Params) *fedv1.SecAggRequest {
+	req := &fedv1.SecAggRequest{}
+	switch m := m.(type) {
+	case *secagg.KeyCommit:
+		req.Step = &fedv1.SecAggRequest_Commit{Commit: &fedv1.SecAggCommit{Position: m.From, Digest: m.Digest[:]}}
+	case *secagg.AdvertiseKeys:
+		req.Step = &fedv1.SecAggRequest_Keys{Keys: &fedv1.SecAggKeys{Position: m.From, MaskKey: m.MaskKey, EncKey: m.EncKey, Cert: m.Cert, Sig: m.Sig, Nonce: m.Nonce}}
+	case *secagg.ShareKeys:
+		req.Step = &fedv1.SecAggRequest_Shares{Shares: toWireShares(m.Shares)}
+	case *secagg.ShareCheck:
+		req.Step = &fedv1.SecAggRequest_Check{Check: &fedv1.SecAggCheck{Reported: m.Reported}}
+	case *secagg.MaskedInput:
+		data := make([]byte, 4*len(m.Y))
+		for i, y := range m.Y {
+			binary.LittleEndian.PutUint32(data[4*i:], y)
+		}
+		req.Step = &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: data}}
+	case *secagg.SurvivorSig:
+		req.Step = &fedv1.SecAggRequest_Consistency{Consistency: &fedv1.SecAggSignature{Position: m.From, Sig: m.Sig}}
+	case *secagg.UnmaskResponse:
+		req.Step = &fedv1.SecAggRequest_Reveal{Reveal: &fedv1.SecAggReveal{SelfShares: toWireRevealed(m.SelfShares), MaskShares: toWireRevealed(m.MaskShares)}}
 	}
-	if err != nil {
-		return s.rejectErr(connect.CodeInvalidArgument, "secagg", "step %d: %v", step, err)
+	return req
+}
+
+// fromWireReply decodes the server's answer to position me's message of
+// step in a session of parameters p.
+func fromWireReply(me uint32, step secagg.Step, p secagg.Params, resp *fedv1.SecAggResponse) (secagg.Reply, error) {
+	switch step {
+	case secagg.StepCommit:
+		set := resp.GetCommitted().GetSetHash()
+		if len(set) != 32 {
+			return nil, fmt.Errorf("deploy: a commitment set hash of %d bytes", len(set))
+		}
+		return &secagg.CommitSet{To: me, Hash: [32]byte(set)}, nil
+	case secagg.StepKeys:
+		kb := &secagg.KeysBroadcast{To: me}
+		for _, k := range resp.GetKeys().GetKeys() {
+			kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.GetPosition(), MaskKey: k.GetMaskKey(), EncKey: k.GetEncKey(), Cert: k.GetCert(), Sig: k.GetSig()})
+		}
+		if p.Active {
+			var err error
+			if kb.Committed, err = unpackCommitted(resp.GetKeys().GetCommitted()); err != nil {
+				return nil, err
+			}
+		}
+		return kb, nil
+	case secagg.StepShares:
+		return &secagg.SharesDelivery{To: me, Shares: fromWireShares(resp.GetShares())}, nil
+	case secagg.StepCheck:
+		return &secagg.Exclusion{To: me, Excluded: resp.GetExcluded().GetExcluded()}, nil
+	case secagg.StepMasked, secagg.StepConsistency:
+		return fromWireUnmask(me, resp.GetUnmask()), nil
 	}
-	s.met.accept()
-	return nil
+	return &secagg.Done{To: me}, nil
 }
 
 func toWireShares(in []secagg.EncryptedShare) *fedv1.SecAggShares {
@@ -243,15 +253,6 @@ func fromWireRevealed(in []*fedv1.SecAggRevealed) []secagg.RevealedShare {
 	var out []secagg.RevealedShare
 	for _, r := range in {
 		out = append(out, secagg.RevealedShare{Owner: r.GetOwner(), Share: r.GetShare()})
-	}
-	return out
-}
-
-// byRecipient indexes a step's messages by the client they are for.
-func byRecipient[M any](ms []M, to func(M) uint32) map[uint32]M {
-	out := make(map[uint32]M, len(ms))
-	for _, m := range ms {
-		out[to(m)] = m
 	}
 	return out
 }
@@ -298,17 +299,6 @@ func fromWireUnmask(to uint32, w *fedv1.SecAggUnmask) *secagg.UnmaskRequest {
 		ur.Signatures = append(ur.Signatures, secagg.SurvivorSig{From: sg.GetPosition(), Sig: sg.GetSig()})
 	}
 	return ur
-}
-
-// nextStep is the step a client sends after step: the next one, past
-// the active protocol's commitment and consistency steps when the
-// session runs the passive protocol.
-func nextStep(step int, active bool) int {
-	next := step + 1
-	for !active && (next == stepCommit || next == stepConsist) {
-		next++
-	}
-	return next
 }
 
 // clientsWord is "1 client" or "n clients".

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
@@ -145,48 +144,6 @@ func (s *Server) openShard(ctx context.Context, p secagg.Params) (*shard.Coordin
 		return nil, 0, co.Abort(ctx, err)
 	}
 	return co, round, nil
-}
-
-// addSharded takes client me's masked vector y in a sharded session:
-// publishes its pieces and commits them on the client's behalf. The
-// position is taken first, so a second call of the same client is
-// refused as a duplicate, during the upload and after it; the step's
-// close waits for the uploads under way.
-func (s *Server) addSharded(ctx context.Context, sa *saRound, me uint32, y []uint32) error {
-	s.mu.Lock()
-	if code, reason, msg := sa.refusal(me, stepMasked); reason != "" {
-		s.mu.Unlock()
-		return s.rejectErr(code, reason, "%s", msg)
-	}
-	sa.seen[me] = true
-	sa.uploads.Add(1)
-	s.mu.Unlock()
-	uctx, cancel := context.WithTimeout(ctx, s.cfg.RoundTimeout)
-	_, err := shard.Upload(uctx, s.cfg.Sharded.Conn, s.js, sa.co.Config(), sa.shardRound, &secagg.MaskedInput{From: me, Y: y})
-	cancel()
-	s.mu.Lock()
-	// A failed upload keeps the position taken: the client is out of the
-	// round, as a dropout. Letting it send again could leave a shard
-	// holding a piece of its first vector (stored, dropped as a
-	// duplicate the second time) under the digest of its second, which
-	// no aggregator would fold: the round would stall.
-	if err == nil {
-		sa.got++
-		sa.inputs = append(sa.inputs, me)
-		if sa.got == sa.expect {
-			close(sa.full)
-		}
-	}
-	s.mu.Unlock()
-	sa.uploads.Done()
-	switch {
-	case errors.Is(err, shard.ErrRefused):
-		return s.rejectErr(connect.CodeInvalidArgument, "secagg", "step %d: %v", stepMasked, err)
-	case err != nil:
-		return s.rejectErr(connect.CodeUnavailable, "sharded", "step %d: handing the masked vector to the aggregators failed; the client is out of this round: %v", stepMasked, err)
-	}
-	s.met.accept()
-	return nil
 }
 
 // meta returns the value of key in the meta bucket, nil when absent.

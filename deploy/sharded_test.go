@@ -489,30 +489,34 @@ func TestShardedUploadOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer co.Abort(ctx, errors.New("test over"))
-	// Every position shares its keys, as the steps before would.
+	// Every position takes the steps before the masked vector.
+	ses := secagg.NewSession(co.Server(), co)
+	sa := &saRound{p: p, ses: ses, co: co, shardRound: round}
 	clients := make([]*secagg.Client, p.N)
+	msgs := make([]secagg.Message, p.N)
 	for u := range p.N {
 		clients[u], _ = secagg.NewClient(uint32(u), p, crand.Reader)
-		m, _ := clients[u].AdvertiseKeys()
-		if err := co.Server().AddKeys(m); err != nil {
+		msgs[u], _ = clients[u].Start(make([]uint32, p.Len))
+	}
+	for ses.Open() < secagg.StepMasked {
+		for _, m := range msgs {
+			if err := ses.Add(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := ses.Close(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	kb, err := co.Server().FinishKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range kb {
-		m, _ := clients[b.To].ShareKeys(b)
-		if err := co.Server().AddShares(m); err != nil {
-			t.Fatal(err)
+		ses.Release()
+		for u := range msgs {
+			r, err := ses.Reply(ctx, st, uint32(u))
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs[u], _ = clients[u].Next(r)
 		}
 	}
-	if _, err := co.Server().FinishShares(); err != nil {
-		t.Fatal(err)
-	}
-	sa := &saRound{p: p, srv: co.Server(), co: co, shardRound: round, step: stepMasked, expect: p.N,
-		seen: map[uint32]bool{}, full: make(chan struct{})}
 	gone, stop := context.WithCancel(ctx)
 	stop()
 	y := make([]uint32, p.Len)
@@ -526,12 +530,12 @@ func TestShardedUploadOnce(t *testing.T) {
 		{ctx, 1, ""},
 		{ctx, 1, "duplicate"},
 	} {
-		err := s.addSharded(tc.ctx, sa, tc.me, y)
+		err := s.addStep(tc.ctx, sa, tc.me, &secagg.MaskedInput{From: tc.me, Y: y})
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("position %d: %v, want %q", tc.me, err, tc.want)
 		}
 	}
-	if sa.got != 1 || co.Admitted() != 1 {
-		t.Errorf("%d vectors taken, %d admitted; want 1 and 1", sa.got, co.Admitted())
+	if ses.Inputs() != 1 || co.Admitted() != 1 {
+		t.Errorf("%d vectors taken, %d admitted; want 1 and 1", ses.Inputs(), co.Admitted())
 	}
 }
