@@ -69,38 +69,11 @@ func (s *maskSpy) record(b *protocol.Broadcast, ups []*protocol.Upload) error {
 		return err
 	}
 	p := secagg.Params{N: n, K: k, T: t, Bits: b.Bits, Len: b.Words, Seed: rng.Seed(7, uint64(b.Round))}
-	srv, err := secagg.NewServer(p)
-	if err != nil {
-		return err
+	dense := make([][]uint32, n)
+	for i, u := range given {
+		dense[i] = u.DenseWords(b)
 	}
-	rnd := secaggRand(b.Round)
-	cs := make([]*secagg.Client, n)
-	for i := range cs {
-		if cs[i], err = secagg.NewClient(uint32(i), p, rnd); err != nil {
-			return err
-		}
-		m, err := cs[i].AdvertiseKeys()
-		if err != nil {
-			return err
-		}
-		if err := srv.AddKeys(m); err != nil {
-			return err
-		}
-	}
-	kb, err := srv.FinishKeys()
-	if err != nil {
-		return err
-	}
-	for _, m := range kb {
-		sk, err := cs[m.To].ShareKeys(m)
-		if err != nil {
-			return err
-		}
-		if err := srv.AddShares(sk); err != nil {
-			return err
-		}
-	}
-	sd, err := srv.FinishShares()
+	mis, err := secagg.MaskedInputs(p, dense, secaggRand(b.Round))
 	if err != nil {
 		return err
 	}
@@ -108,19 +81,13 @@ func (s *maskSpy) record(b *protocol.Broadcast, ups []*protocol.Upload) error {
 	bc.V = slices.Clone(b.V)
 	plain := &protocol.Record{Round: b.Round, Broadcast: &bc}
 	masked := &protocol.Record{Round: b.Round, Broadcast: &bc}
-	for _, d := range sd {
-		u := given[d.To]
-		dense := u.DenseWords(b)
-		mi, err := cs[d.To].MaskedInput(d, dense)
-		if err != nil {
-			return err
-		}
+	for i, u := range given {
 		if s.keep != nil {
-			s.keep(b, u, dense, mi.Y)
+			s.keep(b, u, dense[i], mis[i].Y)
 			continue
 		}
-		plain.Uploads = append(plain.Uploads, rows(b, u.Client, u.Items, dense))
-		masked.Uploads = append(masked.Uploads, rows(b, u.Client, u.Items, mi.Y))
+		plain.Uploads = append(plain.Uploads, rows(b, u.Client, u.Items, dense[i]))
+		masked.Uploads = append(masked.Uploads, rows(b, u.Client, u.Items, mis[i].Y))
 	}
 	s.plain, s.masked = append(s.plain, plain), append(s.masked, masked)
 	return nil

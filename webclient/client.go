@@ -610,70 +610,97 @@ func (c *Client) masked(ctx context.Context, b *protocol.Broadcast, plan *secagg
 		compute += time.Since(t)
 		return err
 	}
-	var ak *secagg.AdvertiseKeys
-	if err := step(func() (err error) { ak, err = sc.AdvertiseKeys(); return }); err != nil {
-		return compute, err
+	var m secagg.Message
+	err = step(func() (err error) { m, err = sc.Start(x); return })
+	for err == nil && m != nil {
+		req := toWireStep(m, p)
+		before := c.sent.Bytes
+		var resp *secaggResponse
+		resp, err = call(req)
+		if req.Masked != nil {
+			c.sent.MaskedRounds++
+			c.sent.MaskedBytes += c.sent.Bytes - before
+		}
+		if err != nil {
+			break
+		}
+		var r secagg.Reply
+		if r, err = fromWireReply(me32, m.Step(), resp); err != nil {
+			break
+		}
+		err = step(func() (err error) { m, err = sc.Next(r); return })
 	}
-	resp, err := call(&secaggRequest{Keys: &secaggKeys{Position: me32, MaskKey: ak.MaskKey, EncKey: ak.EncKey}})
-	if err != nil || resp.Keys == nil {
-		return compute, cmpErr(err, "keys")
-	}
-	kb := &secagg.KeysBroadcast{To: me32}
-	for _, k := range resp.Keys.Keys {
-		kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.Position, MaskKey: k.MaskKey, EncKey: k.EncKey})
-	}
-	var sk *secagg.ShareKeys
-	if err := step(func() (err error) { sk, err = sc.ShareKeys(kb); return }); err != nil {
-		return compute, err
-	}
-	shares := &secaggShares{}
-	for _, s := range sk.Shares {
-		shares.Shares = append(shares.Shares, secaggShare{From: s.From, To: s.To, Ciphertext: s.Ciphertext})
-	}
-	if resp, err = call(&secaggRequest{Shares: shares}); err != nil || resp.Shares == nil {
-		return compute, cmpErr(err, "shares")
-	}
-	del := &secagg.SharesDelivery{To: me32}
-	for _, s := range resp.Shares.Shares {
-		del.Shares = append(del.Shares, secagg.EncryptedShare{From: s.From, To: s.To, Ciphertext: s.Ciphertext})
-	}
-	var chk *secagg.ShareCheck
-	if err := step(func() (err error) { chk, err = sc.CheckShares(del); return }); err != nil {
-		return compute, err
-	}
-	if resp, err = call(&secaggRequest{Check: &secaggCheck{Reported: chk.Reported}}); err != nil || resp.Excluded == nil {
-		return compute, cmpErr(err, "excluded")
-	}
-	del.Excluded = resp.Excluded.Excluded
-	var mi *secagg.MaskedInput
-	if err := step(func() (err error) { mi, err = sc.MaskedInput(del, x); return }); err != nil {
-		return compute, err
-	}
-	data := make([]byte, 4*len(mi.Y))
-	for i, y := range mi.Y {
-		binary.LittleEndian.PutUint32(data[4*i:], y)
-	}
-	before := c.sent.Bytes
-	resp, err = call(&secaggRequest{Masked: &maskedUpload{ModulusBits: uint32(p.Bits), Data: data}})
-	c.sent.MaskedRounds++
-	c.sent.MaskedBytes += c.sent.Bytes - before
-	if err != nil || resp.Unmask == nil {
-		return compute, cmpErr(err, "unmask")
-	}
-	um := &secagg.UnmaskRequest{To: me32, Survivors: resp.Unmask.Survivors, Dropped: resp.Unmask.Dropped, Survived: resp.Unmask.Survived}
-	var ur *secagg.UnmaskResponse
-	if err := step(func() (err error) { ur, err = sc.Unmask(um); return }); err != nil {
-		return compute, err
-	}
-	rv := &secaggReveal{}
-	for _, s := range ur.SelfShares {
-		rv.SelfShares = append(rv.SelfShares, secaggRevealed{Owner: s.Owner, Share: s.Share})
-	}
-	for _, s := range ur.MaskShares {
-		rv.MaskShares = append(rv.MaskShares, secaggRevealed{Owner: s.Owner, Share: s.Share})
-	}
-	_, err = call(&secaggRequest{Reveal: rv})
 	return compute, err
+}
+
+// toWireStep encodes the client's message of a step in the passive
+// protocol, as deploy's does.
+func toWireStep(m secagg.Message, p secagg.Params) *secaggRequest {
+	req := &secaggRequest{}
+	switch m := m.(type) {
+	case *secagg.AdvertiseKeys:
+		req.Keys = &secaggKeys{Position: m.From, MaskKey: m.MaskKey, EncKey: m.EncKey}
+	case *secagg.ShareKeys:
+		req.Shares = &secaggShares{}
+		for _, s := range m.Shares {
+			req.Shares.Shares = append(req.Shares.Shares, secaggShare{From: s.From, To: s.To, Ciphertext: s.Ciphertext})
+		}
+	case *secagg.ShareCheck:
+		req.Check = &secaggCheck{Reported: m.Reported}
+	case *secagg.MaskedInput:
+		data := make([]byte, 4*len(m.Y))
+		for i, y := range m.Y {
+			binary.LittleEndian.PutUint32(data[4*i:], y)
+		}
+		req.Masked = &maskedUpload{ModulusBits: uint32(p.Bits), Data: data}
+	case *secagg.UnmaskResponse:
+		req.Reveal = &secaggReveal{}
+		for _, s := range m.SelfShares {
+			req.Reveal.SelfShares = append(req.Reveal.SelfShares, secaggRevealed{Owner: s.Owner, Share: s.Share})
+		}
+		for _, s := range m.MaskShares {
+			req.Reveal.MaskShares = append(req.Reveal.MaskShares, secaggRevealed{Owner: s.Owner, Share: s.Share})
+		}
+	}
+	return req
+}
+
+// fromWireReply decodes the server's answer to position me's message of
+// step, refusing an answer without the part the step needs.
+func fromWireReply(me uint32, step secagg.Step, resp *secaggResponse) (secagg.Reply, error) {
+	switch step {
+	case secagg.StepKeys:
+		if resp.Keys == nil {
+			return nil, cmpErr(nil, "keys")
+		}
+		kb := &secagg.KeysBroadcast{To: me}
+		for _, k := range resp.Keys.Keys {
+			kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.Position, MaskKey: k.MaskKey, EncKey: k.EncKey})
+		}
+		return kb, nil
+	case secagg.StepShares:
+		if resp.Shares == nil {
+			return nil, cmpErr(nil, "shares")
+		}
+		del := &secagg.SharesDelivery{To: me}
+		for _, s := range resp.Shares.Shares {
+			del.Shares = append(del.Shares, secagg.EncryptedShare{From: s.From, To: s.To, Ciphertext: s.Ciphertext})
+		}
+		return del, nil
+	case secagg.StepCheck:
+		if resp.Excluded == nil {
+			return nil, cmpErr(nil, "excluded")
+		}
+		return &secagg.Exclusion{To: me, Excluded: resp.Excluded.Excluded}, nil
+	case secagg.StepMasked:
+		if resp.Unmask == nil {
+			return nil, cmpErr(nil, "unmask")
+		}
+		return &secagg.UnmaskRequest{To: me, Survivors: resp.Unmask.Survivors, Dropped: resp.Unmask.Dropped, Survived: resp.Unmask.Survived}, nil
+	case secagg.StepReveal:
+		return &secagg.Done{To: me}, nil
+	}
+	return nil, fmt.Errorf("webclient: the %s step of the active protocol, which the page does not run", step)
 }
 
 func cmpErr(err error, want string) error {
