@@ -64,7 +64,7 @@ func (s *maskSpy) record(b *protocol.Broadcast, ups []*protocol.Upload) error {
 		}
 	}
 	n := len(given)
-	k, t, err := secagg.ChooseParams(n, 0.1, 0.1)
+	k, t, err := secagg.ChooseParams(n, secagg.DefaultDropout, secagg.DefaultCollusion)
 	if err != nil {
 		return err
 	}

@@ -58,13 +58,13 @@ func TestActiveSecAgg(t *testing.T) {
 // any plan the server sent.
 func TestActivePolicy(t *testing.T) {
 	_, certifier, _ := ed25519.GenerateKey(crand.Reader)
-	s := &Session{cfg: ClientConfig{Authority: certifier.Public().(ed25519.PublicKey), Certifier: certifier, Collusion: Collusion, Roster: 1000}}
-	k, th, _ := secagg.ChooseParamsActive(1000, 0.25, Collusion)
+	s := &Session{cfg: ClientConfig{Authority: certifier.Public().(ed25519.PublicKey), Certifier: certifier, Collusion: secagg.DefaultCollusion, Roster: 1000}}
+	k, th, _ := secagg.ChooseParamsActive(1000, 0.25, secagg.DefaultCollusion)
 	ok := secagg.Params{N: 1000, K: k, T: th, Bits: 32, Len: 1, Active: true}
 	if err := s.checkPlan(ok); err != nil {
 		t.Fatalf("ChooseParamsActive's plan refused: %v", err)
 	}
-	kp, tp, _ := secagg.ChooseParams(1000, 0.25, Collusion)
+	kp, tp, _ := secagg.ChooseParams(1000, 0.25, secagg.DefaultCollusion)
 	for _, c := range []struct {
 		name string
 		p    secagg.Params

@@ -86,7 +86,7 @@ type ClientConfig struct {
 	Run    string
 	Roster int
 	// Collusion is the fraction of the certified roster the clients
-	// assume may collude with the server (0: the package's Collusion).
+	// assume may collude with the server (0: secagg.DefaultCollusion).
 	Collusion float64
 	// MinShare, in (0, 1], is the fraction of the certified roster the
 	// clients assume take part in a masked round: a broadcast that asks
@@ -155,7 +155,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 		cfg.Authority = cfg.Certifier.Public().(ed25519.PublicKey)
 	}
 	if cfg.Collusion <= 0 {
-		cfg.Collusion = Collusion
+		cfg.Collusion = secagg.DefaultCollusion
 	}
 	s := &Session{cfg: cfg, log: cfg.Logger,
 		api: federationv1connect.NewFederationServiceClient(cfg.HTTP, cfg.URL)}

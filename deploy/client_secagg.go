@@ -116,7 +116,7 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 // checkPlan is the clients' policy on a masked round's plan: with a
 // pinned authority the round must run the active protocol, with no more
 // positions than the certified roster, and with K and T that withstand a
-// lying server colluding with Collusion of that roster. It is checked
+// lying server colluding with ClientConfig.Collusion of that roster. It is checked
 // before any key leaves a client.
 func (s *Session) checkPlan(p secagg.Params) error {
 	if s.cfg.Authority == nil {

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/secagg"
 )
 
 // Hello returns the public plan.
@@ -169,7 +170,7 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 // own, and every client enrolled with the shared token belongs to one
 // party, the vendor that holds those users. This, not the number of
 // client ids, is the population the colluding fraction γ of secure
-// aggregation (Collusion, secagg.ChooseParams) speaks of: a vendor's ids
+// aggregation (secagg.DefaultCollusion, ChooseParams) speaks of: a vendor's ids
 // count as one party in γ, since the vendor knows all of their inputs.
 func (s *Server) Parties() int {
 	s.mu.Lock()
@@ -193,15 +194,15 @@ func (s *Server) warnParties() {
 		held[p]++
 	}
 	for p, n := range held {
-		if float64(n) > Collusion*float64(len(s.enrolled)) {
+		if float64(n) > secagg.DefaultCollusion*float64(len(s.enrolled)) {
 			rest := fmt.Sprintf("the other %d clients sent, protected only by the noise they added themselves", len(s.enrolled)-n)
 			if len(s.enrolled)-n == 1 {
 				rest = "the one other client sent, protected only by the noise it added itself"
 			}
-			s.log.Warn(fmt.Sprintf("party %q holds %d of the %d clients, more than the %g%% that secure aggregation assumes may collude with the server", p, n, len(s.enrolled), 100*Collusion),
+			s.log.Warn(fmt.Sprintf("party %q holds %d of the %d clients, more than the %g%% that secure aggregation assumes may collude with the server", p, n, len(s.enrolled), 100*secagg.DefaultCollusion),
 				"meaning", fmt.Sprintf("if this party and the server colluded, they could subtract its %d clients' inputs (and noise) from each released sum and read what %s", n, rest),
 				"what_to_do", "nothing if this party is trusted not to collude with the server (a simulation, the operator's own users); otherwise enrol more independent parties (devices with one-time codes: privrec enroll-codes) so that none holds more than that share",
-				"party", p, "clients", n, "of", len(s.enrolled), "gamma", Collusion)
+				"party", p, "clients", n, "of", len(s.enrolled), "gamma", secagg.DefaultCollusion)
 		}
 	}
 }

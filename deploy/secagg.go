@@ -19,10 +19,6 @@ import (
 // streamGraph labels the public seeds of the rounds' neighbour graphs.
 const streamGraph = 0x47524150 // "GRAP"
 
-// Collusion is the fraction of clients a server may collude with that the
-// neighbour graph and threshold of masked rounds are provisioned for.
-const Collusion = 0.1
-
 // Policy of masked rounds.
 const (
 	// maxWaits bounds how many extra deadlines a step waits, below the
@@ -189,7 +185,7 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	if s.cfg.ActiveSecAgg {
 		choose = secagg.ChooseParamsActive
 	}
-	k, t, err := choose(n, secagg.ProvisionedDropout(s.cfg.MinParticipants), Collusion)
+	k, t, err := choose(n, secagg.ProvisionedDropout(s.cfg.MinParticipants), secagg.DefaultCollusion)
 	if err != nil {
 		return nil, false, fmt.Errorf("deploy: secure aggregation parameters for %d clients: %w", n, err)
 	}

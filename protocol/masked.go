@@ -28,8 +28,8 @@ type MaskedSum struct {
 	// Protocol runs the real protocol in process.
 	Protocol bool
 	// Dropout and Collusion are the fractions secagg.ChooseParams
-	// provisions the neighbour graph and threshold for (defaults 0.1 and
-	// 0.1 when both are zero).
+	// provisions the neighbour graph and threshold for
+	// (secagg.DefaultDropout and DefaultCollusion when both are zero).
 	Dropout, Collusion float64
 
 	sum    Upload
@@ -135,7 +135,7 @@ func sumWords(b *Broadcast, ups []*Upload) []uint32 {
 func (m *MaskedSum) protocol(b *Broadcast, inputs [][]uint32) ([]uint32, error) {
 	drop, coll := m.Dropout, m.Collusion
 	if drop == 0 && coll == 0 {
-		drop, coll = 0.1, 0.1
+		drop, coll = secagg.DefaultDropout, secagg.DefaultCollusion
 	}
 	n := len(inputs)
 	k, t, err := secagg.ChooseParams(n, drop, coll)

@@ -168,6 +168,15 @@ const (
 // gives, so that both sides speak of the same provisioning.
 const DropoutMargin = 0.05
 
+// Defaults of the fractions ChooseParams provisions for, where a caller
+// has no deployment's figures: at most a tenth of the clients drop out
+// and at most a tenth collude with the server. A deployment provisions
+// its dropout from its participation floor (ProvisionedDropout).
+const (
+	DefaultDropout   = 0.1
+	DefaultCollusion = 0.1
+)
+
 // ProvisionedDropout returns the dropout fraction to pass to ChooseParams
 // or ChooseParamsActive for a round that must keep at least the fraction
 // floor of its clients: 1 − floor + DropoutMargin.
