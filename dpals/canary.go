@@ -47,7 +47,7 @@ func Charged(cfg Config, ni, round int) ([]Block, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms := p.steps[round]
+		ms := p.Steps[round]
 		if ms.Rho == 0 {
 			return nil, nil
 		}

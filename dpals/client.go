@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/privrec/privrec/internal/linalg"
+	"github.com/privrec/privrec/maskplan"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -30,22 +31,23 @@ type Clients struct {
 type observer struct {
 	mu    sync.Mutex
 	final *protocol.Broadcast
-	plan  *maskPlan // the integer path's calibration, built on first use
+	plan  *maskplan.Plan // the integer path's calibration, built on first use
+	items int            // the catalog size plan is for
 	// noiseless (Clients.Noiseless) switches the Skellam shares off; set
 	// before a run.
 	noiseless bool
 }
 
 // maskPlan returns the integer path's calibration for ni items.
-func (o *observer) maskPlan(cfg Config, ni int) (*maskPlan, error) {
+func (o *observer) maskPlan(cfg Config, ni int) (*maskplan.Plan, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.plan == nil || len(o.plan.steps) > 0 && o.plan.ni != ni {
+	if o.plan == nil || len(o.plan.Steps) > 0 && o.items != ni {
 		p, err := newMaskPlan(cfg, ni)
 		if err != nil {
 			return nil, err
 		}
-		o.plan = p
+		o.plan, o.items = p, ni
 	}
 	return o.plan, nil
 }
@@ -186,10 +188,10 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 		if err != nil {
 			return nil, err
 		}
-		if b.Round >= len(p.steps) || p.steps[b.Round].D+1 != b.Words || len(c.up.Scalars) != p.steps[b.Round].D {
+		if b.Round >= len(p.Steps) || p.Steps[b.Round].D+1 != b.Words || len(c.up.Scalars) != p.Steps[b.Round].D {
 			return nil, fmt.Errorf("dpals: round %d asks for %d words, the integer path's plan has another shape", b.Round, b.Words)
 		}
-		c.up.Words, c.up.Scalars = c.encode(b, &p.steps[b.Round], c.up.Scalars, r), nil
+		c.up.Words, c.up.Scalars = c.encode(b, &p.Steps[b.Round], c.up.Scalars, r), nil
 	}
 	return &c.up, nil
 }
@@ -558,8 +560,8 @@ func (cs *Clients) Finish(v []float32) (*model.Model, *Report, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		rep.Eps, rep.EpsReplace = p.eps, p.epsR
-		stats["skellam_eta"] = p.eta
+		rep.Eps, rep.EpsReplace = p.Eps, p.EpsReplace
+		stats["skellam_eta"] = p.Eta
 	}
 	return m, rep, nil
 }

@@ -2,11 +2,10 @@ package dpals
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 
 	"github.com/privrec/privrec/accountant/rdp"
-	"github.com/privrec/privrec/internal/maskcal"
+	"github.com/privrec/privrec/maskplan"
 	"github.com/privrec/privrec/protocol"
 )
 
@@ -16,7 +15,7 @@ import (
 // release's coordinates, summed mod 2^32 by secure aggregation (SecAgg+),
 // with the noise added by the clients as shares of distributed Skellam
 // noise, as HDPMF's integer path. The quantization and calibration are
-// package maskcal's (shared with dp-ease): each release's blocks are
+// package maskplan's (shared with dp-ease): each release's blocks are
 // normalized by the Gaussian σ its ledger entry charges, scaled by γ_t =
 // G/√(2ρ_t), rounded stochastically, and get Skellam(μ_t) in total, η
 // the least slack for which the Skellam curves of all releases compose to
@@ -26,19 +25,6 @@ import (
 // shares carry the calibrated noise. Each upload ends with an arrival word
 // 1, so the server knows how many shares arrived, and Spent accounts the
 // noise that did.
-
-// Broadcast parameter of the integer path.
-const paramClients = "clients" // N, the clients counted at setup
-
-// maskPlan is the integer path's public calibration: a function of the
-// config and the catalog's size alone, known to the server and clients.
-type maskPlan struct {
-	ni    int
-	steps []maskcal.Step // parallel to the schedule (zero for setup and final)
-	eta   float64
-	eps   float64 // total ε at Delta, every share arriving
-	epsR  float64 // the same for replace-one neighbours
-}
 
 // blocks returns the block sizes of step st's upload for ni items and k
 // factor dimensions, and their σ from sig (noiseSigmas).
@@ -62,8 +48,11 @@ func blocks(cfg Config, st step, sig []float64, ni, k int) (sizes []int, sigmas 
 	return nil, nil
 }
 
-// newMaskPlan calibrates the integer path of cfg for ni items.
-func newMaskPlan(cfg Config, ni int) (*maskPlan, error) {
+// newMaskPlan calibrates the integer path of cfg for ni items: a public
+// plan, a function of the config and the catalog's size alone, known to
+// the server and the clients, with one step per round of the schedule
+// (zero for the setup and final rounds).
+func newMaskPlan(cfg Config, ni int) (*maskplan.Plan, error) {
 	rho, err := rdp.ZCDPRhoFor(cfg.Eps, cfg.Delta)
 	if err != nil {
 		return nil, fmt.Errorf("dpals: %w", err)
@@ -73,7 +62,7 @@ func newMaskPlan(cfg Config, ni int) (*maskPlan, error) {
 	if factors {
 		k = cfg.Dim
 	}
-	p := &maskPlan{ni: ni, steps: make([]maskcal.Step, len(steps))}
+	ms := make([]maskplan.Step, len(steps))
 	for i, st := range steps {
 		var led rdp.Ledger
 		sig := noiseSigmas(cfg, st, &led, nil)
@@ -94,30 +83,23 @@ func newMaskPlan(cfg Config, ni int) (*maskPlan, error) {
 			}
 			deltas = append(deltas, r.L2)
 		}
-		p.steps[i] = maskcal.NewStep(st.rho, sizes, sigmas, deltas)
+		ms[i] = maskplan.NewStep(st.rho, sizes, sigmas, deltas)
 	}
-	if p.eta, p.eps, p.epsR, err = maskcal.Calibrate(p.steps, cfg.Eps, cfg.Delta); err != nil {
+	p, err := maskplan.New(ms, cfg.Eps, cfg.Delta)
+	if err != nil {
 		return nil, fmt.Errorf("dpals: %w", err)
 	}
 	return p, nil
 }
 
-// shares returns the number of clients each client's noise share is drawn
-// for: ⌊ρ·N⌋, at least 1, N the roster of a roster calibration
-// (protocol.ParamRoster, which a deployment's clients check against the
-// roster they pin) or else the clients counted at setup.
-func shares(b *protocol.Broadcast) int {
-	return protocol.NoiseShares(b, int(b.Param(paramClients, 1)))
-}
-
 // encode writes the client's integer upload of step ms from its float
 // statistics x: normalized, scaled, rounded stochastically, plus its
-// Skellam share, mod 2^32, and the arrival word (maskcal.Step.Encode).
-func (c *client) encode(b *protocol.Broadcast, ms *maskcal.Step, x []float64, r *rand.Rand) []uint32 {
+// Skellam share, mod 2^32, and the arrival word (maskplan.Step.Encode).
+func (c *client) encode(b *protocol.Broadcast, ms *maskplan.Step, x []float64, r *rand.Rand) []uint32 {
 	if len(c.noise) < ms.D {
 		c.noise = make([]int64, ms.D)
 	}
-	return ms.Encode(x, r, shares(b), c.noise, c.obs.noiseless)
+	return ms.Encode(x, r, maskplan.Shares(b), c.noise, c.obs.noiseless)
 }
 
 // Spent implements protocol.Spent on the integer path: the ε at Delta of
@@ -133,19 +115,7 @@ func (s *server) Spent() (eps, delta float64, ok bool) {
 		}
 		return s.led.Epsilon(s.cfg.Delta), s.cfg.Delta, true
 	}
-	var cs []rdp.Curve
-	for i, a := range s.arrA[:min(s.round, len(s.arrA))] {
-		ms := &s.mask.steps[i]
-		if ms.Rho == 0 {
-			continue
-		}
-		cs = append(cs, ms.Curve(a, s.arrS[i]))
-	}
-	if len(cs) == 0 {
-		return 0, s.cfg.Delta, true // nothing released yet
-	}
-	eps, _ = rdp.ToDP(rdp.Compose(cs...), s.cfg.Delta)
-	return eps, s.cfg.Delta, true
+	return s.mask.Spent(s.arrA, s.arrS, min(s.round, len(s.arrA))), s.cfg.Delta, true
 }
 
 // RoundSpent implements protocol.RoundSpent: the ε at Delta of the round
@@ -159,12 +129,7 @@ func (s *server) RoundSpent() (eps float64, ok bool) {
 	if s.mask == nil {
 		return rdp.ZCDPToDP(s.steps[i].rho, s.cfg.Delta), true
 	}
-	ms := &s.mask.steps[i]
-	if ms.Rho == 0 || s.arrA[i] == 0 {
-		return 0, false
-	}
-	eps, _ = rdp.ToDP(ms.Curve(s.arrA[i], s.arrS[i]), s.cfg.Delta)
-	return eps, true
+	return s.mask.StepSpent(i, s.arrA[i], s.arrS[i])
 }
 
 // CheckSum implements protocol.SumChecker on the integer path: it checks
@@ -176,7 +141,7 @@ func (s *server) RoundSpent() (eps float64, ok bool) {
 //
 // Setup round: one word, each client adding 1, so it is at most inputs.
 //
-// A release's round: maskcal.Step.Check, which bounds the arrival word by
+// A release's round: maskplan.Step.Check, which bounds the arrival word by
 // inputs and every coordinate and block of the sum by the honest clients'
 // largest contribution plus the Skellam noise's tail (an honest round is
 // refused with probability at most protocol.SumTail = 2^−40).
@@ -192,24 +157,10 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 	if round != s.round || round != s.b.Round {
 		return fmt.Errorf("%w: dpals: check of round %d, the server broadcast round %d", protocol.ErrMessage, round, s.b.Round)
 	}
-	w := sum.Words
 	if s.steps[round].kind == kindSetup {
-		if len(w) != 1 {
-			return fmt.Errorf("%w: dpals: masked setup sum has %d words, want 1", protocol.ErrMessage, len(w))
-		}
-		if int64(w[0]) > int64(inputs) {
-			return fmt.Errorf("%w: round %d (setup) word 0: count %d above the %d inputs", protocol.ErrOutOfBounds, round, w[0], inputs)
-		}
-		return nil
+		return maskplan.CheckSetup(round, sum.Words, inputs)
 	}
-	ms := &s.mask.steps[round]
-	if ms.Rho == 0 {
-		return nil
-	}
-	if len(w) != ms.D+1 {
-		return fmt.Errorf("%w: dpals: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(w), ms.D+1)
-	}
-	return ms.Check(round, w, inputs, shares(&s.b))
+	return s.mask.Check(round, round, sum.Words, inputs, maskplan.Shares(&s.b))
 }
 
 // NoiseCoverage implements protocol.NoiseCoverage on the integer path:
@@ -223,9 +174,8 @@ func (s *server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 // client sending 2 (or 0) moves the figure by one share.
 func (s *server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 	i := s.round - 1
-	if s.mask == nil || i < 0 || i >= len(s.steps) || s.mask.steps[i].Rho == 0 || s.arrA[i] == 0 {
+	if s.mask == nil || i < 0 || i >= len(s.steps) {
 		return 0, 0, false
 	}
-	eps, ok = s.RoundSpent()
-	return math.Min(1, float64(s.arrA[i])/float64(max(s.arrS[i], 1))), eps, ok
+	return s.mask.Coverage(i, s.arrA[i], s.arrS[i])
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/privrec/privrec/maskplan"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
@@ -23,7 +24,7 @@ type lyingServer struct {
 func (l *lyingServer) Broadcast(round int) (*protocol.Broadcast, error) {
 	b, err := l.Server.Broadcast(round)
 	if err == nil && b.Words > 0 && b.Phase == protocol.PhaseTrain {
-		b.Params[paramClients] = l.clients
+		b.Params[maskplan.ParamClients] = l.clients
 		if l.roster > 0 {
 			b.Params[protocol.ParamRoster] = l.roster
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/maskplan"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -201,7 +202,7 @@ type server struct {
 	// The integer path (nil mask on the float paths): its calibration,
 	// the clients counted at setup, and per round the arrivals and the
 	// share count the clients drew their noise for.
-	mask       *maskPlan
+	mask       *maskplan.Plan
 	clients    int
 	arrA, arrS []int
 }
@@ -352,8 +353,8 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 			b.Phase, b.Words, b.Bits = protocol.PhaseSetup, 1, 32
 		case kindFinal:
 		default:
-			b.Words, b.Bits = s.mask.steps[round].D+1, 32
-			b.Params[paramClients] = float64(s.clients)
+			b.Words, b.Bits = s.mask.Steps[round].D+1, 32
+			b.Params[maskplan.ParamClients] = float64(s.clients)
 		}
 	} else if n := s.words(st); n > 0 {
 		// The float paths' dense statistics: a deployment caps an
@@ -455,7 +456,7 @@ func (s *server) Aggregate(round int, ups []*protocol.Upload) error {
 func (s *server) aggregateMasked(round int, st step, ups []*protocol.Upload) error {
 	want := 1
 	if st.kind != kindSetup {
-		want = s.mask.steps[round].D + 1
+		want = s.mask.Steps[round].D + 1
 	}
 	var words []uint32
 	for _, u := range ups {
@@ -475,9 +476,9 @@ func (s *server) aggregateMasked(round int, st step, ups []*protocol.Upload) err
 		return nil
 	}
 	if words != nil {
-		s.arrA[round] = s.mask.steps[round].Decode(words, s.sum)
+		s.arrA[round] = s.mask.Steps[round].Decode(words, s.sum)
 	}
-	s.arrS[round] = shares(&s.b)
+	s.arrS[round] = maskplan.Shares(&s.b)
 	s.release(st, s.sum)
 	s.round++
 	if s.steps[s.round].kind == kindFinal {

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/privrec/privrec/internal/maskcal"
+	"github.com/privrec/privrec/maskplan"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -33,8 +33,10 @@ type public struct {
 	top       []int32
 	mu        sync.Mutex
 	frac      float64 // the broadcast's counts share of ρ (0: none seen)
-	plan      *maskPlan
-	noiseless bool // Clients.Noiseless: no Skellam shares (tests only)
+	plan      *maskplan.Plan
+	planN     int     // the catalog size plan is for
+	planFrac  float64 // the counts' share of ρ plan is for
+	noiseless bool    // Clients.Noiseless: no Skellam shares (tests only)
 }
 
 // setFrac records the counts' share of ρ a broadcast carries: it must be
@@ -59,18 +61,18 @@ func (p *public) setFrac(b *protocol.Broadcast) error {
 
 // maskPlan returns the integer path's calibration of cfg for n items,
 // with the broadcast's budget split when one was seen.
-func (p *public) maskPlan(cfg Config, n int) (*maskPlan, error) {
+func (p *public) maskPlan(cfg Config, n int) (*maskplan.Plan, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.frac > 0 {
 		cfg.FracCounts = p.frac
 	}
-	if p.plan == nil || p.plan.n != n || p.plan.frac != cfg.Resolve().FracCounts {
+	if p.plan == nil || p.planN != n || p.planFrac != cfg.Resolve().FracCounts {
 		mp, err := newMaskPlan(cfg.Resolve(), n)
 		if err != nil {
 			return nil, err
 		}
-		p.plan = mp
+		p.plan, p.planN, p.planFrac = mp, n, cfg.Resolve().FracCounts
 	}
 	return p.plan, nil
 }
@@ -151,7 +153,7 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 // step returns the integer path's calibration of release st (0 counts, 1
 // Gram), after checking that the broadcast's shape is the public plan's
 // (before anything is allocated for it).
-func (c *client) step(b *protocol.Broadcast, st int) (*maskcal.Step, error) {
+func (c *client) step(b *protocol.Broadcast, st int) (*maskplan.Step, error) {
 	if c.n <= 0 {
 		return nil, fmt.Errorf("dpease: round %d: the device saw no counts round, so it does not know the catalog's size", b.Round)
 	}
@@ -159,21 +161,21 @@ func (c *client) step(b *protocol.Broadcast, st int) (*maskcal.Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms := &p.steps[st]
-	if b.Words != ms.D+1 || (st == 1 && len(b.Items) != p.m) {
+	ms, m := &p.Steps[st], min(c.cfg.Resolve().TopItems, c.n)
+	if b.Words != ms.D+1 || (st == 1 && len(b.Items) != m) {
 		return nil, fmt.Errorf("dpease: round %d asks for %d words (%d top items), the integer path's plan for %d items has %d (%d)",
-			b.Round, b.Words, len(b.Items), c.n, ms.D+1, p.m)
+			b.Round, b.Words, len(b.Items), c.n, ms.D+1, m)
 	}
 	return ms, nil
 }
 
 // encode returns the device's integer upload of release ms from its dense
-// float statistics x (maskcal.Step.Encode).
-func (c *client) encode(b *protocol.Broadcast, ms *maskcal.Step, x []float64, r *rand.Rand) (*protocol.Upload, error) {
+// float statistics x (maskplan.Step.Encode).
+func (c *client) encode(b *protocol.Broadcast, ms *maskplan.Step, x []float64, r *rand.Rand) (*protocol.Upload, error) {
 	// The noise scratch is not kept: a vendor process holds thousands of
 	// devices, and the Gram's is M(M+1)/2 values.
 	noise := make([]int64, ms.D)
-	return &protocol.Upload{Client: c.id, Round: b.Round, Words: ms.Encode(x, r, shares(b), noise, c.pub.noiseless)}, nil
+	return &protocol.Upload{Client: c.id, Round: b.Round, Words: ms.Encode(x, r, maskplan.Shares(b), noise, c.pub.noiseless)}, nil
 }
 
 // slots returns the positions in top of the items (sorted ascending).

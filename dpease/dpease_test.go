@@ -2,10 +2,11 @@ package dpease
 
 import (
 	"context"
-	"github.com/privrec/privrec/rng"
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/privrec/privrec/rng"
 
 	"github.com/privrec/privrec/protocol"
 )

@@ -2,15 +2,14 @@ package dpease
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/privrec/privrec/accountant/rdp"
-	"github.com/privrec/privrec/internal/maskcal"
+	"github.com/privrec/privrec/maskplan"
 	"github.com/privrec/privrec/protocol"
 )
 
 // The integer path (Config.Aggregation = protocol.AggMasked), dp-als's
-// (package maskcal): a setup round counts the clients N, then each of the
+// (package maskplan): a setup round counts the clients N, then each of the
 // two releases is one dense integer vector per device over all its
 // coordinates — the counts over the whole catalog, the Gram over every
 // pair of the top M items — summed mod 2^32 by secure aggregation
@@ -34,41 +33,24 @@ import (
 // A release whose shares did not all arrive (devices dropping out) is
 // accounted with the noise that did (Spent, Stats["eps_spent"]).
 
-// maskPlan is the integer path's public calibration: a function of the
-// config and the catalog's size alone, known to the server and the
-// devices.
-type maskPlan struct {
-	n, m  int            // catalog size, top items
-	frac  float64        // the counts' share of ρ
-	steps []maskcal.Step // counts, Gram
-	eta   float64
-	eps   float64 // ε at Delta, every share arriving
-	epsR  float64 // the same for replace-one neighbours
-}
-
-// newMaskPlan calibrates the integer path of cfg (resolved) for n items.
-func newMaskPlan(cfg Config, n int) (*maskPlan, error) {
+// newMaskPlan calibrates the integer path of cfg (resolved) for n items:
+// a public plan, a function of the config and the catalog's size alone,
+// known to the server and the devices, of two steps (counts, Gram).
+func newMaskPlan(cfg Config, n int) (*maskplan.Plan, error) {
 	rho, err := rdp.ZCDPRhoFor(cfg.Eps, cfg.Delta)
 	if err != nil {
 		return nil, fmt.Errorf("dpease: %w", err)
 	}
 	m := min(cfg.TopItems, n)
 	rc, rg := cfg.FracCounts*rho, (1-cfg.FracCounts)*rho
-	p := &maskPlan{n: n, m: m, frac: cfg.FracCounts, steps: []maskcal.Step{
-		maskcal.NewStep(rc, []int{n}, []float64{rdp.GaussianSigmaFor(rc, 1)}, []float64{1}),
-		maskcal.NewStep(rg, []int{pairs(m)}, []float64{rdp.GaussianSigmaFor(rg, GramL2(cfg.Cap))}, []float64{GramL2(cfg.Cap)}),
-	}}
-	if p.eta, p.eps, p.epsR, err = maskcal.Calibrate(p.steps, cfg.Eps, cfg.Delta); err != nil {
+	p, err := maskplan.New([]maskplan.Step{
+		maskplan.NewStep(rc, []int{n}, []float64{rdp.GaussianSigmaFor(rc, 1)}, []float64{1}),
+		maskplan.NewStep(rg, []int{pairs(m)}, []float64{rdp.GaussianSigmaFor(rg, GramL2(cfg.Cap))}, []float64{GramL2(cfg.Cap)}),
+	}, cfg.Eps, cfg.Delta)
+	if err != nil {
 		return nil, fmt.Errorf("dpease: %w", err)
 	}
 	return p, nil
-}
-
-// shares returns the number of clients each device's noise share of b's
-// round is drawn for (protocol.NoiseShares of the clients counted at
-// setup).
-func shares(b *protocol.Broadcast) int {
-	return protocol.NoiseShares(b, int(b.Param(paramClients, 1)))
 }
 
 // decode folds the integer path's single summed upload of round (release
@@ -80,7 +62,7 @@ func shares(b *protocol.Broadcast) int {
 func (s *Server) decode(round, st int, ups []*protocol.Upload) ([]float64, error) {
 	want := 1
 	if st >= 0 {
-		want = s.mask.steps[st].D + 1
+		want = s.mask.Steps[st].D + 1
 	}
 	var words []uint32
 	for _, u := range ups {
@@ -103,13 +85,13 @@ func (s *Server) decode(round, st int, ups []*protocol.Upload) ([]float64, error
 		s.st.Round = round + 1
 		return nil, nil
 	}
-	ms := &s.mask.steps[st]
+	ms := &s.mask.Steps[st]
 	out := make([]float64, ms.D)
 	s.st.ArrA[st] = 0
 	if words != nil {
 		s.st.ArrA[st] = ms.Decode(words, out)
 	}
-	s.st.ArrS[st] = shares(&s.b)
+	s.st.ArrS[st] = maskplan.Shares(&s.b)
 	return out, nil
 }
 
@@ -120,7 +102,7 @@ func (s *Server) decode(round, st int, ups []*protocol.Upload) ([]float64, error
 // of bounds. It changes nothing.
 //
 // Setup: one word, each device adding 1, so at most inputs. A release:
-// maskcal.Step.Check — the arrival word at most inputs, and every
+// maskplan.Step.Check — the arrival word at most inputs, and every
 // coordinate and the L2 norm of the sum within the honest devices' largest
 // contribution (a device's counts have L2 norm 1, its Gram triangle
 // √((1+1/c)/2)) plus the Skellam noise's tail, so an honest round is
@@ -136,22 +118,10 @@ func (s *Server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 	if round != s.st.Round || round != s.b.Round {
 		return fmt.Errorf("%w: dpease: check of round %d, the server broadcast round %d", protocol.ErrMessage, round, s.b.Round)
 	}
-	w := sum.Words
-	st := round - 1
-	if st < 0 {
-		if len(w) != 1 {
-			return fmt.Errorf("%w: dpease: masked setup sum has %d words, want 1", protocol.ErrMessage, len(w))
-		}
-		if int64(w[0]) > int64(inputs) {
-			return fmt.Errorf("%w: round %d (setup) word 0: count %d above the %d inputs", protocol.ErrOutOfBounds, round, w[0], inputs)
-		}
-		return nil
+	if round < 1 {
+		return maskplan.CheckSetup(round, sum.Words, inputs)
 	}
-	ms := &s.mask.steps[st]
-	if len(w) != ms.D+1 {
-		return fmt.Errorf("%w: dpease: masked sum of round %d has %d words, want %d", protocol.ErrMessage, round, len(w), ms.D+1)
-	}
-	return ms.Check(round, w, inputs, shares(&s.b))
+	return s.mask.Check(round-1, round, sum.Words, inputs, maskplan.Shares(&s.b))
 }
 
 // released returns the number of releases aggregated so far.
@@ -170,15 +140,7 @@ func (s *Server) Spent() (eps, delta float64, ok bool) {
 		}
 		return s.led.Epsilon(s.cfg.Delta), s.cfg.Delta, true
 	}
-	var cs []rdp.Curve
-	for st := range s.released() {
-		cs = append(cs, s.mask.steps[st].Curve(s.st.ArrA[st], s.st.ArrS[st]))
-	}
-	if len(cs) == 0 {
-		return 0, s.cfg.Delta, true
-	}
-	eps, _ = rdp.ToDP(rdp.Compose(cs...), s.cfg.Delta)
-	return eps, s.cfg.Delta, true
+	return s.mask.Spent(s.st.ArrA, s.st.ArrS, s.released()), s.cfg.Delta, true
 }
 
 // RoundSpent implements protocol.RoundSpent: the ε at Delta of the release
@@ -193,11 +155,7 @@ func (s *Server) RoundSpent() (eps float64, ok bool) {
 		rs := s.led.Releases()
 		return rdp.ZCDPToDP(rs[len(rs)-1].Rho, s.cfg.Delta), true
 	}
-	if s.st.ArrA[st] == 0 {
-		return 0, false
-	}
-	eps, _ = rdp.ToDP(s.mask.steps[st].Curve(s.st.ArrA[st], s.st.ArrS[st]), s.cfg.Delta)
-	return eps, true
+	return s.mask.StepSpent(st, s.st.ArrA[st], s.st.ArrS[st])
 }
 
 // NoiseCoverage implements protocol.NoiseCoverage on the integer path: for
@@ -208,9 +166,8 @@ func (s *Server) RoundSpent() (eps float64, ok bool) {
 // by one share.
 func (s *Server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
 	st := s.st.Round - 2
-	if s.mask == nil || st < 0 || st > 1 || s.st.ArrA[st] == 0 {
+	if s.mask == nil || st < 0 || st > 1 {
 		return 0, 0, false
 	}
-	eps, ok = s.RoundSpent()
-	return math.Min(1, float64(s.st.ArrA[st])/float64(max(s.st.ArrS[st], 1))), eps, ok
+	return s.mask.Coverage(st, s.st.ArrA[st], s.st.ArrS[st])
 }

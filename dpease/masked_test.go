@@ -114,7 +114,7 @@ func TestMaskedMatchesIdealSums(t *testing.T) {
 
 // TestMaskedNoiseAndLedger: with the Skellam shares (test mode), each
 // release's decoded noise has the calibrated standard deviation
-// (maskcal.Step.NoiseSigma, a little above the Gaussian plan's σ) to
+// (maskplan.Step.NoiseSigma, a little above the Gaussian plan's σ) to
 // within 20% — four standard errors of a standard deviation estimated
 // from ≥ 200 coordinates — the ledger lists both releases, the reported ε
 // is the target's (Skellam accounting: at most ε, within 1%), and Spent,
@@ -137,8 +137,8 @@ func TestMaskedNoiseAndLedger(t *testing.T) {
 		got, want []float64
 		plan, eff float64
 	}{
-		"counts": {srv.st.Counts, counts, srv.sigmaC, srv.mask.steps[0].NoiseSigma(0)},
-		"Gram":   {srv.gram, gram, srv.sigmaG, srv.mask.steps[1].NoiseSigma(0)},
+		"counts": {srv.st.Counts, counts, srv.sigmaC, srv.mask.Steps[0].NoiseSigma(0)},
+		"Gram":   {srv.gram, gram, srv.sigmaG, srv.mask.Steps[1].NoiseSigma(0)},
 	} {
 		got := sd(c.got, c.want)
 		if math.Abs(got/c.eff-1) > 0.2 || c.eff < c.plan {

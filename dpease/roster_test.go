@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/privrec/privrec/maskplan"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
@@ -28,7 +29,7 @@ func (l *lyingServer) Broadcast(round int) (*protocol.Broadcast, error) {
 		if b.Params == nil {
 			b.Params = map[string]float64{}
 		}
-		b.Params[paramClients] = l.clients
+		b.Params[maskplan.ParamClients] = l.clients
 		if l.roster > 0 {
 			b.Params[protocol.ParamRoster] = l.roster
 		}
@@ -51,8 +52,8 @@ func (l *lyingServer) Aggregate(round int, ups []*protocol.Upload) error {
 // the announced count: the sums are the same, bit for bit, at N = 200 and
 // N = 2^30.
 func TestRosterNoiseIgnoresCount(t *testing.T) {
-	if paramClients != "clients" {
-		t.Fatalf("the client count is broadcast as %q; deploy's roster check (Session.checkBroadcast) reads \"clients\"", paramClients)
+	if maskplan.ParamClients != "clients" {
+		t.Fatalf("the client count is broadcast as %q; deploy's roster check (Session.checkBroadcast) reads \"clients\"", maskplan.ParamClients)
 	}
 	d, err := ratings.Synthetic(ratings.SyntheticConfig{Users: 200, Items: 40, Rank: 3, PerUser: 10, MinPerUser: 5, Zipf: 0.5, Noise: 0.3}, 7)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/maskplan"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/rng"
 )
@@ -52,7 +53,7 @@ type Server struct {
 	// The integer path (nil mask on the ideal path): its calibration and
 	// the last broadcast (a deployment adds its noise-share parameters to
 	// it; the sum check and the accounting read them).
-	mask *maskPlan
+	mask *maskplan.Plan
 	b    protocol.Broadcast
 	// Validation experiments only (validation_test.go sets it; zero in
 	// every run of the method): snr > 0 lets the released counts choose M
@@ -153,9 +154,8 @@ func pairIndex(a, b, m int) int { return a*m - a*(a-1)/2 + (b - a) }
 
 // Broadcast parameters.
 const (
-	paramStep    = "dpease-step" // 0: counts, 1: Gram (absent: the round number)
-	paramClients = "clients"     // the integer path: the clients counted at setup
-	paramFrac    = "frac-counts" // the counts' share of ρ, as the server resolved it
+	paramStep = "dpease-step" // 0: counts, 1: Gram (absent: the round number)
+	paramFrac = "frac-counts" // the counts' share of ρ, as the server resolved it
 )
 
 // offset is the number of rounds before the counts: 1 (the setup round)
@@ -191,8 +191,8 @@ func (s *Server) Broadcast(round int) (*protocol.Broadcast, error) {
 	}
 	b.Params = map[string]float64{paramStep: float64(st), paramFrac: s.cfg.FracCounts}
 	if s.mask != nil {
-		b.Words, b.Bits = s.mask.steps[st].D+1, 32
-		b.Params[paramClients] = float64(s.st.Clients)
+		b.Words, b.Bits = s.mask.Steps[st].D+1, 32
+		b.Params[maskplan.ParamClients] = float64(s.st.Clients)
 	}
 	return b, nil
 }
@@ -364,10 +364,10 @@ func (s *Server) report(l rdp.Ledger) *Report {
 	r := &Report{Ledger: l, Rho: s.rho, Eps: l.Epsilon(s.cfg.Delta), EpsReplace: rdp.ZCDPToDP(4*l.Rho(), s.cfg.Delta)}
 	r.Stats = s.stats()
 	if s.mask != nil {
-		r.Eps, r.EpsReplace = s.mask.eps, s.mask.epsR
-		r.Stats["skellam_eta"] = s.mask.eta
-		r.Stats["sigma_counts_skellam"] = s.mask.steps[0].NoiseSigma(0)
-		r.Stats["sigma_gram_skellam"] = s.mask.steps[1].NoiseSigma(0)
+		r.Eps, r.EpsReplace = s.mask.Eps, s.mask.EpsReplace
+		r.Stats["skellam_eta"] = s.mask.Eta
+		r.Stats["sigma_counts_skellam"] = s.mask.Steps[0].NoiseSigma(0)
+		r.Stats["sigma_gram_skellam"] = s.mask.Steps[1].NoiseSigma(0)
 	}
 	return r
 }
@@ -396,8 +396,8 @@ func (s *Server) PlannedReport() *Report {
 // calibrated Skellam releases (every share arriving) on the integer path.
 func (s *Server) ReleaseEps() (counts, gram float64) {
 	if s.mask != nil {
-		c, _ := rdp.ToDP(s.mask.steps[0].Curve(1, 1), s.cfg.Delta)
-		g, _ := rdp.ToDP(s.mask.steps[1].Curve(1, 1), s.cfg.Delta)
+		c, _ := rdp.ToDP(s.mask.Steps[0].Curve(1, 1), s.cfg.Delta)
+		g, _ := rdp.ToDP(s.mask.Steps[1].Curve(1, 1), s.cfg.Delta)
 		return c, g
 	}
 	return rdp.ZCDPToDP(s.cfg.FracCounts*s.rho, s.cfg.Delta), rdp.ZCDPToDP((1-s.cfg.FracCounts)*s.rho, s.cfg.Delta)

@@ -138,7 +138,7 @@ func (s *Server) gramNoiseSigma() float64 {
 	if s.st.ArrS[1] > 0 {
 		f = math.Min(1, float64(s.st.ArrA[1])/float64(s.st.ArrS[1]))
 	}
-	return s.mask.steps[1].NoiseSigma(0) * math.Sqrt(f)
+	return s.mask.Steps[1].NoiseSigma(0) * math.Sqrt(f)
 }
 
 // solve turns the noisy Gram triangle g into item factors (post-processing).

@@ -33,9 +33,9 @@
 //     privacy: ratings, datasets, itemmeta, model, eval, internal/testdata,
 //     internal/tuning.
 //  2. mechanisms: privacy and aggregation primitives: dp, accountant,
-//     accountant/rdp, budget, secagg, internal/maskcal.
+//     accountant/rdp, budget, secagg.
 //  3. protocol: the federated contract between server and clients:
-//     protocol, protocol/protocoltest.
+//     protocol, protocol/protocoltest, maskplan (the integer path).
 //  4. methods: the recommenders: baseline, mf, pmf, bmf, fm, topn, hdpmf,
 //     ldpop, sdcf, dpals, dpease.
 //  5. registry: method, which names and configures every method.
@@ -80,8 +80,7 @@ var layers = map[string]int{
 	"ratings": 1, "datasets": 1, "itemmeta": 1, "model": 1, "eval": 1,
 	"internal/testdata": 1, "internal/tuning": 1,
 	"dp": 2, "accountant": 2, "accountant/rdp": 2, "budget": 2, "secagg": 2,
-	"internal/maskcal": 2,
-	"protocol":         3, "protocol/protocoltest": 3,
+	"protocol": 3, "protocol/protocoltest": 3, "maskplan": 3,
 	"baseline": 4, "mf": 4, "pmf": 4, "bmf": 4, "fm": 4, "topn": 4, "hdpmf": 4,
 	"ldpop": 4, "sdcf": 4, "dpals": 4, "dpease": 4,
 	"method": 5,

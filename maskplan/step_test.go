@@ -1,4 +1,4 @@
-package maskcal
+package maskplan
 
 import (
 	"errors"
