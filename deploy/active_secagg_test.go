@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/secagg"
 )
@@ -19,7 +20,7 @@ import (
 func TestActiveSecAgg(t *testing.T) {
 	d, spl := smallCatalog(t, 40, 150)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: 5 * time.Second, ActiveSecAgg: true}, "127.0.0.1:0")
 	sess := h.dial(t, true, 3)
 	_, certifier, _ := ed25519.GenerateKey(crand.Reader)
@@ -83,11 +84,11 @@ func TestActivePolicy(t *testing.T) {
 	// Over the wire: a server running the passive protocol.
 	d, spl := smallCatalog(t, 20, 100)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "1", "secagg": "masked"})
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: 2 * time.Second}, "127.0.0.1:0")
 	sess := h.dial(t, true, 3)
 	sess.cfg.Certifier, sess.cfg.Authority = certifier, certifier.Public().(ed25519.PublicKey)
-	spec, mcfg, _ := sess.Method()
+	spec, mcfg := specOf(t, sess)
 	cls, err := spec.NewClients(mcfg, spl.Train, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +138,7 @@ func TestActiveNoisePolicy(t *testing.T) {
 func TestPinnedPlan(t *testing.T) {
 	d, _ := smallCatalog(t, 10, 50)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "eps": "4", "secagg": "masked"})
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir()}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
@@ -146,7 +147,7 @@ func TestPinnedPlan(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dial := func(pin map[string]string) error {
-		_, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Logger: quietLog(), Retry: 10 * time.Second, Pin: pin})
+		_, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Logger: quietLog(), Retry: 10 * time.Second, Pin: pin})
 		return err
 	}
 	if err := dial(map[string]string{"eps": "4", "epochs": "2", "aggregation": "masked"}); err != nil {

@@ -23,7 +23,6 @@ import (
 
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
-	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -35,6 +34,10 @@ import (
 type ClientConfig struct {
 	// URL is the server's base URL, e.g. https://127.0.0.1:7070.
 	URL string
+	// Methods resolves the method the server's plan names (the clients
+	// run only methods it knows; method.Protocol knows every registered
+	// one). Required.
+	Methods func(name string) (protocol.Method, error)
 	// HTTP is the HTTP client, with the TLS roots that trust the server;
 	// nil means http.DefaultClient.
 	HTTP *http.Client
@@ -139,6 +142,9 @@ type identity struct {
 // Dial connects to the server and reads its plan, retrying while it is
 // unreachable.
 func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
+	if cfg.Methods == nil {
+		return nil, errors.New("deploy: ClientConfig.Methods is nil: the clients cannot resolve the run's method")
+	}
 	if cfg.HTTP == nil {
 		cfg.HTTP = http.DefaultClient
 	}
@@ -203,7 +209,7 @@ func (s *Session) checkPins() error {
 		return fmt.Errorf("deploy: the pinned configuration: %w", err)
 	}
 	if !reflect.DeepEqual(cfg, want) {
-		return fmt.Errorf("deploy: the server's plan of %s is outside the pinned configuration %v (the plan: %v): refusing", spec.Name, s.cfg.Pin, s.plan.GetConfig())
+		return fmt.Errorf("deploy: the server's plan of %s is outside the pinned configuration %v (the plan: %v): refusing", spec.Name(), s.cfg.Pin, s.plan.GetConfig())
 	}
 	if a, ok := s.cfg.Pin["aggregation"]; ok && a != s.plan.GetAggregation() {
 		return fmt.Errorf("deploy: the server's plan says aggregation %q, pinned %q: refusing", s.plan.GetAggregation(), a)
@@ -265,17 +271,14 @@ func (s *Session) checkAggregation() error {
 	if err != nil {
 		return err
 	}
-	if spec.Federated == nil {
-		return fmt.Errorf("deploy: method %s has no client/server protocol", spec.Name)
-	}
 	agg := s.plan.GetAggregation()
-	want := aggregationName(spec.Federated.Aggregation(cfg))
+	want := aggregationName(spec.Aggregation(cfg))
 	if agg != want {
-		return fmt.Errorf("deploy: the server's plan says aggregation %q, its configuration of %s says %q: refusing an inconsistent plan", agg, spec.Name, want)
+		return fmt.Errorf("deploy: the server's plan says aggregation %q, its configuration of %s says %q: refusing an inconsistent plan", agg, spec.Name(), want)
 	}
-	needs := spec.Federated.Aggregation(spec.New()).Secure()
+	needs := spec.NeedsSums()
 	if needs && agg != "masked" && !s.cfg.Insecure {
-		return fmt.Errorf("deploy: %s is private only against a server that sees sums, and this server runs aggregation %q (it would read every upload): refusing; --insecure overrides", spec.Name, agg)
+		return fmt.Errorf("deploy: %s is private only against a server that sees sums, and this server runs aggregation %q (it would read every upload): refusing; --insecure overrides", spec.Name(), agg)
 	}
 	s.needMasked = needs && !s.cfg.Insecure
 	return nil
@@ -283,14 +286,14 @@ func (s *Session) checkAggregation() error {
 
 // Method returns the run's method and its typed configuration, as the
 // server published them.
-func (s *Session) Method() (method.Spec, any, error) {
-	spec, err := method.Lookup(s.plan.GetMethod())
+func (s *Session) Method() (protocol.Method, any, error) {
+	spec, err := s.cfg.Methods(s.plan.GetMethod())
 	if err != nil {
-		return method.Spec{}, nil, err
+		return nil, nil, err
 	}
 	cfg, err := spec.Configure(s.plan.GetConfig())
 	if err != nil {
-		return method.Spec{}, nil, fmt.Errorf("deploy: the server's config: %w", err)
+		return nil, nil, fmt.Errorf("deploy: the server's config: %w", err)
 	}
 	return spec, cfg, nil
 }

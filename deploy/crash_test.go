@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/privrec/privrec/method"
-
 	"github.com/nats-io/nats.go"
 
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/shard"
 )
@@ -65,7 +64,7 @@ func runChild(raw string) int {
 		}
 		sharded = &Sharded{Conn: nc, Config: shard.Config{Run: c.Run, Shards: 2}}
 	}
-	srv, err := NewServer(ServerConfig{Method: c.Method, Config: cfg, Seed: c.Seed, TestMode: true, Catalog: catalogOf(d),
+	srv, err := NewServer(ServerConfig{Method: served(c.Method), Config: cfg, Seed: c.Seed, TestMode: true, Catalog: catalogOf(d),
 		StateDir: c.State, Token: testToken, EnrollQuiet: 100 * time.Millisecond, Logger: quietLog(), Sharded: sharded})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -149,7 +148,12 @@ type runResult struct {
 func runAsync(sess *Session, train *ratings.Dataset, seed uint64) <-chan runResult {
 	done := make(chan runResult, 1)
 	go func() {
-		spec, cfg, err := sess.Method()
+		served, cfg, err := sess.Method()
+		if err != nil {
+			done <- runResult{err: err}
+			return
+		}
+		spec, err := method.Lookup(served.Name())
 		if err != nil {
 			done <- runResult{err: err}
 			return

@@ -3,28 +3,26 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"io"
-	"strings"
-
-	"github.com/prometheus/client_golang/prometheus"
-
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
-	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
-	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/eval"
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
@@ -167,7 +165,7 @@ func (h *harness) dialWith(t testing.TB, seeded bool, seed uint64, progress func
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: seeded, Seed: seed, Insecure: true,
+	s, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: seeded, Seed: seed, Insecure: true,
 		Logger: quietLog(), Retry: 30 * time.Second, Progress: progress})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +220,7 @@ func TestLoopbackEqualsInProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			reg := prometheus.NewRegistry()
-			h := startServer(t, ServerConfig{Method: tc.name, Config: cfg, Seed: seed, TestMode: true,
+			h := startServer(t, ServerConfig{Method: served(tc.name), Config: cfg, Seed: seed, TestMode: true,
 				Catalog: catalogOf(d), StateDir: t.TempDir(), Metrics: NewMetrics(reg)}, "127.0.0.1:0")
 			var seen []Progress
 			sess := h.dialWith(t, true, seed, func(p Progress) { seen = append(seen, p) })
@@ -343,7 +341,7 @@ func TestLoopbackML100K(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := startServer(t, ServerConfig{Method: name, Config: cfg, Seed: 3, TestMode: true,
+			h := startServer(t, ServerConfig{Method: served(name), Config: cfg, Seed: 3, TestMode: true,
 				Catalog: catalogOf(d), StateDir: t.TempDir()}, "127.0.0.1:0")
 			got, _ := runClients(t, h.dial(t, true, 3), spl.Train, 3)
 			if k := firstDiff(got.V, want.V); k >= 0 {
@@ -372,10 +370,7 @@ func TestEveryFederatedMethodCovered(t *testing.T) {
 // them and returns the gathered model.
 func runClients(t testing.TB, sess *Session, train *ratings.Dataset, seed uint64) (*model.Model, *method.Result) {
 	t.Helper()
-	spec, cfg, err := sess.Method()
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec, cfg := specOf(t, sess)
 	cls, err := spec.NewClients(cfg, train, seed)
 	if err != nil {
 		t.Fatal(err)
@@ -410,12 +405,12 @@ func firstDiff(a, b []float32) int {
 func TestSeededUploadRefused(t *testing.T) {
 	d, _ := testData(t, 20)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir()}, "127.0.0.1:0")
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir()}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Dial(context.Background(), ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 1, Logger: quietLog()})
+	_, err = Dial(context.Background(), ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 1, Logger: quietLog()})
 	if err == nil {
 		t.Fatal("a seeded client accepted a server not in test mode")
 	}
@@ -426,13 +421,13 @@ func TestStateMismatch(t *testing.T) {
 	d, _ := testData(t, 20)
 	dir := t.TempDir()
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
-	s, err := NewServer(ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: dir, Token: "x", Seed: 1, TestMode: true})
+	s, err := NewServer(ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: dir, Token: "x", Seed: 1, TestMode: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	_, cfg2 := configure(t, "hdpmf", map[string]string{"epochs": "3"})
-	_, err = NewServer(ServerConfig{Method: "hdpmf", Config: cfg2, Catalog: catalogOf(d), StateDir: dir, Token: "x", Seed: 1, TestMode: true})
+	_, err = NewServer(ServerConfig{Method: served("hdpmf"), Config: cfg2, Catalog: catalogOf(d), StateDir: dir, Token: "x", Seed: 1, TestMode: true})
 	if !errors.Is(err, ErrState) {
 		t.Fatalf("err = %v, want ErrState", err)
 	}
@@ -452,7 +447,7 @@ func TestEnrolIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 1, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 1, TestMode: true, Catalog: catalogOf(d),
 		StateDir: dir, MinClients: 4}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
@@ -525,7 +520,7 @@ func TestOperations(t *testing.T) {
 	d, _ := testData(t, 20)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
 	reg := prometheus.NewRegistry()
-	h := startServerWith(t, ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
+	h := startServerWith(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
 		MinClients: 5, Metrics: NewMetrics(reg)}, reg)
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
@@ -618,7 +613,7 @@ func TestMaskedOverTheNetwork(t *testing.T) {
 				t.Fatalf("privacy %+v", res.Privacy)
 			}
 			reg := prometheus.NewRegistry()
-			h := startServer(t, ServerConfig{Method: name, Config: cfg, Seed: 4, TestMode: true,
+			h := startServer(t, ServerConfig{Method: served(name), Config: cfg, Seed: 4, TestMode: true,
 				Catalog: catalogOf(d), StateDir: t.TempDir(), Metrics: NewMetrics(reg)}, "127.0.0.1:0")
 			got, _ := runClients(t, h.dial(t, true, 4), spl.Train, 4)
 			led, err := h.srv.Ledger()
@@ -662,7 +657,7 @@ func maskedDropouts(t *testing.T, name string, d *ratings.Dataset, spl ratings.S
 		params = map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "1", "init-items": "10"}
 	}
 	_, cfg := configure(t, name, params)
-	h := startServer(t, ServerConfig{Method: name, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served(name), Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: 2 * time.Second, MinParticipants: 0.7}, "127.0.0.1:0")
 	sess := h.dial(t, true, 4)
 	sess.cfg.Dropout = 0.2
@@ -733,7 +728,7 @@ func TestDenseScalarsFitTheCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	h := startServer(t, ServerConfig{Method: "dp-als", Config: cfg, Seed: seed, TestMode: true,
+	h := startServer(t, ServerConfig{Method: served("dp-als"), Config: cfg, Seed: seed, TestMode: true,
 		Catalog: catalogOf(d), StateDir: t.TempDir(), Metrics: NewMetrics(reg)}, "127.0.0.1:0")
 	got, _ := runClients(t, h.dial(t, true, seed), spl.Train, seed)
 	if k := firstDiff(got.V, want.V); k >= 0 {
@@ -765,4 +760,28 @@ func counterWith(t *testing.T, reg *prometheus.Registry, name, label, v string) 
 		}
 	}
 	return 0
+}
+
+// served returns the registered method name as deploy serves it.
+func served(name string) protocol.Method {
+	m, err := method.Protocol(name)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// specOf returns the registry's Spec of the method the session's server
+// runs, and the session's typed configuration of it.
+func specOf(t testing.TB, sess *Session) (method.Spec, any) {
+	t.Helper()
+	m, cfg, err := sess.Method()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := method.Lookup(m.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, cfg
 }

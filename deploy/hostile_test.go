@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/privrec/privrec/method"
-
 	"connectrpc.com/connect"
 
 	"github.com/privrec/privrec/eval"
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/ratings"
 )
@@ -27,7 +26,7 @@ import (
 func hostileRun(t *testing.T, d *ratings.Dataset, train *ratings.Dataset, attack bool) (*model.Model, []LedgerEntry, map[string]connect.Code) {
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "4"})
 	const seed = 11
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: seed, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: seed, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), MinClients: train.NumUsers() + 1, RoundTimeout: 3 * time.Second, MinParticipants: 0.5, MaxUploadBytes: 1 << 20},
 		"127.0.0.1:0")
 	hc, api, cred, _ := enrolAttacker(t, h)

@@ -204,11 +204,10 @@ func coverage(ups []*protocol.Upload, shares []int32) float64 {
 // largest round's ε, the total at δ (-1, said in the note, when
 // unbounded) and the aggregation that ran.
 func (s *Server) spent() model.Privacy {
-	p := s.spec.Claim
+	p := s.cfg.Method.Claim(s.cfg.Config)
 	s.mu.Lock()
 	p.EpsRound, p.EpsTotal, p.Delta = s.epsRound, s.epsTotal, s.delta
 	s.mu.Unlock()
-	p.Aggregation = s.spec.Federated.Aggregation(s.cfg.Config).String()
 	note := "ε as the server's ledger accounted the released rounds"
 	if p.EpsTotal < 0 {
 		note = "ε unbounded (-1): a round's sum was refused, or its arriving noise bounded nothing; see the ledger"

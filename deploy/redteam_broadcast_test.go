@@ -18,6 +18,7 @@ import (
 
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
 )
 
@@ -203,20 +204,20 @@ func TestRedTeamHostileBroadcasts(t *testing.T) {
 }
 
 // runAgainst serves script from a hostile server and runs the clients
-// clients() of method (config text cfg) against it with a real Session;
+// clients() of method name (config text cfg) against it with a real Session;
 // it returns Session.Run's error.
-func runAgainst(t *testing.T, method string, cfg map[string]string, script []*fedv1.Broadcast, clients func() []protocol.Client) error {
+func runAgainst(t *testing.T, name string, cfg map[string]string, script []*fedv1.Broadcast, clients func() []protocol.Client) error {
 	t.Helper()
 	d, _ := smallCatalog(t, 6, 12)
-	spec, typed := configure(t, method, cfg)
-	h := &hostileServer{script: script, plan: &fedv1.HelloResponse{Method: method, Config: cfg,
+	spec, typed := configure(t, name, cfg)
+	h := &hostileServer{script: script, plan: &fedv1.HelloResponse{Method: name, Config: cfg,
 		Aggregation: aggregationName(spec.Federated.Aggregation(typed)),
 		Catalog:     &fedv1.Catalog{ItemIds: d.ItemIDs},
 		Scale:       &fedv1.Scale{Min: float64(d.Scale.Min), Max: float64(d.Scale.Max), Step: float64(d.Scale.Step)}}}
 	url, hc := serveHostile(t, h)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sess, err := Dial(ctx, ClientConfig{URL: url, HTTP: hc, Token: "any", Logger: quietLog(), Retry: 10 * time.Second, Insecure: true})
+	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: url, HTTP: hc, Token: "any", Logger: quietLog(), Retry: 10 * time.Second, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,7 +142,7 @@ func enrolOne(t testing.TB, api federationv1connect.FederationServiceClient, tag
 func TestRedTeamGzipBombs(t *testing.T) {
 	d, _ := testData(t, 20)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
 		MinClients: 1000}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
@@ -287,7 +287,7 @@ func TestConnectReadMaxBytesIsDecompressed(t *testing.T) {
 func TestRedTeamCompressedOverCap(t *testing.T) {
 	d, _ := testData(t, 20)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
 		MinClients: 1000}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
@@ -337,7 +337,7 @@ func TestRedTeamIdleConnections(t *testing.T) {
 	d, _ := testData(t, 20)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
 	const streams = 7
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
 		MinClients: 1000, IdleTimeout: 300 * time.Millisecond, ReadHeaderTimeout: 300 * time.Millisecond, MaxStreams: streams},
 		"127.0.0.1:0")
 	addr := strings.TrimPrefix(h.url, "https://")
@@ -452,7 +452,7 @@ func TestRedTeamLongPollCap(t *testing.T) {
 	d, _ := testData(t, 20)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"})
 	const polls = 2
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
 		MinClients: 2, MaxPolls: polls, Poll: time.Minute}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
@@ -524,7 +524,7 @@ func TestRedTeamEnrolmentFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: dir,
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: dir,
 		MinClients: 1000, MaxClients: 4}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
@@ -606,7 +606,7 @@ func TestRedTeamEnrolmentFlood(t *testing.T) {
 	t.Run("rate", func(t *testing.T) {
 		// A limiter that refills once in 1,000 s: after the burst, every
 		// call of the flood is refused, however slow the machine.
-		h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
+		h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(),
 			MinClients: 1000, EnrollRate: 0.001, EnrollBurst: 5}, "127.0.0.1:0")
 		hc, err := HTTPClient(h.ca)
 		if err != nil {
@@ -641,7 +641,7 @@ func TestEnrolmentCodesSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := func() *Server {
-		s, err := NewServer(ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: dir, Token: testToken,
+		s, err := NewServer(ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: dir, Token: testToken,
 			Seed: 1, TestMode: true, Logger: quietLog()})
 		if err != nil {
 			t.Fatal(err)

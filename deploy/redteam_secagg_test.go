@@ -16,16 +16,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/privrec/privrec/method"
-
 	"connectrpc.com/connect"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/privrec/privrec/eval"
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/secagg"
-	bolt "go.etcd.io/bbolt"
 )
 
 // The red-team tests of secure aggregation over TLS loopback: each mounts
@@ -146,7 +145,7 @@ func TestRedTeamRestartReaggregation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
 			dir, addr := t.TempDir(), freeAddr(t)
-			base := ServerConfig{Method: "hdpmf", Config: cfg, Seed: 5, TestMode: true, Catalog: catalogOf(d),
+			base := ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 5, TestMode: true, Catalog: catalogOf(d),
 				StateDir: dir, RoundTimeout: deadline, MinParticipants: 0.9}
 			var mu sync.Mutex
 			var first, second []uint32
@@ -164,13 +163,13 @@ func TestRedTeamRestartReaggregation(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			sess, err := Dial(ctx, ClientConfig{URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 5,
+			sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 5,
 				Logger: quietLog(), Retry: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
 			sess.resend = !tc.defended
-			spec, mcfg, _ := sess.Method()
+			spec, mcfg := specOf(t, sess)
 			cls, err := spec.NewClients(mcfg, spl.Train, 5)
 			if err != nil {
 				t.Fatal(err)
@@ -400,7 +399,7 @@ func TestRedTeamBadNeighbour(t *testing.T) {
 	}{{"low-order key", lowOrderKey}, {"bad share ciphertexts", badShares}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
-			h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 6, TestMode: true, Catalog: catalogOf(d),
+			h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 6, TestMode: true, Catalog: catalogOf(d),
 				StateDir: t.TempDir(), MinClients: spl.Train.NumUsers() + 1, RoundTimeout: 2 * time.Second, MinParticipants: 0.9}, "127.0.0.1:0")
 			_, api, cred, attacker := enrolAttacker(t, h)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -457,7 +456,7 @@ func TestRedTeamFloor(t *testing.T) {
 	t.Parallel() // mostly waiting on deadlines
 	d, spl := smallCatalog(t, 60, 200)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 8, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 8, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: 200 * time.Millisecond, MinParticipants: 0.9}, "127.0.0.1:0")
 	sess := h.dial(t, true, 8)
 	sess.cfg.Dropout = 0.15
@@ -517,7 +516,7 @@ func TestRedTeamFloor(t *testing.T) {
 func TestAggregationPolicy(t *testing.T) {
 	d, spl := testData(t, 20)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2"}) // secagg=ideal
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir()}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
 	if err != nil {
@@ -525,7 +524,7 @@ func TestAggregationPolicy(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 3, Logger: quietLog()})
+	_, err = Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 3, Logger: quietLog()})
 	if err == nil {
 		t.Fatal("a client joined an ideal-functionality server without --insecure")
 	}
@@ -533,7 +532,7 @@ func TestAggregationPolicy(t *testing.T) {
 	// A client fooled into the masked policy refuses the plain round.
 	sess := h.dial(t, true, 3)
 	sess.needMasked = true
-	spec, mcfg, _ := sess.Method()
+	spec, mcfg := specOf(t, sess)
 	cls, err := spec.NewClients(mcfg, spl.Train, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -564,7 +563,7 @@ func TestRedTeamOutOfBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
 			cat := catalogOf(d)
-			h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 6, TestMode: true, Catalog: cat,
+			h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 6, TestMode: true, Catalog: cat,
 				StateDir: t.TempDir(), MinClients: spl.Train.NumUsers() + 1, RoundTimeout: 30 * time.Second}, "127.0.0.1:0")
 			_, api, cred, attacker := enrolAttacker(t, h)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -643,7 +642,7 @@ func crashMasked(t *testing.T, at string) {
 		t.Fatal(err)
 	}
 	dir, addr := t.TempDir(), freeAddr(t)
-	base := ServerConfig{Method: "hdpmf", Config: cfg, Seed: 5, TestMode: true, Catalog: catalogOf(d),
+	base := ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 5, TestMode: true, Catalog: catalogOf(d),
 		StateDir: dir, RoundTimeout: 30 * time.Second}
 	const crashRound = 2
 	s1 := serveOn(t, base, addr, func(l *liveServer, event string, round int, _ []uint32) {
@@ -657,7 +656,7 @@ func crashMasked(t *testing.T, at string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := Dial(ctx, ClientConfig{URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 5,
+	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 5,
 		Logger: quietLog(), Retry: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -728,7 +727,7 @@ func TestUnreachableServerSaysSo(t *testing.T) {
 	t.Parallel() // mostly waiting on deadlines
 	var buf syncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	_, err := Dial(context.Background(), ClientConfig{URL: "https://" + freeAddr(t), Token: testToken, Logger: log, Retry: 6 * time.Second})
+	_, err := Dial(context.Background(), ClientConfig{Methods: method.Protocol, URL: "https://" + freeAddr(t), Token: testToken, Logger: log, Retry: 6 * time.Second})
 	if err == nil {
 		t.Fatal("dialled a port nobody serves")
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
-	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 )
@@ -106,9 +105,9 @@ func (s *Server) publish() error {
 	v, dim := s.srv.Factors()
 	m := &model.Model{
 		Dim: dim, NumItems: len(s.plan.ItemIDs), V: slices.Clone(v),
-		Default: (s.plan.Scale.Min + s.plan.Scale.Max) / 2, Scale: s.plan.Scale, Ranking: s.spec.Ranks,
+		Default: (s.plan.Scale.Min + s.plan.Scale.Max) / 2, Scale: s.plan.Scale, Ranking: s.cfg.Method.Ranks(),
 		ItemIDs: s.plan.ItemIDs, ItemTitles: s.plan.Titles,
-		Method: s.cfg.Method, Config: method.JSON(s.spec.Fields(s.cfg.Config)), Privacy: s.spent(),
+		Method: s.cfg.Method.Name(), Config: s.cfg.Method.JSON(s.cfg.Config), Privacy: s.spent(),
 	}
 	if ind, ok := s.srv.(protocol.Indicating); ok && len(ind.UserItems())+1 == dim {
 		m.UserItems = slices.Clone(ind.UserItems())
@@ -118,7 +117,7 @@ func (s *Server) publish() error {
 		// server trained on to the catalog's as Fit maps its model.
 		if mean, bi, ok := bs.Biases(); ok && len(bi) == m.NumItems {
 			m.Mean, m.Default, m.BI = mean, mean, slices.Clone(bi)
-			m.Affine(method.FromInternal(s.plan.Scale))
+			m.Affine(s.cfg.Method.Affine(s.plan.Scale))
 		}
 	}
 	var buf bytes.Buffer

@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/privrec/privrec/method"
-
 	"connectrpc.com/connect"
 
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/method"
 )
 
 // TestNoStepOpensLate: the server opens the step a client sends next
@@ -36,7 +35,7 @@ func TestNoStepOpensLate(t *testing.T) {
 	// A deadline no load misses: a step closes as soon as every client
 	// sent, so only a refused message makes the run wait on it (and
 	// then fail: without the reveals the sum cannot be unmasked).
-	base := ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+	base := ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
 		StateDir: dir, RoundTimeout: 20 * time.Second}
 	l := serveOn(t, base, addr, func(_ *liveServer, event string, _ int, _ []uint32) {
 		if event == "answered step 4" { // the masked vectors' step
@@ -49,7 +48,7 @@ func TestNoStepOpensLate(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sess, err := Dial(ctx, ClientConfig{URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 3,
+	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 3,
 		Logger: quietLog(), Retry: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +85,7 @@ func TestWarnPartiesSaysWhatItMeans(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	s, err := NewServer(ServerConfig{Method: "hdpmf", Config: cfg, Catalog: catalogOf(d), StateDir: dir, Token: testToken,
+	s, err := NewServer(ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: dir, Token: testToken,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
-	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/shard"
@@ -33,9 +32,10 @@ type Catalog struct {
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
-	// Method is the registry name of the method to run; Config its typed
-	// configuration (a pointer of the type the method's New returns).
-	Method string
+	// Method is the method to run (method.Protocol gives one by name);
+	// Config its typed configuration (a pointer of the type
+	// Method.Configure returns).
+	Method protocol.Method
 	Config any
 	// Seed seeds the server's own randomness. TestMode marks a seed given
 	// for reproducible tests: only then are uploads drawn from seeded
@@ -191,7 +191,6 @@ type Server struct {
 	federationv1connect.UnimplementedFederationServiceHandler
 
 	cfg  ServerConfig
-	spec method.Spec
 	log  *slog.Logger
 	st   *store
 	plan *plan
@@ -263,12 +262,8 @@ type Server struct {
 // error.
 func NewServer(cfg ServerConfig) (*Server, error) {
 	cfg.defaults()
-	spec, err := method.Lookup(cfg.Method)
-	if err != nil {
-		return nil, err
-	}
-	if spec.Federated == nil {
-		return nil, fmt.Errorf("deploy: method %s has no client/server protocol", cfg.Method)
+	if cfg.Method == nil {
+		return nil, errors.New("deploy: no method")
 	}
 	if cfg.Token == "" {
 		return nil, errors.New("deploy: no enrolment token")
@@ -289,7 +284,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if _, err := rand.Read(boot[:]); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, spec: spec, log: cfg.Logger, st: st, met: cfg.Metrics, tok: hashToken(cfg.Token),
+	s := &Server{cfg: cfg, log: cfg.Logger, st: st, met: cfg.Metrics, tok: hashToken(cfg.Token),
 		boot: base64.RawURLEncoding.EncodeToString(boot[:]), changed: make(chan struct{}), state: fedv1.RunState_RUN_STATE_ENROLLING}
 	if err := s.restore(); err != nil {
 		st.Close()
@@ -311,9 +306,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 // restore reconciles the stored plan with the configuration and loads the
 // enrolment and the method server's last snapshot.
 func (s *Server) restore() error {
-	agg := aggregationName(s.spec.Federated.Aggregation(s.cfg.Config))
+	agg := aggregationName(s.cfg.Method.Aggregation(s.cfg.Config))
 	want := &plan{
-		Method: s.cfg.Method, Config: s.spec.Text(s.cfg.Config), Seed: s.cfg.Seed, TestMode: s.cfg.TestMode,
+		Method: s.cfg.Method.Name(), Config: s.cfg.Method.Text(s.cfg.Config), Seed: s.cfg.Seed, TestMode: s.cfg.TestMode,
 		ItemIDs: s.cfg.Catalog.ItemIDs, Titles: s.cfg.Catalog.Titles, Scale: s.cfg.Catalog.Scale, Aggregation: agg,
 	}
 	have, err := s.st.plan()
@@ -329,13 +324,13 @@ func (s *Server) restore() error {
 		return fmt.Errorf("%w: %s was created for another run (%s); use a new --state directory", ErrState, s.cfg.StateDir, d)
 	}
 	s.plan = have
-	cfg, err := s.spec.Configure(have.Config)
+	cfg, err := s.cfg.Method.Configure(have.Config)
 	if err != nil {
 		return fmt.Errorf("%w: stored config: %w", ErrState, err)
 	}
 	s.cfg.Config = cfg
 	items := &ratings.Dataset{Name: "catalog", Scale: have.Scale, ItemIDs: have.ItemIDs, ItemTitles: have.Titles, Side: s.cfg.Catalog.Side}
-	if s.srv, err = s.spec.NewServerFor(cfg, items, have.Seed); err != nil {
+	if s.srv, err = s.cfg.Method.Server(cfg, items, have.Seed); err != nil {
 		return err
 	}
 	if s.enrolled, err = s.st.enrolled(); err != nil {

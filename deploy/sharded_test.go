@@ -23,6 +23,7 @@ import (
 
 	"github.com/privrec/privrec/eval"
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/secagg"
 	"github.com/privrec/privrec/shard"
 )
@@ -109,13 +110,13 @@ func TestShardedServe(t *testing.T) {
 	d, spl := smallCatalog(t, 30, 120)
 	params := map[string]string{"epochs": "2", "secagg": "masked"}
 	_, cfg := configure(t, "hdpmf", params)
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir()}, "127.0.0.1:0")
 	want, _ := runClients(t, h.dial(t, true, 4), spl.Train, 4)
 
 	nc := startNATS(t)
 	_, cfg = configure(t, "hdpmf", params)
-	hs := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+	hs := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "same", Shards: 2}}}, "127.0.0.1:0")
 	stop := runAggregators(t, nc, "same")
 	got, _ := runClients(t, hs.dial(t, true, 4), spl.Train, 4)
@@ -191,7 +192,7 @@ func TestShardedServeDropout(t *testing.T) {
 	d, spl := smallCatalog(t, 20, 80)
 	nc := startNATS(t)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: time.Second, MinParticipants: 0.7,
 		Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "drop", Shards: 2}}}, "127.0.0.1:0")
 	stop := runAggregators(t, nc, "drop")
@@ -203,7 +204,7 @@ func TestShardedServeDropout(t *testing.T) {
 	hc.Transport = drop
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sess, err := Dial(ctx, ClientConfig{URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4, Insecure: true,
+	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4, Insecure: true,
 		Logger: quietLog(), Retry: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +259,7 @@ func BenchmarkServedMaskedRound(b *testing.B) {
 			var vectors, words int
 			for i := 0; b.Loop(); i++ {
 				_, cfg := configure(b, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
-				sc := ServerConfig{Method: "hdpmf", Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d), StateDir: b.TempDir()}
+				sc := ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d), StateDir: b.TempDir()}
 				run := fmt.Sprintf("bench%d", i)
 				if shards > 0 {
 					sc.Sharded = &Sharded{Conn: nc, Config: shard.Config{Run: run, Shards: shards}}
@@ -317,7 +318,7 @@ func TestShardedRunState(t *testing.T) {
 	state := t.TempDir()
 	newServer := func(state, run string) (*Server, error) {
 		_, cfg := configure(t, "hdpmf", map[string]string{"secagg": "masked"})
-		return NewServer(ServerConfig{Method: "hdpmf", Config: cfg, Seed: 1, TestMode: true, Catalog: catalogOf(d), StateDir: state,
+		return NewServer(ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 1, TestMode: true, Catalog: catalogOf(d), StateDir: state,
 			Token: testToken, Logger: quietLog(), Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: run, Shards: 2}}})
 	}
 	s, err := newServer(state, "st")
@@ -371,7 +372,7 @@ func TestShardedServeActive(t *testing.T) {
 	d, spl := smallCatalog(t, 20, 60)
 	nc := startNATS(t)
 	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
-	h := startServer(t, ServerConfig{Method: "hdpmf", Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: 5 * time.Second, ActiveSecAgg: true,
 		Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "active", Shards: 2}}}, "127.0.0.1:0")
 	stop := runAggregators(t, nc, "active")
@@ -475,7 +476,7 @@ func TestShardedUploadOnce(t *testing.T) {
 	nc := startNATS(t)
 	d, _ := smallCatalog(t, 10, 20)
 	_, cfg := configure(t, "hdpmf", map[string]string{"secagg": "masked"})
-	s, err := NewServer(ServerConfig{Method: "hdpmf", Config: cfg, Seed: 1, TestMode: true, Catalog: catalogOf(d), StateDir: t.TempDir(),
+	s, err := NewServer(ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 1, TestMode: true, Catalog: catalogOf(d), StateDir: t.TempDir(),
 		Token: testToken, Logger: quietLog(), Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "once", Shards: 2}}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/privrec/privrec/ratings"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/ratings"
 )
 
 // TestDefaultBudgetsMatchResults checks the default ε of privrec methods

@@ -14,19 +14,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/privrec/privrec/dpease"
-	"github.com/privrec/privrec/secagg"
-
 	"github.com/spf13/cobra"
 
 	"github.com/privrec/privrec/deploy"
 	"github.com/privrec/privrec/dpals"
+	"github.com/privrec/privrec/dpease"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/internal/progress"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/secagg"
 )
 
 func (a *app) clientCmd() *cobra.Command {
@@ -182,7 +181,7 @@ before.`,
 				}
 				fmt.Fprintf(a.stderr, "round %d (%s, %s) answered by %s in %.2f s%s\n", p.Round, p.Phase, how, nClients(p.Clients), p.Took.Seconds(), eps)
 			}
-			ccfg := deploy.ClientConfig{URL: server, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
+			ccfg := deploy.ClientConfig{URL: server, Methods: method.Protocol, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
 				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins}
 			if err := clientAuthority(&ccfg, authPub, certWith, devAuth, log); err != nil {
@@ -192,7 +191,11 @@ before.`,
 			if err != nil {
 				return err
 			}
-			spec, cfg, err := sess.Method()
+			served, cfg, err := sess.Method()
+			if err != nil {
+				return err
+			}
+			spec, err := method.Lookup(served.Name())
 			if err != nil {
 				return err
 			}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"github.com/privrec/privrec/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/privrec/privrec/datasets"
+	"github.com/privrec/privrec/internal/atomicfile"
 	"github.com/privrec/privrec/internal/progress"
 	"github.com/privrec/privrec/ratings"
 )

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/privrec/privrec/method"
 	"io"
 	"log/slog"
 	"os"
@@ -23,6 +22,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/privrec/privrec/method"
 )
 
 func main() {

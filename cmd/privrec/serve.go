@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/privrec/privrec/deploy"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -194,8 +195,12 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			log := slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			m, err := method.Protocol(mfl.spec.Name)
+			if err != nil {
+				return err
+			}
 			srv, err := deploy.NewServer(deploy.ServerConfig{
-				Method: mfl.spec.Name, Config: mfl.cfg, Seed: seed, TestMode: cmd.Flags().Changed("seed"),
+				Method: m, Config: mfl.cfg, Seed: seed, TestMode: cmd.Flags().Changed("seed"),
 				Catalog:  deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale, Side: d.Side},
 				StateDir: state, Token: token, MinClients: minClients, EnrollQuiet: enrollQuiet,
 				RoundTimeout: roundTimeout, MinParticipants: minParticipants, MaxAbs: maxAbs, ActiveSecAgg: secaggActive,

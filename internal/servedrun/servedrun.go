@@ -21,6 +21,7 @@ import (
 	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/deploy"
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -92,7 +93,7 @@ func StartMethod(ctx context.Context, t testing.TB, data, name string, params ma
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := deploy.NewServer(deploy.ServerConfig{Method: name, Config: cfg, StateDir: dir, Token: token,
+	srv, err := deploy.NewServer(deploy.ServerConfig{Method: served(t, name), Config: cfg, StateDir: dir, Token: token,
 		Catalog:    deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale},
 		MinClients: sim + 1, EnrollQuiet: 300 * time.Millisecond, RoundTimeout: roundTimeout, Logger: quiet})
 	if err != nil {
@@ -112,7 +113,7 @@ func StartMethod(ctx context.Context, t testing.TB, data, name string, params ma
 
 	// The simulated clients enrol first (ids 0..sim-1), then wait for
 	// the client under test.
-	sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: r.URL, Token: token, Retry: time.Minute, Logger: quiet})
+	sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: r.URL, Methods: method.Protocol, Token: token, Retry: time.Minute, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,4 +165,13 @@ func (r *Run) Wait(t testing.TB, limit time.Duration) {
 	case <-time.After(limit):
 		t.Fatal("the server's run did not end")
 	}
+}
+
+// served returns the method name as deploy serves it.
+func served(t testing.TB, name string) protocol.Method {
+	m, err := method.Protocol(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
