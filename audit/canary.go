@@ -329,7 +329,7 @@ func hdpmfCanaryRun(ctx context.Context, e *env, v hdpmf.Variant, rel func(*rati
 		}
 		ca.Noiseless()
 		cb.Noiseless()
-		srv, err := hdpmf.NewServer(cfg, d.NumItems(), d.Scale)
+		srv, err := hdpmf.NewServer(cfg, d.Public(), cfg.Seed)
 		if err != nil {
 			return o, "", "", err
 		}
@@ -460,7 +460,7 @@ func hdpmfDataCanary(ctx context.Context, e *env) (Result, error) {
 		}
 		ca.Noiseless()
 		cb.Noiseless()
-		srv, err := hdpmf.NewServer(cfg, d.NumItems(), d.Scale)
+		srv, err := hdpmf.NewServer(cfg, d.Public(), cfg.Seed)
 		if err != nil {
 			return Result{}, err
 		}
@@ -514,7 +514,7 @@ func ldpopCanary(unit string, rel func(*ratings.Dataset) *ratings.Dataset, j int
 		}
 		ca.Noiseless()
 		cb.Noiseless()
-		srv, err := ldpop.NewServer(cfg, d.NumItems(), d.Scale)
+		srv, err := ldpop.NewServer(cfg, d.Public(), cfg.Seed)
 		if err != nil {
 			return Result{}, err
 		}

@@ -328,7 +328,7 @@ func hdpmfMaskedCanary(v hdpmf.Variant, unit string, rel func(*ratings.Dataset) 
 		}
 		ca.Noiseless()
 		cb.Noiseless()
-		srv, err := hdpmf.NewServer(cfg, d.NumItems(), d.Scale)
+		srv, err := hdpmf.NewServer(cfg, d.Public(), cfg.Seed)
 		if err != nil {
 			return Result{}, err
 		}

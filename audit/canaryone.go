@@ -33,11 +33,18 @@ func dpeaseCanary(scale float64) func(ctx context.Context, e *env) (Result, erro
 		}
 		cfg := dpease.DefaultConfig()
 		cfg.Aggregation, cfg.Seeded, cfg.Workers = protocol.AggIdeal, true, 1
-		srv, err := dpease.NewServer(cfg, d.NumItems(), e.cfg.Seed)
+		srv, err := dpease.NewServer(cfg, d.Public(), e.cfg.Seed)
 		if err != nil {
 			return Result{}, err
 		}
-		a, b := dpease.NewClients(d, cfg), dpease.NewClients(removeUser(d), cfg)
+		a, err := dpease.NewClients(d, cfg)
+		if err != nil {
+			return Result{}, err
+		}
+		b, err := dpease.NewClients(removeUser(d), cfg)
+		if err != nil {
+			return Result{}, err
+		}
 		n := d.NumItems()
 		size := n * (n + 1) / 2 // the Gram's pairs for M up to the catalog
 		gram := dpease.GramL2(cfg.Cap)

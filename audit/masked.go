@@ -125,7 +125,7 @@ func secaggRand(round int) chachaReader { return chachaReader{rng.New(99, uint64
 func runMasked(ctx context.Context, d *ratings.Dataset, rounds int, seed uint64) (*maskSpy, hdpmf.Config, error) {
 	cfg := fedConfig(hdpmf.Plain)
 	cfg.Aggregation, cfg.Rounds, cfg.Seed, cfg.Workers = protocol.AggMasked, rounds, seed, 1
-	srv, err := hdpmf.NewServer(cfg, d.NumItems(), d.Scale)
+	srv, err := hdpmf.NewServer(cfg, d.Public(), cfg.Seed)
 	if err != nil {
 		return nil, cfg, err
 	}

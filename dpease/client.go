@@ -2,6 +2,7 @@ package dpease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -220,14 +221,21 @@ func GramUpload(id int, items, top []int32, capN int) *protocol.Upload {
 type Clients struct {
 	List  []protocol.Client
 	train *ratings.Dataset
+	cfg   Config
 	pub   *public
 }
 
 // NewClients returns one client per user of train with ratings, with
 // the Gram weight cap of cfg (the device's own, not the broadcast's).
-func NewClients(train *ratings.Dataset, cfg Config) *Clients {
+func NewClients(train *ratings.Dataset, cfg Config) (*Clients, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if train == nil {
+		return nil, errors.New("dpease: no training data")
+	}
 	byUser := train.ByUser()
-	cl := &Clients{train: train, pub: &public{}}
+	cl := &Clients{train: train, cfg: cfg, pub: &public{}}
 	for u := range train.NumUsers() {
 		items, _ := byUser.Row(u)
 		if len(items) == 0 {
@@ -235,7 +243,7 @@ func NewClients(train *ratings.Dataset, cfg Config) *Clients {
 		}
 		cl.List = append(cl.List, &client{id: u, items: slices.Clone(items), cfg: &cfg, pub: cl.pub})
 	}
-	return cl
+	return cl, nil
 }
 
 // Model builds the evaluation harness's model from the published item
@@ -266,6 +274,26 @@ func (cl *Clients) Model(v []float32) (*model.Model, error) {
 		UserItems: slices.Clone(top)}, nil
 }
 
+// Finish returns the model with the published item factors v (Model) and
+// the run's planned report: the two releases' ledger under the budget
+// split the server's broadcasts carried, computed by a server that holds
+// no data (the devices keep no ledger of their own).
+func (cl *Clients) Finish(v []float32) (*model.Model, *Report, error) {
+	m, err := cl.Model(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := cl.cfg
+	if f := cl.Frac(); f > 0 {
+		c.FracCounts = f
+	}
+	acct, err := NewServer(c, cl.train.Public(), 0) // the seed draws noise only
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, acct.PlannedReport(), nil
+}
+
 // Frac returns the counts' share of ρ the server's broadcasts carried
 // (the split it resolved, PopularityMode), or 0 before any broadcast.
 func (cl *Clients) Frac() float64 {
@@ -287,11 +315,14 @@ func (cl *Clients) Noiseless() { cl.pub.noiseless = true }
 // (WithRoster) unless cfg gives one.
 func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64) (*model.Model, *Report, error) {
 	cfg = cfg.WithRoster(train)
-	srv, err := NewServer(cfg, train.NumItems(), seed)
+	srv, err := NewServer(cfg, train.Public(), seed)
 	if err != nil {
 		return nil, nil, err
 	}
-	cl := NewClients(train, cfg)
+	cl, err := NewClients(train, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	runSeed := seed
 	if !cfg.Seeded {
 		runSeed = rng.Crypto().Uint64()

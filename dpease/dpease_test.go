@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/privrec/privrec/rng"
-
 	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/rng"
 )
 
 // TestSnapshotResume: a server restored from its snapshot after the first
@@ -17,11 +17,11 @@ func TestSnapshotResume(t *testing.T) {
 	d := synth(40, 30, 5)
 	cfg := DefaultConfig()
 	cfg.TopItems, cfg.Cap, cfg.Seeded = 10, 4, true
-	full, err := NewServer(cfg, 30, 2)
+	full, err := NewServer(cfg, ratings.AnonymousItems(30, ratings.Scale{}), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := NewClients(d, cfg)
+	cl := mustClients(t, d, cfg)
 	for r := range 2 {
 		b, _ := full.Broadcast(r)
 		round(t, full, cl, r, b)
@@ -29,7 +29,7 @@ func TestSnapshotResume(t *testing.T) {
 	if !full.Done() {
 		t.Fatal("not done after two rounds")
 	}
-	a, _ := NewServer(cfg, 30, 2)
+	a, _ := NewServer(cfg, ratings.AnonymousItems(30, ratings.Scale{}), 2)
 	b, _ := a.Broadcast(0)
 	round(t, a, cl, 0, b)
 	snap, err := a.MarshalBinary()
@@ -39,7 +39,7 @@ func TestSnapshotResume(t *testing.T) {
 	// The restored server draws the second round's noise from the same
 	// position of the seeded stream only if it skips the first round's
 	// draws: replay them.
-	r, _ := NewServer(cfg, 30, 2)
+	r, _ := NewServer(cfg, ratings.AnonymousItems(30, ratings.Scale{}), 2)
 	for range 30 {
 		r.noise.NormFloat64()
 	}
@@ -126,7 +126,7 @@ func TestResolve(t *testing.T) {
 	if err := cfg.Validate(); err == nil {
 		t.Error("top-items -1 validated")
 	}
-	srv, err := NewServer(DefaultConfig(), 5000, 1)
+	srv, err := NewServer(DefaultConfig(), ratings.AnonymousItems(5000, ratings.Scale{}), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestPopularityMode(t *testing.T) {
 			cfg := DefaultConfig()
 			// At ε 1 and M 20 the ridge is λ = 1 + 6·σ_g·√20 ≈ 96.
 			cfg.Eps, cfg.TopItems, cfg.Seeded, cfg.Roster, cfg.Shrink = 1, 20, true, tc.roster, tc.shrink
-			srv, err := NewServer(cfg, d.NumItems(), 1)
+			srv, err := NewServer(cfg, d.Public(), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,4 +243,14 @@ func TestPersonalWeight(t *testing.T) {
 			t.Errorf("signal %v: history %v, want %v", tc.signal, b.History, want)
 		}
 	}
+}
+
+// mustClients is NewClients for a test.
+func mustClients(t testing.TB, train *ratings.Dataset, cfg Config) *Clients {
+	t.Helper()
+	cl, err := NewClients(train, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }

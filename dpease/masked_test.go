@@ -27,7 +27,7 @@ func maskedRun(t *testing.T, d *ratings.Dataset, cfg Config, list []protocol.Cli
 func tryMasked(t *testing.T, d *ratings.Dataset, cfg Config, list []protocol.Client, seed uint64) (*Server, []protocol.RoundInfo, error) {
 	t.Helper()
 	cfg.Aggregation, cfg.Seeded = protocol.AggMasked, true
-	srv, err := NewServer(cfg, d.NumItems(), seed)
+	srv, err := NewServer(cfg, d.Public(), seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestMaskedMatchesIdealSums(t *testing.T) {
 	d := synth(150, 60, 11)
 	cfg := DefaultConfig()
 	cfg.Eps, cfg.TopItems, cfg.Cap = 2, 20, 4
-	cl := NewClients(d, cfg)
+	cl := mustClients(t, d, cfg)
 	cl.Noiseless()
 	srv, infos := maskedRun(t, d, cfg, cl.List, 3)
 	if len(infos) != 3 || infos[0].Phase != protocol.PhaseSetup || srv.st.Clients != len(cl.List) {
@@ -95,7 +95,7 @@ func TestMaskedMatchesIdealSums(t *testing.T) {
 		t.Error("the broadcast top items are not the released counts' top")
 	}
 	// The ideal server's solve on the exact sums and the same top items.
-	ideal, err := NewServer(cfg, d.NumItems(), 3)
+	ideal, err := NewServer(cfg, d.Public(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestMaskedNoiseAndLedger(t *testing.T) {
 	d := synth(120, 240, 5)
 	cfg := DefaultConfig()
 	cfg.Eps, cfg.TopItems, cfg.Cap = 1, 25, 4
-	cl := NewClients(d, cfg)
+	cl := mustClients(t, d, cfg)
 	srv, _ := maskedRun(t, d, cfg, cl.List, 8)
 	counts, gram := exactSums(d, cfg, srv.st.Top)
 	sd := func(got, want []float64) float64 {
@@ -203,7 +203,7 @@ func TestMaskedTamperedSumRefused(t *testing.T) {
 		{"setup count", 0, func(w []uint32) { w[0] = 1 << 20 }},
 	}
 	for _, tc := range cases {
-		cl := NewClients(d, cfg)
+		cl := mustClients(t, d, cfg)
 		if tc.tamper != nil {
 			cl.List[0] = tamperer{cl.List[0], tc.round, tc.tamper}
 		}
@@ -244,9 +244,9 @@ func TestMaskedSnapshotResume(t *testing.T) {
 	d := synth(60, 40, 9)
 	cfg := DefaultConfig()
 	cfg.TopItems, cfg.Cap, cfg.Aggregation, cfg.Seeded = 12, 4, protocol.AggMasked, true
-	full, _ := maskedRun(t, d, cfg, NewClients(d, cfg).List, 6)
-	cl := NewClients(d, cfg)
-	a, err := NewServer(cfg, d.NumItems(), 6)
+	full, _ := maskedRun(t, d, cfg, mustClients(t, d, cfg).List, 6)
+	cl := mustClients(t, d, cfg)
+	a, err := NewServer(cfg, d.Public(), 6)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestMaskedSnapshotResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := NewServer(cfg, d.NumItems(), 6)
+	r, _ := NewServer(cfg, d.Public(), 6)
 	if err := r.UnmarshalBinary(snap); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestMaskedSnapshotResume(t *testing.T) {
 	}
 	ideal := cfg
 	ideal.Aggregation = protocol.AggIdeal
-	si, _ := NewServer(ideal, d.NumItems(), 6)
+	si, _ := NewServer(ideal, d.Public(), 6)
 	if err := si.UnmarshalBinary(snap); err == nil {
 		t.Error("an ideal-path server accepted a masked snapshot")
 	}
@@ -290,7 +290,7 @@ func TestMaskedTakesBroadcastSplit(t *testing.T) {
 	d := synth(150, 60, 11)
 	cfg := DefaultConfig()
 	cfg.Eps, cfg.TopItems, cfg.Cap = 2, 20, 4
-	cl := NewClients(d, cfg)
+	cl := mustClients(t, d, cfg)
 	cl.Noiseless()
 	scfg := cfg
 	scfg.Roster = d.NumUsers()

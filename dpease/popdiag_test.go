@@ -28,7 +28,7 @@ func TestPopDiagRule(t *testing.T) {
 	} {
 		cfg := DefaultConfig()
 		cfg.TopItems, cfg.PopDiagSNR = 10, tc.k
-		srv, err := NewServer(cfg, 30, 1)
+		srv, err := NewServer(cfg, ratings.AnonymousItems(30, ratings.Scale{}), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,13 +66,13 @@ func TestPopDiagScores(t *testing.T) {
 	}{{false, 0}, {false, math.Inf(1)}, {true, 0}, {true, math.Inf(1)}} {
 		cfg := DefaultConfig()
 		cfg.TopItems, cfg.PopWeight, cfg.PopDiagSNR, cfg.Seeded = 15, 0.5, tc.k, true
-		cl := NewClients(d, cfg)
+		cl := mustClients(t, d, cfg)
 		var srv *Server
 		if tc.masked {
 			srv, _ = maskedRun(t, d, cfg, cl.List, 2)
 		} else {
 			var err error
-			if srv, err = NewServer(cfg, 40, 2); err != nil {
+			if srv, err = NewServer(cfg, ratings.AnonymousItems(40, ratings.Scale{}), 2); err != nil {
 				t.Fatal(err)
 			}
 			for r := range 2 {
@@ -128,10 +128,10 @@ func TestPopDiagOffOnML1M(t *testing.T) {
 		for _, eps := range []float64{0.5, 1, 2, 5, 10, 20} {
 			cfg := DefaultConfig()
 			cfg.Eps, cfg.Seeded = eps, true
-			cl := NewClients(sp.Train, cfg)
+			cl := mustClients(t, sp.Train, cfg)
 			least := math.MaxInt
 			for seed := range uint64(8) {
-				srv, err := NewServer(cfg, sp.Train.NumItems(), seed+1)
+				srv, err := NewServer(cfg, sp.Train.Public(), seed+1)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -62,11 +62,11 @@ func TestRosterNoiseIgnoresCount(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Aggregation, cfg.Seeded, cfg.TopItems = protocol.AggMasked, true, 10
 	run := func(clients, roster float64, seed uint64) [][]uint32 {
-		srv, err := NewServer(cfg, d.NumItems(), 1)
+		srv, err := NewServer(cfg, d.Public(), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cl := NewClients(d, cfg)
+		cl := mustClients(t, d, cfg)
 		l := &lyingServer{Server: srv, clients: clients, roster: roster}
 		if err := protocol.Run(context.Background(), l, cl.List, protocol.RunOptions{Seed: seed, Aggregation: protocol.AggMasked}); err != nil {
 			t.Fatal(err)
@@ -114,11 +114,11 @@ func TestSetRoster(t *testing.T) {
 	for _, n := range []int{50, 610, 100000} {
 		want := cfg
 		want.Roster = n
-		built, err := NewServer(want, 500, 1)
+		built, err := NewServer(want, ratings.AnonymousItems(500, ratings.Scale{}), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		late, err := NewServer(cfg, 500, 1)
+		late, err := NewServer(cfg, ratings.AnonymousItems(500, ratings.Scale{}), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,14 +135,14 @@ func TestSetRoster(t *testing.T) {
 	}
 	small := cfg
 	small.Roster = 50
-	given, _ := NewServer(small, 500, 1)
+	given, _ := NewServer(small, ratings.AnonymousItems(500, ratings.Scale{}), 1)
 	frac := given.cfg.FracCounts
 	if err := given.SetRoster(100000); err != nil || given.cfg.FracCounts != frac {
 		t.Errorf("a config's roster 50 was overridden by SetRoster(100000): frac %v → %v (%v)", frac, given.cfg.FracCounts, err)
 	}
 	// After the first round the split is fixed.
 	d := synth(40, 30, 1)
-	srv, err := NewServer(cfg, d.NumItems(), 1)
+	srv, err := NewServer(cfg, d.Public(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestSetRoster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := NewClients(d, cfg)
+	cl := mustClients(t, d, cfg)
 	var ups []*protocol.Upload
 	for k, c := range cl.List {
 		up, err := c.Round(b, rng.New(1, uint64(k)))

@@ -82,12 +82,12 @@ func TestSensitivity(t *testing.T) {
 	}
 	for name, items := range canaries {
 		without, with := withCanary(d, items)
-		s0, err := NewServer(cfg, ni, 9)
+		s0, err := NewServer(cfg, ratings.AnonymousItems(ni, ratings.Scale{}), 9)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s1, _ := NewServer(cfg, ni, 9)
-		c0, c1 := NewClients(without, cfg), NewClients(with, cfg)
+		s1, _ := NewServer(cfg, ratings.AnonymousItems(ni, ratings.Scale{}), 9)
+		c0, c1 := mustClients(t, without, cfg), mustClients(t, with, cfg)
 		b, _ := s0.Broadcast(0)
 		round(t, s0, c0, 0, b)
 		round(t, s1, c1, 0, b)
@@ -143,10 +143,10 @@ func TestSensitivityNegativeControl(t *testing.T) {
 	d := synth(30, 40, 3)
 	cfg := DefaultConfig()
 	cfg.TopItems, cfg.Cap, cfg.Seeded = 15, 4, true
-	s0, _ := NewServer(cfg, 40, 9)
-	s1, _ := NewServer(cfg, 40, 9)
+	s0, _ := NewServer(cfg, ratings.AnonymousItems(40, ratings.Scale{}), 9)
+	s1, _ := NewServer(cfg, ratings.AnonymousItems(40, ratings.Scale{}), 9)
 	without, with := withCanary(d, nil)
-	c0, c1 := NewClients(without, cfg), NewClients(with, cfg)
+	c0, c1 := mustClients(t, without, cfg), mustClients(t, with, cfg)
 	b, _ := s0.Broadcast(0)
 	round(t, s0, c0, 0, b)
 	round(t, s1, c1, 0, b)

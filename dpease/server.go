@@ -10,6 +10,7 @@ import (
 	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/maskplan"
 	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/rng"
 )
 
@@ -83,12 +84,19 @@ type state struct {
 
 const streamNoise uint64 = 0x6470_6561 // "dpea"
 
-// NewServer returns the server for a catalog of numItems items; seed
-// seeds the noise only in the test mode (cfg.Seeded).
-func NewServer(cfg Config, numItems int, seed uint64) (*Server, error) {
+// NewServer returns the server for the public catalog (only its size is
+// read); seed seeds the noise only in the test mode (cfg.Seeded). It
+// returns the *Server itself, not only a protocol.Stateful: its ledger,
+// blend and release figures are what the method's report and the audit
+// read.
+func NewServer(cfg Config, catalog *ratings.Dataset, seed uint64) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if catalog == nil {
+		return nil, errors.New("dpease: no public item catalog")
+	}
+	numItems := catalog.NumItems()
 	popMode, given := cfg.popularityMode(), cfg
 	cfg = cfg.Resolve()
 	if numItems < 1 {
@@ -136,7 +144,7 @@ func (s *Server) SetRoster(n int) error {
 	}
 	c := s.given
 	c.Roster = n
-	ns, err := NewServer(c, s.n, s.seed)
+	ns, err := NewServer(c, ratings.AnonymousItems(s.n, ratings.Scale{}), s.seed)
 	if err != nil {
 		return err
 	}
@@ -363,6 +371,7 @@ func (s *Server) Report() *Report {
 func (s *Server) report(l rdp.Ledger) *Report {
 	r := &Report{Ledger: l, Rho: s.rho, Eps: l.Epsilon(s.cfg.Delta), EpsReplace: rdp.ZCDPToDP(4*l.Rho(), s.cfg.Delta)}
 	r.Stats = s.stats()
+	r.Stats["eps_counts"], r.Stats["eps_gram"] = s.ReleaseEps()
 	if s.mask != nil {
 		r.Eps, r.EpsReplace = s.mask.Eps, s.mask.EpsReplace
 		r.Stats["skellam_eta"] = s.mask.Eta

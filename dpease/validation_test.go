@@ -19,13 +19,16 @@ import (
 // validation hook: snr > 0 lets the released counts choose M.
 func trainVariant(train *ratings.Dataset, cfg Config, seed uint64, snr float64) (*model.Model, *Report, error) {
 	cfg = cfg.WithRoster(train)
-	srv, err := NewServer(cfg, train.NumItems(), seed)
+	srv, err := NewServer(cfg, train.Public(), seed)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer func() { lastPopDiag, lastBlend, lastPopMode = srv.PopDiag(), srv.Blend(), srv.PopularityMode() }()
 	srv.snr = snr
-	cl := NewClients(train, cfg)
+	cl, err := NewClients(train, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := protocol.Run(context.Background(), srv, cl.List, protocol.RunOptions{Workers: cfg.Workers, Seed: seed, Aggregation: cfg.Aggregation}); err != nil {
 		return nil, nil, err
 	}

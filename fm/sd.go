@@ -118,7 +118,7 @@ func NewSDServer(cfg SDConfig, enc *Encoding) (protocol.Stateful, error) {
 	if enc.UserAttrs != nil {
 		return nil, fmt.Errorf("%w: the server's encoding has user attributes", ErrConfig)
 	}
-	base, err := sdcf.NewServer(cfg.Config, enc.NumItems)
+	base, err := sdcf.NewServer(cfg.Config, ratings.AnonymousItems(enc.NumItems, ratings.Scale{}), cfg.Config.Seed)
 	if err != nil {
 		return nil, err
 	}

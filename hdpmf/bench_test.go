@@ -34,7 +34,7 @@ func BenchmarkEpochML1M(b *testing.B) {
 			if agg == protocol.AggMasked {
 				cfg.Rounds = 1000 // the Skellam calibration composes over the rounds
 			}
-			srv, err := NewServer(cfg, d.NumItems(), d.Scale)
+			srv, err := NewServer(cfg, d.Public(), cfg.Seed)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -50,7 +50,7 @@ func (c checkedRun) run(t *testing.T, train *ratings.Dataset) ([]protocol.RoundI
 	t.Helper()
 	cfg := DefaultConfig(c.variant)
 	cfg.Rounds, cfg.Seed, cfg.Aggregation = c.rounds, c.seed, protocol.AggMasked
-	srv, err := NewServer(cfg, train.NumItems(), train.Scale)
+	srv, err := NewServer(cfg, train.Public(), cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func BenchmarkCheckSumML1M(b *testing.B) {
 	d := ml1m(b)
 	cfg := DefaultConfig(HDPMF)
 	cfg.Rounds, cfg.Aggregation = 1000, protocol.AggMasked
-	st, err := NewServer(cfg, d.NumItems(), d.Scale)
+	st, err := NewServer(cfg, d.Public(), cfg.Seed)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func TestPartialSharesEps(t *testing.T) {
 	scale := ratings.Scale{Min: 1, Max: 5}
 	cfg := DefaultConfig(HDPMF)
 	cfg.Aggregation = protocol.AggIdeal
-	srv, err := NewServer(cfg, 10, scale)
+	srv, err := NewServer(cfg, ratings.AnonymousItems(10, scale), cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestPartialSharesEps(t *testing.T) {
 	}
 	plain := cfg
 	plain.Variant = Plain
-	srv, err = NewServer(plain, 10, scale)
+	srv, err = NewServer(plain, ratings.AnonymousItems(10, scale), plain.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -290,7 +290,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Mode
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := NewServer(cfg, train.NumItems(), train.Scale)
+	srv, err := NewServer(cfg, train.Public(), cfg.Seed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -324,11 +324,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Mode
 		return nil, nil, err
 	}
 	v, _ := srv.Factors()
-	m, err := cl.Model(v)
-	if err != nil {
-		return nil, nil, err
-	}
-	return m, cl.Report(), nil
+	return cl.Finish(v)
 }
 
 // Clients is the client half of a run: one client per user of the
@@ -369,6 +365,16 @@ func (c *Clients) Model(v []float32) (*model.Model, error) {
 		return nil, fmt.Errorf("%w: V holds %d values, want %d items × %d", ErrConfig, len(v), c.run.train.NumItems(), c.run.cfg.Dim)
 	}
 	return c.run.model(v), nil
+}
+
+// Finish returns the model with the server's final V (Model) and what
+// the clients spent and measured (Report).
+func (c *Clients) Finish(v []float32) (*model.Model, *Report, error) {
+	m, err := c.Model(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, c.Report(), nil
 }
 
 // Report returns what the clients spent and measured so far.

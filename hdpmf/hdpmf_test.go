@@ -151,7 +151,7 @@ func TestTranscriptCarriesNoRating(t *testing.T) {
 // path from it reaches a client or a dataset.
 func TestServerHoldsNoClientData(t *testing.T) {
 	train := tiny(t, 10)
-	srv, err := NewServer(DefaultConfig(HDPMF), train.NumItems(), train.Scale)
+	srv, err := NewServer(DefaultConfig(HDPMF), train.Public(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

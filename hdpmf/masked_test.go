@@ -2,12 +2,12 @@ package hdpmf
 
 import (
 	"context"
-	"github.com/privrec/privrec/accountant/rdp"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -17,7 +17,7 @@ import (
 // with the given options and returns the final V and the clients' report.
 func runHalves(t *testing.T, train *ratings.Dataset, cfg Config, opt protocol.RunOptions) ([]float32, *Clients) {
 	t.Helper()
-	srv, err := NewServer(cfg, train.NumItems(), train.Scale)
+	srv, err := NewServer(cfg, train.Public(), cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,15 +73,18 @@ func (c serverConfig) userRate(t int) float64 {
 	return schedule(c.UserLearn, t, c.Rounds)
 }
 
-// NewServer returns the server of cfg for a catalog of numItems items on
-// the public rating scale: it needs only public information (the config,
-// the catalog size, the scale's middle and the public item weights γ
-// drawn from cfg.Spec), and draws its own randomness (the initial V, the
-// mixing variables) from cfg.Seed.
-func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful, error) {
+// NewServer returns the server of cfg for the public catalog: it needs
+// only public information (the config, the catalog's size, its scale's
+// middle and the public item weights γ drawn from cfg.Spec), and draws
+// its own randomness (the initial V, the mixing variables) from seed,
+// which takes cfg.Seed's place (the clients' streams are cfg.Seed's: a
+// run gives both the same).
+func NewServer(cfg Config, catalog *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
+	cfg.Seed = seed
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	numItems, scale := catalog.NumItems(), catalog.Scale
 	if numItems < 1 {
 		return nil, fmt.Errorf("%w: %d items", ErrConfig, numItems)
 	}

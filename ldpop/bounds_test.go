@@ -44,7 +44,7 @@ func (c checkedRun) run(t *testing.T, d *ratings.Dataset) ([]protocol.RoundInfo,
 	t.Helper()
 	cfg := DefaultConfig(c.variant)
 	cfg.Rounds, cfg.PerRound, cfg.Refit, cfg.Seed, cfg.Aggregation = c.rounds, c.perRound, c.fit, c.seed, protocol.AggMasked
-	st, err := NewServer(cfg, d.NumItems(), d.Scale)
+	st, err := NewServer(cfg, d.Public(), cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}

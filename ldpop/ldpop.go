@@ -218,7 +218,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Mode
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := NewServer(cfg, train.NumItems(), train.Scale)
+	srv, err := NewServer(cfg, train.Public(), cfg.Seed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -243,11 +243,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config) (*model.Mode
 		return nil, nil, err
 	}
 	v, _ := srv.Factors()
-	mod, err := cl.Model(v)
-	if err != nil {
-		return nil, nil, err
-	}
-	return mod, cl.Report(mod), nil
+	return cl.Finish(v)
 }
 
 // Clients is the client half of a run: one client per user index of the
@@ -295,6 +291,16 @@ func (c *Clients) Model(v []float32) (*model.Model, error) {
 		return nil, fmt.Errorf("%w: V holds %d values, want %d items × %d", ErrConfig, len(v), c.run.train.NumItems(), c.run.cfg.Dim)
 	}
 	return c.run.model(v), nil
+}
+
+// Finish returns the model with the server's final V (Model) and the
+// run's figures for it (Report).
+func (c *Clients) Finish(v []float32) (*model.Model, *Report, error) {
+	m, err := c.Model(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, c.Report(m), nil
 }
 
 // Report returns the run's figures for mod, the model from Model: the

@@ -437,7 +437,7 @@ func TestClientsAccountLikeServer(t *testing.T) {
 	for _, secagg := range []bool{false, true} {
 		cfg := DefaultConfig(LDPOP)
 		cfg.Dim, cfg.Rounds, cfg.PerRound, cfg.Refit, cfg.Aggregation = 4, 30, 7, 6, protocol.SecureIf(secagg)
-		st, err := NewServer(cfg, d.NumItems(), d.Scale)
+		st, err := NewServer(cfg, d.Public(), cfg.Seed)
 		if err != nil {
 			t.Fatal(err)
 		}

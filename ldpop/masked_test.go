@@ -16,7 +16,7 @@ import (
 // and returns the final V, the server and the clients.
 func runHalves(t *testing.T, d *ratings.Dataset, cfg Config, opt protocol.RunOptions) ([]float32, *server, *Clients) {
 	t.Helper()
-	srv, err := NewServer(cfg, d.NumItems(), d.Scale)
+	srv, err := NewServer(cfg, d.Public(), cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestMaskedSnapshot(t *testing.T) {
 	cfg.Rounds, cfg.PerRound, cfg.Refit, cfg.Aggregation = 6, 20, 2, protocol.AggMasked
 	whole, ws, _ := runHalves(t, d, cfg, protocol.RunOptions{Seed: 1, Aggregation: protocol.AggMasked})
 
-	srv, err := NewServer(cfg, d.NumItems(), d.Scale)
+	srv, err := NewServer(cfg, d.Public(), cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestMaskedSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := NewServer(cfg, d.NumItems(), d.Scale)
+	again, err := NewServer(cfg, d.Public(), cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestRosterNoiseIgnoresCount(t *testing.T) {
 	cfg := DefaultConfig(LDPOP)
 	cfg.Rounds, cfg.PerRound, cfg.Aggregation = 2, 25, protocol.AggMasked
 	run := func(clients, roster float64) [][]uint32 {
-		srv, err := NewServer(cfg, d.NumItems(), d.Scale)
+		srv, err := NewServer(cfg, d.Public(), cfg.Seed)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -70,15 +70,18 @@ type server struct {
 	basicSum float64
 }
 
-// NewServer returns the server of cfg for a catalog of numItems items on
-// the public rating scale (V⁰'s first coordinate starts at scale.Max/B).
-// It draws its own randomness (V⁰, the positions, H) from cfg.Seed and
-// learns the number of clients, over which it averages, from their
+// NewServer returns the server of cfg for the public catalog (its size
+// and rating scale are read: V⁰'s first coordinate starts at
+// scale.Max/B). It draws its own randomness (V⁰, the positions, H) from
+// seed, which takes cfg.Seed's place (a run gives the clients the same),
+// and learns the number of clients, over which it averages, from their
 // announcements in the setup round.
-func NewServer(cfg Config, numItems int, scale ratings.Scale) (protocol.Stateful, error) {
+func NewServer(cfg Config, catalog *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
+	cfg.Seed = seed
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	numItems, scale := catalog.NumItems(), catalog.Scale
 	if numItems < 1 {
 		return nil, fmt.Errorf("%w: %d items", ErrConfig, numItems)
 	}

@@ -55,14 +55,14 @@ func dpeaseFields(c *dpease.Config) []Field {
 	}
 }
 
-// dpeaseResult is the Result of a run of c, whose server srv gives each
+// dpeaseResult is the Result of a run of c, whose report gives each
 // release's ε alone, with the item factors v of dimension dim.
-func dpeaseResult(c dpease.Config, rep *dpease.Report, srv *dpease.Server, v []float32, dim int) *Result {
+func dpeaseResult(c dpease.Config, rep *dpease.Report, v []float32, dim int) *Result {
 	p := dpeaseClaim
 	p.EpsTotal, p.EpsRound, p.Delta, p.EpsReplace = rep.Eps, rep.Eps, c.Delta, rep.EpsReplace
 	p.Releases = rep.Ledger.Releases()
 	p.Aggregation = c.Aggregation.String()
-	ec, eg := srv.ReleaseEps()
+	ec, eg := rep.Stats["eps_counts"], rep.Stats["eps_gram"]
 	switch c.Aggregation {
 	case protocol.AggMasked:
 		p.Trusted = "nobody: the server saw only SecAgg+ sums of the devices' quantized vectors, each with its device's Skellam noise share (devices are trusted to add their share)"
@@ -87,9 +87,7 @@ func dpeaseResult(c dpease.Config, rep *dpease.Report, srv *dpease.Server, v []f
 		p.Note += "; TEST MODE (--seeded): the noise was drawn from the run's seed, which reproduces it, so anyone who knows " +
 			"the seed can remove it: this model is not a release and carries no privacy guarantee"
 	}
-	stats := rep.Stats
-	stats["eps_counts"], stats["eps_gram"] = ec, eg
-	return &Result{Privacy: p, Stats: stats}
+	return &Result{Privacy: p, Stats: rep.Stats}
 }
 
 func dpeaseConfig(cfg *dpease.Config) (dpease.Config, error) {
@@ -103,31 +101,23 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return dpease.NewServer(c, numItems, seed)
+			return dpease.NewServer(c, ratings.AnonymousItems(numItems, ratings.Scale{}), seed)
 		},
 		func(cfg *dpease.Config, train *ratings.Dataset, seed uint64) (*Clients, error) {
 			c, err := dpeaseConfig(cfg)
 			if err != nil {
 				return nil, err
 			}
-			cl := dpease.NewClients(train, c)
+			cl, err := dpease.NewClients(train, c)
+			if err != nil {
+				return nil, err
+			}
 			return &Clients{List: cl.List, Finish: func(v []float32) (*model.Model, *Result, error) {
-				m, err := cl.Model(v)
+				m, rep, err := cl.Finish(v)
 				if err != nil {
 					return nil, nil, err
 				}
-				// The report needs the server's ledger: a twin server
-				// (no data) with the budget split its broadcasts
-				// carried.
-				ac := c
-				if f := cl.Frac(); f > 0 {
-					ac.FracCounts = f
-				}
-				acct, err := dpease.NewServer(ac, train.NumItems(), seed)
-				if err != nil {
-					return nil, nil, err
-				}
-				return m, dpeaseResult(ac, acct.PlannedReport(), acct, v, m.Dim), nil
+				return m, dpeaseResult(c, rep, v, m.Dim), nil
 			}}, nil
 		},
 		func(c *dpease.Config) protocol.Aggregation { return c.Aggregation })
@@ -143,7 +133,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return dpease.NewServer(c.WithRoster(items), items.NumItems(), seed)
+		return dpease.NewServer(c.WithRoster(items), items, seed)
 	}
 	define(Spec{
 		Name:      "dp-ease",
@@ -157,11 +147,7 @@ func init() {
 			if err != nil {
 				return nil, nil, err
 			}
-			c = c.WithRoster(train)                                 // public: the run's devices
-			srv, err := dpease.NewServer(c, train.NumItems(), seed) // the releases' ε alone (no data)
-			if err != nil {
-				return nil, nil, err
-			}
+			c = c.WithRoster(train) // public: the run's devices
 			m, rep, err := dpease.Train(ctx, train, c, seed)
 			if err != nil {
 				return nil, nil, err
@@ -171,6 +157,6 @@ func init() {
 			}
 			// Spec.Fit labels the noise source (a served device's is its
 			// deployment's: privrec client labels its test mode).
-			return m, dpeaseResult(c, rep, srv, m.V, m.Dim), nil
+			return m, dpeaseResult(c, rep, m.V, m.Dim), nil
 		})
 }

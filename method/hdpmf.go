@@ -191,7 +191,7 @@ func hdpmfFederated(v hdpmf.Variant) *Federated {
 			if err != nil {
 				return nil, err
 			}
-			return hdpmf.NewServer(c, numItems, scale)
+			return hdpmf.NewServer(c, ratings.AnonymousItems(numItems, scale), seed)
 		},
 		func(cfg *hdpmf.Config, train *ratings.Dataset, seed uint64) (*Clients, error) {
 			c, err := hdpmfConfig(cfg, seed)
@@ -203,11 +203,11 @@ func hdpmfFederated(v hdpmf.Variant) *Federated {
 				return nil, err
 			}
 			return &Clients{List: cl.List, Finish: func(vf []float32) (*model.Model, *Result, error) {
-				m, err := cl.Model(vf)
+				m, rep, err := cl.Finish(vf)
 				if err != nil {
 					return nil, nil, err
 				}
-				return m, hdpmfResult(v, c, cl.Report()), nil
+				return m, hdpmfResult(v, c, rep), nil
 			}}, nil
 		},
 		func(cfg *hdpmf.Config) protocol.Aggregation { return cfg.Aggregation })

@@ -169,7 +169,7 @@ func ldpopFederated(v ldpop.Variant, claim model.Privacy) *Federated {
 			if err != nil {
 				return nil, err
 			}
-			return ldpop.NewServer(c, numItems, scale)
+			return ldpop.NewServer(c, ratings.AnonymousItems(numItems, scale), seed)
 		},
 		func(cfg *ldpop.Config, train *ratings.Dataset, seed uint64) (*Clients, error) {
 			c, err := ldpopConfig(cfg, seed)
@@ -181,11 +181,11 @@ func ldpopFederated(v ldpop.Variant, claim model.Privacy) *Federated {
 				return nil, err
 			}
 			return &Clients{List: cl.List, Finish: func(vf []float32) (*model.Model, *Result, error) {
-				m, err := cl.Model(vf)
+				m, rep, err := cl.Finish(vf)
 				if err != nil {
 					return nil, nil, err
 				}
-				return m, ldpopResult(v, claim, c, cl.Report(m)), nil
+				return m, ldpopResult(v, claim, c, rep), nil
 			}}, nil
 		},
 		func(cfg *ldpop.Config) protocol.Aggregation { return cfg.Aggregation })

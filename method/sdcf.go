@@ -193,11 +193,11 @@ func sdcfClients(train *ratings.Dataset, cfg sdcf.Config, claim model.Privacy, f
 		return nil, err
 	}
 	return &Clients{List: cl.List, Finish: func(v []float32) (*model.Model, *Result, error) {
-		m, err := cl.Model(v)
+		m, rep, err := cl.Finish(v)
 		if err != nil {
 			return nil, nil, err
 		}
-		res := sdcfResult(cfg, claim, cl.Report())
+		res := sdcfResult(cfg, claim, rep)
 		if finish != nil {
 			finish(res)
 		}
@@ -208,7 +208,7 @@ func sdcfClients(train *ratings.Dataset, cfg sdcf.Config, claim model.Privacy, f
 // sdcfServer builds the server of cfg (the scale plays no part), which
 // accounts what the run spent (accounted).
 func sdcfServer(cfg sdcf.Config, numItems int) (protocol.Stateful, error) {
-	srv, err := sdcf.NewServer(cfg, numItems)
+	srv, err := sdcf.NewServer(cfg, ratings.AnonymousItems(numItems, ratings.Scale{}), cfg.Seed)
 	if err != nil || !cfg.Private {
 		return srv, err
 	}

@@ -145,6 +145,18 @@ func (d *Dataset) WithCatalog(items map[string]string, source string) *Dataset {
 	return &out
 }
 
+// Public returns what of d a server may hold: the item index, titles,
+// scale, side features and catalog name; no users and no ratings.
+func (d *Dataset) Public() *Dataset {
+	return &Dataset{Name: d.Name, Scale: d.Scale, ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles, Side: d.Side, Catalog: d.Catalog}
+}
+
+// AnonymousItems returns a catalog of n items without IDs on scale sc,
+// for a server that needs only the catalog's size and scale.
+func AnonymousItems(n int, sc Scale) *Dataset {
+	return &Dataset{Scale: sc, ItemIDs: make([]string, n)}
+}
+
 // Len returns the number of ratings.
 func (d *Dataset) Len() int { return len(d.Values) }
 

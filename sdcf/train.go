@@ -84,7 +84,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := NewServer(cfg, train.NumItems())
+	srv, err := NewServer(cfg, train.Public(), cfg.Seed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -107,10 +107,7 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, hook func(Ro
 		return nil, nil, err
 	}
 	v, _ := srv.Factors()
-	if m, err = cl.Model(v); err != nil {
-		return nil, nil, err
-	}
-	return m, cl.Report(), nil
+	return cl.Finish(v)
 }
 
 // drawLambdas returns the precisions Λ_u and Λ_v of cfg: Lambda, or drawn
@@ -130,14 +127,17 @@ func drawLambdas(cfg Config) (lamU, lamV []float32) {
 	return lamU, lamV
 }
 
-// NewServer returns the server of cfg for a catalog of numItems items. It
-// needs only public information and draws its own randomness from
-// cfg.Seed: the initial V and, with Lambda 0, the precisions Λ_v, which it
-// then broadcasts every round (Params "lambda-v/0" …).
-func NewServer(cfg Config, numItems int) (protocol.Stateful, error) {
+// NewServer returns the server of cfg for the public catalog (only its
+// size is read). It needs only public information and draws its own
+// randomness from seed, which takes cfg.Seed's place (a run gives the
+// clients the same): the initial V and, with Lambda 0, the precisions
+// Λ_v, which it then broadcasts every round (Params "lambda-v/0" …).
+func NewServer(cfg Config, catalog *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
+	cfg.Seed = seed
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	numItems := catalog.NumItems()
 	if numItems < 2 {
 		return nil, fmt.Errorf("%w: %d items", ErrConfig, numItems)
 	}
@@ -275,6 +275,16 @@ func (c *Clients) Model(v []float32) (*model.Model, error) {
 		Default: s.Default, Ranking: s.Ranking, Scale: s.Scale,
 		UserIDs: s.UserIDs, ItemIDs: s.ItemIDs, ItemTitles: s.ItemTitles,
 	}, nil
+}
+
+// Finish returns the model with the server's final V (Model) and what the
+// clients measured and spent (Report).
+func (c *Clients) Finish(v []float32) (*model.Model, *Report, error) {
+	m, err := c.Model(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, c.Report(), nil
 }
 
 // Report returns what the clients measured and spent, with the training

@@ -437,7 +437,11 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 	var list []protocol.Client
 	var cls *dpals.Clients
 	if c.ease != nil {
-		list = dpease.NewClients(d, *c.ease).List
+		ecl, err := dpease.NewClients(d, *c.ease)
+		if err != nil {
+			return nil, err
+		}
+		list = ecl.List
 	} else {
 		if cls, err = dpals.NewClients(d, c.cfg); err != nil {
 			return nil, err

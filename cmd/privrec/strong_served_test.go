@@ -58,7 +58,7 @@ func servedStrong(t *testing.T, eps string) {
 	if cfg.Eps, err = strconv.ParseFloat(eps, 64); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := dpease.NewServer(cfg, train.NumItems(), 1)
+	srv, err := dpease.NewServer(cfg, train.Public(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
