@@ -2,11 +2,12 @@ package method_test
 
 import (
 	"context"
-	"github.com/privrec/privrec/protocol"
 	"strings"
 	"testing"
 
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/protocol/protocoltest"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -108,7 +109,7 @@ func TestDPALSMasked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opt := protocol.RunOptions{Seed: 5, Aggregation: protocol.AggMasked, MaskProtocol: true}
+			opt := protocol.RunOptions{Seed: 5, Aggregation: protocol.AggMasked, MaskProtocol: protocoltest.SecAgg}
 			stop := 2
 			opt.OnRound = func(info protocol.RoundInfo) error {
 				if info.Round == stop {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/privrec/privrec/secagg"
 )
 
 // boundedServer runs masked rounds of small words: each client uploads
@@ -89,13 +91,13 @@ func TestRunChecksMaskedSums(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		hostileFrom int // round from which client 3 adds 2^28; 0: never
-		protocol    bool
+		protocol    SumProtocol
 		rejected    []bool
 	}{
-		{"honest", 0, false, []bool{false, false, false, false}},
-		{"honest over SecAgg+", 0, true, []bool{false, false, false, false}},
-		{"hostile from round 2", 2, false, []bool{false, false, true, true}},
-		{"hostile over SecAgg+", 1, true, []bool{false, true, true, true}},
+		{"honest", 0, nil, []bool{false, false, false, false}},
+		{"honest over SecAgg+", 0, secAgg, []bool{false, false, false, false}},
+		{"hostile from round 2", 2, nil, []bool{false, false, true, true}},
+		{"hostile over SecAgg+", 1, secAgg, []bool{false, true, true, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var clients []Client
@@ -186,4 +188,15 @@ func TestSumInputsFallsBackToNumClients(t *testing.T) {
 	if srv.inputs[0] != 4 || srv.inputs[1] != 4 {
 		t.Fatalf("inputs %v, want the 4 that uploaded", srv.inputs)
 	}
+}
+
+// secAgg runs secagg's SecAgg+ in process (protocoltest.SecAgg, which
+// this package's tests cannot import).
+func secAgg(seed [32]byte, bits int, inputs [][]uint32) ([]uint32, error) {
+	n := len(inputs)
+	k, t, err := secagg.ChooseParams(n, secagg.DefaultDropout, secagg.DefaultCollusion)
+	if err != nil {
+		return nil, err
+	}
+	return secagg.Simulate(secagg.Params{N: n, K: k, T: t, Bits: bits, Len: len(inputs[0]), Seed: seed}, inputs, nil, nil)
 }

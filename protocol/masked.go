@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/privrec/privrec/rng"
-	"github.com/privrec/privrec/secagg"
 )
 
 // MaskedSum wraps a transport so that, in a round whose broadcast asks
@@ -14,28 +13,32 @@ import (
 // −1: secure aggregation for real (AggMasked). Rounds without Words are
 // summed as SecureSum does.
 //
-// With Protocol set, the sum is computed by running the SecAgg+ protocol
-// of package secagg in process: every uploading client advertises keys,
-// shares its seeds with its neighbours, masks its vector, and the server
-// unmasks the sum. Without it, MaskedSum adds the vectors mod 2^Bits
-// directly: the secagg tests show the protocol's result is exactly that
-// sum, so the server's output is the same bytes, at a fraction of the
-// cost, which is what experiments use.
+// With Protocol set, the sum is computed by running a secure-aggregation
+// protocol in process (protocoltest.SecAgg runs package secagg's SecAgg+:
+// every uploading client advertises keys, shares its seeds with its
+// neighbours, masks its vector, and the server unmasks the sum). Without
+// it, MaskedSum adds the vectors mod 2^Bits directly: the secagg tests
+// show the protocol's result is exactly that sum, so the server's output
+// is the same bytes, at a fraction of the cost, which is what
+// experiments use. Package protocol itself carries no cryptography.
 type MaskedSum struct {
 	inner Transport
 	ideal *SecureSum // sums the rounds without words; its inner is unused
 	seed  uint64
-	// Protocol runs the real protocol in process.
-	Protocol bool
-	// Dropout and Collusion are the fractions secagg.ChooseParams
-	// provisions the neighbour graph and threshold for
-	// (secagg.DefaultDropout and DefaultCollusion when both are zero).
-	Dropout, Collusion float64
+	// Protocol, when not nil, runs a secure-aggregation protocol in
+	// process for each sum of two or more vectors.
+	Protocol SumProtocol
 
 	sum    Upload
 	out    [1]*Upload
 	inputs int // masked vectors in the last Exchange's sum
 }
+
+// SumProtocol computes the sum mod 2^bits of a round's dense integer
+// vectors by running a secure-aggregation protocol in process, with the
+// round's public seed (of its neighbour graph). protocoltest.SecAgg is
+// package secagg's SecAgg+.
+type SumProtocol func(seed [32]byte, bits int, inputs [][]uint32) ([]uint32, error)
 
 // NewMaskedSum returns inner wrapped so that Exchange returns only sums;
 // seed labels the public round seeds of the neighbour graphs.
@@ -85,12 +88,12 @@ func (m *MaskedSum) Exchange(ctx context.Context, b *Broadcast) ([]*Upload, erro
 		return m.out[:0], nil
 	}
 	var total []uint32
-	if m.Protocol && len(given) >= 2 {
+	if m.Protocol != nil && len(given) >= 2 {
 		inputs := make([][]uint32, len(given))
 		for k, u := range given {
 			inputs[k] = u.DenseWords(b)
 		}
-		if total, err = m.protocol(b, inputs); err != nil {
+		if total, err = m.Protocol(rng.Seed(m.seed, streamMaskGraph, uint64(b.Round)), b.Bits, inputs); err != nil {
 			return nil, fmt.Errorf("protocol: secure aggregation of round %d: %w", b.Round, err)
 		}
 	} else {
@@ -129,22 +132,6 @@ func sumWords(b *Broadcast, ups []*Upload) []uint32 {
 		}
 	}
 	return total
-}
-
-// protocol runs one SecAgg+ round over inputs in process.
-func (m *MaskedSum) protocol(b *Broadcast, inputs [][]uint32) ([]uint32, error) {
-	drop, coll := m.Dropout, m.Collusion
-	if drop == 0 && coll == 0 {
-		drop, coll = secagg.DefaultDropout, secagg.DefaultCollusion
-	}
-	n := len(inputs)
-	k, t, err := secagg.ChooseParams(n, drop, coll)
-	if err != nil {
-		return nil, err
-	}
-	p := secagg.Params{N: n, K: k, T: t, Bits: b.Bits, Len: b.Words}
-	p.Seed = rng.Seed(m.seed, streamMaskGraph, uint64(b.Round))
-	return secagg.Simulate(p, inputs, nil, nil)
 }
 
 // streamMaskGraph labels the public seeds of the rounds' neighbour graphs.

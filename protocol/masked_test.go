@@ -38,7 +38,7 @@ func TestMaskedSum(t *testing.T) {
 		clients = append(clients, &wordsClient{id: k, words: w})
 	}
 	b := &Broadcast{Round: 3, Phase: PhaseTrain, NumItems: 1, Words: words, Bits: bits}
-	for _, real := range []bool{false, true} {
+	for _, real := range []SumProtocol{nil, secAgg} {
 		tr, err := NewInMem(clients, 2, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -50,7 +50,7 @@ func TestMaskedSum(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(ups) != 1 || ups[0].Client != -1 || !slices.Equal(ups[0].Words, want) {
-			t.Fatalf("protocol %v: got %v, want one sum %v", real, ups, want[:4])
+			t.Fatalf("protocol %t: got %v, want one sum %v", real != nil, ups, want[:4])
 		}
 	}
 	// A word at or above 2^Bits is refused.

@@ -41,9 +41,10 @@ type RunOptions struct {
 	// receives only per-item sums of the uploads, never one client's),
 	// AggMasked in MaskedSum (only sums of dense integer uploads).
 	Aggregation Aggregation
-	// MaskProtocol, under AggMasked, runs the SecAgg+ protocol in process
+	// MaskProtocol, under AggMasked, when not nil, runs a secure-
+	// aggregation protocol in process (protocoltest.SecAgg: SecAgg+)
 	// rather than adding the integer vectors directly (the same sum).
-	MaskProtocol bool
+	MaskProtocol SumProtocol
 	// MaxRounds stops a server that is never Done; 0 means 1<<20.
 	MaxRounds int
 	// Transcript, when not nil, receives every broadcast and every upload
