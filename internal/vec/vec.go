@@ -49,7 +49,7 @@ import (
 	"unsafe"
 )
 
-//go:generate go run ./asm -out vec_amd64.s -stubs stubs_amd64.go
+//go:generate go run github.com/privrec/privrec/tools/vecasm -out vec_amd64.s -stubs stubs_amd64.go
 
 // Level is a kernel implementation.
 type Level int

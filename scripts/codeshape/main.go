@@ -26,7 +26,7 @@
 // name is listed as unlayered, so that a new package has to be placed.
 //
 //  0. ground: helpers with no knowledge of recommenders or privacy: rng,
-//     internal/vec, internal/vec/asm, internal/linalg, internal/progress,
+//     internal/vec, internal/linalg, internal/progress,
 //     internal/atomicfile, internal/kstest, web/internal/srchash and the
 //     generated wire stubs under gen/.
 //  1. data: ratings and what is read or computed from them without
@@ -74,7 +74,7 @@ var layerNames = []string{"ground", "data", "mechanisms", "protocol", "methods",
 // layers places each package (by path relative to the module) on a layer;
 // a path ending in "/..." covers the packages below it.
 var layers = map[string]int{
-	"rng": 0, "internal/vec": 0, "internal/vec/asm": 0, "internal/linalg": 0,
+	"rng": 0, "internal/vec": 0, "internal/linalg": 0,
 	"internal/progress": 0, "internal/atomicfile": 0, "internal/kstest": 0,
 	"web/internal/srchash": 0, "gen/...": 0,
 	"ratings": 1, "datasets": 1, "itemmeta": 1, "model": 1, "eval": 1,
