@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/privrec/privrec/deploy/deploytest"
 	"github.com/privrec/privrec/dpals"
 	"github.com/privrec/privrec/dpease"
-	"github.com/privrec/privrec/internal/servedrun"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/webclient"
@@ -103,7 +103,7 @@ func TestRefusesUnmaskedPlans(t *testing.T) {
 // sent carries a rating or its rated-item list: no Upload with a
 // payload, and no SecAgg step but keys, shares, checks, masked vectors
 // and reveals.
-func checkNoRatings(t *testing.T, r *servedrun.Run, cred string, rated []int) (calls int) {
+func checkNoRatings(t *testing.T, r *deploytest.Server, cred string, rated []int) (calls int) {
 	t.Helper()
 	for _, q := range r.Requests() {
 		browserEnrol := strings.HasSuffix(q.Path, "/Enroll") && bytes.HasPrefix(q.Body, []byte("{")) // the Go clients send protobuf
@@ -165,7 +165,7 @@ func TestClientJoinsMaskedRun(t *testing.T) {
 }
 
 func joinMaskedRun(t *testing.T, name string, params map[string]string) {
-	r := servedrun.StartMethod(context.Background(), t, "", name, params, 12, time.Minute)
+	r := deploytest.NewServer(context.Background(), t, deploytest.Config{Method: name, Params: params, Simulated: 12})
 	resp, err := http.Post(r.URL+webclient.Service+"Hello", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/privrec/privrec/internal/servedrun"
+	"github.com/privrec/privrec/deploy/deploytest"
 )
 
 const chromium = "/usr/bin/chromium"
@@ -37,7 +37,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	const sim = 12
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	run := servedrun.Start(ctx, t, sim, 2*time.Minute)
+	run := deploytest.NewServer(ctx, t, deploytest.Config{Simulated: sim, RoundTimeout: 2 * time.Minute})
 	url := run.URL
 
 	br := newTab(ctx, t)

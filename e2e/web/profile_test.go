@@ -13,7 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/privrec/privrec/internal/servedrun"
+	"github.com/privrec/privrec/deploy/deploytest"
 	"github.com/privrec/privrec/model"
 )
 
@@ -71,7 +71,7 @@ func TestBrowserRanksWithDPEase(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit+3*time.Minute)
 	defer cancel()
-	run := servedrun.StartMethod(ctx, t, data, "dp-ease", params, sim, limit)
+	run := deploytest.NewServer(ctx, t, deploytest.Config{Data: data, Method: "dp-ease", Params: params, Simulated: sim, RoundTimeout: limit})
 
 	br := newTab(ctx, t)
 	bctx, eval, waitFor := br.ctx, br.eval, br.waitFor

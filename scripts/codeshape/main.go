@@ -40,9 +40,9 @@
 //     ldpop, sdcf, dpals, dpease.
 //  5. registry: method, which names and configures every method.
 //  6. transport: serving a method over a network or in a browser: deploy,
-//     shard, webclient, web, wasm, internal/servedrun.
+//     deploy/deploytest, shard, webclient, web, wasm.
 //  7. top: programs and studies: audit, experiment, cmd/privrec,
-//     scripts/..., web/gen.
+//     scripts/..., web/gen, and the nested modules tools/ and e2e/.
 package main
 
 import (
@@ -84,8 +84,8 @@ var layers = map[string]int{
 	"baseline": 4, "mf": 4, "pmf": 4, "bmf": 4, "fm": 4, "topn": 4, "hdpmf": 4,
 	"ldpop": 4, "sdcf": 4, "dpals": 4, "dpease": 4,
 	"method": 5,
-	"deploy": 6, "shard": 6, "webclient": 6, "web": 6, "wasm": 6, "internal/servedrun": 6,
-	"audit": 7, "experiment": 7, "cmd/...": 7, "scripts/...": 7, "web/gen": 7,
+	"deploy": 6, "shard": 6, "webclient": 6, "web": 6, "wasm": 6, "deploy/deploytest": 6,
+	"audit": 7, "experiment": 7, "cmd/...": 7, "scripts/...": 7, "web/gen": 7, "tools/...": 7, "e2e/...": 7,
 }
 
 // layerOf returns the layer of the package at rel, or -1.

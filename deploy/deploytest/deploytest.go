@@ -1,10 +1,11 @@
-// Package servedrun starts a served run for the tests of privrec's
-// browser-side clients (packages web and webclient): a masked dp-als (or
-// dp-ease, StartMethod) run over ml-latest-small's catalog, on plain HTTP at 127.0.0.1, with
-// simulated Go clients already enrolled and one one-time code left for
-// the client under test. It records every request the server receives,
-// so a test can check what that client sent.
-package servedrun
+// Package deploytest starts served runs for tests, as net/http/httptest
+// starts HTTP servers: a deploy.Server listening on plain HTTP at
+// 127.0.0.1, its run going in the background, simulated Go clients
+// already enrolled and taking part, one one-time enrolment code left for
+// the client under test (a browser, package webclient), every request
+// the server receives recorded, and all of it stopped when the test ends.
+// The run's rounds close at a deadline, so nothing waits for ever.
+package deploytest
 
 import (
 	"bytes"
@@ -35,8 +36,26 @@ type Request struct {
 	Body []byte
 }
 
-// Run is a served run under way.
-type Run struct {
+// Config says what run NewServer starts; its zero value is a masked
+// dp-als run (two bias rounds, 20 initial items) over ml-latest-small,
+// with every user of it simulated, whose rounds close within a minute.
+type Config struct {
+	// Data is a dataset datasets.Open finds; "" is ml-latest-small.
+	Data string
+	// Method is the registered method to serve and Params its
+	// configuration (method.Spec.Configure's parameters); "" is dp-als,
+	// with nil Params masked, two bias rounds and 20 initial items.
+	Method string
+	Params map[string]string
+	// Simulated is the number of simulated clients (the dataset's first
+	// users); 0 or less simulates them all.
+	Simulated int
+	// RoundTimeout closes a round at the latest; 0 is a minute.
+	RoundTimeout time.Duration
+}
+
+// Server is a served run under way.
+type Server struct {
 	URL   string           // the server's base URL
 	Code  string           // a one-time enrolment code for the client under test
 	Srv   *deploy.Server   // the server
@@ -47,29 +66,29 @@ type Run struct {
 	done chan error
 }
 
-// Start serves the run until ctx ends or the test does: sim simulated
-// clients (ml-latest-small's first sim users) enrol and take part, the
-// server waits for one more party (the client under test, with r.Code),
-// and a round closes at roundTimeout at the latest.
-func Start(ctx context.Context, t testing.TB, sim int, roundTimeout time.Duration) *Run {
+// NewServer serves the run c describes until ctx ends or the test does:
+// the simulated clients enrol and take part, and the server waits for one
+// more party, the client under test, which enrols with s.Code.
+func NewServer(ctx context.Context, t testing.TB, c Config) *Server {
 	t.Helper()
-	return StartMethod(ctx, t, "", "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "init-items": "20"}, sim, roundTimeout)
-}
-
-// StartMethod is Start over the dataset data (a name datasets.Open
-// finds; "" is ml-latest-small) with the method name and its
-// configuration (method.Spec.Configure's parameters); sim < 0 simulates
-// all of data's users.
-func StartMethod(ctx context.Context, t testing.TB, data, name string, params map[string]string, sim int, roundTimeout time.Duration) *Run {
-	t.Helper()
+	data, name, params, sim, roundTimeout := c.Data, c.Method, c.Params, c.Simulated, c.RoundTimeout
 	if data == "" {
 		data = "ml-latest-small"
+	}
+	if name == "" {
+		name = "dp-als"
+		if params == nil {
+			params = map[string]string{"secagg": "masked", "bias-rounds": "2", "init-items": "20"}
+		}
+	}
+	if roundTimeout <= 0 {
+		roundTimeout = time.Minute
 	}
 	d, _, err := datasets.Open(data, ratings.LoadOptions{Catalog: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sim < 0 {
+	if sim <= 0 || sim > d.NumUsers() {
 		sim = d.NumUsers()
 	}
 	var idx []int
@@ -105,7 +124,7 @@ func StartMethod(ctx context.Context, t testing.TB, data, name string, params ma
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &Run{URL: "http://" + ln.Addr().String(), Code: codes[0], Srv: srv, Train: train, done: make(chan error, 1)}
+	r := &Server{URL: "http://" + ln.Addr().String(), Code: codes[0], Srv: srv, Train: train, done: make(chan error, 1)}
 	hs := &http.Server{Handler: r.record(srv.Mux(nil))}
 	go hs.Serve(ln)
 	go func() { r.done <- srv.Run(ctx) }()
@@ -135,7 +154,7 @@ func StartMethod(ctx context.Context, t testing.TB, data, name string, params ma
 }
 
 // record wraps h to keep every request it receives.
-func (r *Run) record(h http.Handler) http.Handler {
+func (r *Server) record(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
 		body, _ := io.ReadAll(q.Body)
 		r.mu.Lock()
@@ -147,7 +166,7 @@ func (r *Run) record(h http.Handler) http.Handler {
 }
 
 // Requests returns the requests received so far, in order.
-func (r *Run) Requests() []Request {
+func (r *Server) Requests() []Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.reqs)
@@ -155,7 +174,7 @@ func (r *Run) Requests() []Request {
 
 // Wait waits up to limit for the server's run to end, and fails the test
 // if it does not or ends with an error.
-func (r *Run) Wait(t testing.TB, limit time.Duration) {
+func (r *Server) Wait(t testing.TB, limit time.Duration) {
 	t.Helper()
 	select {
 	case err := <-r.done:
