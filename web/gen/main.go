@@ -40,7 +40,7 @@ func run() error {
 	raw := filepath.Join(tmp, "client.wasm")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", raw, srchash.Pkg)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm", "GOWORK=off") // the library module alone, as go get builds it
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build: %w", err)
