@@ -110,41 +110,13 @@ func fitDPALS(ctx context.Context, train *ratings.Dataset, cfg *dpals.Config, se
 // its titles, which the release-year feature reads), the clients from
 // their users' own ratings.
 func dpalsFederated() *Federated {
-	f := federated(
-		func(cfg *dpals.Config, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error) {
-			if err := cfg.Validate(); err != nil {
-				return nil, invalid(err)
-			}
-			return dpals.NewServer(*cfg, &ratings.Dataset{ItemIDs: make([]string, numItems), Scale: scale}, seed)
-		},
-		func(cfg *dpals.Config, train *ratings.Dataset, seed uint64) (*Clients, error) {
-			if err := cfg.Validate(); err != nil {
-				return nil, invalid(err)
-			}
-			cl, err := dpals.NewClients(train, *cfg)
-			if err != nil {
-				return nil, err
-			}
-			return &Clients{List: cl.List, Finish: func(v []float32) (*model.Model, *Result, error) {
-				m, rep, err := cl.Finish(v)
-				if err != nil {
-					return nil, nil, err
-				}
-				return m, dpalsResult(cfg, rep, train), nil
-			}}, nil
+	prepare := func(cfg *dpals.Config, _ uint64) (dpals.Config, error) { return *cfg, invalid(cfg.Validate()) }
+	return standard(prepare, dpals.NewServer, dpals.NewClients,
+		func(cl *dpals.Clients) []protocol.Client { return cl.List }, (*dpals.Clients).Finish,
+		func(c dpals.Config, rep *dpals.Report, train *ratings.Dataset) *Result {
+			return dpalsResult(&c, rep, train)
 		},
 		func(cfg *dpals.Config) protocol.Aggregation { return cfg.Aggregation })
-	f.ServerFor = func(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
-		c, ok := cfg.(*dpals.Config)
-		if !ok || c == nil {
-			return nil, fmt.Errorf("%w: the config is a %T, want a non-nil %T", ErrParam, cfg, c)
-		}
-		if err := c.Validate(); err != nil {
-			return nil, invalid(err)
-		}
-		return dpals.NewServer(*c, items, seed)
-	}
-	return f
 }
 
 func init() {

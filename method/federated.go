@@ -93,6 +93,56 @@ func federated[C any](server func(cfg *C, numItems int, scale ratings.Scale, see
 	}
 }
 
+// standard returns the Federated of a method package of the standard
+// shape: NewServer(cfg, catalog, seed), NewClients(train, cfg) and
+// Clients.Finish(v). prepare checks the registry's config and completes
+// it for a run seeded by seed; list returns the clients; result turns the
+// package's report into the Result; agg says the config's aggregation.
+// The server is built from the public catalog itself (ServerFor), or
+// from a catalog of the size and scale NewServer is given.
+func standard[C, CL, R any](prepare func(cfg *C, seed uint64) (C, error),
+	newServer func(cfg C, catalog *ratings.Dataset, seed uint64) (protocol.Stateful, error),
+	newClients func(train *ratings.Dataset, cfg C) (CL, error), list func(CL) []protocol.Client,
+	finish func(cl CL, v []float32) (*model.Model, R, error), result func(cfg C, rep R, train *ratings.Dataset) *Result,
+	agg func(cfg *C) protocol.Aggregation) *Federated {
+	server := func(cfg *C, catalog *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
+		c, err := prepare(cfg, seed)
+		if err != nil {
+			return nil, err
+		}
+		return newServer(c, catalog, seed)
+	}
+	f := federated(
+		func(cfg *C, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error) {
+			return server(cfg, ratings.AnonymousItems(numItems, scale), seed)
+		},
+		func(cfg *C, train *ratings.Dataset, seed uint64) (*Clients, error) {
+			c, err := prepare(cfg, seed)
+			if err != nil {
+				return nil, err
+			}
+			cl, err := newClients(train, c)
+			if err != nil {
+				return nil, err
+			}
+			return &Clients{List: list(cl), Finish: func(v []float32) (*model.Model, *Result, error) {
+				m, rep, err := finish(cl, v)
+				if err != nil {
+					return nil, nil, err
+				}
+				return m, result(c, rep, train), nil
+			}}, nil
+		}, agg)
+	f.ServerFor = func(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
+		c, ok := cfg.(*C)
+		if !ok || c == nil {
+			return nil, fmt.Errorf("%w: the config is a %T, want a non-nil %T", ErrParam, cfg, c)
+		}
+		return server(c, items, seed)
+	}
+	return f
+}
+
 // federatedScale checks that s has a client/server protocol, cfg is its
 // config and scale may be used: a private method refuses a scale read
 // off the ratings, as Fit does.

@@ -185,31 +185,9 @@ func NotApplicable(why string) string { return "ε not applicable against the se
 
 // hdpmfFederated is the client/server protocol of variant v in halves.
 func hdpmfFederated(v hdpmf.Variant) *Federated {
-	return federated(
-		func(cfg *hdpmf.Config, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error) {
-			c, err := hdpmfConfig(cfg, seed)
-			if err != nil {
-				return nil, err
-			}
-			return hdpmf.NewServer(c, ratings.AnonymousItems(numItems, scale), seed)
-		},
-		func(cfg *hdpmf.Config, train *ratings.Dataset, seed uint64) (*Clients, error) {
-			c, err := hdpmfConfig(cfg, seed)
-			if err != nil {
-				return nil, err
-			}
-			cl, err := hdpmf.NewClients(train, c)
-			if err != nil {
-				return nil, err
-			}
-			return &Clients{List: cl.List, Finish: func(vf []float32) (*model.Model, *Result, error) {
-				m, rep, err := cl.Finish(vf)
-				if err != nil {
-					return nil, nil, err
-				}
-				return m, hdpmfResult(v, c, rep), nil
-			}}, nil
-		},
+	return standard(hdpmfConfig, hdpmf.NewServer, hdpmf.NewClients,
+		func(cl *hdpmf.Clients) []protocol.Client { return cl.List }, (*hdpmf.Clients).Finish,
+		func(c hdpmf.Config, rep *hdpmf.Report, _ *ratings.Dataset) *Result { return hdpmfResult(v, c, rep) },
 		func(cfg *hdpmf.Config) protocol.Aggregation { return cfg.Aggregation })
 }
 

@@ -163,30 +163,10 @@ func ldpopResult(v ldpop.Variant, claim model.Privacy, c ldpop.Config, rep *ldpo
 
 // ldpopFederated is the client/server protocol of variant v in halves.
 func ldpopFederated(v ldpop.Variant, claim model.Privacy) *Federated {
-	return federated(
-		func(cfg *ldpop.Config, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error) {
-			c, err := ldpopConfig(cfg, seed)
-			if err != nil {
-				return nil, err
-			}
-			return ldpop.NewServer(c, ratings.AnonymousItems(numItems, scale), seed)
-		},
-		func(cfg *ldpop.Config, train *ratings.Dataset, seed uint64) (*Clients, error) {
-			c, err := ldpopConfig(cfg, seed)
-			if err != nil {
-				return nil, err
-			}
-			cl, err := ldpop.NewClients(train, c)
-			if err != nil {
-				return nil, err
-			}
-			return &Clients{List: cl.List, Finish: func(vf []float32) (*model.Model, *Result, error) {
-				m, rep, err := cl.Finish(vf)
-				if err != nil {
-					return nil, nil, err
-				}
-				return m, ldpopResult(v, claim, c, rep), nil
-			}}, nil
+	return standard(ldpopConfig, ldpop.NewServer, ldpop.NewClients,
+		func(cl *ldpop.Clients) []protocol.Client { return cl.List }, (*ldpop.Clients).Finish,
+		func(c ldpop.Config, rep *ldpop.Report, _ *ratings.Dataset) *Result {
+			return ldpopResult(v, claim, c, rep)
 		},
 		func(cfg *ldpop.Config) protocol.Aggregation { return cfg.Aggregation })
 }
