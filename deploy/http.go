@@ -80,7 +80,7 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 // credential again.
 const (
 	smallBytes = 16 << 10
-	enrolBytes = 2 << 20
+	enrolBytes = 1 << 20
 	roundSlack = 64 << 10
 )
 
@@ -93,7 +93,8 @@ type gate struct {
 	small http.Handler // Hello, GetRound, GetModel and unknown calls
 	enrol http.Handler
 	sized []sizedHandler // Upload and SecAgg, by decompressed cap, increasing
-	rate  *bucket        // Enroll calls
+	rate  *bucket        // Enroll calls whose credential holds
+	fails *failBucket    // failed Enroll calls, by source address
 
 	mu    sync.Mutex
 	polls map[uint32]int // GetRound calls waiting, by client
@@ -111,7 +112,8 @@ func newGate(s *Server) *gate {
 		// server's CPU in the profile).
 		return []connect.HandlerOption{connect.WithCompressMinBytes(4 << 10), connect.WithReadMaxBytes(max)}
 	}
-	g := &gate{s: s, ew: connect.NewErrorWriter(), rate: newBucket(s.cfg.EnrollRate, s.cfg.EnrollBurst), polls: map[uint32]int{}}
+	g := &gate{s: s, ew: connect.NewErrorWriter(), rate: newBucket(s.cfg.EnrollRate, s.cfg.EnrollBurst),
+		fails: newFailBucket(failRate, failBurst), polls: map[uint32]int{}}
 	g.path, g.small = federationv1connect.NewFederationServiceHandler(s, opts(smallBytes)...)
 	_, g.enrol = federationv1connect.NewFederationServiceHandler(s, opts(enrolBytes)...)
 	// Connect's read cap is fixed per handler: one handler per size
@@ -138,12 +140,38 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h, limit := g.small, int64(smallBytes)
 	switch p := r.URL.Path; p {
 	case federationv1connect.FederationServiceEnrollProcedure:
-		if !g.rate.allow(time.Now()) {
+		// The credential first (enrolgate.go), then the shared bucket:
+		// strangers do not use the enrolments of callers with a token.
+		src, now := source(r), time.Now()
+		if !g.fails.allowed(src, now) {
+			s.met.reject("enrol-rate")
+			g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New("too many failed enrolments from this address; retry later")))
+			return
+		}
+		if r.ContentLength > enrolBytes {
+			s.met.reject("size")
+			g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted,
+				fmt.Errorf("a request of %d bytes; this call takes at most %d", r.ContentLength, enrolBytes)))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, enrolBytes)
+		if err := g.gateEnrol(r, enrolBytes); err != nil {
+			if c := connect.CodeOf(err); c == connect.CodeUnauthenticated || c == connect.CodeInvalidArgument {
+				g.fails.fail(src, now)
+				s.met.reject("enrol-token")
+			} else {
+				s.met.reject("size")
+			}
+			g.refuse(w, r, err)
+			return
+		}
+		if !g.rate.allow(now) {
 			s.met.reject("enrol-rate")
 			g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New("too many enrolments at once; retry later")))
 			return
 		}
-		h, limit = g.enrol, enrolBytes
+		g.enrol.ServeHTTP(w, r)
+		return
 	case federationv1connect.FederationServiceGetRoundProcedure, federationv1connect.FederationServiceGetModelProcedure,
 		federationv1connect.FederationServiceUploadProcedure, federationv1connect.FederationServiceSecAggProcedure:
 		id, err := s.authenticate(r.Header)
@@ -317,6 +345,16 @@ type bucket struct {
 
 func newBucket(rate float64, burst int) *bucket {
 	return &bucket{rate: rate, burst: float64(burst), tokens: float64(burst)}
+}
+
+// peek returns the tokens at now, taking none.
+func (b *bucket) peek(now time.Time) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last.IsZero() {
+		return b.tokens
+	}
+	return min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
 }
 
 // allow takes a token at now, false when there is none.
