@@ -95,6 +95,7 @@ type gate struct {
 	sized []sizedHandler // Upload and SecAgg, by decompressed cap, increasing
 	rate  *bucket        // Enroll calls whose credential holds
 	fails *failBucket    // failed Enroll calls, by source address
+	hello helloCache
 
 	mu    sync.Mutex
 	polls map[uint32]int // GetRound calls waiting, by client
@@ -206,6 +207,11 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the cap to its end.
 		s.met.reject("size")
 		g.refuse(w, r, connect.NewError(connect.CodeUnimplemented, errors.New("compressed GET messages are not accepted; use POST")))
+		return
+	}
+	if r.URL.Path == federationv1connect.FederationServiceHelloProcedure && connectUnary(r) &&
+		r.Header.Get("Content-Encoding") == "" && r.ContentLength <= 2 {
+		g.hello.serve(s, h, w, r)
 		return
 	}
 	if r.ContentLength > limit {
