@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -16,6 +15,7 @@ import (
 func (a *app) aggregateCmd() *cobra.Command {
 	var (
 		url, run     string
+		natsAuth     natsFlags
 		shardIndex   int
 		first, count uint64
 		wait         time.Duration
@@ -46,9 +46,9 @@ its checkpoint and durable consumer: nothing is folded twice or lost.`,
 			if url == "" || run == "" {
 				return errors.New("--nats and --run are required")
 			}
-			nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+			nc, err := natsAuth.connect(url)
 			if err != nil {
-				return fmt.Errorf("--nats %s: %w", url, err)
+				return err
 			}
 			defer nc.Close()
 			js, err := jetstream.New(nc)
@@ -94,6 +94,7 @@ its checkpoint and durable consumer: nothing is folded twice or lost.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&url, "nats", "", "NATS server URL (comma-separated for a cluster)")
+	natsAuth.register(f)
 	f.StringVar(&run, "run", "", "run name, as the coordinator's")
 	f.IntVar(&shardIndex, "shard", 0, "the shard this aggregator owns (0..S-1)")
 	f.Uint64Var(&first, "round", 1, "first round to aggregate")

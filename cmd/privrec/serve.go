@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -32,6 +31,7 @@ import (
 func (a *app) serveCmd() *cobra.Command {
 	var (
 		mfl             methodFlags
+		natsAuth        natsFlags
 		items, scale    string
 		listen, state   string
 		cert, key, out  string
@@ -183,9 +183,9 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 			}
 			var sharded *deploy.Sharded
 			if natsURL != "" {
-				nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1))
+				nc, err := natsAuth.connect(natsURL)
 				if err != nil {
-					return fmt.Errorf("--nats %s: %w", natsURL, err)
+					return err
 				}
 				defer nc.Close()
 				sharded = &deploy.Sharded{Conn: nc, Config: shard.Config{Run: natsRun, Shards: shards}}
@@ -279,6 +279,7 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 	f.BoolVar(&insecure, "insecure", false, "with --secagg off or ideal: let the server read single uploads of a method whose privacy rests on secure aggregation")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the server to this file (go tool pprof reads it)")
 	f.StringVar(&natsURL, "nats", "", "aggregate masked rounds on this NATS JetStream cluster (comma-separated URLs) with privrec aggregate processes, not in this process")
+	natsAuth.register(f)
 	f.StringVar(&natsRun, "nats-run", "privrec", "with --nats: the run's name on the cluster (the aggregators' --run); one per --state")
 	f.IntVar(&shards, "shards", 1, "with --nats: the number of shards, one privrec aggregate --shard s each")
 	f.DurationVar(&linger, "linger", time.Minute, "after the run, keep serving the final model this long (0: until SIGTERM)")
