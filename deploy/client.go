@@ -131,6 +131,9 @@ type Session struct {
 	// ids holds each client's certified identity (active protocol), by
 	// client ID.
 	ids map[uint32]*identity
+	// setup is the round of the run's setup phase once the clients
+	// answered it (-1 before): they answer one setup per run.
+	setup int
 }
 
 // identity is one client's long-term identity key and its certificate.
@@ -163,7 +166,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if cfg.Collusion <= 0 {
 		cfg.Collusion = secagg.DefaultCollusion
 	}
-	s := &Session{cfg: cfg, log: cfg.Logger,
+	s := &Session{cfg: cfg, log: cfg.Logger, setup: -1,
 		api: federationv1connect.NewFederationServiceClient(cfg.HTTP, cfg.URL)}
 	err := s.retry(ctx, "hello", func(ctx context.Context) error {
 		resp, err := s.api.Hello(ctx, connect.NewRequest(&fedv1.HelloRequest{}))
@@ -217,8 +220,10 @@ func (s *Session) checkPins() error {
 	return nil
 }
 
-// checkBroadcast is the clients' policy on the quantities of a broadcast
-// that calibrate their noise shares, when an authority is pinned: a
+// checkBroadcast is the clients' policy on a new round's broadcast. They
+// answer one setup phase per run, whatever the server. And, when an
+// authority is pinned, on the quantities that calibrate their noise
+// shares: a
 // masked round must carry a roster calibration (protocol.ParamRoster R,
 // every client adding a share drawn for ⌊ρ·R⌋ clients to every noised
 // coordinate, whatever counts the server announces) with R at most the
@@ -228,6 +233,15 @@ func (s *Session) checkPins() error {
 // every share (μ/⌊ρ·n_j⌋ on the count-calibrated path); within these
 // checks a share is at least μ/⌊MinShare·roster⌋.
 func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
+	if b.Phase == protocol.PhaseSetup {
+		// A setup's answers say what a client has (HDPMF's: the
+		// indicator of its rated items): a second setup phase, later in
+		// the run, would have them say it again.
+		if s.setup >= 0 && s.setup != b.Round {
+			return fmt.Errorf("%w: deploy: round %d is a second setup phase (the run's setup was round %d): refusing", protocol.ErrMessage, b.Round, s.setup)
+		}
+		s.setup = b.Round
+	}
 	if s.cfg.Authority == nil {
 		return nil
 	}

@@ -245,3 +245,31 @@ func (p panicker) Round(b *protocol.Broadcast, _ *rand.Rand) (*protocol.Upload, 
 	}
 	return nil, nil
 }
+
+// TestRedTeamSecondSetup is issue 44's replayed setup: a server that
+// sends a second setup phase later in the run (here as round 2, after a
+// training round) would be answered again with the clients' setup
+// answers (HDPMF's: the indicator of each client's rated items). The
+// clients take part in one setup per run and refuse the second.
+func TestRedTeamSecondSetup(t *testing.T) {
+	d, spl := smallCatalog(t, 6, 12)
+	spec, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3"})
+	bs, _, _ := honestBroadcasts(t, spec, cfg, d, spl.Train)
+	if bs[0].Phase != protocol.PhaseSetup || bs[1].Phase != protocol.PhaseTrain {
+		t.Fatalf("rounds 0 and 1 are %s and %s, want setup then train", bs[0].Phase, bs[1].Phase)
+	}
+	again := copyBroadcast(bs[0])
+	again.Round = bs[1].Round + 1
+	script := []*fedv1.Broadcast{toWireBroadcast(bs[0]), toWireBroadcast(bs[1]), toWireBroadcast(again)}
+	err := runAgainst(t, spec.Name, spec.Text(cfg), script, func() []protocol.Client {
+		cls, err := spec.NewClients(cfg, spl.Train, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cls.List
+	})
+	if err == nil || !errors.Is(err, protocol.ErrMessage) || !strings.Contains(err.Error(), "second setup") {
+		t.Fatalf("error %v, want the second setup refused", err)
+	}
+	t.Logf("refused: %v", err)
+}
