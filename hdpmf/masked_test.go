@@ -10,8 +10,8 @@ import (
 	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/protocol"
-	"github.com/privrec/privrec/protocol/protocoltest"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/secagg"
 )
 
 // runHalves runs cfg's server and clients over the in-process transport
@@ -42,7 +42,7 @@ func TestMaskedProtocolGivesTheSameModel(t *testing.T) {
 	cfg.Rounds, cfg.Aggregation, cfg.Seed = 3, protocol.AggMasked, 5
 	train := tiny(t, 60)
 	direct, _ := runHalves(t, train, cfg, protocol.RunOptions{Seed: 5, Aggregation: protocol.AggMasked})
-	masked, _ := runHalves(t, train, cfg, protocol.RunOptions{Seed: 5, Aggregation: protocol.AggMasked, MaskProtocol: protocoltest.SecAgg})
+	masked, _ := runHalves(t, train, cfg, protocol.RunOptions{Seed: 5, Aggregation: protocol.AggMasked, MaskProtocol: secagg.SimulateSum})
 	for k := range direct {
 		if math.Float32bits(direct[k]) != math.Float32bits(masked[k]) {
 			t.Fatalf("V[%d] = %v with the protocol, %v by direct sums", k, masked[k], direct[k])

@@ -9,8 +9,8 @@ import (
 
 	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/protocol"
-	"github.com/privrec/privrec/protocol/protocoltest"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/secagg"
 )
 
 // runHalves runs cfg's server and clients over the in-process transport
@@ -72,7 +72,7 @@ func TestMaskedProtocolGivesTheSameModel(t *testing.T) {
 	cfg := DefaultConfig(LDPOP)
 	cfg.Rounds, cfg.PerRound, cfg.Aggregation = 4, 30, protocol.AggMasked
 	direct, _, _ := runHalves(t, d, cfg, protocol.RunOptions{Seed: cfg.Seed, Aggregation: protocol.AggMasked})
-	masked, _, _ := runHalves(t, d, cfg, protocol.RunOptions{Seed: cfg.Seed, Aggregation: protocol.AggMasked, MaskProtocol: protocoltest.SecAgg})
+	masked, _, _ := runHalves(t, d, cfg, protocol.RunOptions{Seed: cfg.Seed, Aggregation: protocol.AggMasked, MaskProtocol: secagg.SimulateSum})
 	for p := range direct {
 		if math.Float32bits(direct[p]) != math.Float32bits(masked[p]) {
 			t.Fatalf("V[%d] = %v with the protocol, %v by direct sums", p, masked[p], direct[p])

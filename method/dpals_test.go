@@ -7,8 +7,8 @@ import (
 
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
-	"github.com/privrec/privrec/protocol/protocoltest"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/secagg"
 )
 
 // TestDPALSCatalog: with a declared catalog, items nobody rated stay in
@@ -109,7 +109,7 @@ func TestDPALSMasked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opt := protocol.RunOptions{Seed: 5, Aggregation: protocol.AggMasked, MaskProtocol: protocoltest.SecAgg}
+			opt := protocol.RunOptions{Seed: 5, Aggregation: protocol.AggMasked, MaskProtocol: secagg.SimulateSum}
 			stop := 2
 			opt.OnRound = func(info protocol.RoundInfo) error {
 				if info.Round == stop {

@@ -95,9 +95,9 @@ func TestRunChecksMaskedSums(t *testing.T) {
 		rejected    []bool
 	}{
 		{"honest", 0, nil, []bool{false, false, false, false}},
-		{"honest over SecAgg+", 0, secAgg, []bool{false, false, false, false}},
+		{"honest over SecAgg+", 0, secagg.SimulateSum, []bool{false, false, false, false}},
 		{"hostile from round 2", 2, nil, []bool{false, false, true, true}},
-		{"hostile over SecAgg+", 1, secAgg, []bool{false, true, true, true}},
+		{"hostile over SecAgg+", 1, secagg.SimulateSum, []bool{false, true, true, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var clients []Client
@@ -188,15 +188,4 @@ func TestSumInputsFallsBackToNumClients(t *testing.T) {
 	if srv.inputs[0] != 4 || srv.inputs[1] != 4 {
 		t.Fatalf("inputs %v, want the 4 that uploaded", srv.inputs)
 	}
-}
-
-// secAgg runs secagg's SecAgg+ in process (protocoltest.SecAgg, which
-// this package's tests cannot import).
-func secAgg(seed [32]byte, bits int, inputs [][]uint32) ([]uint32, error) {
-	n := len(inputs)
-	k, t, err := secagg.ChooseParams(n, secagg.DefaultDropout, secagg.DefaultCollusion)
-	if err != nil {
-		return nil, err
-	}
-	return secagg.Simulate(secagg.Params{N: n, K: k, T: t, Bits: bits, Len: len(inputs[0]), Seed: seed}, inputs, nil, nil)
 }

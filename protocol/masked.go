@@ -14,7 +14,7 @@ import (
 // summed as SecureSum does.
 //
 // With Protocol set, the sum is computed by running a secure-aggregation
-// protocol in process (protocoltest.SecAgg runs package secagg's SecAgg+:
+// protocol in process (secagg.SimulateSum runs package secagg's SecAgg+:
 // every uploading client advertises keys, shares its seeds with its
 // neighbours, masks its vector, and the server unmasks the sum). Without
 // it, MaskedSum adds the vectors mod 2^Bits directly: the secagg tests
@@ -36,7 +36,7 @@ type MaskedSum struct {
 
 // SumProtocol computes the sum mod 2^bits of a round's dense integer
 // vectors by running a secure-aggregation protocol in process, with the
-// round's public seed (of its neighbour graph). protocoltest.SecAgg is
+// round's public seed (of its neighbour graph). secagg.SimulateSum is
 // package secagg's SecAgg+.
 type SumProtocol func(seed [32]byte, bits int, inputs [][]uint32) ([]uint32, error)
 

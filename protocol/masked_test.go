@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/privrec/privrec/secagg"
 )
 
 // wordsClient uploads a fixed random integer vector in every round that
@@ -38,7 +40,7 @@ func TestMaskedSum(t *testing.T) {
 		clients = append(clients, &wordsClient{id: k, words: w})
 	}
 	b := &Broadcast{Round: 3, Phase: PhaseTrain, NumItems: 1, Words: words, Bits: bits}
-	for _, real := range []SumProtocol{nil, secAgg} {
+	for _, real := range []SumProtocol{nil, secagg.SimulateSum} {
 		tr, err := NewInMem(clients, 2, 1)
 		if err != nil {
 			t.Fatal(err)

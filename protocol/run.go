@@ -42,7 +42,7 @@ type RunOptions struct {
 	// AggMasked in MaskedSum (only sums of dense integer uploads).
 	Aggregation Aggregation
 	// MaskProtocol, under AggMasked, when not nil, runs a secure-
-	// aggregation protocol in process (protocoltest.SecAgg: SecAgg+)
+	// aggregation protocol in process (secagg.SimulateSum: SecAgg+)
 	// rather than adding the integer vectors directly (the same sum).
 	MaskProtocol SumProtocol
 	// MaxRounds stops a server that is never Done; 0 means 1<<20.

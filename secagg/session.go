@@ -76,9 +76,6 @@ func NewSession(srv *Server, agg Aggregator) *Session {
 	return s
 }
 
-// Server returns the session's secagg server.
-func (s *Session) Server() *Server { return s.srv }
-
 // Open returns the step open to clients' messages, NumSteps once the
 // last has closed.
 func (s *Session) Open() Step {
@@ -331,10 +328,16 @@ func (s *Session) Release() {
 	s.expect, s.got, s.seen, s.full = len(s.replies[st]), 0, map[uint32]bool{}, make(chan struct{})
 	s.step = st.Next(s.p.Active)
 	s.mu.Unlock()
+	closeOnce(s.done[st])
+}
+
+// closeOnce closes ch unless it is closed (Release and Abort may both
+// close a step's channel).
+func closeOnce(ch chan struct{}) {
 	select {
-	case <-s.done[st]:
+	case <-ch:
 	default:
-		close(s.done[st])
+		close(ch)
 	}
 }
 
@@ -373,11 +376,7 @@ func (s *Session) Abort(err error) {
 	}
 	s.mu.Unlock()
 	for _, d := range s.done {
-		select {
-		case <-d:
-		default:
-			close(d)
-		}
+		closeOnce(d)
 	}
 }
 

@@ -50,6 +50,20 @@ func Simulate(p Params, inputs [][]uint32, drop []Phase, rnd io.Reader) ([]uint3
 	return simulate(p, nil, inputs, drop, rnd)
 }
 
+// SimulateSum runs a round in process over inputs with no dropouts, its
+// neighbour graph drawn from seed and its degree and threshold
+// provisioned for DefaultDropout and DefaultCollusion, and returns the
+// sum mod 2^bits: a protocol.SumProtocol (the in-process secure
+// aggregation of protocol.MaskedSum).
+func SimulateSum(seed [32]byte, bits int, inputs [][]uint32) ([]uint32, error) {
+	n := len(inputs)
+	k, t, err := ChooseParams(n, DefaultDropout, DefaultCollusion)
+	if err != nil {
+		return nil, err
+	}
+	return Simulate(Params{N: n, K: k, T: t, Bits: bits, Len: len(inputs[0]), Seed: seed}, inputs, nil, nil)
+}
+
 // SimulateActive is Simulate for the active protocol (p.Active): client
 // u holds auths[u]. A client dropping before the unmasking drops before
 // the consistency round.
@@ -147,15 +161,15 @@ func MaskedInputs(p Params, inputs [][]uint32, rnd io.Reader) ([]*MaskedInput, e
 			return nil, err
 		}
 	}
-	out := make([]*MaskedInput, p.N)
-	stays := func(u int, st Step) bool {
-		if mi, ok := msgs[u].(*MaskedInput); ok {
-			out[u] = mi
-		}
-		return true
+	// Stopped once the masked step closed, msgs holds what was sent in it.
+	if _, err := lockstep(context.Background(), NewSession(srv, nil), clients, msgs, nil, 1, func(st Step) bool { return st == StepMasked }); err != nil {
+		return nil, err
 	}
-	_, err = lockstep(context.Background(), NewSession(srv, nil), clients, msgs, stays, 1, func(st Step) bool { return st == StepMasked })
-	return out, err
+	out := make([]*MaskedInput, p.N)
+	for u, m := range msgs {
+		out[u], _ = m.(*MaskedInput)
+	}
+	return out, nil
 }
 
 // lockstep runs session ses in process with every client at once: each
@@ -171,7 +185,7 @@ func lockstep(ctx context.Context, ses *Session, clients []*Client, msgs []Messa
 			if msgs[u] == nil {
 				return nil
 			}
-			if !stays(u, st) {
+			if stays != nil && !stays(u, st) {
 				msgs[u] = nil
 				return nil
 			}

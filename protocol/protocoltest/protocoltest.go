@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/privrec/privrec/protocol"
-	"github.com/privrec/privrec/secagg"
 )
 
 // Tamperer wraps a client: from round From on, Tamper rewrites a copy of
@@ -52,16 +51,4 @@ func (d *Dropper) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, 
 		return nil, err
 	}
 	return up, err
-}
-
-// SecAgg is a protocol.SumProtocol: it runs package secagg's SecAgg+ in
-// process over inputs (a server and one client per input), its graph and
-// threshold provisioned for secagg's default dropout and collusion.
-func SecAgg(seed [32]byte, bits int, inputs [][]uint32) ([]uint32, error) {
-	n := len(inputs)
-	k, t, err := secagg.ChooseParams(n, secagg.DefaultDropout, secagg.DefaultCollusion)
-	if err != nil {
-		return nil, err
-	}
-	return secagg.Simulate(secagg.Params{N: n, K: k, T: t, Bits: bits, Len: len(inputs[0]), Seed: seed}, inputs, nil, nil)
 }
