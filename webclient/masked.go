@@ -134,7 +134,7 @@ func fromWireReply(me uint32, step secagg.Step, resp *secaggResponse) (secagg.Re
 	switch step {
 	case secagg.StepKeys:
 		if resp.Keys == nil {
-			return nil, cmpErr(nil, "keys")
+			return nil, noPart("keys")
 		}
 		kb := &secagg.KeysBroadcast{To: me}
 		for _, k := range resp.Keys.Keys {
@@ -143,7 +143,7 @@ func fromWireReply(me uint32, step secagg.Step, resp *secaggResponse) (secagg.Re
 		return kb, nil
 	case secagg.StepShares:
 		if resp.Shares == nil {
-			return nil, cmpErr(nil, "shares")
+			return nil, noPart("shares")
 		}
 		del := &secagg.SharesDelivery{To: me}
 		for _, s := range resp.Shares.Shares {
@@ -152,12 +152,12 @@ func fromWireReply(me uint32, step secagg.Step, resp *secaggResponse) (secagg.Re
 		return del, nil
 	case secagg.StepCheck:
 		if resp.Excluded == nil {
-			return nil, cmpErr(nil, "excluded")
+			return nil, noPart("excluded")
 		}
 		return &secagg.Exclusion{To: me, Excluded: resp.Excluded.Excluded}, nil
 	case secagg.StepMasked:
 		if resp.Unmask == nil {
-			return nil, cmpErr(nil, "unmask")
+			return nil, noPart("unmask")
 		}
 		return &secagg.UnmaskRequest{To: me, Survivors: resp.Unmask.Survivors, Dropped: resp.Unmask.Dropped, Survived: resp.Unmask.Survived}, nil
 	case secagg.StepReveal:
@@ -166,9 +166,7 @@ func fromWireReply(me uint32, step secagg.Step, resp *secaggResponse) (secagg.Re
 	return nil, fmt.Errorf("webclient: the %s step of the active protocol, which the page does not run", step)
 }
 
-func cmpErr(err error, want string) error {
-	if err != nil {
-		return err
-	}
+// noPart is the error of a server's answer without the part a step needs.
+func noPart(want string) error {
 	return fmt.Errorf("webclient: the server's answer has no %s", want)
 }
