@@ -161,21 +161,8 @@ func (g *gate) gateEnrol(r *http.Request, limit int64) error {
 	switch {
 	case r.Method != http.MethodPost:
 		return connect.NewError(connect.CodeUnimplemented, errors.New("Enroll takes a POST"))
-	case ct == "application/json":
-		if r.ContentLength > smallBytes {
-			return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("a JSON enrolment of %d bytes; at most %d", r.ContentLength, smallBytes))
-		}
-		r.Body = http.MaxBytesReader(nil, r.Body, smallBytes)
-		if r.Header.Get("Content-Encoding") == "gzip" {
-			b, err := gunzip(r.Body, smallBytes)
-			if err != nil {
-				return err
-			}
-			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-			r.Header.Del("Content-Encoding")
-			r.Header.Del("Content-Length")
-		}
-		return nil
+	case ct == "application/json": // capped at smallBytes (gate.ServeHTTP)
+		return inflate(r, limit)
 	case ct != "application/proto":
 		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("Enroll takes the Connect protocol's unary POST (application/proto or application/json), not %q", ct))
 	}

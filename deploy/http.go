@@ -149,14 +149,15 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New("too many failed enrolments from this address; retry later")))
 			return
 		}
-		if r.ContentLength > enrolBytes {
-			s.met.reject("size")
-			g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted,
-				fmt.Errorf("a request of %d bytes; this call takes at most %d", r.ContentLength, enrolBytes)))
+		limit := int64(enrolBytes)
+		if r.Header.Get("Content-Type") == "application/json" {
+			limit = smallBytes // the browser's: a code and at most one secret
+		}
+		if g.tooLarge(w, r, limit) {
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, enrolBytes)
-		if err := g.gateEnrol(r, enrolBytes); err != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		if err := g.gateEnrol(r, limit); err != nil {
 			if c := connect.CodeOf(err); c == connect.CodeUnauthenticated || c == connect.CodeInvalidArgument {
 				g.fails.fail(src, now)
 				s.met.reject("enrol-token")
@@ -214,27 +215,47 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.hello.serve(s, h, w, r)
 		return
 	}
-	if r.ContentLength > limit {
-		s.met.reject("size")
-		g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted,
-			fmt.Errorf("a request of %d bytes; this call takes at most %d", r.ContentLength, limit)))
+	if g.tooLarge(w, r, limit) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	if enc := r.Header.Get("Content-Encoding"); enc == "gzip" && connectUnary(r) {
-		// Gunzip here, up to the cap: connect would decompress a larger
-		// body to its end only to report its size.
-		body, err := gunzip(r.Body, limit)
-		if err != nil {
+	if connectUnary(r) {
+		if err := inflate(r, limit); err != nil {
 			s.met.reject("size")
 			g.refuse(w, r, err)
 			return
 		}
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		r.Header.Del("Content-Encoding")
-		r.Header.Del("Content-Length")
 	}
 	h.ServeHTTP(w, r)
+}
+
+// tooLarge refuses r, and says so, when it announces a body of more than
+// limit bytes.
+func (g *gate) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	if r.ContentLength <= limit {
+		return false
+	}
+	g.s.met.reject("size")
+	g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted,
+		fmt.Errorf("a request of %d bytes; this call takes at most %d", r.ContentLength, limit)))
+	return true
+}
+
+// inflate replaces a gzip body of r by its content, read up to limit
+// bytes: connect would decompress a larger body to its end only to
+// report its size.
+func inflate(r *http.Request, limit int64) error {
+	if r.Header.Get("Content-Encoding") != "gzip" {
+		return nil
+	}
+	body, err := gunzip(r.Body, limit)
+	if err != nil {
+		return err
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	r.Header.Del("Content-Encoding")
+	r.Header.Del("Content-Length")
+	return nil
 }
 
 // connectUnary reports whether r is a unary call of the Connect protocol,
