@@ -6,10 +6,7 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"os"
-	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,27 +62,7 @@ func TestRedTeamEnrolFieldFlood(t *testing.T) {
 	other.Transport.(*http.Transport).DialContext = (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext
 	api := federationv1connect.NewFederationServiceClient(other, h.url)
 
-	debug.FreeOSMemory()
-	exact := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
-	before := procKB(t, "VmRSS")
-	var sampled atomic.Int64
-	sampled.Store(before)
-	stop := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Go(func() {
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if v, err := statusBytes("VmRSS"); err == nil && v > sampled.Load() {
-					sampled.Store(v)
-				}
-			}
-		}
-	})
+	peakRSS := measureRSS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -101,12 +78,7 @@ func TestRedTeamEnrolFieldFlood(t *testing.T) {
 	// address: the strangers used none of the enrolments (burst 10, one
 	// every 100 s) that callers with a credential share.
 	_, valid := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, Secrets: []string{"the-valid-client-secret"}}))
-	close(stop)
-	sampler.Wait()
-	peak := sampled.Load()
-	if exact {
-		peak = max(peak, procKB(t, "VmHWM"))
-	}
+	before, peak, _ := peakRSS()
 	refused := map[string]int{}
 	for k, c := range codes {
 		switch {

@@ -111,6 +111,47 @@ func procKB(t testing.TB, field string) int64 {
 	return v
 }
 
+// measureRSS starts measuring the process's peak resident set (this test
+// binary is the server) and returns the function that stops it: the
+// resident set before, the peak, and whether the peak is exact — VmHWM
+// of /proc/self/status, reset first by writing 5 to
+// /proc/self/clear_refs, the kernel's own high-water mark, which misses
+// no short spike — or, where the reset is not allowed, VmRSS sampled
+// every 2 ms.
+func measureRSS(t testing.TB) func() (before, peak int64, exact bool) {
+	t.Helper()
+	debug.FreeOSMemory()
+	exact := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+	before := procKB(t, "VmRSS")
+	var sampled atomic.Int64
+	sampled.Store(before)
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if v, err := statusBytes("VmRSS"); err == nil && v > sampled.Load() {
+					sampled.Store(v)
+				}
+			}
+		}
+	})
+	return func() (int64, int64, bool) {
+		close(stop)
+		sampler.Wait()
+		peak := sampled.Load()
+		if exact {
+			peak = max(peak, procKB(t, "VmHWM"))
+		}
+		return before, peak, exact
+	}
+}
+
 // enrolOne enrols one client with the token and a secret of its own
 // (tag tells the secrets apart) and returns its credential and the ID
 // the server assigned it.
@@ -158,29 +199,7 @@ func TestRedTeamGzipBombs(t *testing.T) {
 	bomb := gzipBomb(t, 256)
 	t.Logf("bomb: %d bytes of gzip, %d MiB decompressed", len(bomb), 256)
 
-	debug.FreeOSMemory()
-	exact := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
-	before := procKB(t, "VmRSS")
-	var sampled atomic.Int64
-	sampled.Store(before)
-	stop := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Add(1)
-	go func() {
-		defer sampler.Done()
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if v, err := statusBytes("VmRSS"); err == nil && v > sampled.Load() {
-					sampled.Store(v)
-				}
-			}
-		}
-	}()
+	peakRSS := measureRSS(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -225,13 +244,8 @@ func TestRedTeamGzipBombs(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	sampler.Wait()
+	before, peak, exact := peakRSS()
 	close(results)
-	peak := sampled.Load()
-	if exact {
-		peak = max(peak, procKB(t, "VmHWM"))
-	}
 	for r := range results {
 		switch {
 		case r.err != nil && r.what == "no credential, HTTP/1.1" &&

@@ -26,15 +26,7 @@ func TestAggregateCommand(t *testing.T) {
 	if _, _, err := run(t, "aggregate", "--run", "x"); err == nil || !strings.Contains(err.Error(), "--nats") {
 		t.Fatalf("aggregate without --nats: %v", err)
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	defer ns.Shutdown()
+	ns := startNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -20,16 +20,7 @@ func TestNATSFlagsAuthenticate(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub, _ := user.PublicKey()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true,
-		Nkeys: []*server.NkeyUser{{Nkey: pub}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	defer ns.Shutdown()
+	ns := startNATS(t, &server.Options{Nkeys: []*server.NkeyUser{{Nkey: pub}}})
 	seedFile := func(kp nkeys.KeyPair) string {
 		seed, _ := kp.Seed()
 		p := filepath.Join(t.TempDir(), "user.nk")
@@ -58,4 +49,21 @@ func TestNATSFlagsAuthenticate(t *testing.T) {
 			nc.Close()
 		}
 	}
+}
+
+// startNATS starts an embedded NATS server with opts on 127.0.0.1 (a
+// free port, no signal handlers) and shuts it down when the test ends.
+func startNATS(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.NoSigs = "127.0.0.1", -1, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
 }

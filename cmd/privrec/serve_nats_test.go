@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -73,15 +72,7 @@ func TestServeNATS(t *testing.T) {
 	const users = 200
 	want := servedModel(t, data, users)
 
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	defer ns.Shutdown()
+	ns := startNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	outs := make([]strings.Builder, 2)
