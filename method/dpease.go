@@ -125,9 +125,9 @@ func init() {
 	// them, are the run's public roster (dpease.Config.Roster), as Fit's
 	// training data's are.
 	fed.ServerFor = func(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
-		p, ok := cfg.(*dpease.Config)
-		if !ok || p == nil {
-			return nil, fmt.Errorf("%w: the config is a %T, want a non-nil %T", ErrParam, cfg, p)
+		p, err := typedConfig[dpease.Config](cfg)
+		if err != nil {
+			return nil, err
 		}
 		c, err := dpeaseConfig(p)
 		if err != nil {

@@ -58,13 +58,7 @@ var ErrNotFederated = errors.New("not a client/server method")
 // checking the config's type before calling the typed halves.
 func federated[C any](server func(cfg *C, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error),
 	clients func(cfg *C, train *ratings.Dataset, seed uint64) (*Clients, error), agg func(cfg *C) protocol.Aggregation) *Federated {
-	typed := func(cfg any) (*C, error) {
-		c, ok := cfg.(*C)
-		if !ok || c == nil {
-			return nil, fmt.Errorf("%w: the config is a %T, want a non-nil %T", ErrParam, cfg, new(C))
-		}
-		return c, nil
-	}
+	typed := typedConfig[C]
 	return &Federated{
 		Server: func(cfg any, numItems int, scale ratings.Scale, seed uint64) (protocol.Stateful, error) {
 			c, err := typed(cfg)
@@ -134,13 +128,22 @@ func standard[C, CL, R any](prepare func(cfg *C, seed uint64) (C, error),
 			}}, nil
 		}, agg)
 	f.ServerFor = func(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
-		c, ok := cfg.(*C)
-		if !ok || c == nil {
-			return nil, fmt.Errorf("%w: the config is a %T, want a non-nil %T", ErrParam, cfg, c)
+		c, err := typedConfig[C](cfg)
+		if err != nil {
+			return nil, err
 		}
 		return server(c, items, seed)
 	}
 	return f
+}
+
+// typedConfig returns cfg as the non-nil *C it must be.
+func typedConfig[C any](cfg any) (*C, error) {
+	c, ok := cfg.(*C)
+	if !ok || c == nil {
+		return nil, fmt.Errorf("%w: the config is a %T, want a non-nil %T", ErrParam, cfg, new(C))
+	}
+	return c, nil
 }
 
 // federatedScale checks that s has a client/server protocol, cfg is its
