@@ -52,6 +52,7 @@ type peer struct {
 	encSecret []byte            // X25519 secret of the two encryption key pairs
 	inU2      bool              // its shares reached us
 	bad       bool              // excluded by the server after the check: a dropout
+	noShares  bool              // we reported its shares: we mask with it and hold none of its
 	maskShare []byte            // our share of its mask-key seed
 	selfShare []byte            // our share of its self-mask seed
 	idKey     ed25519.PublicKey // active protocol: its certified identity key
@@ -73,7 +74,8 @@ type Client struct {
 	maskPriv *ecdh.PrivateKey
 	encPriv  *ecdh.PrivateKey
 	peers    map[uint32]*peer
-	checked  bool // CheckShares was called
+	checked  bool            // CheckShares was called
+	reported map[uint32]bool // the neighbours whose shares CheckShares reported
 
 	// The active protocol (p.Active).
 	auth      *Auth
@@ -353,11 +355,12 @@ func checkOrder(from uint32, what string, pub *ecdh.PublicKey) error {
 }
 
 // CheckShares (round 2a, optional) decrypts the shares that neighbours
-// sent and reports those that fail authentication: a bad neighbour's
-// doing (or a relay's), which makes the neighbour a dropout rather than a
-// reason to abort. The server excludes every reported client from the
-// round before any masked input is taken (Server.AddCheck,
-// FinishCheck), and hands each client the list to pass to MaskedInput in
+// sent and reports those that fail authentication or do not match their
+// dealer's commitments: a bad neighbour's doing (or a relay's), which is
+// never a reason to abort. The client then holds no share of a reported
+// neighbour and still masks with it (MaskedInput); the server excludes a
+// client only when too few neighbours hold its shares (Server.FinishCheck)
+// and hands each client the list to pass to MaskedInput in
 // SharesDelivery.Excluded.
 func (c *Client) CheckShares(d *SharesDelivery) (*ShareCheck, error) {
 	if err := c.enter(stageInput); err != nil {
@@ -383,6 +386,10 @@ func (c *Client) CheckShares(d *SharesDelivery) (*ShareCheck, error) {
 		}
 	}
 	slices.Sort(out.Reported)
+	c.reported = make(map[uint32]bool, len(out.Reported))
+	for _, v := range out.Reported {
+		c.reported[v] = true
+	}
 	c.checked = true
 	return out, nil
 }
@@ -394,7 +401,9 @@ func (c *Client) CheckShares(d *SharesDelivery) (*ShareCheck, error) {
 // u > v. x must have Len values below 2^Bits; it is not modified. It
 // aborts if fewer than T neighbours remain (the masks would then hide x
 // behind too few neighbours), if the client itself is excluded, or if a
-// share of a neighbour that was not excluded fails authentication.
+// share of a neighbour that it neither reported nor saw excluded fails
+// authentication. A neighbour it reported is masked with, and none of its
+// shares held.
 func (c *Client) MaskedInput(d *SharesDelivery, x []uint32) (*MaskedInput, error) {
 	if err := c.enter(stageInput); err != nil {
 		return nil, err
@@ -432,6 +441,14 @@ func (c *Client) MaskedInput(d *SharesDelivery, x []uint32) (*MaskedInput, error
 		}
 		if excluded[s.From] {
 			pr.bad = true // dropped: no mask with it, never asked for its shares
+			continue
+		}
+		if c.reported[s.From] {
+			// A report costs only the reporter: the neighbour stays in
+			// the round (others hold its shares), so we mask with it,
+			// and we hold none of its shares, so we reveal none.
+			pr.inU2, pr.noShares = true, true
+			n++
 			continue
 		}
 		a := shareAEAD(pr.encSecret, &c.p.Seed, s.From, c.id)
@@ -500,6 +517,9 @@ func (c *Client) Unmask(r *UnmaskRequest) (*UnmaskResponse, error) {
 		pr := c.peers[v]
 		if pr == nil || !pr.inU2 || pr.bad {
 			return fmt.Errorf("%w: client %d holds no shares of %d", ErrMessage, c.id, v)
+		}
+		if pr.noShares {
+			return nil // reported by us: the server does not count on us for it
 		}
 		if survivor {
 			out.SelfShares = append(out.SelfShares, RevealedShare{Owner: v, Share: pr.selfShare})
@@ -610,7 +630,7 @@ func (c *Client) derivedRequest() *UnmaskRequest {
 	for _, v := range c.nbrs {
 		pr := c.peers[v]
 		switch {
-		case pr == nil || !pr.inU2 || pr.bad:
+		case pr == nil || !pr.inU2 || pr.bad || pr.noShares:
 		case bit(c.survived, v):
 			r.Survivors = append(r.Survivors, v)
 		default:

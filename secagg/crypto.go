@@ -20,9 +20,13 @@ const (
 	// ShareSize is the size of one Shamir share (a Ristretto255 scalar).
 	ShareSize = 32
 	nonceSize = 12
-	// CiphertextSize is the size of EncryptedShare.Ciphertext: nonce,
-	// two shares, GCM tag.
-	CiphertextSize = nonceSize + 2*ShareSize + 16
+	// commitSize is the size of the dealer's commitments that open an
+	// EncryptedShare's ciphertext: one SHA-256 of each of the two shares.
+	commitSize = 2 * sha256.Size
+	// CiphertextSize is the size of EncryptedShare.Ciphertext: the
+	// dealer's commitments to the two shares (in the clear, bound into
+	// the AEAD's associated data), nonce, the two shares, GCM tag.
+	CiphertextSize = commitSize + nonceSize + 2*ShareSize + 16
 )
 
 const label = "privrec/secagg/v1 "
@@ -101,32 +105,73 @@ func shareAEAD(secret []byte, round *[32]byte, from, to uint32) cipher.AEAD {
 	return a
 }
 
-func shareAD(round *[32]byte, from, to uint32) []byte {
-	ad := make([]byte, 0, 40)
+// shareAD is the associated data of the share ciphertext from → to: the
+// round, both positions and the dealer's commitments to the two shares,
+// so a holder that opens the ciphertext has checked that the server holds
+// the commitments the dealer made to it.
+func shareAD(round *[32]byte, from, to uint32, commits []byte) []byte {
+	ad := make([]byte, 0, 40+commitSize)
 	ad = append(ad, round[:]...)
 	ad = binary.BigEndian.AppendUint32(ad, from)
-	return binary.BigEndian.AppendUint32(ad, to)
+	ad = binary.BigEndian.AppendUint32(ad, to)
+	return append(ad, commits...)
 }
 
-// sealShares encrypts the pair (mask-key share, self-mask share).
+// Kinds of share, in a commitment.
+const (
+	kindMask = 'm' // a share of the mask-key seed
+	kindSelf = 's' // a share of the self-mask seed
+)
+
+// shareCommit is the dealer's commitment to the share of kind it dealt
+// from → to in a round: SHA-256 of a label, the round, the pair, the
+// kind and the share. A share is a uniformly random scalar to everyone
+// but the holder and the dealer, so its hash hides it; the server checks
+// every share revealed in the unmasking against it.
+func shareCommit(round *[32]byte, from, to uint32, kind byte, share []byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(label + "share commitment\x00"))
+	h.Write(round[:])
+	var b [9]byte
+	binary.BigEndian.PutUint32(b[:], from)
+	binary.BigEndian.PutUint32(b[4:], to)
+	b[8] = kind
+	h.Write(b[:])
+	h.Write(share)
+	return [sha256.Size]byte(h.Sum(nil))
+}
+
+// sealShares encrypts the pair (mask-key share, self-mask share) after
+// the dealer's commitments to them.
 func sealShares(a cipher.AEAD, rand io.Reader, round *[32]byte, from, to uint32, maskShare, selfShare []byte) ([]byte, error) {
-	out := make([]byte, nonceSize, CiphertextSize)
-	if _, err := io.ReadFull(rand, out); err != nil {
+	cm := shareCommit(round, from, to, kindMask, maskShare)
+	cs := shareCommit(round, from, to, kindSelf, selfShare)
+	out := make([]byte, 0, CiphertextSize)
+	out = append(append(out, cm[:]...), cs[:]...)
+	out = out[:commitSize+nonceSize]
+	if _, err := io.ReadFull(rand, out[commitSize:]); err != nil {
 		return nil, fmt.Errorf("secagg: nonce: %w", err)
 	}
 	pt := make([]byte, 0, 2*ShareSize)
 	pt = append(append(pt, maskShare...), selfShare...)
-	return a.Seal(out, out[:nonceSize], pt, shareAD(round, from, to)), nil
+	return a.Seal(out, out[commitSize:], pt, shareAD(round, from, to, out[:commitSize])), nil
 }
 
-// openShares decrypts a ciphertext from sealShares.
+// openShares decrypts a ciphertext from sealShares and checks the shares
+// against the dealer's commitments.
 func openShares(a cipher.AEAD, round *[32]byte, from, to uint32, ct []byte) (maskShare, selfShare []byte, err error) {
 	if len(ct) != CiphertextSize {
 		return nil, nil, fmt.Errorf("%w: share %d→%d has %d bytes, want %d", ErrAuth, from, to, len(ct), CiphertextSize)
 	}
-	pt, err := a.Open(nil, ct[:nonceSize], ct[nonceSize:], shareAD(round, from, to))
+	commits, nonce, body := ct[:commitSize], ct[commitSize:commitSize+nonceSize], ct[commitSize+nonceSize:]
+	pt, err := a.Open(nil, nonce, body, shareAD(round, from, to, commits))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: share %d→%d", ErrAuth, from, to)
 	}
-	return pt[:ShareSize], pt[ShareSize:], nil
+	maskShare, selfShare = pt[:ShareSize], pt[ShareSize:]
+	if shareCommit(round, from, to, kindMask, maskShare) != [sha256.Size]byte(commits[:sha256.Size]) ||
+		shareCommit(round, from, to, kindSelf, selfShare) != [sha256.Size]byte(commits[sha256.Size:]) {
+		return nil, nil, fmt.Errorf("%w: share %d→%d does not match its dealer's commitment", ErrAuth, from, to)
+	}
+	return maskShare, selfShare, nil
 }

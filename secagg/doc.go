@@ -46,19 +46,43 @@
 // ProvisionedDropout choose the parameters; DropoutMargin is the one
 // provisioning margin.
 //
-// # A bad neighbour is a dropout
+// # No client can stop a session
 //
-// One client must not be able to stop a round. The server refuses an
-// advertised key of small order (ErrLowOrder: every agreement with it is
-// zero), so such a client drops out at the first step. An optional check
+// One client, or a fraction γ of them, must not be able to stop a round.
+// The server refuses an advertised key of small order (ErrLowOrder: every
+// agreement with it is zero), so such a client drops out at the first
+// step. Every encrypted share opens with its dealer's commitments to the
+// two shares it carries (SHA-256, in the clear, bound into the AEAD's
+// associated data; CiphertextSize), which the holder checks. A check
 // round between ShareKeys and MaskedInput (Client.CheckShares,
-// Server.AddCheck, Server.FinishCheck) handles shares that fail
-// authentication: each client reports the neighbours whose ciphertexts
-// do not open, the server excludes every reported client before it takes
-// any masked input, and each client learns which neighbours not to mask
-// with (SharesDelivery.Excluded). An excluded client is exactly a client
-// that dropped before sharing; a client reported by a lying neighbour
-// loses that round only, and the caller decides on bans (Reports).
+// Server.AddCheck, Server.FinishCheck) handles shares that fail: each
+// client reports the neighbours whose ciphertexts do not open or do not
+// match their commitments. A report, which the server cannot check,
+// costs only the reporter: it holds no share of the reported client and
+// is never asked for one, and the two still mask with each other, so no
+// pairwise mask is dropped on anyone's word. A client is excluded
+// (SharesDelivery.Excluded: treated as dropped before its masked input)
+// only when fewer than T of its remaining neighbours hold valid shares of
+// it: a dealer of garbage; a liar excludes nobody unless K−T others report
+// the same client.
+//
+// In the unmasking the server checks every revealed share against its
+// dealer's commitment. A wrong one is refused (ErrCheat) and its sender
+// named in Server.Cheaters: it had opened and accepted that share in the
+// check round, so the refusal is proof; the seed comes from the other
+// holders. A seed with more than T shares is reconstructed twice, from two
+// subsets; shares that disagree (all of them the dealer's committed ones)
+// name the dealer, and Result fails (ErrShares), as it would for any
+// sum the server cannot unmask. Under the active protocol the server also
+// checks every certificate and signature (SetVerifier): a bad
+// advertisement, or a commitment never opened, leaves its sender in
+// Server.Unrevealed and fails the session at its keys step (the graph
+// needs every committed nonce), so a caller runs the round's next session
+// without it; a bad consistency signature is refused, and its sender not
+// asked for shares, instead of being relayed to abort its neighbours.
+// TestLiarsCannotStopARound: 10 liars of 1,000 (false reports against
+// every neighbour, wrong shares, a masked input and no reveal) and the
+// round releases the sum of all 1,000 inputs.
 //
 // # One masked input per client per round
 //
@@ -217,10 +241,10 @@
 // (protocol.SumChecker: arrivals at most the announced counts, each
 // coordinate within arrivals times the clip plus the noise tail), and a
 // lying client can still move the sum anywhere inside those bounds and
-// withhold its noise share; a client that sends wrong Shamir shares in
-// the unmasking makes Result fail with ErrShares and the round releases
-// nothing (robust reconstruction from more than T shares is not
-// implemented).
+// withhold its noise share. A dealer of shares that do not lie on one
+// polynomial is named (Cheaters) but makes its session fail after the
+// masked inputs, once: verifiable secret sharing (Feldman commitments)
+// would catch it before them, and is not implemented.
 //
 // # Cryptographic choices
 //

@@ -368,13 +368,18 @@ func TestTamperedShares(t *testing.T) {
 			if len(chk.Reported) == 0 {
 				t.Fatal("no neighbour reported")
 			}
-			// Without it (the server did not exclude the sender), the
-			// client aborts.
-			_, err = cs[sd[0].To].MaskedInput(sd[0], in[sd[0].To])
-			if !errors.Is(err, ErrAuth) {
-				t.Fatalf("err = %v, want ErrAuth", err)
+			// A report costs only the reporter: it still masks with the
+			// sender (the server did not exclude it) and holds none of
+			// its shares, so it is never asked to reveal one.
+			c := cs[sd[0].To]
+			if _, err := c.MaskedInput(sd[0], in[sd[0].To]); err != nil {
+				t.Fatalf("masked input after a report: %v", err)
 			}
-			t.Log(err)
+			for _, v := range chk.Reported {
+				if pr := c.peers[v]; pr == nil || !pr.inU2 || !pr.noShares {
+					t.Fatalf("reported neighbour %d: %+v, want masked with and no shares held", v, pr)
+				}
+			}
 		})
 	}
 }
@@ -514,23 +519,32 @@ func TestServerRejectsWrongShares(t *testing.T) {
 	p := testParams(20, 8, 5, 32, 10)
 	in := randomInputs(rand.New(testRand(5)), p)
 	srv, cs, ur := runTo(t, p, in)
-	for i, r := range ur {
+	liar := ur[0].To
+	for _, r := range ur {
 		m, err := cs[r.To].Unmask(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i < len(ur)/2 { // corrupt half of the answers
+		if r.To == liar { // one client reveals wrong shares
 			for j := range m.SelfShares {
 				m.SelfShares[j].Share = slices.Clone(m.SelfShares[j].Share)
 				m.SelfShares[j].Share[0] ^= 1
 			}
 		}
-		if err := srv.AddUnmask(m); err != nil {
-			t.Fatal(err)
+		err = srv.AddUnmask(m)
+		if (r.To == liar) != errors.Is(err, ErrCheat) {
+			t.Fatalf("client %d (liar %d): AddUnmask: %v", r.To, liar, err)
 		}
 	}
-	if _, err := srv.Result(); !errors.Is(err, ErrShares) {
-		t.Fatalf("err = %v, want ErrShares", err)
+	got, err := srv.Result()
+	if err != nil {
+		t.Fatalf("Result with one liar: %v", err)
+	}
+	if want := plainSum(p, in, nil); !slices.Equal(got, want) {
+		t.Fatal("the sum differs from the inputs' sum")
+	}
+	if c := srv.Cheaters(); !slices.Equal(c, []uint32{liar}) {
+		t.Fatalf("Cheaters() = %v, want [%d]", c, liar)
 	}
 }
 

@@ -2,6 +2,7 @@ package secagg
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -51,6 +52,17 @@ type Server struct {
 	// The commitments (AddCommit) and whether FinishCommit closed them.
 	commits      map[uint32][32]byte
 	commitClosed bool
+
+	// Robustness against lying clients (robust.go): each dealt share's
+	// commitment (by edge(dealer, holder)), the pairs whose holder
+	// reported the dealer's shares (edge(holder, dealer): it holds none),
+	// the clients proven to have lied, and the active protocol's
+	// verifier with the identity keys it certified.
+	shareCommits map[uint64][commitSize]byte
+	lacks        map[uint64]bool
+	cheaters     map[uint32]string
+	verifier     *Verifier
+	idKeys       []ed25519.PublicKey
 }
 
 // NewServer returns the server's side of the round with parameters p.
@@ -141,6 +153,11 @@ func (s *Server) AddKeys(m *AdvertiseKeys) error {
 		if err := s.checkReveal(m); err != nil {
 			return err
 		}
+		if s.verifier != nil {
+			if err := s.verifyAdvert(m); err != nil {
+				return err
+			}
+		}
 	}
 	s.keys[m.From] = &AdvertiseKeys{From: m.From, MaskKey: slices.Clone(m.MaskKey), EncKey: slices.Clone(m.EncKey),
 		Cert: slices.Clone(m.Cert), Sig: slices.Clone(m.Sig), Nonce: slices.Clone(m.Nonce)}
@@ -222,8 +239,12 @@ func (s *Server) AddShares(m *ShareKeys) error {
 		}
 		seen[e.To] = true
 	}
+	if s.shareCommits == nil {
+		s.shareCommits = make(map[uint64][commitSize]byte)
+	}
 	for _, e := range m.Shares {
 		s.inbox[e.To] = append(s.inbox[e.To], EncryptedShare{From: e.From, To: e.To, Ciphertext: slices.Clone(e.Ciphertext)})
+		s.shareCommits[edge(e.From, e.To)] = [commitSize]byte(e.Ciphertext[:commitSize])
 	}
 	s.sent[m.From] = true
 	return nil
@@ -283,13 +304,16 @@ func (s *Server) AddCheck(m *ShareCheck) error {
 	return nil
 }
 
-// FinishCheck closes the check round: every client that some client
-// reported is excluded (treated as dropped before its masked input, which
-// is refused), and so is every client that sent no check. It returns, for
-// each client that remains, its SharesDelivery.Excluded list: the
-// neighbours it must not mask with. A client reported by mistake, or by a
-// lying neighbour, loses this round only; the caller decides on bans
-// (Reports).
+// FinishCheck closes the check round. A report costs only its reporter:
+// it says the reporter holds no valid share of the reported client, so
+// the reporter is never asked for one, and the two still mask with each
+// other (no pairwise mask is dropped because of a report, which the
+// server cannot check). A client is excluded — treated as dropped before
+// its masked input, which is refused — when it sent no check, or when
+// fewer than T of its neighbours that remain hold valid shares of it (a
+// dealer of garbage; a liar excludes nobody unless K−T others report the
+// same client). It returns, for each client that remains, its
+// SharesDelivery.Excluded list: the neighbours it must not mask with.
 func (s *Server) FinishCheck() ([]*SharesDelivery, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -303,6 +327,7 @@ func (s *Server) FinishCheck() ([]*SharesDelivery, error) {
 		s.checks = make([]*ShareCheck, s.p.N)
 	}
 	s.excluded = make([]bool, s.p.N)
+	s.lacks = make(map[uint64]bool)
 	for u, ok := range s.sent {
 		if ok && s.checks[u] == nil {
 			s.excluded[u] = true
@@ -313,7 +338,26 @@ func (s *Server) FinishCheck() ([]*SharesDelivery, error) {
 			continue
 		}
 		for _, v := range c.Reported {
-			s.excluded[v] = true
+			s.lacks[edge(c.From, v)] = true
+		}
+	}
+	// Exclude every client too few remaining neighbours hold, until none
+	// is left: an exclusion removes a holder of others.
+	for changed := true; changed; {
+		changed = false
+		for u, ok := range s.sent {
+			if !ok || s.excluded[u] {
+				continue
+			}
+			holders := 0
+			for _, v := range s.g.Neighbours(uint32(u)) {
+				if s.sent[v] && !s.excluded[v] && !s.lacks[edge(v, uint32(u))] {
+					holders++
+				}
+			}
+			if holders < s.p.T {
+				s.excluded[u], changed = true, true
+			}
 		}
 	}
 	var out []*SharesDelivery
@@ -422,21 +466,28 @@ func (s *Server) FinishMaskedInput() ([]*UnmaskRequest, error) {
 		if !s.sent[u] {
 			continue
 		}
-		holders, dropped := 0, 0
+		// holders: u's surviving neighbours that hold valid shares of
+		// it; r: the neighbours u is asked about, less those whose
+		// shares it reported.
+		holders, masked := 0, false
 		r := &UnmaskRequest{To: uint32(u), Survived: survived}
 		for _, v := range s.g.Neighbours(uint32(u)) {
-			switch {
-			case s.in3[v]:
+			if s.in3[v] && !s.lacks[edge(v, uint32(u))] {
 				holders++
+			}
+			masked = masked || s.in3[v]
+			switch {
+			case s.lacks[edge(uint32(u), v)]:
+			case s.in3[v]:
 				r.Survivors = append(r.Survivors, v)
 			case s.sent[v]:
-				dropped++
 				r.Dropped = append(r.Dropped, v)
 			}
 		}
 		// u's secret is needed if u survived (self mask) or if u dropped
-		// but a surviving neighbour masked with it (pairwise masks).
-		if (s.in3[u] || holders > 0) && holders < s.p.T {
+		// but a surviving neighbour masked with it (pairwise masks) —
+		// which a neighbour that reported u's shares did too.
+		if (s.in3[u] || masked) && holders < s.p.T {
 			return nil, s.abort(fmt.Errorf("%w: client %d has %d surviving neighbours, threshold %d", ErrTooFew, u, holders, s.p.T))
 		}
 		if s.in3[u] {
@@ -475,10 +526,23 @@ func (s *Server) AddUnmask(m *UnmaskResponse) error {
 		for _, r := range list {
 			v := r.Owner
 			if int64(v) >= int64(s.p.N) || !s.g.Adjacent(m.From, v) || seen[v] ||
-				s.in3[v] != survivor || !s.sent[v] || len(r.Share) != ShareSize {
+				s.in3[v] != survivor || !s.sent[v] || len(r.Share) != ShareSize || s.lacks[edge(m.From, v)] {
 				return fmt.Errorf("%w: unmask response of %d: unexpected share of %d", ErrMessage, m.From, v)
 			}
 			seen[v] = true
+			kind := byte(kindMask)
+			if survivor {
+				kind = kindSelf
+			}
+			if err := s.checkRevealed(m.From, v, kind, r.Share); err != nil {
+				if errors.Is(err, ErrCheat) {
+					// Proof: m.From opened this share and accepted it.
+					// It answers no more; the others' shares suffice.
+					s.cheat(m.From, err.Error())
+					s.unmsk[m.From] = true
+				}
+				return err
+			}
 		}
 		return nil
 	}
@@ -573,7 +637,12 @@ func (s *Server) unmaskKeys() ([]MaskStream, error) {
 		u.sets = append(u.sets, set)
 		u.survOff = append(u.survOff, len(u.surv))
 	}
-	keys, err := u.maskKeys()
+	keys, bad, err := u.maskKeys()
+	for _, v := range bad {
+		// Every share used was checked against v's own commitments, so
+		// shares that do not give v's seed are v's doing.
+		s.cheat(v, fmt.Sprintf("its committed shares do not reconstruct one valid seed: %v", err))
+	}
 	if err != nil {
 		return nil, s.abort(err)
 	}
@@ -634,8 +703,9 @@ func (s *Server) Survivors() []uint32 {
 }
 
 // AddConsistency records a survivor's signature of the survivor set
-// (active protocol, between FinishMaskedInput and FinishConsistency). The
-// server does not verify it: each client verifies its neighbours'.
+// (active protocol, between FinishMaskedInput and FinishConsistency).
+// Each client verifies its neighbours'; with a Verifier the server
+// refuses one that does not verify.
 func (s *Server) AddConsistency(m *SurvivorSig) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -650,6 +720,13 @@ func (s *Server) AddConsistency(m *SurvivorSig) error {
 	}
 	if !s.in3[m.From] || s.sigs[m.From] != nil || len(m.Sig) != ed25519.SignatureSize {
 		return fmt.Errorf("%w: consistency signature from %d, not a survivor, twice, or malformed", ErrMessage, m.From)
+	}
+	if s.verifier != nil {
+		// A bad signature is refused here, so its sender is not asked
+		// for shares, rather than relayed to abort its neighbours.
+		if err := s.verifyConsistency(m); err != nil {
+			return err
+		}
 	}
 	s.sigs[m.From] = &SurvivorSig{From: m.From, Sig: slices.Clone(m.Sig)}
 	return nil

@@ -170,7 +170,10 @@ func (s *Session) Add(ctx context.Context, m Message) error {
 	default:
 		err = fmt.Errorf("%w: a %T", ErrMessage, m)
 	}
-	if err == nil {
+	if err == nil || errors.Is(err, ErrCheat) || errors.Is(err, ErrIdentity) {
+		// A message refused as proof of a lie, or as a certificate or
+		// signature that does not verify, ends its sender's part: the
+		// step waits for it no longer.
 		s.taken(me, step)
 	}
 	return err

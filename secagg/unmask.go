@@ -80,8 +80,11 @@ func spread(n int, f func(w, i int)) int {
 // maskKeys reconstructs the seeds and derives the keys of every mask of
 // the plan: the self masks first, in owner order, then the pairwise masks
 // of each dropped client with its surviving neighbours. It returns the
-// error of the first owner (in plan order) whose masks cannot be derived.
-func (u *unmaskPlan) maskKeys() ([]MaskStream, error) {
+// error of the first owner (in plan order) whose masks cannot be derived,
+// and every such owner. An owner with more than T shares is also
+// reconstructed from its last T: two subsets that disagree mean shares
+// that do not lie on one polynomial.
+func (u *unmaskPlan) maskKeys() ([]MaskStream, []uint32, error) {
 	n := len(u.owners)
 	seeds := make([][SeedSize]byte, n)
 	errs := make([]error, n)
@@ -93,6 +96,7 @@ func (u *unmaskPlan) maskKeys() ([]MaskStream, error) {
 		lo, hi := b*recoverBatch, min(n, (b+1)*recoverBatch)
 		lag[w].recover(u.sets[lo:hi], seeds[lo:hi], errs[lo:hi])
 	})
+	u.crossCheck(seeds, errs, lag)
 
 	keys := make([]MaskStream, u.nSelf+len(u.surv))
 	spread((n+keyBatch-1)/keyBatch, func(_, b int) {
@@ -108,12 +112,52 @@ func (u *unmaskPlan) maskKeys() ([]MaskStream, error) {
 			errs[k] = u.pairwise(k-u.nSelf, &seeds[k], errs[k], keys[u.nSelf:])
 		}
 	})
-	for _, err := range errs {
+	var bad []uint32
+	var first error
+	for k, err := range errs {
 		if err != nil {
-			return nil, err
+			bad = append(bad, u.owners[k])
+			if first == nil {
+				first = err
+			}
 		}
 	}
-	return keys, nil
+	if first != nil {
+		return nil, bad, first
+	}
+	return keys, nil, nil
+}
+
+// crossCheck reconstructs again, from its last T shares, every seed that
+// has more than T, and marks (errs) those whose two reconstructions
+// differ: their dealer's shares do not lie on one polynomial of degree
+// T−1, so which seed is "the" seed depends on who revealed.
+func (u *unmaskPlan) crossCheck(seeds [][SeedSize]byte, errs []error, lag []*lagrange) {
+	var idx []int
+	var alt []*shareSet
+	for k, set := range u.sets {
+		if n := len(set.holders); errs[k] == nil && n > u.p.T {
+			idx = append(idx, k)
+			alt = append(alt, &shareSet{holders: set.holders[n-u.p.T:], values: set.values[n-u.p.T:]})
+		}
+	}
+	if len(alt) == 0 {
+		return
+	}
+	seeds2 := make([][SeedSize]byte, len(alt))
+	errs2 := make([]error, len(alt))
+	spread((len(alt)+recoverBatch-1)/recoverBatch, func(w, b int) {
+		if lag[w] == nil {
+			lag[w] = newLagrange(u.p.T)
+		}
+		lo, hi := b*recoverBatch, min(len(alt), (b+1)*recoverBatch)
+		lag[w].recover(alt[lo:hi], seeds2[lo:hi], errs2[lo:hi])
+	})
+	for j, k := range idx {
+		if errs2[j] != nil || seeds2[j] != seeds[k] {
+			errs[k] = fmt.Errorf("%w: the committed shares of %d do not lie on one polynomial", ErrShares, u.owners[k])
+		}
+	}
 }
 
 // removeMasks removes the masks of keys from sum, which holds words
