@@ -175,3 +175,56 @@ func TestSurvivorFloor(t *testing.T) {
 		t.Fatal("17 survivors of 20 accepted at MinShare 0.9")
 	}
 }
+
+// TestRedTeamActiveLiars: under the active protocol with the server
+// checking signatures (--authority-key, --run), one client commits to its
+// keys and never reveals them, another signs the survivor set with
+// garbage. Before, the neighbours of the second aborted (it was relayed),
+// and every session of a round re-admitted the first and failed at its
+// keys, so after 5 sessions the setup round was lost and serve exited.
+// Now each round's first session stops at the keys, the next runs without
+// the silent client, every round is released and serve goes on.
+func TestRedTeamActiveLiars(t *testing.T) {
+	t.Parallel()
+	d, spl := smallCatalog(t, 32, 150)
+	_, certifier, _ := ed25519.GenerateKey(crand.Reader)
+	pub := certifier.Public().(ed25519.PublicKey)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: 3 * time.Second, ActiveSecAgg: true, MinParticipants: 0.8,
+		Authority: pub, Run: "test-run"}, "127.0.0.1:0")
+	sess := h.dial(t, true, 3)
+	sess.cfg.Certifier, sess.cfg.Authority, sess.cfg.Run, sess.cfg.MinShare = certifier, pub, "test-run", 0.8
+	const silent, garbage = 3, 7
+	sess.lie = func(id uint32, _ *secagg.Client, m secagg.Message) secagg.Message {
+		switch {
+		case id == silent && m.Step() == secagg.StepKeys:
+			return nil
+		case id == garbage && m.Step() == secagg.StepConsistency:
+			m.(*secagg.SurvivorSig).Sig = make([]byte, ed25519.SignatureSize)
+		}
+		return m
+	}
+	runClients(t, sess, spl.Train, 3)
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []int
+	for _, e := range led {
+		if e.Skipped != "" {
+			t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
+		}
+		inputs = append(inputs, e.Participants)
+		if e.Phase != "final" && e.Participants < spl.Train.NumUsers()-1 {
+			t.Errorf("round %d: %d answers, want every client but the silent one", e.Round, e.Participants)
+		}
+	}
+	select {
+	case err := <-h.done:
+		t.Fatalf("the server stopped: %v", err)
+		h.done <- err
+	default:
+	}
+	t.Logf("every round released; answers per round %v", inputs)
+}

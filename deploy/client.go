@@ -128,6 +128,9 @@ type Session struct {
 	// resend, for the red-team test's control only, disables the rule
 	// that a client sends its masked vector of a round once.
 	resend bool
+	// lie, for the red-team tests only, rewrites client id's message
+	// before it leaves (nil: the client sends nothing more this session).
+	lie func(id uint32, c *secagg.Client, m secagg.Message) secagg.Message
 	// ids holds each client's certified identity (active protocol), by
 	// client ID.
 	ids map[uint32]*identity

@@ -89,9 +89,9 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 			if p.Active {
 				id := s.ids[ids[k]]
 				auth = &secagg.Auth{Authority: s.cfg.Authority, Key: id.key, Cert: id.cert, Order: plan.GetOrder(),
-					Context: fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", s.cfg.Run, round, plan.GetSession())}
+					Context: sessionContext(s.cfg.Run, round, plan.GetSession())}
 			}
-			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, auth, me, v, creds[k], markSent); err != nil {
+			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, auth, ids[k], me, v, creds[k], markSent); err != nil {
 				s.log.Debug("dropped out of secure aggregation", "client", clients[k].ID(), "round", round, "err", err)
 				mu.Lock()
 				dropped++
@@ -170,7 +170,7 @@ func (s *Session) checkSurvivors(bitmap []byte) error {
 // secaggFlow is one client's steps of a session (secagg.Client.Start,
 // Next) over the Connect API. markSent is called just before
 // the masked vector leaves, whether or not it arrives.
-func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, auth *secagg.Auth, me uint32, x []uint32, cred string, markSent func()) error {
+func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, auth *secagg.Auth, id, me uint32, x []uint32, cred string, markSent func()) error {
 	var c *secagg.Client
 	var err error
 	if p.Active {
@@ -206,6 +206,11 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 	}
 	m, err := c.Start(x)
 	for err == nil && m != nil {
+		if s.lie != nil {
+			if m = s.lie(id, c, m); m == nil {
+				return errors.New("deploy: a red-team client stopped sending")
+			}
+		}
 		switch m := m.(type) {
 		case *secagg.MaskedInput:
 			markSent()
@@ -287,4 +292,12 @@ func (s *Session) send(ctx context.Context, r int, cache []*fedv1.UploadRequest,
 		s.log.Debug("uploads after their round closed", "round", r, "late", late)
 	}
 	return first
+}
+
+// sessionContext is the bytes every signature of the active protocol is
+// bound to in one session of one round of a run (secagg.Auth.Context,
+// secagg.Verifier.Context): the clients and a checking server compute it
+// alike.
+func sessionContext(run string, round int, session string) []byte {
+	return fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", run, round, session)
 }

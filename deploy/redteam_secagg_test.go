@@ -255,6 +255,9 @@ const (
 	badShares                           // send share ciphertexts that fail authentication
 	hugeValues                          // from round 1, run honestly with 2^28 in every value
 	inflatedArrivals                    // from round 1, claim 1000 arrivals of every item (HDPMF)
+	falseReports                        // report every neighbour's shares as failing
+	wrongReveal                         // reveal every share with one bit flipped
+	noReveal                            // send the masked input, then nothing
 )
 
 // hostileSecAgg takes part in every masked round as client id until ctx
@@ -344,6 +347,13 @@ func hostileSession(ctx context.Context, api federationv1connect.FederationServi
 	if err != nil {
 		return connect.CodeInternal
 	}
+	if kind == falseReports {
+		chk.Reported = chk.Reported[:0]
+		for _, sh := range d.Shares {
+			chk.Reported = append(chk.Reported, sh.From)
+		}
+		slices.Sort(chk.Reported)
+	}
 	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Check{Check: &fedv1.SecAggCheck{Reported: chk.Reported}}}); err != nil {
 		return connect.CodeOf(err)
 	}
@@ -373,9 +383,20 @@ func hostileSession(ctx context.Context, api federationv1connect.FederationServi
 	if resp, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: data}}}); err != nil {
 		return connect.CodeOf(err)
 	}
+	if kind == noReveal {
+		return codeOK
+	}
 	ur, err := c.Unmask(&secagg.UnmaskRequest{To: me, Survivors: resp.GetUnmask().GetSurvivors(), Dropped: resp.GetUnmask().GetDropped()})
 	if err != nil {
 		return connect.CodeInternal
+	}
+	if kind == wrongReveal {
+		for _, l := range [][]secagg.RevealedShare{ur.SelfShares, ur.MaskShares} {
+			for i := range l {
+				l[i].Share = slices.Clone(l[i].Share)
+				l[i].Share[0] ^= 1
+			}
+		}
 	}
 	if _, err = call(&fedv1.SecAggRequest{Step: &fedv1.SecAggRequest_Reveal{Reveal: &fedv1.SecAggReveal{
 		SelfShares: toWireRevealed(ur.SelfShares), MaskShares: toWireRevealed(ur.MaskShares)}}}); err != nil {
@@ -445,6 +466,69 @@ func TestRedTeamBadNeighbour(t *testing.T) {
 			t.Logf("attacker refused with %v, banned, absent from %d later rounds; %d rounds released", codes, absent, len(led))
 		})
 	}
+}
+
+// TestRedTeamLiarsReleaseEveryRound: 30 honest clients and 3 liars over
+// TLS — one reports every neighbour's shares as failing, one reveals
+// wrong shares, one sends its masked input and never reveals. Before,
+// the false reports excluded the reporter's neighbours and the wrong
+// shares made the unmasking fail, and serve exited with the setup round
+// lost. Now every round is released with every honest client in it, only
+// the share liar is banned (its lie is proof), and serve goes on.
+func TestRedTeamLiarsReleaseEveryRound(t *testing.T) {
+	t.Parallel() // mostly waiting on deadlines
+	d, spl := smallCatalog(t, 30, 200)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 6, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), MinClients: spl.Train.NumUsers() + 3, RoundTimeout: 2 * time.Second, MinParticipants: 0.9}, "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	kinds := []hostileKind{falseReports, wrongReveal, noReveal}
+	ids := make([]uint32, len(kinds))
+	var wg sync.WaitGroup
+	for i, kind := range kinds {
+		_, api, cred, id := enrolAttacker(t, h)
+		ids[i] = id
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hostileSecAgg(ctx, api, cred, id, kind)
+		}()
+	}
+	m, _ := runClients(t, h.dial(t, true, 6), spl.Train, 6)
+	cancel()
+	wg.Wait()
+	if rmse := eval.Rating(m, spl.Test).RMSE; math.IsNaN(rmse) || rmse > 2 {
+		t.Fatalf("test RMSE %v", rmse)
+	}
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []int
+	for _, e := range led {
+		if e.Skipped != "" {
+			t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
+		}
+		inputs = append(inputs, e.Participants)
+		if e.Participants < spl.Train.NumUsers() {
+			t.Errorf("round %d released %d answers, fewer than the %d honest clients", e.Round, e.Participants, spl.Train.NumUsers())
+		}
+	}
+	h.srv.mu.Lock()
+	banned := []bool{h.srv.banned[ids[0]], h.srv.banned[ids[1]], h.srv.banned[ids[2]]}
+	nBanned := len(h.srv.banned)
+	h.srv.mu.Unlock()
+	if !banned[1] || banned[0] || banned[2] || nBanned != 1 {
+		t.Errorf("banned %v of (false reports, wrong shares, no reveal), %d in all; want only the share liar", banned, nBanned)
+	}
+	select {
+	case err := <-h.done:
+		t.Fatalf("the server stopped: %v", err)
+		h.done <- err
+	default:
+	}
+	t.Logf("every round released; answers per round %v; banned: the share liar only", inputs)
 }
 
 // TestRedTeamFloor: with --min-participants 0.9 and 60 clients (a floor

@@ -27,11 +27,6 @@ const (
 	// maxSessions bounds the sessions of one round that fail before any
 	// masked vector was taken (each is retried under fresh keys).
 	maxSessions = 5
-	// banReports is how many distinct clients must report a client's
-	// shares in one round for the server to ban it: one report only
-	// excludes it from that round, since one lying client could
-	// otherwise ban its honest neighbours.
-	banReports = 2
 )
 
 // errSetupLost is returned by Run when the setup round's masked vectors
@@ -164,8 +159,11 @@ func (s *Server) skipMasked(b *protocol.Broadcast, why string) ([]*protocol.Uplo
 func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attempt int) ([]*protocol.Upload, bool, error) {
 	s.mu.Lock()
 	var roster []uint32
+	if s.sitOutRound != b.Round {
+		s.sitOut, s.sitOutRound = nil, b.Round
+	}
 	for _, id := range s.order {
-		if !s.banned[id] && (s.members == nil || s.members[id] || b.Phase == protocol.PhaseSetup) {
+		if !s.banned[id] && !s.sitOut[id] && (s.members == nil || s.members[id] || b.Phase == protocol.PhaseSetup) {
 			roster = append(roster, id)
 		}
 	}
@@ -219,6 +217,16 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	} else if srv, err = secagg.NewServer(p); err != nil {
 		return nil, false, err
 	}
+	if p.Active && s.cfg.Authority != nil {
+		v := &secagg.Verifier{Authority: s.cfg.Authority, Run: s.cfg.Run, Context: sessionContext(s.cfg.Run, b.Round, session), Order: roster}
+		if err := srv.SetVerifier(v); err != nil {
+			return nil, false, err
+		}
+	}
+	// However the session ends, the clients it proved to have lied are
+	// banned, and under the active protocol those that committed to keys
+	// and did not reveal them sit out the round's next session.
+	defer s.judge(srv, roster, b.Round, session)
 	var agg secagg.Aggregator
 	if co != nil {
 		agg = co
@@ -342,17 +350,41 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	return []*protocol.Upload{{Client: -1, Round: b.Round, Words: sum}}, false, nil
 }
 
-// banReported bans every client that banReports or more clients reported
-// in this round's share check; a client reported once is only excluded
-// from this round.
+// banReported bans every client that at least T neighbours reported in
+// this session's share check: fewer than T of a client's neighbours are
+// corrupt (the secrecy condition secagg's parameters are chosen for), so
+// at least one honest neighbour saw its shares fail. Fewer reports only
+// cost their reporters their shares of it (secagg.Server.FinishCheck),
+// and are logged: one lying client could otherwise ban its honest
+// neighbours.
 func (s *Server) banReported(sa *saRound, round int, reports map[uint32][]uint32) {
 	for pos, by := range reports {
 		id := sa.plan.Order[pos]
-		if len(by) < banReports {
-			s.log.Warn("client excluded from the round: a neighbour reported its shares", "round", round, "client", id, "reporters", len(by))
+		if len(by) < sa.p.T {
+			s.log.Warn("a client's shares were reported; its reporters hold none of them", "round", round, "client", id, "reporters", len(by), "threshold", sa.p.T)
 			continue
 		}
-		s.ban(id, fmt.Sprintf("round %d: %d neighbours reported its shares as failing authentication", round, len(by)))
+		s.ban(id, fmt.Sprintf("round %d: %d neighbours (at least T = %d) reported its shares as failing authentication", round, len(by), sa.p.T))
+	}
+}
+
+// judge bans the clients that session proved to have lied (secagg's
+// Cheaters) and, under the active protocol, has those that committed to
+// keys and never revealed them sit out the round's next session.
+func (s *Server) judge(srv *secagg.Server, roster []uint32, round int, session string) {
+	for _, pos := range srv.Cheaters() {
+		s.ban(roster[pos], fmt.Sprintf("round %d session %s: proven to have lied (a revealed share other than the one committed to it, or shares that do not reconstruct one seed)", round, session))
+	}
+	if !s.cfg.ActiveSecAgg {
+		return
+	}
+	for _, pos := range srv.Unrevealed() {
+		id := roster[pos]
+		if s.sitOut == nil {
+			s.sitOut = map[uint32]bool{}
+		}
+		s.sitOut[id] = true
+		s.log.Warn("client committed to keys and did not reveal them: it sits out the round's next session", "round", round, "session", session, "client", id)
 	}
 }
 

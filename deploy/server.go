@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -76,6 +77,14 @@ type ServerConfig struct {
 	// committed key set; a consistency round; ChooseParamsActive). Clients
 	// that pin an enrolment authority refuse masked rounds without it.
 	ActiveSecAgg bool
+	// Authority and Run, under ActiveSecAgg, make the server check every
+	// client's certificate (of that enrolment authority, for that run)
+	// and signatures itself (secagg.Verifier): a client sending a bad one
+	// then drops only itself out, and sits out the round's next session,
+	// instead of making its honest neighbours abort. Without them the
+	// server relays what it gets and only the clients check.
+	Authority ed25519.PublicKey
+	Run       string
 	// MaxAbs bounds every uploaded value; MaxUploadBytes bounds a request
 	// on the wire and decompressed (default 64 MiB; Upload and SecAgg are
 	// capped tighter, by the open round's size, see Handler).
@@ -234,6 +243,11 @@ type Server struct {
 	skipped      string
 	// banned clients take no part in later masked rounds.
 	banned map[uint32]bool
+	// sitOut are the clients that sit out the next session of round
+	// sitOutRound: under the active protocol, those that committed to
+	// keys and did not reveal them (the round loop alone touches it).
+	sitOut      map[uint32]bool
+	sitOutRound int
 	// unbounded: a refused sum made the run's total ε unbounded.
 	unbounded bool
 	// epsTotal and delta are the last ledger entry's total ε and δ,

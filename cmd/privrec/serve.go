@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -37,6 +38,8 @@ func (a *app) serveCmd() *cobra.Command {
 		cert, key, out  string
 		devTLS          bool
 		secaggActive    bool
+		authorityKey    string
+		runName         string
 		seed            uint64
 		minClients      int
 		roundTimeout    time.Duration
@@ -181,6 +184,20 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 			if d.Scale.Inferred {
 				return fmt.Errorf("--items %s: the rating scale is not declared; give it with --scale MIN,MAX[,STEP]", items)
 			}
+			var authority ed25519.PublicKey
+			if authorityKey != "" {
+				if !secaggActive {
+					return errors.New("--authority-key checks the active protocol's certificates: it needs --secagg-active")
+				}
+				if runName == "" {
+					return errors.New("--authority-key needs --run, the run name the authority certifies identities for")
+				}
+				if authority, err = readAuthorityPub(authorityKey); err != nil {
+					return err
+				}
+			} else if cmd.Flags().Changed("run") {
+				return errors.New("--run names the run for --authority-key")
+			}
 			var sharded *deploy.Sharded
 			if natsURL != "" {
 				nc, err := natsAuth.connect(natsURL)
@@ -204,6 +221,7 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 				Catalog:  deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale, Side: d.Side},
 				StateDir: state, Token: token, MinClients: minClients, EnrollQuiet: enrollQuiet,
 				RoundTimeout: roundTimeout, MinParticipants: minParticipants, MaxAbs: maxAbs, ActiveSecAgg: secaggActive,
+				Authority: authority, Run: runName,
 				MaxUploadBytes: maxUploadMiB << 20, Logger: log, Metrics: deploy.NewMetrics(reg),
 				OnPublish: func(raw []byte) error { // at the end of the run, before --linger
 					if out == "" {
@@ -259,6 +277,8 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 	f.StringVar(&state, "state", "", "state directory (required): bbolt state, enrolment token, dev TLS pair")
 	f.StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM)")
 	f.StringVar(&key, "tls-key", "", "TLS key file (PEM)")
+	f.StringVar(&authorityKey, "authority-key", "", "with --secagg-active: the enrolment authority's public key (authority.pub): the server checks every client's certificate and signatures itself, so a client sending a bad one drops only itself out instead of aborting its neighbours")
+	f.StringVar(&runName, "run", "", "with --authority-key: the run name the authority certifies identities for (clients: the same --run)")
 	f.BoolVar(&secaggActive, "secagg-active", false, "run masked rounds with the protocol against a lying server: certified, signed keys (clients: --authority-key or --certify-with), a graph from the committed keys, a consistency round, larger K and T")
 	f.BoolVar(&devTLS, "dev-tls", false, "make a self-signed pair for localhost in STATE/tls (clients: --ca STATE/tls/cert.pem)")
 	f.StringVar(&out, "out", "", "write the final model here (model format, for privrec recommend)")
