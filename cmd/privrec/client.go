@@ -199,6 +199,7 @@ before.`,
 			if err != nil {
 				return err
 			}
+			claimNotice(a.stderr, served.Name(), served.Claim(cfg))
 			if mine != "" {
 				return a.oneUser(cmd, sess, spec, cfg, mine, df.skipBad, seed, test, top, asJSON)
 			}
