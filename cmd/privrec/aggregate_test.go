@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,10 +24,42 @@ import (
 // TestAggregateCommand runs one sharded round with two `privrec
 // aggregate` commands against an embedded NATS server (127.0.0.1,
 // random port, file store in a temporary directory) and checks the
-// released sum against the plain sum of the inputs.
+// released sum against the plain sum of the inputs; the aggregators
+// sign with keys of privrec aggregate keygen and the coordinator takes
+// only results signed by them.
 func TestAggregateCommand(t *testing.T) {
-	if _, _, err := run(t, "aggregate", "--run", "x"); err == nil || !strings.Contains(err.Error(), "--nats") {
-		t.Fatalf("aggregate without --nats: %v", err)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"aggregate", "--run", "x"}, "--nats"},
+		{[]string{"aggregate", "--nats", "nats://127.0.0.1:1", "--run", "x"}, "--sign-key FILE is required"},
+		{[]string{"aggregate", "--nats", "nats://127.0.0.1:1", "--run", "x", "--sign-key", "/nonexistent/aggregator.key"}, "--sign-key: open /nonexistent"},
+		{[]string{"aggregate", "keygen"}, "--out DIR is required"},
+	} {
+		if _, _, err := run(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	// One key pair a shard; a second keygen into the same directory is
+	// refused (it would replace a key in use), the private key is 0600.
+	keyDirs := make([]string, 2)
+	pubs := make([]ed25519.PublicKey, 2)
+	for s := range keyDirs {
+		keyDirs[s] = filepath.Join(t.TempDir(), fmt.Sprint("agg", s))
+		if _, _, err := run(t, "aggregate", "keygen", "--out", keyDirs[s]); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(keyDirs[s], "aggregator.key"))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("aggregator.key: %v, mode %v, want 0600", err, fi.Mode().Perm())
+		}
+		if pubs[s], err = readEd25519Pub("aggregator.pub", filepath.Join(keyDirs[s], "aggregator.pub")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := run(t, "aggregate", "keygen", "--out", keyDirs[0]); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("keygen over an existing key: %v, want refused", err)
 	}
 	ns := startNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
 	nc, err := nats.Connect(ns.ClientURL())
@@ -37,7 +72,7 @@ func TestAggregateCommand(t *testing.T) {
 	defer cancel()
 
 	const n, l = 6, 101
-	c := shard.Config{Run: "cmd", Shards: 2, Len: l, Clients: n, Bits: 24}
+	c := shard.Config{Run: "cmd", Shards: 2, Len: l, Clients: n, Bits: 24, AggregatorKeys: pubs}
 	p := secagg.Params{N: n, K: n - 1, T: 4, Bits: 24, Len: l}
 	co, err := shard.NewCoordinator(ctx, nc, js, c, p, 1)
 	if err != nil {
@@ -49,7 +84,7 @@ func TestAggregateCommand(t *testing.T) {
 	for s := range c.Shards {
 		wg.Go(func() {
 			outs[s], _, errs[s] = run(t, "aggregate", "--nats", ns.ClientURL(), "--run", "cmd",
-				"--shard", fmt.Sprint(s), "--round", "1", "--rounds", "1")
+				"--shard", fmt.Sprint(s), "--round", "1", "--rounds", "1", "--sign-key", filepath.Join(keyDirs[s], "aggregator.key"))
 		})
 	}
 	r := rand.New(rand.NewPCG(1, 1))
