@@ -52,7 +52,12 @@ made by privrec aggregate keygen); the server takes a shard's result only
 when that shard's public key (serve --aggregator-keys, in shard order)
 signed it for the run, round and shard, so a result forged by anyone else
 who may publish on the cluster is refused. Without --sign-key it refuses
-to run unless --insecure (for a server run with --insecure and no keys).`,
+to run unless --insecure (for a server run with --insecure and no keys).
+
+On a cluster set up with privrec nats-config, connect with the shard's
+seed (--nats-nkey DIR/aggregator-S.nk): its permissions let the
+aggregator read only its shard's pieces and publish only its shard's
+result and checkpoints.`,
 		Example: `  privrec aggregate keygen --out agg0
   privrec aggregate --nats nats://127.0.0.1:4222 --run ml1m --shard 0 --round 1 --sign-key agg0/aggregator.key`,
 		Args: cobra.NoArgs,

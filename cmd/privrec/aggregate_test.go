@@ -87,10 +87,32 @@ func TestAggregateCommand(t *testing.T) {
 				"--shard", fmt.Sprint(s), "--round", "1", "--rounds", "1", "--sign-key", filepath.Join(keyDirs[s], "aggregator.key"))
 		})
 	}
+	got, want := maskedRound(t, ctx, co, nc, js, p, 1)
+	wg.Wait()
+	for s, err := range errs {
+		if err != nil {
+			t.Fatalf("aggregate --shard %d: %v", s, err)
+		}
+		if !strings.Contains(outs[s], fmt.Sprintf("round 1 shard %d: folded %d", s, n)) {
+			t.Errorf("aggregate --shard %d printed %q", s, outs[s])
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatal("sum released through the aggregate commands differs from the plain sum")
+	}
+}
+
+// maskedRound runs round of p.N clients with random inputs through the
+// coordinator co (uploading on their behalf on nc, as privrec serve
+// does) and returns the released sum and the plain sum of the inputs
+// mod 2^p.Bits. The aggregators must be running.
+func maskedRound(t *testing.T, ctx context.Context, co *shard.Coordinator, nc *nats.Conn, js jetstream.JetStream, p secagg.Params, round uint64) (got, want []uint32) {
+	t.Helper()
+	n, l := p.N, p.Len
 	r := rand.New(rand.NewPCG(1, 1))
 	in := make([][]uint32, n)
-	want := make([]uint32, l)
-	rnd := rand.NewChaCha8([32]byte{7})
+	want = make([]uint32, l)
+	rnd := rand.NewChaCha8([32]byte{7, byte(round)})
 	cs := make([]*secagg.Client, n)
 	for u := range n {
 		in[u] = make([]uint32, l)
@@ -123,7 +145,7 @@ func TestAggregateCommand(t *testing.T) {
 	}
 	for _, d := range sd {
 		m, _ := cs[d.To].MaskedInput(d, in[d.To])
-		if _, err := shard.Upload(ctx, nc, js, c, 1, m); err != nil {
+		if _, err := shard.Upload(ctx, nc, js, co.Config(), round, m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,23 +159,12 @@ func TestAggregateCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := co.Sum(ctx)
+	got, err = co.Sum(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	for s, err := range errs {
-		if err != nil {
-			t.Fatalf("aggregate --shard %d: %v", s, err)
-		}
-		if !strings.Contains(outs[s], fmt.Sprintf("round 1 shard %d: folded %d", s, n)) {
-			t.Errorf("aggregate --shard %d printed %q", s, outs[s])
-		}
-	}
 	for i := range want {
-		want[i] &= 1<<24 - 1
+		want[i] &= 1<<p.Bits - 1
 	}
-	if !slices.Equal(got, want) {
-		t.Fatal("sum released through the aggregate commands differs from the plain sum")
-	}
+	return got, want
 }

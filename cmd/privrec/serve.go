@@ -150,7 +150,9 @@ aggregator signs its results (privrec aggregate keygen, --sign-key);
 --aggregator-keys gives their public key files in shard order (comma-
 separated, or the flag repeated), and a result not signed by its shard's
 key for the run, round and shard is logged and refused. --nats without
---aggregator-keys is refused unless --insecure.`,
+--aggregator-keys is refused unless --insecure. privrec nats-config
+writes the cluster's users and least-privilege permissions for a run
+(the server connects with --nats-nkey DIR/coordinator.nk).`,
 		Example: `  privrec serve --method hdpmf --dev-tls --state run1 --listen 127.0.0.1:7070
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small

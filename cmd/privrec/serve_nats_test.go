@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // servedModel runs `privrec serve` (hdpmf, masked, test mode, dev TLS on
@@ -49,7 +47,9 @@ func servedModel(t *testing.T, data string, users int, extra ...string) []byte {
 
 // TestServeNATS: `privrec serve --nats URL --shards 2` with two `privrec
 // aggregate` commands against an embedded NATS JetStream (127.0.0.1,
-// random port, file store in a temporary directory) publishes the same
+// random port, file store in a temporary directory) that admits only
+// the users of privrec nats-config, each party connecting with its seed
+// (--nats-nkey) under its least privileges, publishes the same
 // model file, byte for byte, as the same served run without --nats; the
 // aggregators (signing with keys of privrec aggregate keygen, the
 // server holding their public keys) report every round folded. Bad flag
@@ -78,7 +78,9 @@ func TestServeNATS(t *testing.T) {
 	const users = 200
 	want := servedModel(t, data, users)
 
-	ns := startNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
+	// The cluster admits only the users of privrec nats-config, each
+	// with its least privileges.
+	ns, auth := natsConfigServer(t, "cli", 2)
 	keys := t.TempDir()
 	for s := range 2 {
 		if _, _, err := run(t, "aggregate", "keygen", "--out", filepath.Join(keys, fmt.Sprint(s))); err != nil {
@@ -93,11 +95,13 @@ func TestServeNATS(t *testing.T) {
 		wg.Go(func() {
 			var errb bytes.Buffer
 			errs[s] = newRoot(&outs[s], &errb, []string{"aggregate", "--nats", ns.ClientURL(), "--run", "cli",
-				"--shard", fmt.Sprint(s), "--wait", "200ms", "--sign-key", filepath.Join(keys, fmt.Sprint(s), "aggregator.key")}).ExecuteContext(ctx)
+				"--shard", fmt.Sprint(s), "--wait", "200ms", "--sign-key", filepath.Join(keys, fmt.Sprint(s), "aggregator.key"),
+				"--nats-nkey", filepath.Join(auth, fmt.Sprintf("aggregator-%d.nk", s))}).ExecuteContext(ctx)
 		})
 	}
 	got := servedModel(t, data, users, "--nats", ns.ClientURL(), "--nats-run", "cli", "--shards", "2",
-		"--aggregator-keys", filepath.Join(keys, "0", "aggregator.pub")+","+filepath.Join(keys, "1", "aggregator.pub"))
+		"--aggregator-keys", filepath.Join(keys, "0", "aggregator.pub")+","+filepath.Join(keys, "1", "aggregator.pub"),
+		"--nats-nkey", filepath.Join(auth, "coordinator.nk"))
 	cancel()
 	wg.Wait()
 	if !bytes.Equal(got, want) {
