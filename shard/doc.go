@@ -114,12 +114,21 @@
 // signatures are deterministic, so an aggregator that publishes its
 // checkpointed result again after a crash does so under the same id,
 // and JetStream drops the copy. Without keys a coordinator takes the
-// first well-formed result of each shard.
+// first well-formed result of each shard (privrec serve refuses --nats
+// without --aggregator-keys unless --insecure; privrec aggregate keygen
+// makes an aggregator's key pair).
 //
-// Signatures protect the sum's integrity against publishers on the
-// cluster; the cluster's subject permissions keep everyone else from
-// publishing at all, and each aggregator from publishing other
-// shards' results or reading other shards' pieces.
+// A signature says that the shard's aggregator computed the result
+// from what it read; it does not authenticate the control messages,
+// pieces and checkpoints the aggregator reads, so a party that may
+// publish those can still steer what an aggregator folds and signs.
+// The cluster's subject permissions close that: Permissions
+// (CoordinatorPermissions, AggregatorPermissions; privrec nats-config
+// writes them as nkey users) let only the coordinator publish pieces,
+// commits and control messages, and no result; let aggregator s
+// consume only shard s's pieces, write only shard s's checkpoints and
+// publish only shard s's result; and give each party an inbox of its
+// own, so nobody reads another's deliveries.
 //
 // # Limits
 //
