@@ -243,3 +243,45 @@ func TestConfigKeys(t *testing.T) {
 		t.Error("LoadConfig returned keys: they were stored on the cluster")
 	}
 }
+
+// TestSignedResultRepublishedOnce: an aggregator that publishes its
+// checkpointed result again (after a crash) signs the same bytes, gets
+// the same signature (Ed25519 is deterministic) and so the same message
+// id: JetStream stores the result once.
+func TestSignedResultRepublishedOnce(t *testing.T) {
+	_, js := startNATS(t)
+	ctx := context.Background()
+	_, privs := aggregatorKeys(t, 2)
+	c := Config{Run: "again", Shards: 2, Len: 10, Clients: 2, Bits: 24, SignKey: privs[1]}
+	if err := Setup(ctx, js, c); err != nil {
+		t.Fatal(err)
+	}
+	ag, err := NewAggregator(js, c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := []uint32{1, 2, 3, 4, 5}
+	for range 3 {
+		if err := ag.publishResult(ctx, 4, sum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := js.Stream(ctx, c.ctlStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cs.Info(ctx, jetstream.WithSubjectFilter(c.ctlSubject(4, "result.1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[c.ctlSubject(4, "result.1")]; n != 1 {
+		t.Errorf("result published 3 times is stored %d times, want once", n)
+	}
+	m, err := cs.GetLastMsgForSubject(ctx, c.ctlSubject(4, "result.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := m.Header.Get(jetstream.MsgIDHeader); !strings.HasPrefix(id, "result.4.1.") || len(id) != len("result.4.1.")+32 {
+		t.Errorf("message id %q, want result.4.1.<32 hex digits of the signature's hash>", id)
+	}
+}
