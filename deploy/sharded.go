@@ -47,7 +47,9 @@ type Sharded struct {
 	// it.
 	Conn *nats.Conn
 	// Config names the run (Run: the aggregators' --run), its number of
-	// shards and its stream limits. The server sets the run's bounds:
+	// shards, its stream limits and the aggregators' public keys
+	// (AggregatorKeys: a shard's result is taken only when signed by
+	// its aggregator; nil takes unsigned results). The server sets the run's bounds:
 	// Clients is MaxClients, Bits 32 and Len the longest vector whose
 	// shards fit the cluster's maximum payload.
 	Config shard.Config
@@ -72,6 +74,9 @@ func (s *Server) setupSharded() error {
 	}
 	c := sh.Config
 	c.Clients, c.Bits = s.cfg.MaxClients, 32
+	if c.Logger == nil {
+		c.Logger = s.log
+	}
 	// A shard's piece, result and checkpoint (its sum and one bit a
 	// client) are single messages.
 	w := (int(sh.Conn.MaxPayload()) - 5 - (c.Clients+7)/8) / 4

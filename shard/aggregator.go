@@ -2,6 +2,8 @@ package shard
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -495,9 +497,19 @@ func (ag *Aggregator) roundConfig(ctx context.Context, round uint64) (Config, er
 	}
 }
 
+// publishResult publishes the shard's result of round, signed with
+// SignKey when the aggregator has one, under a message id derived from
+// the signature (resultID).
 func (ag *Aggregator) publishResult(ctx context.Context, round uint64, sum []uint32) error {
-	_, err := ag.js.Publish(ctx, ag.c.ctlSubject(round, "result."+strconv.Itoa(ag.shard)), encodeWords(sum),
-		jetstream.WithMsgID(fmt.Sprintf("result.%d.%d", round, ag.shard)))
+	data := encodeWords(sum)
+	msg := &nats.Msg{Subject: ag.c.ctlSubject(round, "result."+strconv.Itoa(ag.shard)), Data: data}
+	id := fmt.Sprintf("result.%d.%d", round, ag.shard)
+	if ag.c.SignKey != nil {
+		sig := ed25519.Sign(ag.c.SignKey, resultMessage(ag.c.Run, round, ag.shard, data))
+		msg.Header = nats.Header{hdrSig: []string{base64.StdEncoding.EncodeToString(sig)}}
+		id = resultID(round, ag.shard, sig)
+	}
+	_, err := ag.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if err != nil {
 		return fmt.Errorf("shard: publish result of round %d shard %d: %w", round, ag.shard, err)
 	}

@@ -1,12 +1,15 @@
 package shard
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"time"
 
@@ -47,6 +50,24 @@ type Config struct {
 	// checkpoints and acknowledges at once (and it does whenever it is
 	// idle); 0 means 64.
 	CheckpointEvery int
+
+	// AggregatorKeys are the aggregators' Ed25519 public keys, one per
+	// shard in shard order: the coordinator takes a shard's result only
+	// when it is signed with that shard's key for this run, round and
+	// shard (see the package doc, Trust and privacy), and logs and skips
+	// any other. Without them it takes the first well-formed result of
+	// each shard, which anyone who may publish on the run's subjects can
+	// forge. A party's own trust: never stored on the cluster
+	// (LoadConfig returns none), and aggregators ignore them.
+	AggregatorKeys []ed25519.PublicKey `json:"-"`
+	// SignKey is an aggregator's Ed25519 private key (the one whose
+	// public key is its shard's in the coordinator's AggregatorKeys): it
+	// signs its results with it. Never stored on the cluster; a
+	// coordinator ignores it.
+	SignKey ed25519.PrivateKey `json:"-"`
+	// Logger receives the coordinator's warnings (a refused result);
+	// nil means slog.Default(). Never stored on the cluster.
+	Logger *slog.Logger `json:"-"`
 }
 
 var runName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -62,8 +83,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("shard: %d clients", c.Clients)
 	case c.Bits < 1 || c.Bits > 32:
 		return fmt.Errorf("shard: %d bits, want 1..32", c.Bits)
+	case len(c.AggregatorKeys) != 0 && len(c.AggregatorKeys) != c.Shards:
+		return fmt.Errorf("shard: %d aggregator keys for %d shards, want one a shard", len(c.AggregatorKeys), c.Shards)
+	case c.SignKey != nil && len(c.SignKey) != ed25519.PrivateKeySize:
+		return fmt.Errorf("shard: a signing key of %d bytes, want an Ed25519 private key of %d", len(c.SignKey), ed25519.PrivateKeySize)
 	case c.Backlog < 0 || c.MaxBytes < 0 || c.MaxAckPending < 0 || c.AckWait < 0 || c.CheckpointEvery < 0:
 		return errors.New("shard: negative limit")
+	}
+	for s, k := range c.AggregatorKeys {
+		if len(k) != ed25519.PublicKeySize {
+			return fmt.Errorf("shard: aggregator key of shard %d has %d bytes, want an Ed25519 public key of %d", s, len(k), ed25519.PublicKeySize)
+		}
 	}
 	return nil
 }
@@ -159,7 +189,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 		if err != nil {
 			return err
 		}
-		if old != c {
+		if ob, err := json.Marshal(old); err != nil || !bytes.Equal(ob, b) {
 			return fmt.Errorf("shard: run %s exists with another config (%+v)", c.Run, old)
 		}
 	} else if err != nil {
@@ -284,4 +314,37 @@ func decodeCommit(b []byte, shards int) (round uint64, client uint32, d [][32]by
 		d = append(d, [32]byte(b[12+32*s:]))
 	}
 	return round, client, d, nil
+}
+
+// hdrSig carries an aggregator's signature of its result (standard
+// base64 of the 64-byte Ed25519 signature of resultMessage).
+const hdrSig = "Privrec-Sig"
+
+// resultTag separates the signatures of shard results from any other
+// use of an aggregator's key.
+const resultTag = "privrec shard result v1\x00"
+
+// resultMessage is what the aggregator of shard s signs for its result
+// data (the shard's words) of round of run: the tag, the run name (which
+// holds no zero byte), a zero byte, the round (8 bytes) and the shard
+// (4 bytes, big-endian), then data.
+func resultMessage(run string, round uint64, s int, data []byte) []byte {
+	out := make([]byte, 0, len(resultTag)+len(run)+13+len(data))
+	out = append(out, resultTag...)
+	out = append(out, run...)
+	out = append(out, 0)
+	out = binary.BigEndian.AppendUint64(out, round)
+	out = binary.BigEndian.AppendUint32(out, uint32(s))
+	return append(out, data...)
+}
+
+// resultID is the JetStream message id of a signed result: derived from
+// its signature, which nobody without the aggregator's key can predict,
+// so that a forger cannot publish first under it and have the genuine
+// result dropped as a duplicate. Ed25519 signatures are deterministic:
+// an aggregator that publishes its checkpointed result again after a
+// crash publishes it under the same id, and it is dropped.
+func resultID(round uint64, s int, sig []byte) string {
+	h := sha256.Sum256(sig)
+	return fmt.Sprintf("result.%d.%d.%x", round, s, h[:16])
 }

@@ -3,9 +3,12 @@ package shard
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -312,24 +315,57 @@ func (co *Coordinator) Sum(ctx context.Context) ([]uint32, error) {
 			return nil, fmt.Errorf("shard: round %d: waiting for %d shard results: %w", co.round, left, err)
 		}
 		_ = msg.Ack()
-		subj := msg.Subject()
-		s, err := strconv.Atoi(subj[strings.LastIndexByte(subj, '.')+1:])
-		if err != nil || s < 0 || s >= co.c.Shards {
-			return nil, fmt.Errorf("shard: round %d: result on bad subject %q", co.round, subj)
+		s, w, err := co.checkResult(msg)
+		if err != nil {
+			// A forgery, or a result of another round or run: skipped,
+			// the genuine one is still to come.
+			co.log().Warn("shard result refused", "run", co.c.Run, "round", co.round, "subject", msg.Subject(), "err", err)
+			continue
 		}
 		if got[s] {
 			continue
 		}
-		w, err := decodeWords(msg.Data())
 		a, b := co.c.Range(s)
-		if err != nil || len(w) != b-a {
-			return nil, fmt.Errorf("shard: round %d: result of shard %d has %d bytes, want %d", co.round, s, len(msg.Data()), 4*(b-a))
-		}
 		copy(sum[a:b], w)
 		got[s] = true
 		left--
 	}
 	return sum, nil
+}
+
+// checkResult returns the shard and words of a result message, or why
+// it is refused: a bad subject or size, or — when the coordinator has
+// the aggregators' keys — a signature missing or not by the shard's
+// aggregator for this run, round and shard.
+func (co *Coordinator) checkResult(m jetstream.Msg) (int, []uint32, error) {
+	subj := m.Subject()
+	s, err := strconv.Atoi(subj[strings.LastIndexByte(subj, '.')+1:])
+	if err != nil || s < 0 || s >= co.c.Shards {
+		return 0, nil, fmt.Errorf("no shard %q of %d", subj[strings.LastIndexByte(subj, '.')+1:], co.c.Shards)
+	}
+	a, b := co.c.Range(s)
+	if len(m.Data()) != 4*(b-a) {
+		return s, nil, fmt.Errorf("result of shard %d has %d bytes, want %d", s, len(m.Data()), 4*(b-a))
+	}
+	if co.c.AggregatorKeys != nil {
+		h := m.Headers().Get(hdrSig)
+		if h == "" {
+			return s, nil, fmt.Errorf("result of shard %d is unsigned", s)
+		}
+		sig, err := base64.StdEncoding.DecodeString(h)
+		if err != nil || !ed25519.Verify(co.c.AggregatorKeys[s], resultMessage(co.c.Run, co.round, s, m.Data()), sig) {
+			return s, nil, fmt.Errorf("result of shard %d is not signed by its aggregator for run %s, round %d", s, co.c.Run, co.round)
+		}
+	}
+	w, err := decodeWords(m.Data())
+	return s, w, err
+}
+
+func (co *Coordinator) log() *slog.Logger {
+	if co.c.Logger != nil {
+		return co.c.Logger
+	}
+	return slog.Default()
 }
 
 // next returns the next message of a consumer, waiting until ctx ends.

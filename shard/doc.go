@@ -42,7 +42,8 @@
 //     range [a_s, b_s) of each stream (one PRG stream per shard and
 //     offset: counter a_s/4, skipping the first a_s mod 4 words of that
 //     block). The aggregator subtracts them, masks to Bits and publishes
-//     its shard of the sum on privrec.<run>.ctl.<round>.result.<shard>.
+//     its shard of the sum on privrec.<run>.ctl.<round>.result.<shard>,
+//     signed (see Signed results).
 //  6. The coordinator concatenates the S results — bit for bit the sum
 //     the single server's Result returns — and the caller publishes the
 //     next broadcast (Coordinator.Broadcast); the round's uploads are
@@ -86,6 +87,48 @@
 // hold only masked pieces, which are uniformly random modulo 2^Bits to
 // anyone without the seeds. Sharding changes no privacy bound of the
 // round: the released sum is the single server's, over the same U3.
+//
+// # Signed results
+//
+// Whoever may publish on a run's control subjects could otherwise
+// publish a shard's result before its aggregator and have it taken.
+// Each aggregator therefore holds an Ed25519 key (Config.SignKey) and
+// signs its result: the signature, in the result message's header
+// Privrec-Sig (standard base64), is over the tag "privrec shard
+// result v1", the run name, the round, the shard and the result's
+// words (the message body). The coordinator holds the aggregators'
+// public keys, one per shard (Config.AggregatorKeys), and takes a
+// shard's result only when that shard's key signed it for this run,
+// round and shard: an unsigned result, one signed by another key, one
+// signed for another run, round or shard, and a genuine result
+// replayed from another round are logged and skipped, and the
+// coordinator waits on for the genuine one. The keys are each party's
+// own configuration and never stored on the cluster.
+//
+// The result's JetStream message id (Nats-Msg-Id) is derived from its
+// signature (result.<round>.<shard>.<first 16 bytes of its SHA-256>).
+// With a fixed id (result.<round>.<shard>), a forger publishing first
+// under it would have the genuine result dropped as its duplicate by
+// JetStream's de-duplication, and the round would stall; nobody
+// without the key can predict the signature, hence the id. Ed25519
+// signatures are deterministic, so an aggregator that publishes its
+// checkpointed result again after a crash does so under the same id,
+// and JetStream drops the copy. Without keys a coordinator takes the
+// first well-formed result of each shard (privrec serve refuses --nats
+// without --aggregator-keys unless --insecure; privrec aggregate keygen
+// makes an aggregator's key pair).
+//
+// A signature says that the shard's aggregator computed the result
+// from what it read; it does not authenticate the control messages,
+// pieces and checkpoints the aggregator reads, so a party that may
+// publish those can still steer what an aggregator folds and signs.
+// The cluster's subject permissions close that: Permissions
+// (CoordinatorPermissions, AggregatorPermissions; privrec nats-config
+// writes them as nkey users) let only the coordinator publish pieces,
+// commits and control messages, and no result; let aggregator s
+// consume only shard s's pieces, write only shard s's checkpoints and
+// publish only shard s's result; and give each party an inbox of its
+// own, so nobody reads another's deliveries.
 //
 // # Limits
 //

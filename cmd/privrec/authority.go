@@ -104,26 +104,10 @@ A vendor enrolling its own users certifies them in process: privrec client
 
 // readAuthorityKey reads an authority private key file of keygen.
 func readAuthorityKey(path string) (ed25519.PrivateKey, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("authority key: %w", err)
-	}
-	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw)))
-	if err != nil || len(seed) != ed25519.SeedSize {
-		return nil, fmt.Errorf("authority key %s: want the base64 seed of an Ed25519 key", path)
-	}
-	return ed25519.NewKeyFromSeed(seed), nil
+	return readEd25519Key("authority key", path)
 }
 
 // readAuthorityPub reads an authority public key file of keygen.
 func readAuthorityPub(path string) (ed25519.PublicKey, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("authority public key: %w", err)
-	}
-	pub, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw)))
-	if err != nil || len(pub) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("authority public key %s: want a base64 Ed25519 public key", path)
-	}
-	return pub, nil
+	return readEd25519Pub("authority public key", path)
 }

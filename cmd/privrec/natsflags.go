@@ -27,6 +27,11 @@ func (n *natsFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&n.key, "nats-key", "", "the client certificate's private key (PEM)")
 }
 
+// inboxPrefix is the inbox prefix of the NATS user with public nkey
+// pub: with --nats-nkey, its replies and consumer deliveries arrive
+// under it, and privrec nats-config lets only that user subscribe to it.
+func inboxPrefix(pub string) string { return "_INBOX." + pub }
+
 // connect connects to the cluster at url with the flags' credentials.
 func (n *natsFlags) connect(url string) (*nats.Conn, error) {
 	opts := []nats.Option{nats.MaxReconnects(-1)}
@@ -40,7 +45,13 @@ func (n *natsFlags) connect(url string) (*nats.Conn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--nats-nkey %s: %w", n.nkey, err)
 		}
-		opts = append(opts, o)
+		// The user's own inbox, the only one its permissions of
+		// privrec nats-config let it subscribe to.
+		var user nats.Options
+		if err := o(&user); err != nil {
+			return nil, fmt.Errorf("--nats-nkey %s: %w", n.nkey, err)
+		}
+		opts = append(opts, o, nats.CustomInboxPrefix(inboxPrefix(user.Nkey)))
 	}
 	if n.ca != "" {
 		opts = append(opts, nats.RootCAs(n.ca))

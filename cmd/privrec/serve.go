@@ -60,6 +60,7 @@ func (a *app) serveCmd() *cobra.Command {
 		natsURL         string
 		natsRun         string
 		shards          int
+		aggKeys         []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -146,7 +147,14 @@ without a sum is aborted and the aggregators go on. The bbolt state
 under --state stays the server's own (model, ledger, crash records); a
 --nats-run name belongs to one --state. Only the server and the
 aggregators may publish on the run's subjects (the cluster's
-permissions): anyone else could forge pieces and spoil the sum.`,
+permissions): anyone else could forge pieces and spoil the sum. Each
+aggregator signs its results (privrec aggregate keygen, --sign-key);
+--aggregator-keys gives their public key files in shard order (comma-
+separated, or the flag repeated), and a result not signed by its shard's
+key for the run, round and shard is logged and refused. --nats without
+--aggregator-keys is refused unless --insecure. privrec nats-config
+writes the cluster's users and least-privilege permissions for a run
+(the server connects with --nats-nkey DIR/coordinator.nk).`,
 		Example: `  privrec serve --method hdpmf --dev-tls --state run1 --listen 127.0.0.1:7070
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small
@@ -200,14 +208,18 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 			}
 			var sharded *deploy.Sharded
 			if natsURL != "" {
+				keys, err := aggregatorKeys(aggKeys, shards, insecure)
+				if err != nil {
+					return err
+				}
 				nc, err := natsAuth.connect(natsURL)
 				if err != nil {
 					return err
 				}
 				defer nc.Close()
-				sharded = &deploy.Sharded{Conn: nc, Config: shard.Config{Run: natsRun, Shards: shards}}
-			} else if cmd.Flags().Changed("shards") || cmd.Flags().Changed("nats-run") {
-				return errors.New("--shards and --nats-run need --nats")
+				sharded = &deploy.Sharded{Conn: nc, Config: shard.Config{Run: natsRun, Shards: shards, AggregatorKeys: keys}}
+			} else if cmd.Flags().Changed("shards") || cmd.Flags().Changed("nats-run") || len(aggKeys) > 0 {
+				return errors.New("--shards, --nats-run and --aggregator-keys need --nats")
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -296,12 +308,13 @@ permissions): anyone else could forge pieces and spoil the sum.`,
 	f.IntVar(&maxStreams, "max-streams", 250, "concurrent calls on one HTTP/2 connection")
 	f.DurationVar(&idleTimeout, "idle-timeout", 30*time.Second, "close connections idle this long")
 	f.DurationVar(&writeTimeout, "write-timeout", 0, "answer every call within this (0: the longer of the 20 s long poll and 4 × --round-timeout, plus a minute; it must exceed both)")
-	f.BoolVar(&insecure, "insecure", false, "with --secagg off or ideal: let the server read single uploads of a method whose privacy rests on secure aggregation")
+	f.BoolVar(&insecure, "insecure", false, "with --secagg off or ideal: let the server read single uploads of a method whose privacy rests on secure aggregation; with --nats and no --aggregator-keys: take unsigned shard results")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the server to this file (go tool pprof reads it)")
 	f.StringVar(&natsURL, "nats", "", "aggregate masked rounds on this NATS JetStream cluster (comma-separated URLs) with privrec aggregate processes, not in this process")
 	natsAuth.register(f)
 	f.StringVar(&natsRun, "nats-run", "privrec", "with --nats: the run's name on the cluster (the aggregators' --run); one per --state")
 	f.IntVar(&shards, "shards", 1, "with --nats: the number of shards, one privrec aggregate --shard s each")
+	f.StringSliceVar(&aggKeys, "aggregator-keys", nil, "with --nats: the aggregators' public key files (privrec aggregate keygen), one a shard in shard order, comma-separated or the flag repeated; a result not signed by its shard's key is refused")
 	f.DurationVar(&linger, "linger", time.Minute, "after the run, keep serving the final model this long (0: until SIGTERM)")
 	return cmd
 }
@@ -342,6 +355,33 @@ func serveAggregation(mfl *methodFlags, insecure bool) error {
 		return fmt.Errorf("--secagg ideal: over the network the ideal functionality is the server process reading every upload and adding them; %s is private only against a server that sees sums. Use --secagg masked (the default here), or add --insecure to do it anyway (clients then need --insecure too)", mfl.spec.Name)
 	}
 	return nil
+}
+
+// aggregatorKeys reads serve's --aggregator-keys: one public key file a
+// shard, in shard order. None is refused unless insecure.
+func aggregatorKeys(files []string, shards int, insecure bool) ([]ed25519.PublicKey, error) {
+	switch {
+	case len(files) == 0 && insecure:
+		return nil, nil
+	case len(files) == 0:
+		return nil, errors.New("--nats needs --aggregator-keys: the aggregators' public key files (privrec aggregate keygen), one a shard; without them anyone who may publish on the cluster can forge a shard's result. Add --insecure to take unsigned results anyway")
+	case len(files) != shards:
+		return nil, fmt.Errorf("--aggregator-keys: %d files for --shards %d, want one a shard in shard order", len(files), shards)
+	}
+	keys := make([]ed25519.PublicKey, len(files))
+	for s, f := range files {
+		k, err := readEd25519Pub(fmt.Sprintf("--aggregator-keys (shard %d)", s), f)
+		if err != nil {
+			return nil, err
+		}
+		for t := range s {
+			if bytes.Equal(keys[t], k) {
+				return nil, fmt.Errorf("--aggregator-keys: %s (shard %d) is the key of shard %d too; each aggregator needs its own", f, s, t)
+			}
+		}
+		keys[s] = k
+	}
+	return keys, nil
 }
 
 // enrollToken returns the secret in DIR/enroll-token, creating it.

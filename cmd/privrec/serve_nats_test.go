@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // servedModel runs `privrec serve` (hdpmf, masked, test mode, dev TLS on
@@ -49,9 +47,13 @@ func servedModel(t *testing.T, data string, users int, extra ...string) []byte {
 
 // TestServeNATS: `privrec serve --nats URL --shards 2` with two `privrec
 // aggregate` commands against an embedded NATS JetStream (127.0.0.1,
-// random port, file store in a temporary directory) publishes the same
+// random port, file store in a temporary directory) that admits only
+// the users of privrec nats-config, each party connecting with its seed
+// (--nats-nkey) under its least privileges, publishes the same
 // model file, byte for byte, as the same served run without --nats; the
-// aggregators report every round folded. Bad flag combinations are
+// aggregators (signing with keys of privrec aggregate keygen, the
+// server holding their public keys) report every round folded. Bad flag
+// combinations, and --nats without --aggregator-keys or --insecure, are
 // refused.
 func TestServeNATS(t *testing.T) {
 	if testing.Short() {
@@ -62,7 +64,11 @@ func TestServeNATS(t *testing.T) {
 		want string
 	}{
 		{[]string{"serve", "--method", "hdpmf", "--dev-tls", "--state", t.TempDir(), "--shards", "2"}, "need --nats"},
-		{[]string{"serve", "--method", "hdpmf", "--dev-tls", "--state", t.TempDir(), "--nats", "nats://127.0.0.1:1"}, "--nats nats://127.0.0.1:1"},
+		{[]string{"serve", "--method", "hdpmf", "--dev-tls", "--state", t.TempDir(), "--aggregator-keys", "a.pub"}, "need --nats"},
+		{[]string{"serve", "--method", "hdpmf", "--dev-tls", "--state", t.TempDir(), "--nats", "nats://127.0.0.1:1"}, "--nats needs --aggregator-keys"},
+		{[]string{"serve", "--method", "hdpmf", "--dev-tls", "--state", t.TempDir(), "--nats", "nats://127.0.0.1:1", "--shards", "2", "--aggregator-keys", "a.pub"}, "1 files for --shards 2"},
+		{[]string{"serve", "--method", "hdpmf", "--dev-tls", "--state", t.TempDir(), "--nats", "nats://127.0.0.1:1", "--aggregator-keys", "/nonexistent.pub"}, "--aggregator-keys (shard 0): open /nonexistent.pub"},
+		{[]string{"serve", "--method", "hdpmf", "--dev-tls", "--state", t.TempDir(), "--nats", "nats://127.0.0.1:1", "--insecure"}, "--nats nats://127.0.0.1:1"},
 	} {
 		if _, _, err := run(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
@@ -72,7 +78,15 @@ func TestServeNATS(t *testing.T) {
 	const users = 200
 	want := servedModel(t, data, users)
 
-	ns := startNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
+	// The cluster admits only the users of privrec nats-config, each
+	// with its least privileges.
+	ns, auth := natsConfigServer(t, "cli", 2)
+	keys := t.TempDir()
+	for s := range 2 {
+		if _, _, err := run(t, "aggregate", "keygen", "--out", filepath.Join(keys, fmt.Sprint(s))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	outs := make([]strings.Builder, 2)
@@ -81,10 +95,13 @@ func TestServeNATS(t *testing.T) {
 		wg.Go(func() {
 			var errb bytes.Buffer
 			errs[s] = newRoot(&outs[s], &errb, []string{"aggregate", "--nats", ns.ClientURL(), "--run", "cli",
-				"--shard", fmt.Sprint(s), "--wait", "200ms"}).ExecuteContext(ctx)
+				"--shard", fmt.Sprint(s), "--wait", "200ms", "--sign-key", filepath.Join(keys, fmt.Sprint(s), "aggregator.key"),
+				"--nats-nkey", filepath.Join(auth, fmt.Sprintf("aggregator-%d.nk", s))}).ExecuteContext(ctx)
 		})
 	}
-	got := servedModel(t, data, users, "--nats", ns.ClientURL(), "--nats-run", "cli", "--shards", "2")
+	got := servedModel(t, data, users, "--nats", ns.ClientURL(), "--nats-run", "cli", "--shards", "2",
+		"--aggregator-keys", filepath.Join(keys, "0", "aggregator.pub")+","+filepath.Join(keys, "1", "aggregator.pub"),
+		"--nats-nkey", filepath.Join(auth, "coordinator.nk"))
 	cancel()
 	wg.Wait()
 	if !bytes.Equal(got, want) {

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nkeys"
+	"github.com/spf13/cobra"
+
+	"github.com/privrec/privrec/shard"
+)
+
+// natsAuthFile is the nats-server configuration fragment nats-config
+// writes next to the seeds.
+const natsAuthFile = "authorization.conf"
+
+func (a *app) natsConfigCmd() *cobra.Command {
+	var (
+		run, out string
+		shards   int
+	)
+	cmd := &cobra.Command{
+		Use:   "nats-config",
+		Short: "Make the NATS users and subject permissions of a sharded run",
+		Long: `nats-config writes the NATS users of a sharded run (privrec serve --nats,
+privrec aggregate) and their least-privilege permissions:
+
+  DIR/coordinator.nk       nkey seed of the server (privrec serve --nats-nkey)
+  DIR/aggregator-S.nk      nkey seed of shard S's aggregator (privrec aggregate --nats-nkey)
+  DIR/authorization.conf   the nats-server authorization block listing those users
+
+The seeds are written with mode 0600; hand each to its party only.
+Include the block in nats-server.conf (include "authorization.conf"); it
+is the server's only authorization block, so list any other user in it.
+With it, a connection without one of the seeds is refused; the server
+can publish the round's pieces, commits and control messages but no
+result; aggregator S can consume and acknowledge only shard S's pieces,
+read and write only shard S's checkpoints, and publish only shard S's
+result; each party receives its replies and deliveries in its own inbox
+(_INBOX.<its public nkey>, which --nats-nkey selects), which nobody else
+can subscribe to. Shard results are still signed (aggregate keygen):
+permissions keep strangers out, signatures let the server check who
+computed a result.
+
+It refuses to replace existing files.`,
+		Example: `  privrec nats-config --run ml1m --shards 2 --out natsauth
+  # nats-server.conf: jetstream {...}  include "natsauth/authorization.conf"
+  privrec serve ... --nats nats://127.0.0.1:4222 --nats-run ml1m --shards 2 --nats-nkey natsauth/coordinator.nk
+  privrec aggregate --nats nats://127.0.0.1:4222 --run ml1m --shard 0 --nats-nkey natsauth/aggregator-0.nk ...`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return errors.New("--out DIR is required")
+			}
+			c := shard.Config{Run: run, Shards: shards, Len: max(shards, 1), Clients: 1, Bits: 32}
+			if err := c.Validate(); err != nil {
+				return fmt.Errorf("--run %q --shards %d: %w", run, shards, err)
+			}
+			conf, seeds, err := natsUsers(c)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(out, 0o700); err != nil {
+				return err
+			}
+			for _, name := range append(seedNames(shards), natsAuthFile) {
+				if _, err := os.Lstat(filepath.Join(out, name)); err == nil {
+					return fmt.Errorf("%s exists: nats-config does not replace users in use", filepath.Join(out, name))
+				}
+			}
+			for i, name := range seedNames(shards) {
+				if err := writeNew(filepath.Join(out, name), append(seeds[i], '\n'), 0o600); err != nil {
+					return err
+				}
+			}
+			if err := writeNew(filepath.Join(out, natsAuthFile), []byte(conf), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "run %s, %d shards: seeds %s/{%s}, authorization block %s (include it in nats-server.conf)\n",
+				run, shards, out, strings.Join(seedNames(shards), ","), filepath.Join(out, natsAuthFile))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&run, "run", "", "the run's name (serve --nats-run, aggregate --run)")
+	f.IntVar(&shards, "shards", 0, "the run's number of shards (serve --shards)")
+	f.StringVar(&out, "out", "", "directory for the seeds and "+natsAuthFile)
+	return cmd
+}
+
+// seedNames are the seed files of a run's parties: the coordinator,
+// then the aggregators in shard order.
+func seedNames(shards int) []string {
+	names := []string{"coordinator.nk"}
+	for s := range shards {
+		names = append(names, fmt.Sprintf("aggregator-%d.nk", s))
+	}
+	return names
+}
+
+// natsUsers makes one nkey user a party of run c and returns the
+// nats-server authorization block and the seeds, in seedNames' order.
+func natsUsers(c shard.Config) (string, [][]byte, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# privrec nats-config --run %s --shards %d: the NATS users of run %s and their\n", c.Run, c.Shards, c.Run)
+	b.WriteString("# permissions. Include this file in nats-server.conf; it is the server's\n")
+	b.WriteString("# authorization block: list any other user in it.\n")
+	b.WriteString("authorization {\n  users = [\n")
+	var seeds [][]byte
+	for i, name := range seedNames(c.Shards) {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return "", nil, err
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return "", nil, err
+		}
+		seed, err := kp.Seed()
+		if err != nil {
+			return "", nil, err
+		}
+		seeds = append(seeds, seed)
+		var p shard.Permissions
+		if i == 0 {
+			p = shard.CoordinatorPermissions(c, inboxPrefix(pub))
+			fmt.Fprintf(&b, "    # the coordinator: privrec serve --nats-nkey %s\n", name)
+		} else {
+			p = shard.AggregatorPermissions(c, i-1, inboxPrefix(pub))
+			fmt.Fprintf(&b, "    # the aggregator of shard %d: privrec aggregate --shard %d --nats-nkey %s\n", i-1, i-1, name)
+		}
+		fmt.Fprintf(&b, "    {\n      nkey: %q\n      permissions: {\n", pub)
+		fmt.Fprintf(&b, "        publish: { allow: %s }\n", confList(p.Publish))
+		fmt.Fprintf(&b, "        subscribe: { allow: %s }\n", confList(p.Subscribe))
+		if p.AllowResponses {
+			b.WriteString("        allow_responses: true\n")
+		}
+		b.WriteString("      }\n    }\n")
+	}
+	b.WriteString("  ]\n}\n")
+	return b.String(), seeds, nil
+}
+
+// confList writes subjects as a nats-server configuration list, one a
+// line, quoted.
+func confList(subjects []string) string {
+	var b strings.Builder
+	b.WriteString("[\n")
+	for _, s := range subjects {
+		b.WriteString("          " + strconv.Quote(s) + "\n")
+	}
+	b.WriteString("        ]")
+	return b.String()
+}
