@@ -569,13 +569,22 @@ func smallCatalog(t testing.TB, users, items int) (*ratings.Dataset, ratings.Spl
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &ratings.Dataset{Name: d.Name, Scale: d.Scale, UserIDs: d.UserIDs[:users], ItemIDs: d.ItemIDs[:items],
+	// Past the dataset's 610 users, users repeat the first ones' ratings
+	// under new IDs.
+	n := d.NumUsers()
+	c := &ratings.Dataset{Name: d.Name, Scale: d.Scale, UserIDs: d.UserIDs[:min(users, n)], ItemIDs: d.ItemIDs[:items],
 		ItemTitles: d.ItemTitles[:items]}
-	for k := range d.Values {
-		if int(d.Users[k]) < users && int(d.Items[k]) < items {
-			c.Users = append(c.Users, d.Users[k])
-			c.Items = append(c.Items, d.Items[k])
-			c.Values = append(c.Values, d.Values[k])
+	for u := n; u < users; u++ {
+		c.UserIDs = append(c.UserIDs, fmt.Sprintf("copy%d-%s", u/n, d.UserIDs[u%n]))
+	}
+	for copyOf := 0; copyOf*n < users; copyOf++ {
+		for k := range d.Values {
+			u := copyOf*n + int(d.Users[k])
+			if u < users && int(d.Items[k]) < items {
+				c.Users = append(c.Users, int32(u))
+				c.Items = append(c.Items, d.Items[k])
+				c.Values = append(c.Values, d.Values[k])
+			}
 		}
 	}
 	sp, _ := ratings.ParseSplit("random:0.9")

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -838,4 +839,63 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestRedTeamLiarsAtScale is the target over loopback TLS: 990
+// honest HDPMF clients and 10 liars (4 false reporters, 3 that reveal
+// wrong shares, 3 that never reveal). Every round must be released and
+// only the 3 share liars banned. It takes minutes of both cores, so it
+// runs only with PRIVREC_LIARS_AT_SCALE=1.
+func TestRedTeamLiarsAtScale(t *testing.T) {
+	if os.Getenv("PRIVREC_LIARS_AT_SCALE") == "" {
+		t.Skip("set PRIVREC_LIARS_AT_SCALE=1 to run 990 honest clients and 10 liars over loopback (minutes of both cores)")
+	}
+	d, spl := smallCatalog(t, 990, 300)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 6, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), MinClients: spl.Train.NumUsers() + 10, RoundTimeout: 20 * time.Second, MinParticipants: 0.9}, "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	kinds := []hostileKind{falseReports, falseReports, falseReports, falseReports, wrongReveal, wrongReveal, wrongReveal, noReveal, noReveal, noReveal}
+	var liars []uint32
+	var wg sync.WaitGroup
+	for _, kind := range kinds {
+		_, api, cred, id := enrolAttacker(t, h)
+		if kind == wrongReveal {
+			liars = append(liars, id)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hostileSecAgg(ctx, api, cred, id, kind)
+		}()
+	}
+	began := time.Now()
+	runClients(t, h.dial(t, true, 6), spl.Train, 6)
+	took := time.Since(began)
+	cancel()
+	wg.Wait()
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []int
+	for _, e := range led {
+		if e.Skipped != "" {
+			t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
+		}
+		inputs = append(inputs, e.Participants)
+	}
+	h.srv.mu.Lock()
+	var banned []uint32
+	for id := range h.srv.banned {
+		banned = append(banned, id)
+	}
+	h.srv.mu.Unlock()
+	slices.Sort(banned)
+	slices.Sort(liars)
+	if !slices.Equal(banned, liars) {
+		t.Errorf("banned %v, want the share liars %v", banned, liars)
+	}
+	t.Logf("every round released in %v; answers per round %v; banned %v", took.Round(time.Second), inputs, banned)
 }
