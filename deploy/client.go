@@ -100,6 +100,17 @@ type ClientConfig struct {
 	// plan (e.g. eps, delta, epochs, secagg): a plan whose configuration
 	// differs from itself with these values set is refused at Dial.
 	Pin map[string]string
+	// Memory, when not empty, is a directory (privrec client --state)
+	// where the session keeps, per plan (protocol.PlanDigest: the
+	// method, its configuration, the scale and the catalog, not the
+	// server's address), what its clients must not forget across
+	// restarts: their enrolment secrets, so that they enrol again as the
+	// same client IDs, whether they answered the setup phase and the last
+	// round they answered. It is written durably before any answer leaves
+	// the process, and a restarted session answers no round it answered
+	// before, whichever server asks. Two runs of one plan are one run to
+	// the memory: a second run of the same plan needs another directory.
+	Memory string
 }
 
 // Progress describes a round the clients answered.
@@ -134,6 +145,13 @@ type Session struct {
 	// setup is the round of the run's setup phase once the clients
 	// answered it (-1 before): they answer one setup per run.
 	setup int
+	// rounds is the number of rounds of the plan (protocol.Method.Rounds):
+	// the clients answer no round numbered past it.
+	rounds int
+	// digest names the plan (protocol.PlanDigest); mem, when not nil,
+	// is the session's memory of it (ClientConfig.Memory).
+	digest string
+	mem    *memory
 }
 
 // identity is one client's long-term identity key and its certificate.
@@ -187,8 +205,42 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if err := s.checkPins(); err != nil {
 		return nil, err
 	}
+	if err := s.planRounds(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
+
+// planRounds reads the number of rounds of the plan, names the plan, and
+// opens the session's memory of it.
+func (s *Session) planRounds() error {
+	spec, cfg, err := s.Method()
+	if err != nil {
+		return err
+	}
+	if s.rounds, err = spec.Rounds(cfg); err != nil {
+		return fmt.Errorf("deploy: the server's plan of %s: %w", spec.Name(), err)
+	}
+	if s.rounds < 1 {
+		return fmt.Errorf("deploy: the server's plan of %s has %d rounds", spec.Name(), s.rounds)
+	}
+	s.digest = protocol.PlanDigest(spec.Name(), spec.Text(cfg), s.Catalog().Scale, s.plan.GetCatalog().GetItemIds())
+	if s.cfg.Memory == "" {
+		return nil
+	}
+	if s.mem, err = openMemory(s.cfg.Memory, s.digest, spec.Name()); err != nil {
+		return err
+	}
+	s.setup = s.mem.rounds.Setup
+	return nil
+}
+
+// Rounds returns the number of rounds of the run's plan
+// (protocol.Method.Rounds): the clients answer no round numbered past it.
+func (s *Session) Rounds() int { return s.rounds }
+
+// PlanDigest returns the name of the run's plan (protocol.PlanDigest).
+func (s *Session) PlanDigest() string { return s.digest }
 
 // checkPins refuses a plan whose configuration differs from what the
 // clients pinned (ClientConfig.Pin): the plan's configuration with the
@@ -233,6 +285,9 @@ func (s *Session) checkPins() error {
 // every share (μ/⌊ρ·n_j⌋ on the count-calibrated path); within these
 // checks a share is at least μ/⌊MinShare·roster⌋.
 func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
+	if b.Round < 0 || b.Round >= s.rounds {
+		return fmt.Errorf("%w: deploy: round %d is past the plan's rounds (the plan of %s has %d, numbered 0 to %d): refusing (each answer spends privacy)", protocol.ErrMessage, b.Round, s.plan.GetMethod(), s.rounds, s.rounds-1)
+	}
 	if b.Phase == protocol.PhaseSetup {
 		// A setup's answers say what a client has (HDPMF's: the
 		// indicator of its rated items): a second setup phase, later in
@@ -422,6 +477,12 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 	}
 	last, boot, session := -1, "", ""
 	sessions := 0 // sessions of round last the clients took part in
+	// answered is the last round the clients answered before this
+	// process (ClientConfig.Memory): they answer none of those again.
+	answered := -1
+	if s.mem != nil {
+		answered = s.mem.rounds.Last
+	}
 	for {
 		var resp *fedv1.GetRoundResponse
 		err := s.retry(ctx, "get round", func(ctx context.Context) error {
@@ -443,6 +504,16 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		}
 		r := int(w.GetRound())
 		began := time.Now()
+		if r <= answered && r != last {
+			if r < answered {
+				return nil, fmt.Errorf("deploy: round %d of this plan was already answered (the memory %s says rounds up to %d were, by an earlier session, to this server or another): refusing to answer it again (it would spend the privacy of the round twice); a new run of the same plan needs another --state", r, s.cfg.Memory, answered)
+			}
+			// The round the clients answered last before a restart: they
+			// wait for the next one.
+			s.log.Info("round already answered before a restart; waiting for the next", "round", r)
+			last, boot, session = r, resp.GetBoot(), resp.GetSecagg().GetSession()
+			continue
+		}
 		if plan := resp.GetSecagg(); plan != nil {
 			switch {
 			case r < last:
@@ -458,6 +529,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 					return nil, err
 				}
 				if dense, err = s.answerMasked(b, clients); err != nil {
+					return nil, err
+				}
+				if err := s.remember(b); err != nil {
 					return nil, err
 				}
 				last, sessions = r, 0
@@ -507,6 +581,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			if s.needMasked && slices.ContainsFunc(cache, func(u *fedv1.UploadRequest) bool { return u.GetSparse() != nil }) {
 				return nil, fmt.Errorf("deploy: the server asks for plain uploads in round %d, and %s's privacy rests on secure aggregation: refusing", r, s.plan.GetMethod())
 			}
+			if err := s.remember(b); err != nil {
+				return nil, err
+			}
 			last = r
 		}
 		boot = resp.GetBoot()
@@ -515,6 +592,15 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		}
 		s.progress(r, resp, false, began, nonNil(cache))
 	}
+}
+
+// remember records in the session's memory, if it has one, that the
+// clients answer b's round, before any of the answers leaves.
+func (s *Session) remember(b *protocol.Broadcast) error {
+	if s.mem == nil {
+		return nil
+	}
+	return s.mem.answer(b.Round, b.Phase == protocol.PhaseSetup)
 }
 
 // progress reports round r, whose response was resp and which n of the
@@ -548,15 +634,29 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 	}
 	creds := make([]string, len(clients))
 	ids := make([]uint32, len(clients))
+	draw := func() string {
+		var b [24]byte
+		crand.Read(b[:])
+		return base64.RawURLEncoding.EncodeToString(b[:])
+	}
+	// With a memory the secrets are written before they are sent, so
+	// that a restarted session enrols again as the same client IDs (a
+	// retry with the same secrets).
+	all := make([]string, len(clients))
+	if s.mem != nil {
+		var err error
+		if all, err = s.mem.secrets(len(clients), draw); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		for k := range all {
+			all[k] = draw()
+		}
+	}
 	const chunk = 10000
 	for lo := 0; lo < len(clients); lo += chunk {
 		hi := min(lo+chunk, len(clients))
-		secrets := make([]string, hi-lo)
-		for k := range secrets {
-			var b [24]byte
-			crand.Read(b[:])
-			secrets[k] = base64.RawURLEncoding.EncodeToString(b[:])
-		}
+		secrets := all[lo:hi]
 		var got []*fedv1.Credential
 		err := s.retry(ctx, "enrol", func(ctx context.Context) error {
 			req := &fedv1.EnrollRequest{Token: s.cfg.Token, Secrets: secrets}

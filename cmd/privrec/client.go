@@ -55,6 +55,7 @@ func (a *app) clientCmd() *cobra.Command {
 		minShare  float64
 		pins      map[string]string
 		proto     string
+		memory    string
 	)
 	cmd := &cobra.Command{
 		Use:   "client",
@@ -102,7 +103,18 @@ out.
 
 The client retries through network failures and server restarts, and
 answers a round reopened after a restart with the same upload it sent
-before.`,
+before. It answers no round past the plan's count (the method's rounds for
+the plan's configuration), whatever the server says.
+
+--state DIR keeps, per plan (a digest of the method, its configuration, the
+scale and the catalog; not the server's address), what the client must not
+forget across its own restarts: the enrolment secrets (a restarted client
+enrols again as the same client IDs), whether it answered the setup phase,
+and the last round it answered. It is written to disk before any answer
+leaves the process, and a client restarted with the same --state answers
+no round it answered before, to this server or to another running the same
+plan. Two runs of one plan are one run to the memory: a second run of the
+same plan needs a new --state.`,
 		Example: `  privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small --split random:0.9 --json
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
@@ -183,7 +195,7 @@ before.`,
 			}
 			ccfg := deploy.ClientConfig{URL: server, Methods: method.Protocol, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
-				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins}
+				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins, Memory: memory}
 			if err := clientAuthority(&ccfg, authPub, certWith, devAuth, log); err != nil {
 				return err
 			}
@@ -332,6 +344,7 @@ before.`,
 	f.StringToStringVar(&pins, "pin", nil, "configuration the plan must have, e.g. --pin eps=1,delta=1e-6,epochs=20,aggregation=masked: a plan outside it is refused")
 	f.Float64Var(&collusion, "collusion", secagg.DefaultCollusion, "the fraction of the certified roster assumed to collude with the server: the plan's K and T must withstand it")
 	f.StringVar(&proto, "protocol", "random", "with --simulate: random (the --split) or strong[:F]: F of the users (default 0.1) held out of the run fold in against the published model and are ranked, as evaluate --protocol strong")
+	f.StringVar(&memory, "state", "", "directory where the client remembers, per plan, its enrolment secrets and the rounds it answered, so that a restart answers no round twice (a second run of the same plan needs a new --state)")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	_ = f.MarkDeprecated("id-offset", "the server assigns client IDs now; it only shifts the users' random-stream labels")
 	return cmd
