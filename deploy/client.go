@@ -83,6 +83,14 @@ type ClientConfig struct {
 	// vendor enrolling its users; the dev authority of a walkthrough).
 	// Authority defaults to its public key.
 	Certifier ed25519.PrivateKey
+	// Identities holds the clients' identity keys and the authority's
+	// certificates of them, made before the session (the authority kept
+	// its key: privrec authority certify, or its service), by client ID:
+	// the ID the server assigns at enrolment, the same in every session
+	// of a plan with Memory. Each is checked (CheckIdentity) against
+	// Authority, Run and Roster before any key leaves. It takes
+	// Certifier's place.
+	Identities map[uint32]Identity
 	// Run is the run label in the certificates; Roster the number of
 	// clients the authority certifies for the run (0: the clients of this
 	// session). A plan with more positions than Roster is refused.
@@ -145,6 +153,10 @@ type Session struct {
 	// setup is the round of the run's setup phase once the clients
 	// answered it (-1 before): they answer one setup per run.
 	setup int
+	// creds and ids are the clients' credentials and IDs once enrolled
+	// (Enrol).
+	creds []string
+	idsOf []uint32
 	// rounds is the number of rounds of the plan (protocol.Method.Rounds):
 	// the clients answer no round numbered past it.
 	rounds int
@@ -158,6 +170,42 @@ type Session struct {
 type identity struct {
 	key  ed25519.PrivateKey
 	cert *secagg.Certificate
+}
+
+// Identity is a client's long-term Ed25519 identity key in secagg's
+// active protocol and the enrolment authority's certificate of it.
+type Identity struct {
+	Key  ed25519.PrivateKey
+	Cert *secagg.Certificate
+}
+
+// CheckIdentity checks that id is client's identity for run: its
+// certificate verifies under the authority's key, names this client ID,
+// this key, this run and, when roster > 0, this roster.
+func CheckIdentity(authority ed25519.PublicKey, run string, roster, client uint32, id Identity) error {
+	c := id.Cert
+	switch {
+	case c == nil:
+		return fmt.Errorf("deploy: client %d has no certificate", client)
+	case len(id.Key) != ed25519.PrivateKeySize:
+		return fmt.Errorf("deploy: client %d's identity key is not an Ed25519 private key", client)
+	}
+	if err := c.Verify(authority); err != nil {
+		return fmt.Errorf("deploy: client %d's certificate: %w (is it from another authority than the pinned one?)", client, err)
+	}
+	switch {
+	case c.Client != client:
+		return fmt.Errorf("deploy: the certificate for client %d names client %d", client, c.Client)
+	case !bytes.Equal(c.Key, id.Key.Public().(ed25519.PublicKey)):
+		return fmt.Errorf("deploy: client %d's certificate is of another identity key than the one it holds", client)
+	case c.Run != run:
+		return fmt.Errorf("deploy: client %d's certificate is for run %q, this run is %q", client, c.Run, run)
+	case roster > 0 && c.Roster != roster:
+		return fmt.Errorf("deploy: client %d's certificate is for a roster of %d, pinned %d", client, c.Roster, roster)
+	case c.Client >= c.Roster:
+		return fmt.Errorf("deploy: client %d's certificate is for a roster of %d, which it is not in", client, c.Roster)
+	}
+	return nil
 }
 
 // Dial connects to the server and reads its plan, retrying while it is
@@ -177,6 +225,9 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Identities != nil && cfg.Authority == nil {
+		return nil, errors.New("deploy: ClientConfig.Identities without the authority's public key to check them against (--authority-key)")
 	}
 	if cfg.Authority == nil && cfg.Certifier != nil {
 		cfg.Authority = cfg.Certifier.Public().(ed25519.PublicKey)
@@ -629,6 +680,12 @@ func nonNil[T any](xs []*T) int {
 // keep their order (the upload order); with only this session's clients
 // enrolled they are 0, 1, ..., as in the in-process run.
 func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]string, []uint32, error) {
+	if s.creds != nil {
+		if len(s.creds) != len(clients) {
+			return nil, nil, fmt.Errorf("deploy: the session enrolled %d clients, and runs %d", len(s.creds), len(clients))
+		}
+		return s.creds, s.idsOf, nil
+	}
 	if s.cfg.Code != "" && len(clients) != 1 {
 		return nil, nil, fmt.Errorf("deploy: an enrolment code enrols one client, not %d (a vendor enrols with the token)", len(clients))
 	}
@@ -682,7 +739,22 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 			creds[lo+k], ids[lo+k] = c.GetToken(), c.GetClientId()
 		}
 	}
+	s.creds, s.idsOf = creds, ids
 	return creds, ids, nil
+}
+
+// Enrol enrols the clients and returns the IDs the server assigned them,
+// in the clients' order, without answering any round: for a party that
+// must have its clients' identity keys certified under those IDs before
+// it takes part (ClientConfig.Identities). Run, in this session, uses the
+// same enrolment; a later process enrols again as the same IDs only with
+// the same Memory.
+func (s *Session) Enrol(ctx context.Context, clients []protocol.Client) ([]uint32, error) {
+	if len(clients) == 0 {
+		return nil, errors.New("deploy: no clients")
+	}
+	_, ids, err := s.enrol(ctx, clients)
+	return ids, err
 }
 
 // certify draws each client's long-term identity key and has the
@@ -691,6 +763,9 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 func (s *Session) certify(ids []uint32) error {
 	if s.cfg.Authority == nil {
 		return nil
+	}
+	if s.cfg.Identities != nil {
+		return s.useIdentities(ids)
 	}
 	if s.cfg.Certifier == nil {
 		return errors.New("deploy: an authority key is pinned and this process holds no certifier key to certify its clients' identities (the enrolling party certifies them: privrec authority)")
@@ -709,6 +784,31 @@ func (s *Session) certify(ids []uint32) error {
 			return err
 		}
 		s.ids[id] = &identity{key: priv, cert: secagg.Certify(s.cfg.Certifier, s.cfg.Run, id, uint32(roster), pub)}
+	}
+	return nil
+}
+
+// useIdentities takes each client's identity from
+// ClientConfig.Identities, checked against the pinned authority, the run
+// and the roster (the certificates' when none is pinned).
+func (s *Session) useIdentities(ids []uint32) error {
+	roster := uint32(max(s.cfg.Roster, 0))
+	s.ids = make(map[uint32]*identity, len(ids))
+	for _, id := range ids {
+		idn, ok := s.cfg.Identities[id]
+		if !ok {
+			return fmt.Errorf("deploy: client %d (as the server enrolled it) has no certified identity: its identity key is certified under another client ID, or not at all", id)
+		}
+		if err := CheckIdentity(s.cfg.Authority, s.cfg.Run, roster, id, idn); err != nil {
+			return err
+		}
+		if roster == 0 {
+			roster = idn.Cert.Roster
+		}
+		s.ids[id] = &identity{key: idn.Key, cert: idn.Cert}
+	}
+	if s.cfg.Roster <= 0 {
+		s.cfg.Roster = int(roster)
 	}
 	return nil
 }
