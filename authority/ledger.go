@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -29,11 +28,16 @@ var (
 // Ledger is the authority's append-only record of the identities it
 // certified: one identity key per client ID and one identity per
 // enrolment code, ever. Each record is synced to disk before Record
-// returns. It is safe for concurrent use.
+// returns. It is safe for concurrent use, and for use by several
+// processes at once (the service and a batch certification): Record
+// holds an exclusive lock on the file and first reads what others
+// appended.
 type Ledger struct {
 	mu    sync.Mutex
 	path  string
 	f     *os.File
+	size  int64                // bytes read so far
+	lines int                  // lines read so far
 	keys  map[uint32]string    // client ID → base64 key certified
 	codes map[[32]byte]codeUse // code hash → the identity it certified
 }
@@ -47,48 +51,68 @@ type codeUse struct {
 // reads its records. A last line without its newline (a crash in the
 // middle of an append, which was never answered) is cut off.
 func OpenLedger(path string) (*Ledger, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("authority: ledger: %w", err)
 	}
 	l := &Ledger{path: path, f: f, keys: map[uint32]string{}, codes: map[[32]byte]codeUse{}}
-	raw, err := io.ReadAll(f)
-	if err != nil {
+	if err := lockFile(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("authority: ledger %s: %w", path, err)
 	}
+	err = l.catchUp()
+	unlockFile(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// catchUp reads the records appended since the last read (by this
+// process or another); the file is locked.
+func (l *Ledger) catchUp() error {
+	st, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("authority: ledger %s: %w", l.path, err)
+	}
+	if st.Size() == l.size {
+		return nil
+	}
+	if st.Size() < l.size {
+		return fmt.Errorf("authority: ledger %s shrank from %d to %d bytes: refusing to go on", l.path, l.size, st.Size())
+	}
+	raw := make([]byte, st.Size()-l.size)
+	if _, err := l.f.ReadAt(raw, l.size); err != nil {
+		return fmt.Errorf("authority: ledger %s: %w", l.path, err)
+	}
 	if end := bytes.LastIndexByte(raw, '\n') + 1; end < len(raw) {
-		if err := f.Truncate(int64(end)); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("authority: ledger %s: cutting a torn last line: %w", path, err)
+		if err := l.f.Truncate(l.size + int64(end)); err != nil {
+			return fmt.Errorf("authority: ledger %s: cutting a torn last line: %w", l.path, err)
 		}
 		raw = raw[:end]
 	}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for n := 1; sc.Scan(); n++ {
+	for sc.Scan() {
+		l.lines++
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		code, client, key, err := parseRecord(line)
 		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("authority: ledger %s:%d: %w", path, n, err)
+			return fmt.Errorf("authority: ledger %s:%d: %w", l.path, l.lines, err)
 		}
 		if k, ok := l.keys[client]; ok && k != key {
-			f.Close()
-			return nil, fmt.Errorf("authority: ledger %s:%d: a second key for client %d", path, n, client)
+			return fmt.Errorf("authority: ledger %s:%d: a second key for client %d", l.path, l.lines, client)
 		}
 		l.keys[client] = key
 		if code != nil {
 			l.codes[*code] = codeUse{client, key}
 		}
 	}
-	if _, err := f.Seek(0, io.SeekEnd); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return l, nil
+	l.size += int64(len(raw))
+	return nil
 }
 
 // parseRecord reads one ledger line.
@@ -132,6 +156,13 @@ func (l *Ledger) Record(code *[32]byte, client uint32, key ed25519.PublicKey) er
 	if l.f == nil {
 		return errors.New("authority: the ledger is closed")
 	}
+	if err := lockFile(l.f); err != nil {
+		return fmt.Errorf("authority: ledger %s: %w", l.path, err)
+	}
+	defer unlockFile(l.f)
+	if err := l.catchUp(); err != nil {
+		return err
+	}
 	if code != nil {
 		if u, ok := l.codes[*code]; ok {
 			if u.client == client && u.key == k {
@@ -151,12 +182,15 @@ func (l *Ledger) Record(code *[32]byte, client uint32, key ed25519.PublicKey) er
 	if code != nil {
 		codeText = hex.EncodeToString(code[:])
 	}
-	if _, err := fmt.Fprintf(l.f, "%s %d %s\n", codeText, client, k); err != nil {
+	line := fmt.Sprintf("%s %d %s\n", codeText, client, k)
+	if _, err := l.f.WriteString(line); err != nil {
 		return fmt.Errorf("authority: ledger %s: %w", l.path, err)
 	}
 	if err := l.f.Sync(); err != nil {
 		return fmt.Errorf("authority: ledger %s: %w", l.path, err)
 	}
+	l.size += int64(len(line))
+	l.lines++
 	l.keys[client] = k
 	if code != nil {
 		l.codes[*code] = codeUse{client, k}

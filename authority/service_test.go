@@ -209,3 +209,48 @@ func TestAuthorityRateAndCORS(t *testing.T) {
 		t.Fatalf("GET /v1/authority: %v, %q", err, resp.Header.Get("Content-Type"))
 	}
 }
+
+// TestLedgerShared: the service and a batch certification may hold one
+// ledger at once (two handles, as two processes do): each sees what the
+// other appended before it records (a second key for an ID is refused
+// across them), and no record overwrites another. (Before, the second
+// handle wrote at its own offset, over the first's records.)
+func TestLedgerShared(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "certified.txt")
+	a, err := OpenLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	k1, _ := newKey(t)
+	k2, _ := newKey(t)
+	h := HashCode("c0")
+	for id := range uint32(3) {
+		if err := a.Record(nil, id, k1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Record(&h, 7, k2); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Record(nil, 1, k2); !errors.Is(err, ErrClientHasKey) {
+		t.Fatalf("a second key for client 1 through the other handle: %v", err)
+	}
+	if err := a.Record(&h, 8, k1); !errors.Is(err, ErrCodeUsed) {
+		t.Fatalf("code c0 again through the first handle: %v", err)
+	}
+	c, err := OpenLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Len() != 4 {
+		raw, _ := os.ReadFile(path)
+		t.Fatalf("%d identities in the ledger, want 4:\n%s", c.Len(), raw)
+	}
+}
