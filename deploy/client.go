@@ -743,6 +743,17 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 	return creds, ids, nil
 }
 
+// UseIdentities sets the clients' certified identities
+// (ClientConfig.Identities) once they are known, after Enrol; Run checks
+// them before any key leaves.
+func (s *Session) UseIdentities(ids map[uint32]Identity) error {
+	if s.cfg.Authority == nil {
+		return errors.New("deploy: identities without the authority's public key to check them against (--authority-key)")
+	}
+	s.cfg.Identities = ids
+	return nil
+}
+
 // Enrol enrols the clients and returns the IDs the server assigned them,
 // in the clients' order, without answering any round: for a party that
 // must have its clients' identity keys certified under those IDs before
