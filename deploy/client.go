@@ -153,7 +153,7 @@ type Session struct {
 	// setup is the round of the run's setup phase once the clients
 	// answered it (-1 before): they answer one setup per run.
 	setup int
-	// creds and ids are the clients' credentials and IDs once enrolled
+	// creds and idsOf are the clients' credentials and IDs once enrolled
 	// (Enrol).
 	creds []string
 	idsOf []uint32
