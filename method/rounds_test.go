@@ -18,9 +18,6 @@ import (
 // broadcast: numbered 0, 1, ..., Rounds−1, then Done. It iterates over
 // the registry, so a new federated method without Rounds fails here.
 func TestRoundsIsTheRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs every federated method")
-	}
 	d := fedData(t, ratings.Scale{Min: 1, Max: 5, Step: 1})
 	seen := 0
 	for _, s := range method.All() {
