@@ -45,6 +45,10 @@ type memoryRounds struct {
 	Last  int `json:"last"`
 }
 
+// writeMemory writes a memory file durably (a variable for the test that
+// a failed write stops the answers).
+var writeMemory = atomicfile.WriteFile
+
 // openMemory reads the memory of plan in dir, or starts an empty one
 // (creating dir, mode 0700: it holds the clients' credentials).
 func openMemory(dir, plan, method string) (*memory, error) {
@@ -98,7 +102,7 @@ func (m *memory) secrets(n int, draw func() string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := atomicfile.WriteFile(m.enrolPath(), raw, 0o600); err != nil {
+	if err := writeMemory(m.enrolPath(), raw, 0o600); err != nil {
 		m.enrol.Secrets = nil
 		return nil, fmt.Errorf("deploy: memory: %w", err)
 	}
@@ -120,7 +124,7 @@ func (m *memory) answer(r int, setup bool) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(m.roundsPath(), raw, 0o600); err != nil {
+	if err := writeMemory(m.roundsPath(), raw, 0o600); err != nil {
 		return fmt.Errorf("deploy: memory: %w", err)
 	}
 	m.rounds = next

@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"context"
+	"errors"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -134,5 +136,30 @@ func TestRedTeamReplayAfterRestart(t *testing.T) {
 			}
 			t.Logf("second server: rounds %v, %v", got, err)
 		})
+	}
+}
+
+// TestMemoryBeforeAnswer: the memory of a round is on disk before any
+// answer of it leaves; when it cannot be written, nothing is sent.
+func TestMemoryBeforeAnswer(t *testing.T) {
+	d, spl := smallCatalog(t, 6, 12)
+	spec, cfg := configure(t, "sdmf", map[string]string{"epochs": "2"})
+	bs, _, _ := honestBroadcasts(t, spec, cfg, d, spl.Train)
+	var script []*fedv1.Broadcast
+	for _, b := range bs {
+		script = append(script, toWireBroadcast(b))
+	}
+	old := writeMemory
+	t.Cleanup(func() { writeMemory = old })
+	writeMemory = func(path string, data []byte, perm os.FileMode) error {
+		if strings.HasSuffix(path, ".rounds.json") {
+			return errors.New("disk full")
+		}
+		return old(path, data, perm)
+	}
+	h := hostilePlan(t, spec.Name, spec.Text(cfg), script)
+	got, err := runHostile(t, h, spec, cfg, t.TempDir())
+	if len(got) != 0 || err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("rounds %v sent, error %v; want none sent and the memory's error", got, err)
 	}
 }
