@@ -83,6 +83,14 @@ type ClientConfig struct {
 	// vendor enrolling its users; the dev authority of a walkthrough).
 	// Authority defaults to its public key.
 	Certifier ed25519.PrivateKey
+	// Identities holds the clients' identity keys and the authority's
+	// certificates of them, made before the session (the authority kept
+	// its key: privrec authority certify, or its service), by client ID:
+	// the ID the server assigns at enrolment, the same in every session
+	// of a plan with Memory. Each is checked (CheckIdentity) against
+	// Authority, Run and Roster before any key leaves. It takes
+	// Certifier's place.
+	Identities map[uint32]Identity
 	// Run is the run label in the certificates; Roster the number of
 	// clients the authority certifies for the run (0: the clients of this
 	// session). A plan with more positions than Roster is refused.
@@ -100,6 +108,17 @@ type ClientConfig struct {
 	// plan (e.g. eps, delta, epochs, secagg): a plan whose configuration
 	// differs from itself with these values set is refused at Dial.
 	Pin map[string]string
+	// Memory, when not empty, is a directory (privrec client --state)
+	// where the session keeps, per plan (protocol.PlanDigest: the
+	// method, its configuration, the scale and the catalog, not the
+	// server's address), what its clients must not forget across
+	// restarts: their enrolment secrets, so that they enrol again as the
+	// same client IDs, whether they answered the setup phase and the last
+	// round they answered. It is written durably before any answer leaves
+	// the process, and a restarted session answers no round it answered
+	// before, whichever server asks. Two runs of one plan are one run to
+	// the memory: a second run of the same plan needs another directory.
+	Memory string
 }
 
 // Progress describes a round the clients answered.
@@ -137,12 +156,59 @@ type Session struct {
 	// setup is the round of the run's setup phase once the clients
 	// answered it (-1 before): they answer one setup per run.
 	setup int
+	// creds and idsOf are the clients' credentials and IDs once enrolled
+	// (Enrol).
+	creds []string
+	idsOf []uint32
+	// rounds is the number of rounds of the plan (protocol.Method.Rounds):
+	// the clients answer no round numbered past it.
+	rounds int
+	// digest names the plan (protocol.PlanDigest); mem, when not nil,
+	// is the session's memory of it (ClientConfig.Memory).
+	digest string
+	mem    *memory
 }
 
 // identity is one client's long-term identity key and its certificate.
 type identity struct {
 	key  ed25519.PrivateKey
 	cert *secagg.Certificate
+}
+
+// Identity is a client's long-term Ed25519 identity key in secagg's
+// active protocol and the enrolment authority's certificate of it.
+type Identity struct {
+	Key  ed25519.PrivateKey
+	Cert *secagg.Certificate
+}
+
+// CheckIdentity checks that id is client's identity for run: its
+// certificate verifies under the authority's key, names this client ID,
+// this key, this run and, when roster > 0, this roster.
+func CheckIdentity(authority ed25519.PublicKey, run string, roster, client uint32, id Identity) error {
+	c := id.Cert
+	switch {
+	case c == nil:
+		return fmt.Errorf("deploy: client %d has no certificate", client)
+	case len(id.Key) != ed25519.PrivateKeySize:
+		return fmt.Errorf("deploy: client %d's identity key is not an Ed25519 private key", client)
+	}
+	if err := c.Verify(authority); err != nil {
+		return fmt.Errorf("deploy: client %d's certificate: %w (is it from another authority than the pinned one?)", client, err)
+	}
+	switch {
+	case c.Client != client:
+		return fmt.Errorf("deploy: the certificate for client %d names client %d", client, c.Client)
+	case !bytes.Equal(c.Key, id.Key.Public().(ed25519.PublicKey)):
+		return fmt.Errorf("deploy: client %d's certificate is of another identity key than the one it holds", client)
+	case c.Run != run:
+		return fmt.Errorf("deploy: client %d's certificate is for run %q, this run is %q", client, c.Run, run)
+	case roster > 0 && c.Roster != roster:
+		return fmt.Errorf("deploy: client %d's certificate is for a roster of %d, pinned %d", client, c.Roster, roster)
+	case c.Client >= c.Roster:
+		return fmt.Errorf("deploy: client %d's certificate is for a roster of %d, which it is not in", client, c.Roster)
+	}
+	return nil
 }
 
 // Dial connects to the server and reads its plan, retrying while it is
@@ -162,6 +228,9 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Identities != nil && cfg.Authority == nil {
+		return nil, errors.New("deploy: ClientConfig.Identities without the authority's public key to check them against (--authority-key)")
 	}
 	if cfg.Authority == nil && cfg.Certifier != nil {
 		cfg.Authority = cfg.Certifier.Public().(ed25519.PublicKey)
@@ -190,8 +259,42 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if err := s.checkPins(); err != nil {
 		return nil, err
 	}
+	if err := s.planRounds(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
+
+// planRounds reads the number of rounds of the plan, names the plan, and
+// opens the session's memory of it.
+func (s *Session) planRounds() error {
+	spec, cfg, err := s.Method()
+	if err != nil {
+		return err
+	}
+	if s.rounds, err = spec.Rounds(cfg); err != nil {
+		return fmt.Errorf("deploy: the server's plan of %s: %w", spec.Name(), err)
+	}
+	if s.rounds < 1 {
+		return fmt.Errorf("deploy: the server's plan of %s has %d rounds", spec.Name(), s.rounds)
+	}
+	s.digest = protocol.PlanDigest(spec.Name(), spec.Text(cfg), s.Catalog().Scale, s.plan.GetCatalog().GetItemIds())
+	if s.cfg.Memory == "" {
+		return nil
+	}
+	if s.mem, err = openMemory(s.cfg.Memory, s.digest, spec.Name()); err != nil {
+		return err
+	}
+	s.setup = s.mem.rounds.Setup
+	return nil
+}
+
+// Rounds returns the number of rounds of the run's plan
+// (protocol.Method.Rounds): the clients answer no round numbered past it.
+func (s *Session) Rounds() int { return s.rounds }
+
+// PlanDigest returns the name of the run's plan (protocol.PlanDigest).
+func (s *Session) PlanDigest() string { return s.digest }
 
 // checkPins refuses a plan whose configuration differs from what the
 // clients pinned (ClientConfig.Pin): the plan's configuration with the
@@ -236,6 +339,11 @@ func (s *Session) checkPins() error {
 // every share (μ/⌊ρ·n_j⌋ on the count-calibrated path); within these
 // checks a share is at least μ/⌊MinShare·roster⌋.
 func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
+	// Dial always sets rounds (at least 1); a Session literal of a unit
+	// test of the other rules has none.
+	if s.rounds > 0 && (b.Round < 0 || b.Round >= s.rounds) {
+		return fmt.Errorf("%w: deploy: round %d is past the plan's rounds (the plan of %s has %d, numbered 0 to %d): refusing (each answer spends privacy)", protocol.ErrMessage, b.Round, s.plan.GetMethod(), s.rounds, s.rounds-1)
+	}
 	if b.Phase == protocol.PhaseSetup {
 		// A setup's answers say what a client has (HDPMF's: the
 		// indicator of its rated items): a second setup phase, later in
@@ -425,6 +533,12 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 	}
 	last, boot, session := -1, "", ""
 	sessions := 0 // sessions of round last the clients took part in
+	// answered is the last round the clients answered before this
+	// process (ClientConfig.Memory): they answer none of those again.
+	answered := -1
+	if s.mem != nil {
+		answered = s.mem.rounds.Last
+	}
 	for {
 		var resp *fedv1.GetRoundResponse
 		err := s.retry(ctx, "get round", func(ctx context.Context) error {
@@ -446,6 +560,16 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		}
 		r := int(w.GetRound())
 		began := time.Now()
+		if r <= answered && r != last {
+			if r < answered {
+				return nil, fmt.Errorf("deploy: round %d of this plan was already answered (the memory %s says rounds up to %d were, by an earlier session, to this server or another): refusing to answer it again (it would spend the privacy of the round twice); a new run of the same plan needs another --state", r, s.cfg.Memory, answered)
+			}
+			// The round the clients answered last before a restart: they
+			// wait for the next one.
+			s.log.Info("round already answered before a restart; waiting for the next", "round", r)
+			last, boot, session = r, resp.GetBoot(), resp.GetSecagg().GetSession()
+			continue
+		}
 		if plan := resp.GetSecagg(); plan != nil {
 			switch {
 			case r < last:
@@ -461,6 +585,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 					return nil, err
 				}
 				if dense, err = s.answerMasked(b, clients); err != nil {
+					return nil, err
+				}
+				if err := s.remember(b); err != nil {
 					return nil, err
 				}
 				last, sessions = r, 0
@@ -510,6 +637,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			if s.needMasked && slices.ContainsFunc(cache, func(u *fedv1.UploadRequest) bool { return u.GetSparse() != nil }) {
 				return nil, fmt.Errorf("deploy: the server asks for plain uploads in round %d, and %s's privacy rests on secure aggregation: refusing", r, s.plan.GetMethod())
 			}
+			if err := s.remember(b); err != nil {
+				return nil, err
+			}
 			last = r
 		}
 		boot = resp.GetBoot()
@@ -518,6 +648,15 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		}
 		s.progress(r, resp, false, began, nonNil(cache))
 	}
+}
+
+// remember records in the session's memory, if it has one, that the
+// clients answer b's round, before any of the answers leaves.
+func (s *Session) remember(b *protocol.Broadcast) error {
+	if s.mem == nil {
+		return nil
+	}
+	return s.mem.answer(b.Round, b.Phase == protocol.PhaseSetup)
 }
 
 // progress reports round r, whose response was resp and which n of the
@@ -546,20 +685,40 @@ func nonNil[T any](xs []*T) int {
 // keep their order (the upload order); with only this session's clients
 // enrolled they are 0, 1, ..., as in the in-process run.
 func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]string, []uint32, error) {
+	if s.creds != nil {
+		if len(s.creds) != len(clients) {
+			return nil, nil, fmt.Errorf("deploy: the session enrolled %d clients, and runs %d", len(s.creds), len(clients))
+		}
+		return s.creds, s.idsOf, nil
+	}
 	if s.cfg.Code != "" && len(clients) != 1 {
 		return nil, nil, fmt.Errorf("deploy: an enrolment code enrols one client, not %d (a vendor enrols with the token)", len(clients))
 	}
 	creds := make([]string, len(clients))
 	ids := make([]uint32, len(clients))
+	draw := func() string {
+		var b [24]byte
+		crand.Read(b[:])
+		return base64.RawURLEncoding.EncodeToString(b[:])
+	}
+	// With a memory the secrets are written before they are sent, so
+	// that a restarted session enrols again as the same client IDs (a
+	// retry with the same secrets).
+	all := make([]string, len(clients))
+	if s.mem != nil {
+		var err error
+		if all, err = s.mem.secrets(len(clients), draw); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		for k := range all {
+			all[k] = draw()
+		}
+	}
 	const chunk = 10000
 	for lo := 0; lo < len(clients); lo += chunk {
 		hi := min(lo+chunk, len(clients))
-		secrets := make([]string, hi-lo)
-		for k := range secrets {
-			var b [24]byte
-			crand.Read(b[:])
-			secrets[k] = base64.RawURLEncoding.EncodeToString(b[:])
-		}
+		secrets := all[lo:hi]
 		var got []*fedv1.Credential
 		err := s.retry(ctx, "enrol", func(ctx context.Context) error {
 			req := &fedv1.EnrollRequest{Token: s.cfg.Token, Secrets: secrets}
@@ -585,7 +744,33 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 			creds[lo+k], ids[lo+k] = c.GetToken(), c.GetClientId()
 		}
 	}
+	s.creds, s.idsOf = creds, ids
 	return creds, ids, nil
+}
+
+// UseIdentities sets the clients' certified identities
+// (ClientConfig.Identities) once they are known, after Enrol; Run checks
+// them before any key leaves.
+func (s *Session) UseIdentities(ids map[uint32]Identity) error {
+	if s.cfg.Authority == nil {
+		return errors.New("deploy: identities without the authority's public key to check them against (--authority-key)")
+	}
+	s.cfg.Identities = ids
+	return nil
+}
+
+// Enrol enrols the clients and returns the IDs the server assigned them,
+// in the clients' order, without answering any round: for a party that
+// must have its clients' identity keys certified under those IDs before
+// it takes part (ClientConfig.Identities). Run, in this session, uses the
+// same enrolment; a later process enrols again as the same IDs only with
+// the same Memory.
+func (s *Session) Enrol(ctx context.Context, clients []protocol.Client) ([]uint32, error) {
+	if len(clients) == 0 {
+		return nil, errors.New("deploy: no clients")
+	}
+	_, ids, err := s.enrol(ctx, clients)
+	return ids, err
 }
 
 // certify draws each client's long-term identity key and has the
@@ -594,6 +779,9 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 func (s *Session) certify(ids []uint32) error {
 	if s.cfg.Authority == nil {
 		return nil
+	}
+	if s.cfg.Identities != nil {
+		return s.useIdentities(ids)
 	}
 	if s.cfg.Certifier == nil {
 		return errors.New("deploy: an authority key is pinned and this process holds no certifier key to certify its clients' identities (the enrolling party certifies them: privrec authority)")
@@ -612,6 +800,31 @@ func (s *Session) certify(ids []uint32) error {
 			return err
 		}
 		s.ids[id] = &identity{key: priv, cert: secagg.Certify(s.cfg.Certifier, s.cfg.Run, id, uint32(roster), pub)}
+	}
+	return nil
+}
+
+// useIdentities takes each client's identity from
+// ClientConfig.Identities, checked against the pinned authority, the run
+// and the roster (the certificates' when none is pinned).
+func (s *Session) useIdentities(ids []uint32) error {
+	roster := uint32(max(s.cfg.Roster, 0))
+	s.ids = make(map[uint32]*identity, len(ids))
+	for _, id := range ids {
+		idn, ok := s.cfg.Identities[id]
+		if !ok {
+			return fmt.Errorf("deploy: client %d (as the server enrolled it) has no certified identity: its identity key is certified under another client ID, or not at all", id)
+		}
+		if err := CheckIdentity(s.cfg.Authority, s.cfg.Run, roster, id, idn); err != nil {
+			return err
+		}
+		if roster == 0 {
+			roster = idn.Cert.Roster
+		}
+		s.ids[id] = &identity{key: idn.Key, cert: idn.Cert}
+	}
+	if s.cfg.Roster <= 0 {
+		s.cfg.Roster = int(roster)
 	}
 	return nil
 }

@@ -27,7 +27,16 @@
 // with the same method client code as the in-process simulation. Before
 // it uploads anything it checks the plan against what the method's claim
 // needs (the aggregation, the noise calibration, the secure-aggregation
-// parameters) and refuses a plan that would weaken it.
+// parameters) and refuses a plan that would weaken it. Each answer spends
+// privacy, so the clients answer only the rounds of the plan
+// (protocol.Method.Rounds) and, with ClientConfig.Memory, never a plan's
+// round twice, across their own restarts and whichever server asks
+// (the memory is kept per protocol.PlanDigest and written before any
+// answer leaves). Against a server that lies (secagg's active protocol)
+// each client's identity key carries the enrolment authority's
+// certificate: made by the authority, which keeps its key (package
+// authority; ClientConfig.Identities, checked by CheckIdentity), or in
+// process by a party that is itself the authority (Certifier).
 //
 // # Who is trusted
 //

@@ -27,10 +27,11 @@ import (
 // upload and never finishes: the test drives a real Session against it.
 type hostileServer struct {
 	federationv1connect.UnimplementedFederationServiceHandler
-	plan   *fedv1.HelloResponse
-	script []*fedv1.Broadcast
-	mu     sync.Mutex
-	served int // broadcasts handed out
+	plan    *fedv1.HelloResponse
+	script  []*fedv1.Broadcast
+	mu      sync.Mutex
+	served  int           // broadcasts handed out
+	uploads map[int32]int // uploads taken, by round
 }
 
 func (h *hostileServer) Hello(context.Context, *connect.Request[fedv1.HelloRequest]) (*connect.Response[fedv1.HelloResponse], error) {
@@ -59,7 +60,13 @@ func (h *hostileServer) GetRound(_ context.Context, req *connect.Request[fedv1.G
 	return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("hostile server: end of script"))
 }
 
-func (h *hostileServer) Upload(context.Context, *connect.Request[fedv1.UploadRequest]) (*connect.Response[fedv1.UploadResponse], error) {
+func (h *hostileServer) Upload(_ context.Context, req *connect.Request[fedv1.UploadRequest]) (*connect.Response[fedv1.UploadResponse], error) {
+	h.mu.Lock()
+	if h.uploads == nil {
+		h.uploads = map[int32]int{}
+	}
+	h.uploads[req.Msg.GetRound()]++
+	h.mu.Unlock()
 	return connect.NewResponse(&fedv1.UploadResponse{}), nil
 }
 

@@ -478,17 +478,55 @@ func IssueCodes(dir string, n int) ([]string, error) {
 	codes := make([]string, n)
 	hashes := make([][32]byte, n)
 	for k := range codes {
-		var raw [16]byte
-		if _, err := rand.Read(raw[:]); err != nil {
+		if codes[k], err = NewCode(); err != nil {
 			return nil, err
 		}
-		codes[k] = CodePrefix + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw[:])
 		hashes[k] = hashToken(codes[k])
 	}
 	if err := st.addCodes(hashes); err != nil {
 		return nil, err
 	}
 	return codes, nil
+}
+
+// NewCode returns a fresh one-time enrolment code: CodePrefix and 128
+// random bits in base32. The server stores only its SHA-256 (of the
+// code's text), which is what ImportCodes takes.
+func NewCode() (string, error) {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	return CodePrefix + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw[:]), nil
+}
+
+// ImportCodes adds to the run in the state directory dir the one-time
+// enrolment codes whose SHA-256 hashes are given (codes made elsewhere,
+// by an enrolment authority that hands them to devices: privrec
+// authority codes), and returns how many were new: a hash already
+// imported is skipped, a spent code stays spent. The server never sees
+// the codes themselves.
+func ImportCodes(dir string, hashes [][32]byte) (int, error) {
+	st, err := openStore(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	added := 0
+	err = st.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketCodes)
+		for _, h := range hashes {
+			if b.Get(h[:]) != nil {
+				continue
+			}
+			if err := b.Put(h[:], []byte{0}); err != nil { // one byte: unspent
+				return err
+			}
+			added++
+		}
+		return nil
+	})
+	return added, err
 }
 
 // CodePrefix starts every one-time enrolment code, so that a code pasted

@@ -486,3 +486,16 @@ func (s *server) aggregateMasked(round int, st step, ups []*protocol.Upload) err
 	}
 	return nil
 }
+
+// Rounds returns the number of rounds the server of cfg broadcasts, its
+// schedule's length: on the integer path a setup round, the global mean,
+// BiasRounds bias rounds, the warm start and Rounds factor rounds when
+// the run has factors, and the final round. A client refuses a round
+// numbered past it.
+func Rounds(cfg Config) (int, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	steps, _ := schedule(cfg, 1) // the schedule's length does not depend on ρ
+	return len(steps), nil
+}

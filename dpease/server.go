@@ -411,3 +411,17 @@ func (s *Server) ReleaseEps() (counts, gram float64) {
 	}
 	return rdp.ZCDPToDP(s.cfg.FracCounts*s.rho, s.cfg.Delta), rdp.ZCDPToDP((1-s.cfg.FracCounts)*s.rho, s.cfg.Delta)
 }
+
+// Rounds returns the number of rounds the server of cfg broadcasts: the
+// counts and the Gram, after a setup round on the integer path
+// (secagg=masked) that counts the clients. A client refuses a round
+// numbered past it.
+func Rounds(cfg Config) (int, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	if cfg.Aggregation == protocol.AggMasked {
+		return 3, nil
+	}
+	return 2, nil
+}

@@ -337,3 +337,13 @@ func (s *server) UnmarshalBinary(data []byte) error {
 	s.spent = x.Spent
 	return nil
 }
+
+// Rounds returns the number of rounds the server of cfg broadcasts: the
+// setup round 0, the cfg.Rounds training rounds 1..T and the final round
+// T+1 (Broadcast, Done). A client refuses a round numbered past it.
+func Rounds(cfg Config) (int, error) {
+	if cfg.Rounds < 1 {
+		return 0, fmt.Errorf("%w: Rounds = %d must be ≥ 1", ErrConfig, cfg.Rounds)
+	}
+	return cfg.Rounds + 2, nil
+}

@@ -424,3 +424,18 @@ func (s *server) Round() int { return s.round }
 
 // Factors returns the current V and the dimension.
 func (s *server) Factors() ([]float32, int) { return s.v, s.k }
+
+// Rounds returns the number of rounds the server of cfg broadcasts: the
+// setup round 0, the cfg.Rounds training rounds, and with Refit > 0 a
+// fit round before every training round t > 0 with t a multiple of Refit
+// (Broadcast, Done). A client refuses a round numbered past it.
+func Rounds(cfg Config) (int, error) {
+	if cfg.Rounds < 1 || cfg.Refit < 0 {
+		return 0, fmt.Errorf("ldpop: Rounds = %d, Refit = %d: want Rounds >= 1 and Refit >= 0", cfg.Rounds, cfg.Refit)
+	}
+	n := 1 + cfg.Rounds
+	if cfg.Refit > 0 {
+		n += (cfg.Rounds - 1) / cfg.Refit
+	}
+	return n, nil
+}

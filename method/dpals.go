@@ -111,12 +111,14 @@ func fitDPALS(ctx context.Context, train *ratings.Dataset, cfg *dpals.Config, se
 // their users' own ratings.
 func dpalsFederated() *Federated {
 	prepare := func(cfg *dpals.Config, _ uint64) (dpals.Config, error) { return *cfg, invalid(cfg.Validate()) }
-	return standard(prepare, dpals.NewServer, dpals.NewClients,
+	f := standard(prepare, dpals.NewServer, dpals.NewClients,
 		func(cl *dpals.Clients) []protocol.Client { return cl.List }, (*dpals.Clients).Finish,
 		func(c dpals.Config, rep *dpals.Report, train *ratings.Dataset) *Result {
 			return dpalsResult(&c, rep, train)
 		},
 		func(cfg *dpals.Config) protocol.Aggregation { return cfg.Aggregation })
+	f.Rounds = roundsOf(func(cfg *dpals.Config) (int, error) { return dpals.Rounds(*cfg) })
+	return f
 }
 
 func init() {

@@ -135,6 +135,13 @@ func init() {
 		}
 		return dpease.NewServer(c.WithRoster(items), items, seed)
 	}
+	fed.Rounds = roundsOf(func(cfg *dpease.Config) (int, error) {
+		c, err := dpeaseConfig(cfg)
+		if err != nil {
+			return 0, err
+		}
+		return dpease.Rounds(c)
+	})
 	define(Spec{
 		Name:      "dp-ease",
 		Summary:   "user-level (ε, δ) joint-DP EASE: noisy item counts and top-M Gram matrix, item-item ridge solve, scores on the device (ranks, no ratings)",

@@ -37,6 +37,28 @@ type Federated struct {
 	// (items.Side), and no ratings. A method whose server needs the items'
 	// public attributes (SD-FM) sets it; Spec.NewServerFor uses it.
 	ServerFor func(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error)
+	// Rounds returns the number of rounds the server of cfg broadcasts
+	// (numbered 0 to Rounds−1), from the configuration alone: the
+	// clients of a deployment answer no round past it
+	// (protocol.Method.Rounds). Every federated method sets it;
+	// TestRoundsIsTheRun checks it against the server's run.
+	Rounds func(cfg any) (int, error)
+}
+
+// roundsOf returns a Federated.Rounds for a method whose config type is
+// C: the config's type checked, then rounds.
+func roundsOf[C any](rounds func(cfg *C) (int, error)) func(cfg any) (int, error) {
+	return func(cfg any) (int, error) {
+		c, err := typedConfig[C](cfg)
+		if err != nil {
+			return 0, err
+		}
+		n, err := rounds(c)
+		if err != nil && !errors.Is(err, ErrParam) {
+			err = invalid(err)
+		}
+		return n, err
+	}
 }
 
 // Clients is the client half of a run.

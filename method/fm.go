@@ -109,6 +109,13 @@ func sdfmFederated() *Federated {
 			}
 			return sdcfClients(train, c.Config, sdfmClaim, func(res *Result) { sdfmStats(res, enc) })
 		}, noAggregation[fm.SDConfig])
+	fed.Rounds = roundsOf(func(cfg *fm.SDConfig) (int, error) {
+		c, err := sdfmConfig(cfg, 0)
+		if err != nil {
+			return 0, err
+		}
+		return sdcf.Rounds(c.Config)
+	})
 	fed.ServerFor = func(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
 		c, ok := cfg.(*fm.SDConfig)
 		if !ok || c == nil {

@@ -185,10 +185,18 @@ func NotApplicable(why string) string { return "ε not applicable against the se
 
 // hdpmfFederated is the client/server protocol of variant v in halves.
 func hdpmfFederated(v hdpmf.Variant) *Federated {
-	return standard(hdpmfConfig, hdpmf.NewServer, hdpmf.NewClients,
+	f := standard(hdpmfConfig, hdpmf.NewServer, hdpmf.NewClients,
 		func(cl *hdpmf.Clients) []protocol.Client { return cl.List }, (*hdpmf.Clients).Finish,
 		func(c hdpmf.Config, rep *hdpmf.Report, _ *ratings.Dataset) *Result { return hdpmfResult(v, c, rep) },
 		func(cfg *hdpmf.Config) protocol.Aggregation { return cfg.Aggregation })
+	f.Rounds = roundsOf(func(cfg *hdpmf.Config) (int, error) {
+		c, err := hdpmfConfig(cfg, 0)
+		if err != nil {
+			return 0, err
+		}
+		return hdpmf.Rounds(c)
+	})
+	return f
 }
 
 func defineHDPMF(v hdpmf.Variant, summary string) {

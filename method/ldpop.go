@@ -163,12 +163,20 @@ func ldpopResult(v ldpop.Variant, claim model.Privacy, c ldpop.Config, rep *ldpo
 
 // ldpopFederated is the client/server protocol of variant v in halves.
 func ldpopFederated(v ldpop.Variant, claim model.Privacy) *Federated {
-	return standard(ldpopConfig, ldpop.NewServer, ldpop.NewClients,
+	f := standard(ldpopConfig, ldpop.NewServer, ldpop.NewClients,
 		func(cl *ldpop.Clients) []protocol.Client { return cl.List }, (*ldpop.Clients).Finish,
 		func(c ldpop.Config, rep *ldpop.Report, _ *ratings.Dataset) *Result {
 			return ldpopResult(v, claim, c, rep)
 		},
 		func(cfg *ldpop.Config) protocol.Aggregation { return cfg.Aggregation })
+	f.Rounds = roundsOf(func(cfg *ldpop.Config) (int, error) {
+		c, err := ldpopConfig(cfg, 0)
+		if err != nil {
+			return 0, err
+		}
+		return ldpop.Rounds(c)
+	})
+	return f
 }
 
 func defineLDPOP(v ldpop.Variant, summary string, claim model.Privacy) {

@@ -39,6 +39,13 @@ func (m served) Aggregation(cfg any) protocol.Aggregation {
 
 func (m served) NeedsSums() bool { return m.s.Federated.Aggregation(m.s.New()).Secure() }
 
+func (m served) Rounds(cfg any) (int, error) {
+	if m.s.Federated.Rounds == nil {
+		return 0, fmt.Errorf("%s: the method does not say how many rounds a run has", m.s.Name)
+	}
+	return m.s.Federated.Rounds(cfg)
+}
+
 func (m served) Server(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
 	return m.s.NewServerFor(cfg, items, seed)
 }

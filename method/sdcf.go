@@ -307,6 +307,13 @@ func init() {
 				}
 				return sdcfClients(train, c, v.claim, nil)
 			}, noAggregation[sdcf.Config])
+		fed.Rounds = roundsOf(func(cfg *sdcf.Config) (int, error) {
+			c, err := v.config(*cfg, 0)
+			if err != nil {
+				return 0, err
+			}
+			return sdcf.Rounds(c)
+		})
 		define(Spec{Name: v.name, Summary: v.summary, Claim: v.claim, Ranks: v.loss == sdcf.BPR, Federated: fed},
 			v.defaults, sdcfFields(v.private, v.epsG),
 			func(ctx context.Context, train *ratings.Dataset, cfg *sdcf.Config, seed uint64, hook Hook) (*model.Model, *Result, error) {
@@ -349,6 +356,13 @@ func init() {
 				res.Privacy.EpsRound, res.Privacy.EpsTotal = eps, eps
 			})
 		}, noAggregation[sdcf.ISGLDConfig])
+	isgldFed.Rounds = roundsOf(func(cfg *sdcf.ISGLDConfig) (int, error) {
+		c, err := isgld.config(cfg.Config, 0)
+		if err != nil {
+			return 0, err
+		}
+		return sdcf.Rounds(c)
+	})
 	define(Spec{
 		Name:      "isgld",
 		Summary:   "ISGLD (SDCF §4.1): Laplace noise on each rating on the device, then SGLD MF",

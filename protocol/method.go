@@ -28,6 +28,10 @@ type Method interface {
 	// aggregate masked.
 	Aggregation(cfg any) Aggregation
 	NeedsSums() bool
+	// Rounds returns the number of rounds the server of cfg broadcasts,
+	// numbered 0 to Rounds−1, as the method's server loop runs them: a
+	// client answers no round numbered past it, whatever a server says.
+	Rounds(cfg any) (int, error)
 	// Server builds the method's server for the public catalog items
 	// (item IDs, declared scale, public side features; no ratings), with
 	// the seed of the server's own randomness.

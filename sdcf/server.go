@@ -133,3 +133,13 @@ func (s *server) UnmarshalBinary(data []byte) error {
 	s.round = x.Round
 	return nil
 }
+
+// Rounds returns the number of rounds the server of cfg broadcasts: its
+// training rounds, one broadcast each (SD-FM's server too). A client
+// refuses a round numbered past it.
+func Rounds(cfg Config) (int, error) {
+	if cfg.Rounds < 1 {
+		return 0, fmt.Errorf("%w: Rounds = %d must be ≥ 1", ErrConfig, cfg.Rounds)
+	}
+	return cfg.Rounds, nil
+}

@@ -55,6 +55,8 @@ func (a *app) clientCmd() *cobra.Command {
 		minShare  float64
 		pins      map[string]string
 		proto     string
+		memory    string
+		idf       identityFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "client",
@@ -102,7 +104,39 @@ out.
 
 The client retries through network failures and server restarts, and
 answers a round reopened after a restart with the same upload it sent
-before.`,
+before. It answers no round past the plan's count (the method's rounds for
+the plan's configuration), whatever the server says.
+
+--state DIR keeps, per plan (a digest of the method, its configuration, the
+scale and the catalog; not the server's address), what the client must not
+forget across its own restarts: the enrolment secrets (a restarted client
+enrols again as the same client IDs), whether it answered the setup phase,
+and the last round it answered. It is written to disk before any answer
+leaves the process, and a client restarted with the same --state answers
+no round it answered before, to this server or to another running the same
+plan. Two runs of one plan are one run to the memory: a second run of the
+same plan needs a new --state.
+
+Against a server that runs the active protocol (serve --secagg-active),
+--authority-key PUB pins the enrolment authority, and the clients' identity
+keys need its certificates. The authority keeps its key:
+
+  a vendor's users, in two runs of one command:
+    privrec client ... --authority-key PUB --run R --state S --identity D
+        enrols, draws one identity key per user (D/identities.json, 0600),
+        writes D/requests.txt and stops, saying what the authority runs:
+    privrec authority certify --key authority.key --run R --roster N \
+        --batch D/requests.txt --ledger certified.txt > D/certificates.txt
+    the same client command again: it enrols as the same client IDs (--state),
+        checks the certificates (this authority, ID, key, run, roster), takes part
+  a device, in one command, with its one-time code and the authority's
+  service (privrec authority serve):
+    privrec client ... --code C --ratings F --authority-key PUB --run R \
+        --state S --identity D --authority-url URL [--authority-ca CA]
+
+--certify-with authority.key certifies in process instead, for a process
+that is itself the enrolling party: it holds the authority's key and could
+mint identities.`,
 		Example: `  privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small --split random:0.9 --json
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
@@ -183,13 +217,29 @@ before.`,
 			}
 			ccfg := deploy.ClientConfig{URL: server, Methods: method.Protocol, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
-				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins}
+				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins, Memory: memory}
 			if err := clientAuthority(&ccfg, authPub, certWith, devAuth, log); err != nil {
 				return err
+			}
+			idf.code, idf.pinned, idf.run, idf.roster, idf.stateDir = code, ccfg.Authority, run, roster, memory
+			if err := idf.check(); err != nil {
+				return err
+			}
+			if idf.dir != "" && ccfg.Certifier != nil {
+				return errors.New("--identity: the authority certifies the identities and keeps its key: drop --certify-with and --dev-authority")
 			}
 			sess, err := deploy.Dial(ctx, ccfg)
 			if err != nil {
 				return err
+			}
+			// prepare has the clients' identities certified before
+			// they run (--identity); stop: the authority certifies
+			// them first.
+			prepare := func(list []protocol.Client) (bool, error) {
+				if idf.dir == "" {
+					return false, nil
+				}
+				return a.identify(ctx, sess, list, &idf)
 			}
 			served, cfg, err := sess.Method()
 			if err != nil {
@@ -201,7 +251,7 @@ before.`,
 			}
 			claimNotice(a.stderr, served.Name(), served.Claim(cfg))
 			if mine != "" {
-				return a.oneUser(cmd, sess, spec, cfg, mine, df.skipBad, seed, test, top, asJSON)
+				return a.oneUser(cmd, sess, spec, cfg, mine, df.skipBad, seed, test, top, asJSON, prepare)
 			}
 			df.catalog = spec.Catalog
 			d, err := a.load(&df)
@@ -232,7 +282,7 @@ before.`,
 				if cmd.Flags().Changed("split") {
 					return errors.New("--protocol strong splits --data by users; leave out --split")
 				}
-				return a.servedStrong(cmd, sess, spec, cfg, d, &df, frac, splitSeed, clientSeed, limit, asJSON)
+				return a.servedStrong(cmd, sess, spec, cfg, d, &df, frac, splitSeed, clientSeed, limit, asJSON, prepare)
 			}
 			sp, err := parseSplitFlag(split, &df)
 			if err != nil {
@@ -253,6 +303,9 @@ before.`,
 			}
 			if idOffset > 0 {
 				list = offsetIDs(list, idOffset)
+			}
+			if stop, err := prepare(list); stop || err != nil {
+				return err
 			}
 			start := time.Now()
 			pub, err := sess.Run(ctx, list)
@@ -325,7 +378,10 @@ before.`,
 	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print (as privrec recommend does: score is the raw score that ranks, rating the score clamped to the scale)")
 	f.BoolVar(&insecure, "insecure", false, "send plain uploads to a server that does not run secure aggregation for a method whose privacy rests on it (the server reads every upload)")
 	f.StringVar(&authPub, "authority-key", "", "pin this enrolment authority (authority.pub of privrec authority keygen): masked rounds must run the active protocol (serve --secagg-active) and every neighbour's keys carry its certificate")
-	f.StringVar(&certWith, "certify-with", "", "the authority's private key (authority.key): this process is the enrolling party and certifies its own users' identity keys; pins its public key")
+	f.StringVar(&certWith, "certify-with", "", "the authority's private key (authority.key), only for a process that is itself the enrolling party: it certifies its own users' identity keys and pins its public key; whoever runs it can then mint identities (others: --identity, the authority keeps its key)")
+	f.StringVar(&idf.dir, "identity", "", "directory of the clients' identity keys (identities.json, 0600) and certificates: with --authority-key, --run and --state; a first run enrols and writes requests.txt for privrec authority certify --batch, the same command again takes part with certificates.txt")
+	f.StringVar(&idf.url, "authority-url", "", "with --identity and --code: the authority's service (privrec authority serve): the device has its identity certified there in this command; its key must be --authority-key's")
+	f.StringVar(&idf.ca, "authority-ca", "", "trust the authority service's certificate(s) in this PEM file")
 	f.BoolVar(&devAuth, "dev-authority", false, "DEV ONLY: certify this process's users with a throwaway authority made here (no other process can join the run's active protocol)")
 	f.StringVar(&run, "run", "", "the run label in the identity certificates")
 	f.IntVar(&roster, "roster", 0, "the number of clients the authority certifies for the run (default: the users of this process); a plan with more positions is refused")
@@ -333,6 +389,7 @@ before.`,
 	f.StringToStringVar(&pins, "pin", nil, "configuration the plan must have, e.g. --pin eps=1,delta=1e-6,epochs=20,aggregation=masked: a plan outside it is refused")
 	f.Float64Var(&collusion, "collusion", secagg.DefaultCollusion, "the fraction of the certified roster assumed to collude with the server: the plan's K and T must withstand it")
 	f.StringVar(&proto, "protocol", "random", "with --simulate: random (the --split) or strong[:F]: F of the users (default 0.1) held out of the run fold in against the published model and are ranked, as evaluate --protocol strong")
+	f.StringVar(&memory, "state", "", "directory where the client remembers, per plan, its enrolment secrets and the rounds it answered, so that a restart answers no round twice (a second run of the same plan needs a new --state)")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
 	_ = f.MarkDeprecated("id-offset", "the server assigns client IDs now; it only shifts the users' random-stream labels")
 	return cmd
@@ -343,7 +400,7 @@ before.`,
 // held-out user folds in against the published model alone, as a new
 // user's device does, and is ranked (rankStrong).
 func (a *app) servedStrong(cmd *cobra.Command, sess *deploy.Session, spec method.Spec, cfg any, d *ratings.Dataset, df *dataFlags,
-	frac float64, splitSeed, clientSeed uint64, limit int, asJSON bool) error {
+	frac float64, splitSeed, clientSeed uint64, limit int, asJSON bool, prepare func([]protocol.Client) (bool, error)) error {
 	train, fold, test, err := eval.StrongSplit(d, frac, strongFoldFrac, splitSeed)
 	if err != nil {
 		return err
@@ -355,6 +412,9 @@ func (a *app) servedStrong(cmd *cobra.Command, sess *deploy.Session, spec method
 	list := cls.List
 	if limit >= 0 && limit < len(list) {
 		list = list[:limit]
+	}
+	if stop, err := prepare(list); stop || err != nil {
+		return err
 	}
 	start := time.Now()
 	pub, err := sess.Run(cmd.Context(), list)
@@ -392,7 +452,8 @@ func offsetIDs(list []protocol.Client, off int) []protocol.Client {
 // oneUser takes part in the run as the one user whose ratings are in
 // path, and prints that user's recommendations from the final model: the
 // user's vector never leaves this process.
-func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec, cfg any, path string, skipBad bool, seed uint64, test bool, top int, asJSON bool) error {
+func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec, cfg any, path string, skipBad bool, seed uint64, test bool, top int, asJSON bool,
+	prepare func([]protocol.Client) (bool, error)) error {
 	// Only methods whose client needs nothing of the other users: the
 	// HDPMF family's DPMF floor and PDPMF threshold, LDP-OP's noise split
 	// and SDCF's z are computed over the population (the vendor case).
@@ -429,7 +490,11 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	// Streams of its own in test mode, apart from a vendor's users'
 	// (the server assigns the client ID it enrols under).
 	id := 1<<24 + int(binary.LittleEndian.Uint32(b[:])%(1<<29))
-	pub, err := sess.Run(cmd.Context(), offsetIDs(cls.List, id))
+	list := offsetIDs(cls.List, id)
+	if stop, err := prepare(list); stop || err != nil {
+		return err
+	}
+	pub, err := sess.Run(cmd.Context(), list)
 	if err != nil {
 		return err
 	}
