@@ -18,11 +18,48 @@
 //
 // Privacy: the method's claim (dp-ease's and dp-als's are the same in
 // kind), user-level (ε, δ) joint DP for adding or removing one person's
-// whole rating history, against a server that sees
-// only the sums of secure aggregation (honest-but-curious; the passive
-// SecAgg+ protocol: the server follows it and at most the provisioned
-// fraction of clients collude with it). ε and δ are the run's upper
-// bound, from its public configuration.
+// whole rating history, against a server that sees only the sums of
+// secure aggregation. ε and δ are the run's upper bound, from its public
+// configuration. Which server that is depends on the protocol:
+//
+//   - Without a pinned authority, the honest-but-curious SecAgg+
+//     protocol: the server follows it and at most the provisioned
+//     fraction of clients collude with it. The page refuses an active
+//     plan (it has no certified identity).
+//   - With one (Client.Pin: the enrolment authority's URL and its
+//     Ed25519 public key), secagg's active protocol, against a server
+//     that lies: the page draws an Ed25519 identity key (crypto/rand),
+//     has the authority certify it at enrolment for the client ID the
+//     aggregator assigned (Client.Certify: the certificate is checked
+//     against the pinned key, the client ID and the page's own key
+//     before it is kept), signs its key advertisements, commits to them
+//     before the graph seed is fixed, and signs the survivor set in the
+//     consistency round, with privrec client --authority-key's checks:
+//     K and T withstand the pinned collusion of the certified roster,
+//     no plan larger than that roster, noise shares calibrated by it,
+//     and no share revealed below the pinned survivor floor. The page
+//     then refuses a plan that is not active.
+//
+// The trust split, said plainly: the active protocol protects the person
+// against the aggregator only if the aggregator cannot choose what the
+// page pins. A page served by the aggregator (privrec serve's /) runs
+// whatever script the aggregator sends, and that script could pin any
+// authority key, or none, or send the ratings in the clear. Against a
+// lying server the page itself, or at least its configuration with the
+// pinned key, must come from the enrolment authority (which serves the
+// page, or hands out the link that carries the key) or be pinned by the
+// person (a saved copy, a browser extension, a reviewed build); with a
+// page from the aggregator, the claim is the honest-but-curious one,
+// whatever the page says.
+//
+// The page answers each round of a plan once, across reloads: it
+// remembers, per plan (a digest of its method, configuration, scale and
+// catalog), the setup round and the last round it answered (Memory), and
+// saves that memory durably (Store: IndexedDB in the page) before any
+// answer leaves. It refuses a round numbered past the plan's round count
+// (computed from the configuration, Client.Rounds), a second setup round,
+// and, silently, any round it already answered, including to a server
+// that serves the same plan again (a replay).
 package webclient
 
 import (
@@ -45,6 +82,7 @@ import (
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/secagg"
 )
 
 // Service is the path prefix of the federation service's procedures.
@@ -135,6 +173,21 @@ type Client struct {
 	// second masked vector for a round it answered.
 	last          int32
 	boot, session string
+	// setup is the setup round answered (-1: none): a second one is
+	// refused.
+	setup int32
+	// digest is the plan's (webPlanDigest), rounds its number of rounds;
+	// mem is the page's memory, saved to store before any answer leaves.
+	digest string
+	rounds int
+	mem    *Memory
+	store  Store
+	// trust, when not nil, is what the person pinned for the active
+	// protocol; ident the device's identity key and cert its checked
+	// certificate.
+	trust *Trust
+	ident *Identity
+	cert  *secagg.Certificate
 	// status, when not nil, hears of the server's silence (retry).
 	status func(Status)
 	// Log, when not nil, receives progress lines.
@@ -160,13 +213,14 @@ func New(t Transport, hello []byte) (*Client, error) {
 		agg  protocol.Aggregation
 		err  error
 	)
+	var rounds int
 	if h.Method == "dp-ease" {
 		var ec dpease.Config
 		ec, err = dpeaseConfig(h.Config)
-		ease, agg = &ec, ec.Aggregation
+		ease, agg, rounds = &ec, ec.Aggregation, dpeaseRounds(ec)
 	} else {
 		cfg, err = dpalsConfig(h.Method, h.Config)
-		agg = cfg.Aggregation
+		agg, rounds = cfg.Aggregation, dpalsRounds(cfg)
 	}
 	if err != nil {
 		return nil, err
@@ -181,7 +235,8 @@ func New(t Transport, hello []byte) (*Client, error) {
 	if !(sc.Max > sc.Min) {
 		return nil, fmt.Errorf("webclient: the plan's scale %v is empty", sc)
 	}
-	return &Client{t: t, plan: &h, cfg: cfg, ease: ease, scale: sc, last: -1}, nil
+	return &Client{t: t, plan: &h, cfg: cfg, ease: ease, scale: sc, last: -1, setup: -1,
+		digest: webPlanDigest(&h), rounds: rounds}, nil
 }
 
 // Plan returns the server's plan.
@@ -319,10 +374,20 @@ func (c *Client) retry(ctx context.Context, f func() error) error {
 }
 
 // Enroll enrols this browser with a one-time enrolment code and returns
-// its credential ("id.secret"), which the page keeps.
+// its credential ("id.secret"), which the page keeps. With an authority
+// pinned (Pin) it then has the device's identity key (Identity, drawn
+// here) certified for the client ID the aggregator gave it (Certify);
+// when only that fails, it returns the credential with an error
+// wrapping ErrNotCertified.
 func (c *Client) Enroll(ctx context.Context, code string) (string, error) {
 	if code == "" {
 		return "", errors.New("webclient: no enrolment code")
+	}
+	if c.trust != nil && c.ident == nil {
+		var err error
+		if c.ident, err = NewIdentity(); err != nil {
+			return "", err
+		}
 	}
 	var b [24]byte
 	crand.Read(b[:])
@@ -338,8 +403,19 @@ func (c *Client) Enroll(ctx context.Context, code string) (string, error) {
 		return "", fmt.Errorf("webclient: enrol: %d credentials for one client", len(resp.Credentials))
 	}
 	c.cred = resp.Credentials[0].Token
+	if c.trust != nil {
+		if err := c.Certify(ctx, code); err != nil {
+			return c.cred, fmt.Errorf("%w: %w", ErrNotCertified, err)
+		}
+	}
 	return c.cred, nil
 }
+
+// ErrNotCertified is the error of an Enroll that enrolled the page with
+// the aggregator (its credential is returned with the error) and did not
+// get its identity certified by the pinned authority: the page keeps
+// the credential and calls Certify again before it can take part.
+var ErrNotCertified = errors.New("webclient: enrolled, and the identity is not certified")
 
 // Dataset returns the person's ratings as a one-user dataset over the
 // catalog, on dp-als's internal 1..5 scale (method.Internal), mapped as
@@ -428,6 +504,9 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 	if c.cred == "" {
 		return nil, errors.New("webclient: not enrolled")
 	}
+	if c.mem == nil {
+		return nil, errors.New("webclient: no memory of the rounds answered (Remember): the page answers no round it cannot remember")
+	}
 	d, err := c.dataset(rs)
 	if err != nil {
 		return nil, err
@@ -453,6 +532,9 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 	c.status = onStatus
 	defer func() { c.status = nil }()
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		last, boot, session := c.last, c.boot, c.session
 		var resp getRoundResponse
 		err := c.retry(ctx, func() error {
@@ -473,12 +555,22 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 			continue
 		}
 		if w.Round < last || (w.Round == last && (resp.SecAgg == nil || resp.SecAgg.Session == session)) {
+			// Answered already, here or before a reload: wait for a
+			// later round of this server (its boot and session, so
+			// that the next poll waits rather than returns at once).
+			c.boot = resp.Boot
+			if resp.SecAgg != nil {
+				c.session = resp.SecAgg.Session
+			}
 			continue
 		}
 		began := time.Now()
 		b, err := fromWire(w)
 		if err != nil {
 			return nil, fmt.Errorf("webclient: broadcast of round %d: %w", w.Round, err)
+		}
+		if err := c.checkBroadcast(b); err != nil {
+			return nil, err
 		}
 		ev := Event{Round: b.Round, Phase: b.Phase, Masked: resp.SecAgg != nil, Words: b.Words, EpsSoFar: float64(resp.EpsTotal)}
 		var compute time.Duration
@@ -495,7 +587,7 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 			c.session = ""
 		}
 		if err != nil {
-			if errors.Is(err, errRefused) || ctx.Err() != nil {
+			if errors.Is(err, errRefused) || errors.Is(err, secagg.ErrIdentity) || ctx.Err() != nil {
 				return nil, err
 			}
 			ev.Err = err.Error() // dropped out of the round, as a device would
@@ -512,6 +604,50 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 
 // errRefused marks a round the client refuses to answer.
 var errRefused = errors.New("webclient: refused")
+
+// checkBroadcast is the page's policy on a new round, before anything of
+// it is remembered or answered: no round past the plan's round count,
+// one setup round per plan, and, with an authority pinned, the checks
+// of privrec client --authority-key on the quantities that calibrate
+// the noise shares (deploy's checkBroadcast): a masked round calibrated
+// by a roster of at most the certified one, no count above it, and no
+// noise-share fraction above the pinned MinShare.
+func (c *Client) checkBroadcast(b *protocol.Broadcast) error {
+	if b.Round < 0 || b.Round >= c.rounds {
+		return fmt.Errorf("%w: round %d is past the plan's %d rounds (%s): refusing", errRefused, b.Round, c.rounds, c.plan.Method)
+	}
+	if b.Phase == protocol.PhaseSetup && c.setup >= 0 && int(c.setup) != b.Round {
+		return fmt.Errorf("%w: round %d is a second setup phase (this plan's setup was round %d): refusing", errRefused, b.Round, c.setup)
+	}
+	if c.trust == nil {
+		return nil
+	}
+	cert, err := c.certificate()
+	if err != nil {
+		return err
+	}
+	roster := int(cert.Roster)
+	if b.Words > 0 {
+		switch r, ok := b.Params[protocol.ParamRoster]; {
+		case !ok || protocol.Roster(b) == 0:
+			return fmt.Errorf("%w: masked round %d calibrates the noise shares by the server's counts, not by a roster (%s = %g): refusing (a server could shrink every share)", errRefused, b.Round, protocol.ParamRoster, r)
+		case protocol.Roster(b) > roster:
+			return fmt.Errorf("%w: round %d calibrates the noise shares for a roster of %d clients, above the certified %d: refusing", errRefused, b.Round, protocol.Roster(b), roster)
+		}
+	}
+	for j, n := range b.Counts {
+		if int(n) > roster {
+			return fmt.Errorf("%w: round %d announces %d raters of item %d, above the certified roster of %d: refusing", errRefused, b.Round, n, j, roster)
+		}
+	}
+	if n, ok := b.Params["clients"]; ok && n > float64(roster) {
+		return fmt.Errorf("%w: round %d announces %g clients, above the certified roster of %d: refusing", errRefused, b.Round, n, roster)
+	}
+	if rho, ok := b.Params[protocol.ParamMinShare]; ok && rho > c.trust.MinShare {
+		return fmt.Errorf("%w: round %d asks for noise shares calibrated for %g of the clients, above the pinned %g: refusing", errRefused, b.Round, rho, c.trust.MinShare)
+	}
+	return nil
+}
 
 // answer runs the person's client (dp-als's or dp-ease's) on b; a person without ratings
 // answers with nothing (zeros in a masked round).
@@ -536,6 +672,9 @@ func (c *Client) plain(ctx context.Context, b *protocol.Broadcast, me protocol.C
 		return 0, fmt.Errorf("%w: round %d asks for a plain upload of the person's statistics; the page sends them only masked", errRefused, b.Round)
 	}
 	took := time.Since(t0)
+	if err := c.remember(ctx, int32(b.Round), b.Phase == protocol.PhaseSetup); err != nil {
+		return took, err
+	}
 	err = c.retry(ctx, func() error {
 		err := c.call(ctx, "Upload", &uploadRequest{Round: int32(b.Round)}, nil)
 		var ce *CodeError
