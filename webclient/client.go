@@ -376,18 +376,19 @@ func (c *Client) retry(ctx context.Context, f func() error) error {
 // Enroll enrols this browser with a one-time enrolment code and returns
 // its credential ("id.secret"), which the page keeps. With an authority
 // pinned (Pin) it then has the device's identity key (Identity, drawn
-// here) certified for the client ID the aggregator gave it (Certify);
+// afresh here) certified for the client ID the aggregator gave it (Certify);
 // when only that fails, it returns the credential with an error
 // wrapping ErrNotCertified.
 func (c *Client) Enroll(ctx context.Context, code string) (string, error) {
 	if code == "" {
 		return "", errors.New("webclient: no enrolment code")
 	}
-	if c.trust != nil && c.ident == nil {
+	if c.trust != nil { // a new enrolment, a new identity
 		var err error
 		if c.ident, err = NewIdentity(); err != nil {
 			return "", err
 		}
+		c.cert = nil
 	}
 	var b [24]byte
 	crand.Read(b[:])
