@@ -55,145 +55,167 @@ type trust struct {
 	MinShare     float64 `json:"minShare"`
 }
 
+// page is the wasm side of the page: its client and the training under
+// way.
+type page struct {
+	c    *webclient.Client
+	mu   sync.Mutex
+	stop func() // ends the training under way
+}
+
 func main() {
-	var c *webclient.Client
-	var mu sync.Mutex
-	stop := func() {} // ends the training under way
-	ident := func(cred string) (any, error) {
-		id := identity{Cred: cred}
-		if k := c.Identity(); k != nil {
-			id.Key, id.Cert = k.Key, k.Cert
-		}
-		b, err := json.Marshal(id)
-		return string(b), err
-	}
+	p := &page{stop: func() {}}
 	api := map[string]any{
-		"init": js.FuncOf(func(_ js.Value, args []js.Value) any {
-			var err error
-			if c, err = webclient.New(fetch{}, []byte(args[0].String())); err != nil {
-				return err.Error()
-			}
-			if len(args) < 2 || args[1].Type() != js.TypeString || strings.TrimSpace(args[1].String()) == "" {
-				return ""
-			}
-			var tr trust
-			if err := json.Unmarshal([]byte(args[1].String()), &tr); err != nil {
-				return "the page's pinned configuration: " + err.Error()
-			}
-			key, err := webclient.ParseAuthorityKey(tr.AuthorityKey)
-			if err == nil {
-				err = c.Pin(webclient.Trust{AuthorityURL: tr.AuthorityURL, AuthorityKey: key, Collusion: tr.Collusion, MinShare: tr.MinShare, Fetch: fetch{}})
-			}
-			if err != nil {
-				c = nil
-				return err.Error()
-			}
-			return ""
-		}),
-		"remember": js.FuncOf(func(_ js.Value, args []js.Value) any {
-			if c == nil {
-				return "not initialised"
-			}
-			var mem []byte
-			if args[0].Type() == js.TypeString {
-				mem = []byte(args[0].String())
-			}
-			if err := c.Remember(mem, store{args[1]}); err != nil {
-				return err.Error()
-			}
-			return ""
-		}),
-		"enroll": js.FuncOf(func(_ js.Value, args []js.Value) any {
-			code := args[0].String()
-			return promise(func() (any, error) {
-				if c == nil {
-					return nil, errors.New("not initialised")
-				}
-				cred, err := c.Enroll(context.Background(), code)
-				if err != nil && !errors.Is(err, webclient.ErrNotCertified) {
-					return nil, err
-				}
-				id := identity{Cred: cred}
-				if k := c.Identity(); k != nil {
-					id.Key, id.Cert = k.Key, k.Cert
-				}
-				if err != nil {
-					id.CertError = err.Error()
-				}
-				b, err := json.Marshal(id)
-				return string(b), err
-			})
-		}),
-		"certify": js.FuncOf(func(_ js.Value, args []js.Value) any {
-			code, idText := args[0].String(), args[1].String()
-			return promise(func() (any, error) {
-				if c == nil {
-					return nil, errors.New("not initialised")
-				}
-				id, err := restore(c, idText)
-				if err != nil {
-					return nil, err
-				}
-				if err := c.Certify(context.Background(), code); err != nil {
-					return nil, err
-				}
-				return ident(id.Cred)
-			})
-		}),
-		"train": js.FuncOf(func(_ js.Value, args []js.Value) any {
-			idText, rsText, cb, st := args[0].String(), args[1].String(), args[2], args[3]
-			ctx, cancel := context.WithCancel(context.Background())
-			mu.Lock()
-			stop()
-			stop = cancel
-			mu.Unlock()
-			return promise(func() (any, error) {
-				defer cancel()
-				if c == nil {
-					return nil, errors.New("not initialised")
-				}
-				var rs []webclient.Rating
-				if err := json.Unmarshal([]byte(rsText), &rs); err != nil {
-					return nil, err
-				}
-				if _, err := restore(c, idText); err != nil {
-					return nil, err
-				}
-				res, err := c.Train(ctx, rs, 10, func(e webclient.Event) {
-					b, _ := json.Marshal(e)
-					cb.Invoke(string(b))
-				}, func(s webclient.Status) {
-					if st.Type() == js.TypeFunction {
-						b, _ := json.Marshal(s)
-						st.Invoke(string(b))
-					}
-				})
-				if err != nil {
-					return nil, err
-				}
-				b, err := json.Marshal(res)
-				return string(b), err
-			})
-		}),
-		"stop": js.FuncOf(func(_ js.Value, _ []js.Value) any {
-			mu.Lock()
-			stop()
-			mu.Unlock()
-			return nil
-		}),
-		"sent": js.FuncOf(func(_ js.Value, _ []js.Value) any {
-			if c == nil {
-				return "{}"
-			}
-			b, _ := json.Marshal(c.Sent())
-			return string(b)
-		}),
+		"init": js.FuncOf(p.init), "remember": js.FuncOf(p.remember), "enroll": js.FuncOf(p.enroll),
+		"certify": js.FuncOf(p.certify), "train": js.FuncOf(p.train), "stop": js.FuncOf(p.stopTraining),
+		"sent": js.FuncOf(p.sent),
 	}
 	js.Global().Set("privrecClient", js.ValueOf(api))
 	if f := js.Global().Get("privrecReady"); f.Type() == js.TypeFunction {
 		f.Invoke()
 	}
 	select {}
+}
+
+// init reads the plan and, when given, the pinned configuration.
+func (p *page) init(_ js.Value, args []js.Value) any {
+	var err error
+	if p.c, err = webclient.New(fetch{}, []byte(args[0].String())); err != nil {
+		return err.Error()
+	}
+	if len(args) < 2 || args[1].Type() != js.TypeString || strings.TrimSpace(args[1].String()) == "" {
+		return ""
+	}
+	var tr trust
+	if err := json.Unmarshal([]byte(args[1].String()), &tr); err != nil {
+		p.c = nil
+		return "the page's pinned configuration: " + err.Error()
+	}
+	key, err := webclient.ParseAuthorityKey(tr.AuthorityKey)
+	if err == nil {
+		err = p.c.Pin(webclient.Trust{AuthorityURL: tr.AuthorityURL, AuthorityKey: key, Collusion: tr.Collusion, MinShare: tr.MinShare, Fetch: fetch{}})
+	}
+	if err != nil {
+		p.c = nil
+		return err.Error()
+	}
+	return ""
+}
+
+// remember gives the client the page's memory and its save function.
+func (p *page) remember(_ js.Value, args []js.Value) any {
+	if p.c == nil {
+		return "not initialised"
+	}
+	var mem []byte
+	if args[0].Type() == js.TypeString {
+		mem = []byte(args[0].String())
+	}
+	if err := p.c.Remember(mem, store{args[1]}); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// identity returns the client's identity with credential cred, and
+// certErr when the certification failed, as identityJSON.
+func (p *page) identity(cred string, certErr error) (any, error) {
+	id := identity{Cred: cred}
+	if k := p.c.Identity(); k != nil {
+		id.Key, id.Cert = k.Key, k.Cert
+	}
+	if certErr != nil {
+		id.CertError = certErr.Error()
+	}
+	b, err := json.Marshal(id)
+	return string(b), err
+}
+
+// enroll enrols with a code (and has the identity certified).
+func (p *page) enroll(_ js.Value, args []js.Value) any {
+	code := args[0].String()
+	return promise(func() (any, error) {
+		if p.c == nil {
+			return nil, errors.New("not initialised")
+		}
+		cred, err := p.c.Enroll(context.Background(), code)
+		if err != nil && !errors.Is(err, webclient.ErrNotCertified) {
+			return nil, err
+		}
+		return p.identity(cred, err)
+	})
+}
+
+// certify has the kept identity certified again with the code.
+func (p *page) certify(_ js.Value, args []js.Value) any {
+	code, idText := args[0].String(), args[1].String()
+	return promise(func() (any, error) {
+		if p.c == nil {
+			return nil, errors.New("not initialised")
+		}
+		id, err := restore(p.c, idText)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.c.Certify(context.Background(), code); err != nil {
+			return nil, err
+		}
+		return p.identity(id.Cred, nil)
+	})
+}
+
+// train answers the run's rounds with the person's ratings.
+func (p *page) train(_ js.Value, args []js.Value) any {
+	idText, rsText, cb, st := args[0].String(), args[1].String(), args[2], args[3]
+	ctx, cancel := context.WithCancel(context.Background())
+	p.mu.Lock()
+	p.stop()
+	p.stop = cancel
+	p.mu.Unlock()
+	return promise(func() (any, error) {
+		defer cancel()
+		if p.c == nil {
+			return nil, errors.New("not initialised")
+		}
+		var rs []webclient.Rating
+		if err := json.Unmarshal([]byte(rsText), &rs); err != nil {
+			return nil, err
+		}
+		if _, err := restore(p.c, idText); err != nil {
+			return nil, err
+		}
+		res, err := p.c.Train(ctx, rs, 10, func(e webclient.Event) {
+			b, _ := json.Marshal(e)
+			cb.Invoke(string(b))
+		}, func(s webclient.Status) {
+			if st.Type() == js.TypeFunction {
+				b, _ := json.Marshal(s)
+				st.Invoke(string(b))
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(res)
+		return string(b), err
+	})
+}
+
+// stopTraining ends the training under way.
+func (p *page) stopTraining(js.Value, []js.Value) any {
+	p.mu.Lock()
+	p.stop()
+	p.mu.Unlock()
+	return nil
+}
+
+// sent reports what the browser sent, as JSON.
+func (p *page) sent(js.Value, []js.Value) any {
+	if p.c == nil {
+		return "{}"
+	}
+	b, _ := json.Marshal(p.c.Sent())
+	return string(b)
 }
 
 // restore gives c the stored identity: a bare credential, or

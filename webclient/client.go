@@ -1,65 +1,3 @@
-// Package webclient is the client half of a privrec run in a person's
-// browser: one person's ratings, kept on the device, answer the rounds of
-// a dp-ease run (package dpease: a ranking model) or a dp-als run (package
-// dpals: a rating model) through masked secure aggregation (package
-// secagg), and the person's recommendations are computed on the device
-// from the published item statistics and their own history: dp-ease's
-// list is ranked by the person's indicator against the published
-// item-item weights, with no predicted rating (the run trained none);
-// dp-als's by the person's vector, with its predicted rating.
-//
-// It speaks the federation service in Connect's JSON encoding over a
-// Transport (the browser's fetch in package wasm, net/http in tests) and
-// sends, for a masked round, only the steps of secure aggregation: its
-// public keys, its encrypted Shamir shares, its masked vector and the
-// shares it reveals. A plain round (dp-als's final one) is answered with
-// an upload without payload. No rating, rated item or unmasked statistic
-// leaves the device.
-//
-// Privacy: the method's claim (dp-ease's and dp-als's are the same in
-// kind), user-level (ε, δ) joint DP for adding or removing one person's
-// whole rating history, against a server that sees only the sums of
-// secure aggregation. ε and δ are the run's upper bound, from its public
-// configuration. Which server that is depends on the protocol:
-//
-//   - Without a pinned authority, the honest-but-curious SecAgg+
-//     protocol: the server follows it and at most the provisioned
-//     fraction of clients collude with it. The page refuses an active
-//     plan (it has no certified identity).
-//   - With one (Client.Pin: the enrolment authority's URL and its
-//     Ed25519 public key), secagg's active protocol, against a server
-//     that lies: the page draws an Ed25519 identity key (crypto/rand),
-//     has the authority certify it at enrolment for the client ID the
-//     aggregator assigned (Client.Certify: the certificate is checked
-//     against the pinned key, the client ID and the page's own key
-//     before it is kept), signs its key advertisements, commits to them
-//     before the graph seed is fixed, and signs the survivor set in the
-//     consistency round, with privrec client --authority-key's checks:
-//     K and T withstand the pinned collusion of the certified roster,
-//     no plan larger than that roster, noise shares calibrated by it,
-//     and no share revealed below the pinned survivor floor. The page
-//     then refuses a plan that is not active.
-//
-// The trust split, said plainly: the active protocol protects the person
-// against the aggregator only if the aggregator cannot choose what the
-// page pins. A page served by the aggregator (privrec serve's /) runs
-// whatever script the aggregator sends, and that script could pin any
-// authority key, or none, or send the ratings in the clear. Against a
-// lying server the page itself, or at least its configuration with the
-// pinned key, must come from the enrolment authority (which serves the
-// page, or hands out the link that carries the key) or be pinned by the
-// person (a saved copy, a browser extension, a reviewed build); with a
-// page from the aggregator, the claim is the honest-but-curious one,
-// whatever the page says.
-//
-// The page answers each round of a plan once, across reloads: it
-// remembers, per plan (a digest of its method, configuration, scale and
-// catalog), the setup round and the last round it answered (Memory), and
-// saves that memory durably (Store: IndexedDB in the page) before any
-// answer leaves. It refuses a round numbered past the plan's round count
-// (computed from the configuration, Client.Rounds), a second setup round,
-// and, silently, any round it already answered, including to a server
-// that serves the same plan again (a replay).
 package webclient
 
 import (
@@ -512,23 +450,9 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 	if err != nil {
 		return nil, err
 	}
-	var list []protocol.Client
-	var cls *dpals.Clients
-	if c.ease != nil {
-		ecl, err := dpease.NewClients(d, *c.ease)
-		if err != nil {
-			return nil, err
-		}
-		list = ecl.List
-	} else {
-		if cls, err = dpals.NewClients(d, c.cfg); err != nil {
-			return nil, err
-		}
-		list = cls.List
-	}
-	var me protocol.Client
-	if len(list) == 1 {
-		me = list[0]
+	me, cls, err := c.person(d)
+	if err != nil {
+		return nil, err
 	}
 	c.status = onStatus
 	defer func() { c.status = nil }()
@@ -603,52 +527,33 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 	}
 }
 
+// person returns the person's client of the run's method over d (nil
+// without ratings) and, for dp-als, its clients (whose Finish solves the
+// person's vector).
+func (c *Client) person(d *ratings.Dataset) (protocol.Client, *dpals.Clients, error) {
+	var list []protocol.Client
+	var cls *dpals.Clients
+	if c.ease != nil {
+		ecl, err := dpease.NewClients(d, *c.ease)
+		if err != nil {
+			return nil, nil, err
+		}
+		list = ecl.List
+	} else {
+		var err error
+		if cls, err = dpals.NewClients(d, c.cfg); err != nil {
+			return nil, nil, err
+		}
+		list = cls.List
+	}
+	if len(list) == 1 {
+		return list[0], cls, nil
+	}
+	return nil, cls, nil
+}
+
 // errRefused marks a round the client refuses to answer.
 var errRefused = errors.New("webclient: refused")
-
-// checkBroadcast is the page's policy on a new round, before anything of
-// it is remembered or answered: no round past the plan's round count,
-// one setup round per plan, and, with an authority pinned, the checks
-// of privrec client --authority-key on the quantities that calibrate
-// the noise shares (deploy's checkBroadcast): a masked round calibrated
-// by a roster of at most the certified one, no count above it, and no
-// noise-share fraction above the pinned MinShare.
-func (c *Client) checkBroadcast(b *protocol.Broadcast) error {
-	if b.Round < 0 || b.Round >= c.rounds {
-		return fmt.Errorf("%w: round %d is past the plan's %d rounds (%s): refusing", errRefused, b.Round, c.rounds, c.plan.Method)
-	}
-	if b.Phase == protocol.PhaseSetup && c.setup >= 0 && int(c.setup) != b.Round {
-		return fmt.Errorf("%w: round %d is a second setup phase (this plan's setup was round %d): refusing", errRefused, b.Round, c.setup)
-	}
-	if c.trust == nil {
-		return nil
-	}
-	cert, err := c.certificate()
-	if err != nil {
-		return err
-	}
-	roster := int(cert.Roster)
-	if b.Words > 0 {
-		switch r, ok := b.Params[protocol.ParamRoster]; {
-		case !ok || protocol.Roster(b) == 0:
-			return fmt.Errorf("%w: masked round %d calibrates the noise shares by the server's counts, not by a roster (%s = %g): refusing (a server could shrink every share)", errRefused, b.Round, protocol.ParamRoster, r)
-		case protocol.Roster(b) > roster:
-			return fmt.Errorf("%w: round %d calibrates the noise shares for a roster of %d clients, above the certified %d: refusing", errRefused, b.Round, protocol.Roster(b), roster)
-		}
-	}
-	for j, n := range b.Counts {
-		if int(n) > roster {
-			return fmt.Errorf("%w: round %d announces %d raters of item %d, above the certified roster of %d: refusing", errRefused, b.Round, n, j, roster)
-		}
-	}
-	if n, ok := b.Params["clients"]; ok && n > float64(roster) {
-		return fmt.Errorf("%w: round %d announces %g clients, above the certified roster of %d: refusing", errRefused, b.Round, n, roster)
-	}
-	if rho, ok := b.Params[protocol.ParamMinShare]; ok && rho > c.trust.MinShare {
-		return fmt.Errorf("%w: round %d asks for noise shares calibrated for %g of the clients, above the pinned %g: refusing", errRefused, b.Round, rho, c.trust.MinShare)
-	}
-	return nil
-}
 
 // answer runs the person's client (dp-als's or dp-ease's) on b; a person without ratings
 // answers with nothing (zeros in a masked round).

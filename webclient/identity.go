@@ -200,6 +200,7 @@ func (c *Client) Certify(ctx context.Context, code string) error {
 			return err
 		}
 	}
+	c.cert = nil // until the new certificate is checked
 	pub, err := c.ident.public()
 	if err != nil {
 		return err

@@ -5,10 +5,7 @@ import (
 	"crypto/ed25519"
 	crand "crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"math"
-	"math/bits"
 	"time"
 
 	"github.com/privrec/privrec/protocol"
@@ -67,20 +64,7 @@ func (c *Client) masked(ctx context.Context, b *protocol.Broadcast, plan *secagg
 		x = up.DenseWords(b)
 	}
 	compute := time.Since(t0)
-	var sc *secagg.Client
-	if p.Active {
-		cert, err := c.certificate()
-		if err != nil {
-			return 0, err
-		}
-		// The session context of deploy's clients, byte for byte: every
-		// client of the session signs under the same bytes.
-		auth := &secagg.Auth{Authority: c.trust.AuthorityKey, Key: ed25519.PrivateKey(c.ident.Key), Cert: cert, Order: plan.Order,
-			Context: fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", cert.Run, b.Round, plan.Session)}
-		sc, err = secagg.NewActiveClient(uint32(pos), p, crand.Reader, auth)
-	} else {
-		sc, err = secagg.NewClient(uint32(pos), p, crand.Reader)
-	}
+	sc, err := c.secaggClient(b.Round, plan, p, uint32(pos))
 	if err != nil {
 		return 0, err
 	}
@@ -131,69 +115,22 @@ func (c *Client) masked(ctx context.Context, b *protocol.Broadcast, plan *secagg
 	return compute, err
 }
 
-// certificate returns the page's checked certificate, checking the one
-// kept with its identity on first use.
-func (c *Client) certificate() (*secagg.Certificate, error) {
-	if c.cert != nil {
-		return c.cert, nil
-	}
-	if c.ident == nil || len(c.ident.Cert) == 0 {
-		return nil, fmt.Errorf("%w: an enrolment authority is pinned and this page's identity is not certified by it", errRefused)
-	}
-	cert, err := c.checkCert(c.ident.Cert)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errRefused, err)
-	}
-	c.cert = cert
-	return cert, nil
-}
-
-// checkPlan is the page's policy on a masked round's plan, deploy's
-// checkPlan: without a pinned authority only the honest-but-curious
-// protocol (the page has no certified identity); with one, only the
-// active protocol, with no more positions than the certified roster and
-// with K and T that withstand a lying server colluding with the pinned
-// fraction of that roster (secagg.CheckActiveParams). It is checked
-// before any key leaves the page.
-func (c *Client) checkPlan(p secagg.Params) error {
-	if c.trust == nil {
-		if p.Active {
-			return errors.New("the server runs the active secure-aggregation protocol and this page pins no enrolment authority: it has no certified identity")
-		}
-		return nil
-	}
+// secaggClient returns the page's secure-aggregation client at position
+// pos of a session of round: the active protocol's, with the page's
+// certified identity, when p.Active.
+func (c *Client) secaggClient(round int, plan *secaggPlan, p secagg.Params, pos uint32) (*secagg.Client, error) {
 	if !p.Active {
-		return errors.New("an enrolment authority is pinned and the server's plan is not the active secure-aggregation protocol (a server that lies could unmask the page): refusing")
+		return secagg.NewClient(pos, p, crand.Reader)
 	}
 	cert, err := c.certificate()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	roster := int(cert.Roster)
-	if p.N > roster {
-		return fmt.Errorf("the plan has %d positions, the certified roster %d: refusing", p.N, roster)
-	}
-	corrupt := int(math.Floor(c.trust.Collusion * float64(roster)))
-	if err := secagg.CheckActiveParams(p.N, p.K, p.T, corrupt); err != nil {
-		return fmt.Errorf("refusing the server's parameters: %w", err)
-	}
-	return nil
-}
-
-// checkSurvivors refuses, before the page signs the survivor set (and
-// so before it reveals any share), a set smaller than the pinned
-// MinShare of the certified roster: the noise shares were calibrated
-// for that many clients (deploy's checkSurvivors).
-func (c *Client) checkSurvivors(bitmap []byte) error {
-	roster := int(c.cert.Roster)
-	n := 0
-	for _, x := range bitmap {
-		n += bits.OnesCount8(x)
-	}
-	if need := int(math.Ceil(c.trust.MinShare*float64(roster) - 1e-9)); n < need {
-		return fmt.Errorf("%w: %d survivors of a certified roster of %d, below the pinned %g (%d): refusing to reveal shares", errRefused, n, roster, c.trust.MinShare, need)
-	}
-	return nil
+	// The session context of deploy's clients, byte for byte: every
+	// client of the session signs under the same bytes.
+	auth := &secagg.Auth{Authority: c.trust.AuthorityKey, Key: ed25519.PrivateKey(c.ident.Key), Cert: cert, Order: plan.Order,
+		Context: fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", cert.Run, round, plan.Session)}
+	return secagg.NewActiveClient(pos, p, crand.Reader, auth)
 }
 
 // toWireStep encodes the client's message of a step, as deploy's does.
