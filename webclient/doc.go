@@ -59,5 +59,10 @@
 // answer leaves. It refuses a round numbered past the plan's round count
 // (computed from the configuration, Client.Rounds), a second setup round,
 // and, silently, any round it already answered, including to a server
-// that serves the same plan again (a replay).
+// that serves the same plan again (a replay). The page's IndexedDB, and
+// so this memory, belongs to the page's origin: a replay served from
+// another origin (host or port) finds a page that remembers nothing, but
+// also holds none of the person's ratings, which they would have to
+// enter again. Two tabs of the page each keep their own copy and the
+// last to save wins; the page is meant to be open once.
 package webclient
