@@ -63,6 +63,7 @@
 // so this memory, belongs to the page's origin: a replay served from
 // another origin (host or port) finds a page that remembers nothing, but
 // also holds none of the person's ratings, which they would have to
-// enter again. Two tabs of the page each keep their own copy and the
-// last to save wins; the page is meant to be open once.
+// enter again. Two tabs of the page would each keep a copy; the page
+// lets one tab take part at a time (the Web Locks API) and gives the
+// client the stored memory afresh when it joins.
 package webclient

@@ -152,3 +152,50 @@ func TestBrowserActiveProtocol(t *testing.T) {
 		t.Errorf("SecAgg steps the browser sent: %v; want a commitment, a masked vector and a consistency signature in each of 3 rounds", steps)
 	}
 }
+
+// TestBrowserOneTab: two tabs of the page in one browser share its
+// IndexedDB, so each would keep its own copy of the memory of the rounds
+// answered and the last to save would win. One tab takes part at a
+// time (the Web Locks API): while the first waits for the run to start,
+// the second's Join is refused and says why. Before, both took part.
+func TestBrowserOneTab(t *testing.T) {
+	if _, err := os.Stat(chromium); err != nil {
+		t.Skip("no " + chromium + ": install Debian's chromium and chromium-driver (.ci/run does) to run the browser test")
+	}
+	if testing.Short() {
+		t.Skip("a browser and a served run: skipped in -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Two clients under test: the run waits for a second page that never
+	// comes, so the first tab keeps taking part (waiting) throughout.
+	srv := deploytest.NewServer(ctx, t, deploytest.Config{Method: "dp-ease", Params: map[string]string{"secagg": "masked", "top-items": "60"},
+		Simulated: 4, Pages: 2})
+	a := newTab(ctx, t)
+	ready := "!!(window.privrecPage && window.privrecPage.ready)"
+	rate := `(() => { const ids = window.privrecPage.plan.catalog.itemIds;
+		[3, 40, 77].forEach((j) => window.privrecPage.ratings.set(ids[j], 4)); renderMine(); return true; })()`
+	if _, err := chromedp.Run(a.ctx, chromedp.Navigate(srv.URL+"/?code="+url.QueryEscape(srv.Codes[0]))); err != nil {
+		t.Fatal(err)
+	}
+	a.waitFor("the first tab is ready", ready, time.Minute)
+	a.eval(rate, nil)
+	// A second tab of the same browser (same profile, same origin).
+	bctx, bcancel := chromedp.NewContext(a.ctx)
+	defer bcancel()
+	b := &tab{t: t, ctx: bctx}
+	if _, err := chromedp.Run(b.ctx, chromedp.Navigate(srv.URL+"/?code="+url.QueryEscape(srv.Codes[1]))); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the second tab is ready", ready, time.Minute)
+	b.eval(rate, nil)
+	a.eval(`document.getElementById("join").click()`, nil)
+	a.waitFor("the first tab enrolled and waits for the run", `window.privrecPage.identity !== null && /not started/.test(document.getElementById("run-status").textContent)`, time.Minute)
+	b.eval(`document.getElementById("join").click()`, nil)
+	b.waitFor("the second tab is refused", `/another tab/.test(document.getElementById("train-status").textContent)`, 30*time.Second)
+	var enrolled bool
+	b.eval(`window.privrecPage.identity !== null`, &enrolled)
+	if enrolled {
+		t.Error("the second tab enrolled while the first took part")
+	}
+}

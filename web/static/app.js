@@ -222,61 +222,22 @@ function clearCode() {
   if (new URLSearchParams(location.search).has("code")) history.replaceState(null, "", location.pathname);
 }
 
+// oneTab runs f while this tab holds the page's lock (the Web Locks
+// API): one tab of the page takes part at a time, so two copies of the
+// memory of the rounds answered never race.
+async function oneTab(f) {
+  if (!navigator.locks) return f();
+  return navigator.locks.request("privrec-take-part", { ifAvailable: true }, async (lock) => {
+    if (!lock) throw new Error("This page is taking part in another tab or window: close one of them.");
+    return f();
+  });
+}
+
 async function join() {
-  const client = window.privrecClient;
   const mine = ++page.runs;
   $("join").disabled = true;
   try {
-    let ident = page.identity;
-    if (!ident) {
-      const code = $("code").value.trim();
-      if (!code) throw new Error("Enter the enrolment code you were given.");
-      $("train-status").textContent = "Enrolling…";
-      const got = JSON.parse(await client.enroll(code));
-      ident = { cred: got.cred, origin: location.origin };
-      if (page.trust) {
-        Object.assign(ident, { key: got.key, cert: got.cert || null, authority: page.trust });
-        // Kept until the authority certified the key: the code is
-        // spent at the aggregator, and certifying again needs it.
-        if (got.certError) ident.code = code;
-      }
-      page.identity = ident;
-      await kvPut("identity", ident);
-      clearCode();
-      if (got.certError) throw new Error(got.certError);
-    }
-    if (page.trust && !ident.cert && ident.code) {
-      $("train-status").textContent = "Having this browser's identity certified…";
-      const got = JSON.parse(await client.certify(ident.code, JSON.stringify(ident)));
-      ident = Object.assign({}, ident, { cert: got.cert });
-      delete ident.code;
-      page.identity = ident;
-      await kvPut("identity", ident);
-    }
-    const rs = [];
-    for (const [id, value] of page.ratings) {
-      const j = index.get(id);
-      if (j !== undefined) rs.push({ item: j, value });
-    }
-    $("train-status").textContent = "Waiting for the next round…";
-    const res = JSON.parse(await client.train(JSON.stringify(ident), JSON.stringify(rs), (text) => {
-      if (mine !== page.runs) return;
-      const e = JSON.parse(text);
-      page.events.push(e);
-      $("train-status").textContent = "Round " + e.round + " (" + e.phase + ") answered" +
-        (e.masked ? " through secure aggregation with " + plural(e.clients, "participant", "participants") : "") +
-        " in " + (e.tookMs / 1000).toFixed(2) + " s" + (e.err ? "; dropped out: " + e.err : "") + ".";
-      if (e.epsSoFar > 0) $("eps-so-far").textContent = "ε = " + e.epsSoFar.toPrecision(3);
-      renderPrivacy(e.sent);
-    }, (text) => { if (mine === page.runs) showStatus(text); }));
-    if (mine !== page.runs) return;
-    page.result = res;
-    await kvPut("result", res);
-    renderPrivacy(JSON.parse(client.sent()));
-    renderRecs(res);
-    $("train-status").textContent = "The run is done: your recommendations are below.";
-    $("run-status").textContent = "The run is over.";
-    page.trained = true; // last: the page shows everything by now
+    await oneTab(() => takePart(mine));
   } catch (err) {
     page.error = String(err && err.message || err);
     if (mine !== page.runs) return; // "Forget me" stopped it
@@ -290,6 +251,67 @@ async function join() {
     }
     $("join").disabled = false;
   }
+}
+
+// takePart enrols (once) and answers the run's rounds; join runs it in
+// one tab at a time.
+async function takePart(mine) {
+  const client = window.privrecClient;
+  // The memory as stored now (another tab may have answered rounds
+  // since this one loaded).
+  const memory = await kvGet("memory");
+  const merr = client.remember(typeof memory === "string" ? memory : "", (text) => kvPut("memory", text));
+  if (merr) throw new Error(merr);
+  let ident = page.identity;
+  if (!ident) {
+    const code = $("code").value.trim();
+    if (!code) throw new Error("Enter the enrolment code you were given.");
+    $("train-status").textContent = "Enrolling…";
+    const got = JSON.parse(await client.enroll(code));
+    ident = { cred: got.cred, origin: location.origin };
+    if (page.trust) {
+      Object.assign(ident, { key: got.key, cert: got.cert || null, authority: page.trust });
+      // Kept until the authority certified the key: the code is
+      // spent at the aggregator, and certifying again needs it.
+      if (got.certError) ident.code = code;
+    }
+    page.identity = ident;
+    await kvPut("identity", ident);
+    clearCode();
+    if (got.certError) throw new Error(got.certError);
+  }
+  if (page.trust && !ident.cert && ident.code) {
+    $("train-status").textContent = "Having this browser's identity certified…";
+    const got = JSON.parse(await client.certify(ident.code, JSON.stringify(ident)));
+    ident = Object.assign({}, ident, { cert: got.cert });
+    delete ident.code;
+    page.identity = ident;
+    await kvPut("identity", ident);
+  }
+  const rs = [];
+  for (const [id, value] of page.ratings) {
+    const j = index.get(id);
+    if (j !== undefined) rs.push({ item: j, value });
+  }
+  $("train-status").textContent = "Waiting for the next round…";
+  const res = JSON.parse(await client.train(JSON.stringify(ident), JSON.stringify(rs), (text) => {
+    if (mine !== page.runs) return;
+    const e = JSON.parse(text);
+    page.events.push(e);
+    $("train-status").textContent = "Round " + e.round + " (" + e.phase + ") answered" +
+      (e.masked ? " through secure aggregation with " + plural(e.clients, "participant", "participants") : "") +
+      " in " + (e.tookMs / 1000).toFixed(2) + " s" + (e.err ? "; dropped out: " + e.err : "") + ".";
+    if (e.epsSoFar > 0) $("eps-so-far").textContent = "ε = " + e.epsSoFar.toPrecision(3);
+    renderPrivacy(e.sent);
+  }, (text) => { if (mine === page.runs) showStatus(text); }));
+  if (mine !== page.runs) return;
+  page.result = res;
+  await kvPut("result", res);
+  renderPrivacy(JSON.parse(client.sent()));
+  renderRecs(res);
+  $("train-status").textContent = "The run is done: your recommendations are below.";
+  $("run-status").textContent = "The run is over.";
+  page.trained = true; // last: the page shows everything by now
 }
 
 // pinnedTrust is the enrolment authority this browser pins, if any: the
