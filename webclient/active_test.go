@@ -59,7 +59,10 @@ type fakeAuthority struct {
 	roster int
 	client func(uint32) uint32
 	other  ed25519.PublicKey // when set, the key certified instead of the one sent
-	URL    string
+	// reportRoster, when set, is the roster GET /v1/authority reports
+	// (the certificates say roster).
+	reportRoster int
+	URL          string
 
 	mu    *sync.Mutex
 	spent map[string]bool
@@ -72,7 +75,11 @@ func newFakeAuthority(t *testing.T, a *fakeAuthority) *fakeAuthority {
 	a.spent, a.mu = map[string]bool{}, &sync.Mutex{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/authority", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(map[string]any{"key": base64.StdEncoding.EncodeToString(a.report), "run": a.run, "roster": a.roster})
+		roster := a.roster
+		if a.reportRoster != 0 {
+			roster = a.reportRoster
+		}
+		json.NewEncoder(w).Encode(map[string]any{"key": base64.StdEncoding.EncodeToString(a.report), "run": a.run, "roster": roster})
 	})
 	mux.HandleFunc("POST /v1/certify", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -286,8 +293,9 @@ func TestActiveRun(t *testing.T) {
 // TestCertificateRefused: the page checks what the authority answers
 // before it keeps it: an authority that reports another key than the
 // pinned one, a certificate signed by another authority, one for
-// another client ID, and one of another identity key are all refused,
-// and the page keeps no certificate; the honest authority's is kept.
+// another client ID, one of another identity key and one whose roster
+// is not the one the authority reports are all refused, and the page
+// keeps no certificate; the honest authority's is kept.
 func TestCertificateRefused(t *testing.T) {
 	_, pinned, _ := ed25519.GenerateKey(crand.Reader)
 	_, other, _ := ed25519.GenerateKey(crand.Reader)
@@ -304,6 +312,7 @@ func TestCertificateRefused(t *testing.T) {
 		{"signed by another authority", fakeAuthority{key: other, report: pinned.Public().(ed25519.PublicKey)}, "not signed by the pinned authority"},
 		{"for another client", fakeAuthority{key: pinned, client: func(id uint32) uint32 { return id + 1 }}, "of client 8, this page is client 7"},
 		{"of another key", fakeAuthority{key: pinned, other: otherPub}, "another identity key"},
+		{"for another roster", fakeAuthority{key: pinned, reportRoster: 11}, "with a roster of 10, the authority reports"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.auth.run, tc.auth.roster = "run", 10
@@ -327,7 +336,7 @@ func TestCertificateRefused(t *testing.T) {
 			}
 			// A kept identity with a bad certificate is refused when the
 			// page restores it, too.
-			if tc.want != "" {
+			if tc.want != "" && !strings.Contains(tc.name, "roster") {
 				id := c.Identity()
 				pub := ed25519.PrivateKey(id.Key).Public().(ed25519.PublicKey)
 				signer, client := pinned, uint32(7)

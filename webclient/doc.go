@@ -38,7 +38,10 @@
 //     K and T withstand the pinned collusion of the certified roster,
 //     no plan larger than that roster, noise shares calibrated by it,
 //     and no share revealed below the pinned survivor floor. The page
-//     then refuses a plan that is not active.
+//     then refuses a plan that is not active. It takes part in one
+//     session of a round at most (privrec client in up to 5, while no
+//     masked vector has left), so a server that aborts sessions after
+//     the reveals gets no second draw of the graph seed from it.
 //
 // The trust split, said plainly: the active protocol protects the person
 // against the aggregator only if the aggregator cannot choose what the

@@ -228,8 +228,9 @@ func (c *Client) Certify(ctx context.Context, code string) error {
 	if err != nil {
 		return err
 	}
-	if cert.Run != info.Run {
-		return fmt.Errorf("webclient: the certificate is for run %q, the authority's run is %q: refusing it", cert.Run, info.Run)
+	if cert.Run != info.Run || int(cert.Roster) != info.Roster {
+		return fmt.Errorf("webclient: the certificate is for run %q with a roster of %d, the authority reports run %q with %d: refusing it",
+			cert.Run, cert.Roster, info.Run, info.Roster)
 	}
 	c.ident.Cert, c.cert = b, cert
 	return nil
