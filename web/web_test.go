@@ -28,6 +28,30 @@ func TestArtifactNotStale(t *testing.T) {
 	}
 }
 
+// pageBudget is the page's download budget (gzipped bytes before it is
+// ready), and catalogAllowance what it leaves for the run's catalog
+// (the Hello answer: ml-latest-small's 9,742 titles take about 140 KB
+// gzipped). TestBrowserEndToEnd (e2e/web) measures the whole download
+// in a browser; this test checks the part this package serves.
+const (
+	pageBudget       = 2_000_000
+	catalogAllowance = 150_000
+)
+
+// TestWasmBudget: the wasm client and the page's other assets, gzipped
+// as served, fit the page's budget with room for the catalog.
+func TestWasmBudget(t *testing.T) {
+	once.Do(load)
+	total := 0
+	for name, a := range assets {
+		total += len(a.gz)
+		t.Logf("%s: %d bytes gzipped", name, len(a.gz))
+	}
+	if total > pageBudget-catalogAllowance {
+		t.Fatalf("the page's assets are %d bytes gzipped; with %d for the catalog the budget is %d", total, catalogAllowance, pageBudget)
+	}
+}
+
 func TestHandler(t *testing.T) {
 	h := Handler()
 	for _, tc := range []struct {

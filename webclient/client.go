@@ -1,28 +1,3 @@
-// Package webclient is the client half of a privrec run in a person's
-// browser: one person's ratings, kept on the device, answer the rounds of
-// a dp-ease run (package dpease: a ranking model) or a dp-als run (package
-// dpals: a rating model) through masked secure aggregation (package
-// secagg), and the person's recommendations are computed on the device
-// from the published item statistics and their own history: dp-ease's
-// list is ranked by the person's indicator against the published
-// item-item weights, with no predicted rating (the run trained none);
-// dp-als's by the person's vector, with its predicted rating.
-//
-// It speaks the federation service in Connect's JSON encoding over a
-// Transport (the browser's fetch in package wasm, net/http in tests) and
-// sends, for a masked round, only the steps of secure aggregation: its
-// public keys, its encrypted Shamir shares, its masked vector and the
-// shares it reveals. A plain round (dp-als's final one) is answered with
-// an upload without payload. No rating, rated item or unmasked statistic
-// leaves the device.
-//
-// Privacy: the method's claim (dp-ease's and dp-als's are the same in
-// kind), user-level (ε, δ) joint DP for adding or removing one person's
-// whole rating history, against a server that sees
-// only the sums of secure aggregation (honest-but-curious; the passive
-// SecAgg+ protocol: the server follows it and at most the provisioned
-// fraction of clients collude with it). ε and δ are the run's upper
-// bound, from its public configuration.
 package webclient
 
 import (
@@ -45,6 +20,7 @@ import (
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/secagg"
 )
 
 // Service is the path prefix of the federation service's procedures.
@@ -135,6 +111,21 @@ type Client struct {
 	// second masked vector for a round it answered.
 	last          int32
 	boot, session string
+	// setup is the setup round answered (-1: none): a second one is
+	// refused.
+	setup int32
+	// digest is the plan's (webPlanDigest), rounds its number of rounds;
+	// mem is the page's memory, saved to store before any answer leaves.
+	digest string
+	rounds int
+	mem    *Memory
+	store  Store
+	// trust, when not nil, is what the person pinned for the active
+	// protocol; ident the device's identity key and cert its checked
+	// certificate.
+	trust *Trust
+	ident *Identity
+	cert  *secagg.Certificate
 	// status, when not nil, hears of the server's silence (retry).
 	status func(Status)
 	// Log, when not nil, receives progress lines.
@@ -160,13 +151,14 @@ func New(t Transport, hello []byte) (*Client, error) {
 		agg  protocol.Aggregation
 		err  error
 	)
+	var rounds int
 	if h.Method == "dp-ease" {
 		var ec dpease.Config
 		ec, err = dpeaseConfig(h.Config)
-		ease, agg = &ec, ec.Aggregation
+		ease, agg, rounds = &ec, ec.Aggregation, dpeaseRounds(ec)
 	} else {
 		cfg, err = dpalsConfig(h.Method, h.Config)
-		agg = cfg.Aggregation
+		agg, rounds = cfg.Aggregation, dpalsRounds(cfg)
 	}
 	if err != nil {
 		return nil, err
@@ -181,7 +173,8 @@ func New(t Transport, hello []byte) (*Client, error) {
 	if !(sc.Max > sc.Min) {
 		return nil, fmt.Errorf("webclient: the plan's scale %v is empty", sc)
 	}
-	return &Client{t: t, plan: &h, cfg: cfg, ease: ease, scale: sc, last: -1}, nil
+	return &Client{t: t, plan: &h, cfg: cfg, ease: ease, scale: sc, last: -1, setup: -1,
+		digest: webPlanDigest(&h), rounds: rounds}, nil
 }
 
 // Plan returns the server's plan.
@@ -319,10 +312,21 @@ func (c *Client) retry(ctx context.Context, f func() error) error {
 }
 
 // Enroll enrols this browser with a one-time enrolment code and returns
-// its credential ("id.secret"), which the page keeps.
+// its credential ("id.secret"), which the page keeps. With an authority
+// pinned (Pin) it then has the device's identity key (Identity, drawn
+// afresh here) certified for the client ID the aggregator gave it (Certify);
+// when only that fails, it returns the credential with an error
+// wrapping ErrNotCertified.
 func (c *Client) Enroll(ctx context.Context, code string) (string, error) {
 	if code == "" {
 		return "", errors.New("webclient: no enrolment code")
+	}
+	if c.trust != nil { // a new enrolment, a new identity
+		var err error
+		if c.ident, err = NewIdentity(); err != nil {
+			return "", err
+		}
+		c.cert = nil
 	}
 	var b [24]byte
 	crand.Read(b[:])
@@ -338,8 +342,19 @@ func (c *Client) Enroll(ctx context.Context, code string) (string, error) {
 		return "", fmt.Errorf("webclient: enrol: %d credentials for one client", len(resp.Credentials))
 	}
 	c.cred = resp.Credentials[0].Token
+	if c.trust != nil {
+		if err := c.Certify(ctx, code); err != nil {
+			return c.cred, fmt.Errorf("%w: %w", ErrNotCertified, err)
+		}
+	}
 	return c.cred, nil
 }
+
+// ErrNotCertified is the error of an Enroll that enrolled the page with
+// the aggregator (its credential is returned with the error) and did not
+// get its identity certified by the pinned authority: the page keeps
+// the credential and calls Certify again before it can take part.
+var ErrNotCertified = errors.New("webclient: enrolled, and the identity is not certified")
 
 // Dataset returns the person's ratings as a one-user dataset over the
 // catalog, on dp-als's internal 1..5 scale (method.Internal), mapped as
@@ -428,31 +443,23 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 	if c.cred == "" {
 		return nil, errors.New("webclient: not enrolled")
 	}
+	if c.mem == nil {
+		return nil, errors.New("webclient: no memory of the rounds answered (Remember): the page answers no round it cannot remember")
+	}
 	d, err := c.dataset(rs)
 	if err != nil {
 		return nil, err
 	}
-	var list []protocol.Client
-	var cls *dpals.Clients
-	if c.ease != nil {
-		ecl, err := dpease.NewClients(d, *c.ease)
-		if err != nil {
-			return nil, err
-		}
-		list = ecl.List
-	} else {
-		if cls, err = dpals.NewClients(d, c.cfg); err != nil {
-			return nil, err
-		}
-		list = cls.List
-	}
-	var me protocol.Client
-	if len(list) == 1 {
-		me = list[0]
+	me, cls, err := c.person(d)
+	if err != nil {
+		return nil, err
 	}
 	c.status = onStatus
 	defer func() { c.status = nil }()
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		last, boot, session := c.last, c.boot, c.session
 		var resp getRoundResponse
 		err := c.retry(ctx, func() error {
@@ -473,12 +480,22 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 			continue
 		}
 		if w.Round < last || (w.Round == last && (resp.SecAgg == nil || resp.SecAgg.Session == session)) {
+			// Answered already, here or before a reload: wait for a
+			// later round of this server (its boot and session, so
+			// that the next poll waits rather than returns at once).
+			c.boot = resp.Boot
+			if resp.SecAgg != nil {
+				c.session = resp.SecAgg.Session
+			}
 			continue
 		}
 		began := time.Now()
 		b, err := fromWire(w)
 		if err != nil {
 			return nil, fmt.Errorf("webclient: broadcast of round %d: %w", w.Round, err)
+		}
+		if err := c.checkBroadcast(b); err != nil {
+			return nil, err
 		}
 		ev := Event{Round: b.Round, Phase: b.Phase, Masked: resp.SecAgg != nil, Words: b.Words, EpsSoFar: float64(resp.EpsTotal)}
 		var compute time.Duration
@@ -495,7 +512,7 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 			c.session = ""
 		}
 		if err != nil {
-			if errors.Is(err, errRefused) || ctx.Err() != nil {
+			if errors.Is(err, errRefused) || errors.Is(err, secagg.ErrIdentity) || ctx.Err() != nil {
 				return nil, err
 			}
 			ev.Err = err.Error() // dropped out of the round, as a device would
@@ -508,6 +525,31 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 			onRound(ev)
 		}
 	}
+}
+
+// person returns the person's client of the run's method over d (nil
+// without ratings) and, for dp-als, its clients (whose Finish solves the
+// person's vector).
+func (c *Client) person(d *ratings.Dataset) (protocol.Client, *dpals.Clients, error) {
+	var list []protocol.Client
+	var cls *dpals.Clients
+	if c.ease != nil {
+		ecl, err := dpease.NewClients(d, *c.ease)
+		if err != nil {
+			return nil, nil, err
+		}
+		list = ecl.List
+	} else {
+		var err error
+		if cls, err = dpals.NewClients(d, c.cfg); err != nil {
+			return nil, nil, err
+		}
+		list = cls.List
+	}
+	if len(list) == 1 {
+		return list[0], cls, nil
+	}
+	return nil, cls, nil
 }
 
 // errRefused marks a round the client refuses to answer.
@@ -536,6 +578,9 @@ func (c *Client) plain(ctx context.Context, b *protocol.Broadcast, me protocol.C
 		return 0, fmt.Errorf("%w: round %d asks for a plain upload of the person's statistics; the page sends them only masked", errRefused, b.Round)
 	}
 	took := time.Since(t0)
+	if err := c.remember(ctx, int32(b.Round), b.Phase == protocol.PhaseSetup); err != nil {
+		return took, err
+	}
 	err = c.retry(ctx, func() error {
 		err := c.call(ctx, "Upload", &uploadRequest{Round: int32(b.Round)}, nil)
 		var ce *CodeError

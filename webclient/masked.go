@@ -2,6 +2,7 @@ package webclient
 
 import (
 	"context"
+	"crypto/ed25519"
 	crand "crypto/rand"
 	"encoding/binary"
 	"fmt"
@@ -15,12 +16,18 @@ import (
 // vector (zeros without ratings); again is true for a new session of a
 // round whose masked vector may already have left, which the client sits
 // out (no two sums of a round may differ by a known set of clients).
+//
+// The round runs the plan's protocol: the honest-but-curious one when
+// no authority is pinned, secagg's active protocol (Params.Active: a
+// certified, signed identity; a committed key set; a consistency round)
+// when one is (Pin), exactly as privrec client --authority-key runs it
+// (deploy's secaggFlow), with the same checks before any key leaves
+// the page (checkPlan) and before it signs the survivor set
+// (checkSurvivors). The round is remembered (Store) before the first
+// message leaves.
 func (c *Client) masked(ctx context.Context, b *protocol.Broadcast, plan *secaggPlan, me protocol.Client, again bool) (time.Duration, error) {
 	if again {
 		return 0, nil
-	}
-	if plan.Active {
-		return 0, fmt.Errorf("%w: the server runs the active secure-aggregation protocol, which needs an identity certified by an enrolment authority; the page has none", errRefused)
 	}
 	id, err := c.id()
 	if err != nil {
@@ -35,6 +42,15 @@ func (c *Client) masked(ctx context.Context, b *protocol.Broadcast, plan *secagg
 	if pos < 0 {
 		return 0, nil // not in this round's session
 	}
+	p := secagg.Params{N: len(plan.Order), K: int(plan.Degree), T: int(plan.Threshold), Bits: int(plan.Bits), Len: int(plan.Words),
+		Active: plan.Active}
+	copy(p.Seed[:], plan.Seed)
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("webclient: round %d: the server's secure-aggregation plan: %w", b.Round, err)
+	}
+	if err := c.checkPlan(p); err != nil {
+		return 0, fmt.Errorf("%w: round %d: %w", errRefused, b.Round, err)
+	}
 	t0 := time.Now()
 	up, err := answer(me, b)
 	if err != nil {
@@ -47,14 +63,12 @@ func (c *Client) masked(ctx context.Context, b *protocol.Broadcast, plan *secagg
 		}
 		x = up.DenseWords(b)
 	}
-	p := secagg.Params{N: len(plan.Order), K: int(plan.Degree), T: int(plan.Threshold), Bits: int(plan.Bits), Len: int(plan.Words)}
-	copy(p.Seed[:], plan.Seed)
-	if err := p.Validate(); err != nil {
-		return 0, fmt.Errorf("webclient: round %d: the server's secure-aggregation plan: %w", b.Round, err)
-	}
 	compute := time.Since(t0)
-	sc, err := secagg.NewClient(uint32(pos), p, crand.Reader)
+	sc, err := c.secaggClient(b.Round, plan, p, uint32(pos))
 	if err != nil {
+		return 0, err
+	}
+	if err := c.remember(ctx, int32(b.Round), b.Phase == protocol.PhaseSetup); err != nil {
 		return 0, err
 	}
 	me32 := uint32(pos)
@@ -88,21 +102,45 @@ func (c *Client) masked(ctx context.Context, b *protocol.Broadcast, plan *secagg
 			break
 		}
 		var r secagg.Reply
-		if r, err = fromWireReply(me32, m.Step(), resp); err != nil {
+		if r, err = fromWireReply(me32, m.Step(), p, resp); err != nil {
 			break
+		}
+		if um, ok := r.(*secagg.UnmaskRequest); ok && p.Active && m.Step() == secagg.StepMasked {
+			if err = c.checkSurvivors(um.Survived); err != nil {
+				break
+			}
 		}
 		err = step(func() (err error) { m, err = sc.Next(r); return })
 	}
 	return compute, err
 }
 
-// toWireStep encodes the client's message of a step in the passive
-// protocol, as deploy's does.
+// secaggClient returns the page's secure-aggregation client at position
+// pos of a session of round: the active protocol's, with the page's
+// certified identity, when p.Active.
+func (c *Client) secaggClient(round int, plan *secaggPlan, p secagg.Params, pos uint32) (*secagg.Client, error) {
+	if !p.Active {
+		return secagg.NewClient(pos, p, crand.Reader)
+	}
+	cert, err := c.certificate()
+	if err != nil {
+		return nil, err
+	}
+	// The session context of deploy's clients, byte for byte: every
+	// client of the session signs under the same bytes.
+	auth := &secagg.Auth{Authority: c.trust.AuthorityKey, Key: ed25519.PrivateKey(c.ident.Key), Cert: cert, Order: plan.Order,
+		Context: fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", cert.Run, round, plan.Session)}
+	return secagg.NewActiveClient(pos, p, crand.Reader, auth)
+}
+
+// toWireStep encodes the client's message of a step, as deploy's does.
 func toWireStep(m secagg.Message, p secagg.Params) *secaggRequest {
 	req := &secaggRequest{}
 	switch m := m.(type) {
+	case *secagg.KeyCommit:
+		req.Commit = &secaggCommit{Position: m.From, Digest: m.Digest[:]}
 	case *secagg.AdvertiseKeys:
-		req.Keys = &secaggKeys{Position: m.From, MaskKey: m.MaskKey, EncKey: m.EncKey}
+		req.Keys = &secaggKeys{Position: m.From, MaskKey: m.MaskKey, EncKey: m.EncKey, Cert: m.Cert, Sig: m.Sig, Nonce: m.Nonce}
 	case *secagg.ShareKeys:
 		req.Shares = &secaggShares{}
 		for _, s := range m.Shares {
@@ -116,6 +154,8 @@ func toWireStep(m secagg.Message, p secagg.Params) *secaggRequest {
 			binary.LittleEndian.PutUint32(data[4*i:], y)
 		}
 		req.Masked = &maskedUpload{ModulusBits: uint32(p.Bits), Data: data}
+	case *secagg.SurvivorSig:
+		req.Consistency = &secaggSig{Position: m.From, Sig: m.Sig}
 	case *secagg.UnmaskResponse:
 		req.Reveal = &secaggReveal{}
 		for _, s := range m.SelfShares {
@@ -129,16 +169,31 @@ func toWireStep(m secagg.Message, p secagg.Params) *secaggRequest {
 }
 
 // fromWireReply decodes the server's answer to position me's message of
-// step, refusing an answer without the part the step needs.
-func fromWireReply(me uint32, step secagg.Step, resp *secaggResponse) (secagg.Reply, error) {
+// step in a session of parameters p, refusing an answer without the part
+// the step needs.
+func fromWireReply(me uint32, step secagg.Step, p secagg.Params, resp *secaggResponse) (secagg.Reply, error) {
 	switch step {
+	case secagg.StepCommit:
+		if resp.Committed == nil {
+			return nil, noPart("committed")
+		}
+		if len(resp.Committed.SetHash) != 32 {
+			return nil, fmt.Errorf("webclient: a commitment set hash of %d bytes", len(resp.Committed.SetHash))
+		}
+		return &secagg.CommitSet{To: me, Hash: [32]byte(resp.Committed.SetHash)}, nil
 	case secagg.StepKeys:
 		if resp.Keys == nil {
 			return nil, noPart("keys")
 		}
 		kb := &secagg.KeysBroadcast{To: me}
 		for _, k := range resp.Keys.Keys {
-			kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.Position, MaskKey: k.MaskKey, EncKey: k.EncKey})
+			kb.Keys = append(kb.Keys, secagg.AdvertiseKeys{From: k.Position, MaskKey: k.MaskKey, EncKey: k.EncKey, Cert: k.Cert, Sig: k.Sig})
+		}
+		if p.Active {
+			var err error
+			if kb.Committed, err = unpackCommitted(resp.Keys.Committed); err != nil {
+				return nil, err
+			}
 		}
 		return kb, nil
 	case secagg.StepShares:
@@ -155,15 +210,38 @@ func fromWireReply(me uint32, step secagg.Step, resp *secaggResponse) (secagg.Re
 			return nil, noPart("excluded")
 		}
 		return &secagg.Exclusion{To: me, Excluded: resp.Excluded.Excluded}, nil
-	case secagg.StepMasked:
+	case secagg.StepMasked, secagg.StepConsistency:
 		if resp.Unmask == nil {
 			return nil, noPart("unmask")
 		}
-		return &secagg.UnmaskRequest{To: me, Survivors: resp.Unmask.Survivors, Dropped: resp.Unmask.Dropped, Survived: resp.Unmask.Survived}, nil
+		ur := &secagg.UnmaskRequest{To: me, Survivors: resp.Unmask.Survivors, Dropped: resp.Unmask.Dropped, Survived: resp.Unmask.Survived}
+		for _, sg := range resp.Unmask.Signatures {
+			ur.Signatures = append(ur.Signatures, secagg.SurvivorSig{From: sg.Position, Sig: sg.Sig})
+		}
+		return ur, nil
 	case secagg.StepReveal:
 		return &secagg.Done{To: me}, nil
 	}
-	return nil, fmt.Errorf("webclient: the %s step of the active protocol, which the page does not run", step)
+	return nil, fmt.Errorf("webclient: an answer to step %s, which the page does not know", step)
+}
+
+// commitSize is the wire size of one entry of the opened commitment set
+// (SecAggKeyList.committed): position, advertisement digest, nonce.
+const commitSize = 4 + 32 + secagg.NonceSize
+
+// unpackCommitted decodes the opened commitment set, as deploy does.
+func unpackCommitted(b []byte) ([]secagg.Commitment, error) {
+	if len(b)%commitSize != 0 {
+		return nil, fmt.Errorf("webclient: a committed key set of %d bytes, not a multiple of %d", len(b), commitSize)
+	}
+	out := make([]secagg.Commitment, len(b)/commitSize)
+	for i := range out {
+		e := b[i*commitSize:]
+		out[i].From = binary.BigEndian.Uint32(e)
+		copy(out[i].Digest[:], e[4:36])
+		copy(out[i].Nonce[:], e[36:commitSize])
+	}
+	return out, nil
 }
 
 // noPart is the error of a server's answer without the part a step needs.

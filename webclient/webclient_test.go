@@ -119,7 +119,7 @@ func checkNoRatings(t *testing.T, r *deploytest.Server, cred string, rated []int
 		allowed := map[string][]string{
 			"Hello": {}, "GetRound": {"after", "boot", "session"}, "GetModel": {}, "Upload": {"round", "meta"},
 			"Enroll": {"code", "secrets"},
-			"SecAgg": {"round", "session", "keys", "shares", "check", "masked", "reveal"},
+			"SecAgg": {"round", "session", "commit", "keys", "shares", "check", "masked", "consistency", "reveal"},
 		}[proc]
 		for k := range m {
 			ok := false
@@ -174,6 +174,9 @@ func joinMaskedRun(t *testing.T, name string, params map[string]string) {
 	resp.Body.Close()
 	c, err := webclient.New(httpTransport{r.URL}, hello)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remember(nil, &memStore{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(c.Plan().Catalog.ItemIDs); n != 9742 {
@@ -310,6 +313,9 @@ func TestLostServer(t *testing.T) {
 			}
 			c.LostAfter = 300 * time.Millisecond
 			c.SetCredential("7.secret-secret-secret")
+			if err := c.Remember(nil, &memStore{}); err != nil {
+				t.Fatal(err)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			var silent int

@@ -110,6 +110,14 @@ type secaggRequest struct {
 	Masked      *maskedUpload `json:"masked,omitempty"`
 	Consistency *secaggSig    `json:"consistency,omitempty"`
 	Reveal      *secaggReveal `json:"reveal,omitempty"`
+	Commit      *secaggCommit `json:"commit,omitempty"`
+}
+
+// secaggCommit is the active protocol's first step: a hiding commitment
+// to the client's key advertisement (secagg.KeyCommit).
+type secaggCommit struct {
+	Position uint32 `json:"position"`
+	Digest   []byte `json:"digest"`
 }
 
 type secaggKeys struct {
@@ -118,6 +126,8 @@ type secaggKeys struct {
 	EncKey   []byte `json:"encKey,omitempty"`
 	Cert     []byte `json:"cert,omitempty"`
 	Sig      []byte `json:"sig,omitempty"`
+	// Nonce opens the active protocol's commitment (secaggCommit).
+	Nonce []byte `json:"nonce,omitempty"`
 }
 
 type secaggShares struct {
@@ -170,6 +180,11 @@ type secaggResponse struct {
 		Excluded []uint32 `json:"excluded"`
 	} `json:"excluded"`
 	Done *struct{} `json:"done"`
+	// Committed answers the active protocol's commitment: the hash of
+	// the session's commitment set (secagg.CommitSetHash).
+	Committed *struct {
+		SetHash []byte `json:"setHash"`
+	} `json:"committed"`
 }
 
 type getModelResponse struct {

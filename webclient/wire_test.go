@@ -28,15 +28,6 @@ var omitted = map[protoreflect.FullName]map[string]string{
 		"sparse": "per-item statistics in the clear: the page sends Upload only without a payload (see uploadRequest)",
 		"masked": "the page sends its masked vectors through SecAgg, never through Upload",
 	},
-	"privrec.federation.v1.SecAggRequest": {
-		"commit": "the active protocol's first step: the page refuses active plans (it has no certified identity)",
-	},
-	"privrec.federation.v1.SecAggResponse": {
-		"committed": "the answer to the active protocol's commitment, which the page never sends",
-	},
-	"privrec.federation.v1.SecAggKeys": {
-		"nonce": "opens the active protocol's commitment, which the page never makes",
-	},
 }
 
 // wireCase pairs a federation message with the struct of wire.go that

@@ -10,6 +10,7 @@ package deploytest
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"io"
 	"log/slog"
 	"net"
@@ -50,14 +51,26 @@ type Config struct {
 	// Simulated is the number of simulated clients (the dataset's first
 	// users); 0 or less simulates them all.
 	Simulated int
+	// Pages is the number of clients under test the run waits for, each
+	// with its own enrolment code (Server.Codes); 0 means 1.
+	Pages int
 	// RoundTimeout closes a round at the latest; 0 is a minute.
 	RoundTimeout time.Duration
+	// Authority, when set, runs the masked rounds with secagg's active
+	// protocol (deploy.ServerConfig.ActiveSecAgg): the simulated clients
+	// pin this enrolment authority's public key and certify their own
+	// identities with it, for run Run and a roster of every simulated
+	// client and the client under test, which must get its certificate
+	// from the same authority (a fake of it in tests: secagg.Certify).
+	Authority ed25519.PrivateKey
+	Run       string
 }
 
 // Server is a served run under way.
 type Server struct {
 	URL   string           // the server's base URL
 	Code  string           // a one-time enrolment code for the client under test
+	Codes []string         // one per client under test (Config.Pages); Code is Codes[0]
 	Srv   *deploy.Server   // the server
 	Train *ratings.Dataset // the simulated clients' ratings
 
@@ -67,8 +80,9 @@ type Server struct {
 }
 
 // NewServer serves the run c describes until ctx ends or the test does:
-// the simulated clients enrol and take part, and the server waits for one
-// more party, the client under test, which enrols with s.Code.
+// the simulated clients enrol and take part, and the server waits for
+// Config.Pages more parties (one by default), the clients under test,
+// which enrol with s.Codes (s.Code for the first).
 func NewServer(ctx context.Context, t testing.TB, c Config) *Server {
 	t.Helper()
 	data, name, params, sim, roundTimeout := c.Data, c.Method, c.Params, c.Simulated, c.RoundTimeout
@@ -107,14 +121,16 @@ func NewServer(ctx context.Context, t testing.TB, c Config) *Server {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	codes, err := deploy.IssueCodes(dir, 1)
+	pages := max(c.Pages, 1)
+	codes, err := deploy.IssueCodes(dir, pages)
 	if err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := deploy.NewServer(deploy.ServerConfig{Method: served(t, name), Config: cfg, StateDir: dir, Token: token,
 		Catalog:    deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale},
-		MinClients: sim + 1, EnrollQuiet: 300 * time.Millisecond, RoundTimeout: roundTimeout, Logger: quiet})
+		MinClients: sim + pages, EnrollQuiet: 300 * time.Millisecond, RoundTimeout: roundTimeout, Logger: quiet,
+		ActiveSecAgg: c.Authority != nil})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +140,7 @@ func NewServer(ctx context.Context, t testing.TB, c Config) *Server {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &Server{URL: "http://" + ln.Addr().String(), Code: codes[0], Srv: srv, Train: train, done: make(chan error, 1)}
+	r := &Server{URL: "http://" + ln.Addr().String(), Code: codes[0], Codes: codes, Srv: srv, Train: train, done: make(chan error, 1)}
 	hs := &http.Server{Handler: r.record(srv.Mux(nil))}
 	go hs.Serve(ln)
 	go func() { r.done <- srv.Run(ctx) }()
@@ -132,7 +148,11 @@ func NewServer(ctx context.Context, t testing.TB, c Config) *Server {
 
 	// The simulated clients enrol first (ids 0..sim-1), then wait for
 	// the client under test.
-	sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: r.URL, Methods: method.Protocol, Token: token, Retry: time.Minute, Logger: quiet})
+	ccfg := deploy.ClientConfig{URL: r.URL, Methods: method.Protocol, Token: token, Retry: time.Minute, Logger: quiet}
+	if c.Authority != nil {
+		ccfg.Certifier, ccfg.Run, ccfg.Roster = c.Authority, c.Run, sim+pages
+	}
+	sess, err := deploy.Dial(ctx, ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,13 +15,14 @@ type tab struct {
 	ctx context.Context // the tab's chromedp context
 }
 
-// newTab starts headless Chromium (chromium, in a fresh profile) under
-// ctx and opens one tab; both end with the test.
-func newTab(ctx context.Context, t *testing.T) *tab {
+// newTab starts headless Chromium (chromium, in a fresh profile, with
+// the extra options) under ctx and opens one tab; both end with the test.
+func newTab(ctx context.Context, t *testing.T, extra ...chromedp.ExecAllocatorOption) *tab {
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.WindowSize(1280, 900)}
+	opts = append(opts, extra...)
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	t.Cleanup(acancel)
 	bctx, bcancel := chromedp.NewContext(actx)

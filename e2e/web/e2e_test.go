@@ -169,11 +169,26 @@ func TestBrowserEndToEnd(t *testing.T) {
 	}
 	waitFor("the page is ready after forgetting", ready, time.Minute)
 	waitFor("nothing stored after forgetting", "window.privrecPage.ratings.size === 0 && window.privrecPage.identity === null && window.privrecPage.result === null", 10*time.Second)
+	// Only the memory of the rounds answered is kept (no rating): the
+	// run's one plan, its setup and last round, saved before each answer.
+	var mem struct {
+		Plans map[string]struct{ Setup, Last int }
+	}
+	var memText string
+	eval(`kvGet("memory").then((m) => m || "")`, &memText)
+	if err := json.Unmarshal([]byte(memText), &mem); err != nil || len(mem.Plans) != 1 {
+		t.Fatalf("the page's memory after forgetting: %q (%v), want one plan", memText, err)
+	}
+	for _, pm := range mem.Plans {
+		if pm.Setup != 0 || pm.Last < 5 {
+			t.Errorf("the page remembers setup round %d and last round %d; want 0 and at least the 5 masked rounds' last", pm.Setup, pm.Last)
+		}
+	}
 
 	// What the server received from the browser: only the federation
 	// calls' allowed fields, never a rating or an item list.
 	allowed := map[string]string{"Hello": "", "GetRound": "after boot session", "GetModel": "", "Upload": "round meta",
-		"Enroll": "code secrets", "SecAgg": "round session keys shares check masked reveal"}
+		"Enroll": "code secrets", "SecAgg": "round session commit keys shares check masked consistency reveal"}
 	calls := 0
 	for _, q := range run.Requests() {
 		proc := q.Path[strings.LastIndex(q.Path, "/")+1:]

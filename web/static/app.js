@@ -11,10 +11,16 @@ const $ = (id) => document.getElementById(id);
 const page = window.privrecPage = {
   ready: false, plan: null, ratings: new Map(), events: [], result: null, error: null,
   identity: null, trained: false,
+  trust: null, // the enrolment authority pinned for the active protocol: { authorityUrl, authorityKey }, or null
   runs: 0, // joins so far; "Forget me" counts as one, so a stopped join stays silent
 };
 
-// IndexedDB: one store of keyed values ("ratings", "identity", "result").
+// IndexedDB: one store of keyed values ("ratings", "identity", "result",
+// "memory"). "identity" is { cred, origin } and, with an authority
+// pinned, the device's Ed25519 key, its certificate and the pinned
+// authority ({ key, cert, authority, code while not yet certified });
+// "memory" is the wasm client's memory of the rounds it answered, per
+// plan, which it saves (and waits for) before any answer leaves.
 function db() {
   return new Promise((resolve, reject) => {
     const req = indexedDB.open("privrec", 1);
@@ -34,19 +40,26 @@ async function kvGet(key) {
 async function kvPut(key, value) {
   const d = await db();
   return new Promise((resolve, reject) => {
-    const tx = d.transaction("kv", "readwrite");
+    // "strict": complete only once the write is on disk (the memory of
+    // the rounds answered must survive a crash, not only a reload).
+    const tx = d.transaction("kv", "readwrite", { durability: "strict" });
     tx.objectStore("kv").put(value, key);
     tx.oncomplete = () => { d.close(); resolve(); };
     tx.onerror = () => { d.close(); reject(tx.error); };
   });
 }
-function forgetAll() {
-  return new Promise((resolve, reject) => {
+// forgetAll deletes everything but the memory of the rounds answered
+// (which holds no rating): a server that serves the same plan again
+// still gets no second answer from this browser.
+async function forgetAll() {
+  const memory = await kvGet("memory");
+  await new Promise((resolve, reject) => {
     const r = indexedDB.deleteDatabase("privrec");
     r.onsuccess = () => resolve();
     r.onerror = () => reject(r.error);
     r.onblocked = () => resolve();
   });
+  if (memory !== undefined) await kvPut("memory", memory);
 }
 
 async function saveRatings() {
@@ -172,8 +185,13 @@ function renderPrivacy(sent) {
   $("claim").textContent = "What this means: the run's model changes so little whether or not you take part that " +
     "nobody who sees it, the server included, can tell much about your ratings. Your ratings and the list of what you " +
     "rated never leave this browser; in each round it sends only a vector masked by secure aggregation, which the server " +
-    "can add up with everyone else's but not read on its own. This holds if the server follows the protocol and at most a " +
-    "small fraction of the other participants collude with it; nobody else needs to be trusted.";
+    "can add up with everyone else's but not read on its own. " + (page.trust ?
+    "This browser runs the protocol against a server that lies, with an identity certified by the enrolment authority " +
+    "at " + page.trust.authorityUrl + ": it holds if that authority is honest, at most a small fraction of the other " +
+    "participants collude with the server, and this page (with the authority key it pins) came from the authority or " +
+    "was pinned by you; a page the server itself sent could pin anything." :
+    "This holds if the server follows the protocol and at most a small fraction of the other participants collude with " +
+    "it; nobody else needs to be trusted.");
 }
 
 function renderRecs(res) {
@@ -204,45 +222,22 @@ function clearCode() {
   if (new URLSearchParams(location.search).has("code")) history.replaceState(null, "", location.pathname);
 }
 
+// oneTab runs f while this tab holds the page's lock (the Web Locks
+// API): one tab of the page takes part at a time, so two copies of the
+// memory of the rounds answered never race.
+async function oneTab(f) {
+  if (!navigator.locks) return f();
+  return navigator.locks.request("privrec-take-part", { ifAvailable: true }, async (lock) => {
+    if (!lock) throw new Error("This page is taking part in another tab or window: close one of them.");
+    return f();
+  });
+}
+
 async function join() {
-  const client = window.privrecClient;
   const mine = ++page.runs;
   $("join").disabled = true;
   try {
-    let ident = page.identity;
-    if (!ident) {
-      const code = $("code").value.trim();
-      if (!code) throw new Error("Enter the enrolment code you were given.");
-      $("train-status").textContent = "Enrolling…";
-      ident = { cred: await client.enroll(code), origin: location.origin };
-      page.identity = ident;
-      await kvPut("identity", ident);
-      clearCode();
-    }
-    const rs = [];
-    for (const [id, value] of page.ratings) {
-      const j = index.get(id);
-      if (j !== undefined) rs.push({ item: j, value });
-    }
-    $("train-status").textContent = "Waiting for the next round…";
-    const res = JSON.parse(await client.train(ident.cred, JSON.stringify(rs), (text) => {
-      if (mine !== page.runs) return;
-      const e = JSON.parse(text);
-      page.events.push(e);
-      $("train-status").textContent = "Round " + e.round + " (" + e.phase + ") answered" +
-        (e.masked ? " through secure aggregation with " + plural(e.clients, "participant", "participants") : "") +
-        " in " + (e.tookMs / 1000).toFixed(2) + " s" + (e.err ? "; dropped out: " + e.err : "") + ".";
-      if (e.epsSoFar > 0) $("eps-so-far").textContent = "ε = " + e.epsSoFar.toPrecision(3);
-      renderPrivacy(e.sent);
-    }, (text) => { if (mine === page.runs) showStatus(text); }));
-    if (mine !== page.runs) return;
-    page.result = res;
-    await kvPut("result", res);
-    renderPrivacy(JSON.parse(client.sent()));
-    renderRecs(res);
-    $("train-status").textContent = "The run is done: your recommendations are below.";
-    $("run-status").textContent = "The run is over.";
-    page.trained = true; // last: the page shows everything by now
+    await oneTab(() => takePart(mine));
   } catch (err) {
     page.error = String(err && err.message || err);
     if (mine !== page.runs) return; // "Forget me" stopped it
@@ -258,6 +253,89 @@ async function join() {
   }
 }
 
+// takePart enrols (once) and answers the run's rounds; join runs it in
+// one tab at a time.
+async function takePart(mine) {
+  const client = window.privrecClient;
+  // The memory as stored now (another tab may have answered rounds
+  // since this one loaded).
+  const memory = await kvGet("memory");
+  const merr = client.remember(typeof memory === "string" ? memory : "", (text) => kvPut("memory", text));
+  if (merr) throw new Error(merr);
+  let ident = page.identity;
+  if (!ident) {
+    const code = $("code").value.trim();
+    if (!code) throw new Error("Enter the enrolment code you were given.");
+    $("train-status").textContent = "Enrolling…";
+    const got = JSON.parse(await client.enroll(code));
+    ident = { cred: got.cred, origin: location.origin };
+    if (page.trust) {
+      Object.assign(ident, { key: got.key, cert: got.cert || null, authority: page.trust });
+      // Kept until the authority certified the key: the code is
+      // spent at the aggregator, and certifying again needs it.
+      if (got.certError) ident.code = code;
+    }
+    page.identity = ident;
+    await kvPut("identity", ident);
+    clearCode();
+    if (got.certError) throw new Error(got.certError);
+  }
+  if (page.trust && !ident.cert && ident.code) {
+    $("train-status").textContent = "Having this browser's identity certified…";
+    const got = JSON.parse(await client.certify(ident.code, JSON.stringify(ident)));
+    ident = Object.assign({}, ident, { cert: got.cert });
+    delete ident.code;
+    page.identity = ident;
+    await kvPut("identity", ident);
+  }
+  const rs = [];
+  for (const [id, value] of page.ratings) {
+    const j = index.get(id);
+    if (j !== undefined) rs.push({ item: j, value });
+  }
+  $("train-status").textContent = "Waiting for the next round…";
+  const res = JSON.parse(await client.train(JSON.stringify(ident), JSON.stringify(rs), (text) => {
+    if (mine !== page.runs) return;
+    const e = JSON.parse(text);
+    page.events.push(e);
+    $("train-status").textContent = "Round " + e.round + " (" + e.phase + ") answered" +
+      (e.masked ? " through secure aggregation with " + plural(e.clients, "participant", "participants") : "") +
+      " in " + (e.tookMs / 1000).toFixed(2) + " s" + (e.err ? "; dropped out: " + e.err : "") + ".";
+    if (e.epsSoFar > 0) $("eps-so-far").textContent = "ε = " + e.epsSoFar.toPrecision(3);
+    renderPrivacy(e.sent);
+  }, (text) => { if (mine === page.runs) showStatus(text); }));
+  if (mine !== page.runs) return;
+  page.result = res;
+  await kvPut("result", res);
+  renderPrivacy(JSON.parse(client.sent()));
+  renderRecs(res);
+  $("train-status").textContent = "The run is done: your recommendations are below.";
+  $("run-status").textContent = "The run is over.";
+  page.trained = true; // last: the page shows everything by now
+}
+
+// pinnedTrust is the enrolment authority this browser pins, if any: the
+// one kept with its identity (pinned when it enrolled), else the one the
+// address names (?authority=URL&authority-key=BASE64, from the link the
+// authority handed out). An address that names another authority than
+// the kept one is refused.
+function pinnedTrust(params, ident) {
+  const url = params.get("authority"), key = params.get("authority-key");
+  const kept = ident && ident.authority || null;
+  if (kept) {
+    if ((url && url !== kept.authorityUrl) || (key && key !== kept.authorityKey)) {
+      throw new Error("this address pins another enrolment authority than the one this browser enrolled with: refusing it");
+    }
+    return kept;
+  }
+  if (ident && (url || key)) {
+    throw new Error("this browser enrolled without an enrolment authority; forget it to enrol with one");
+  }
+  if (!url && !key) return null;
+  if (!url || !key) throw new Error("the address pins an enrolment authority without both its URL and its key");
+  return { authorityUrl: url, authorityKey: key };
+}
+
 async function start() {
   const params = new URLSearchParams(location.search);
   const [hello, wasm] = await Promise.all([
@@ -271,13 +349,19 @@ async function start() {
   const stored = (await kvGet("ratings")) || [];
   for (const r of stored) page.ratings.set(r.id, r.value);
   page.identity = (await kvGet("identity")) || null;
+  page.trust = pinnedTrust(params, page.identity);
   // A code in the address enrols this browser once: with an identity
   // kept from before, it is spent.
   if (page.identity) clearCode(); else if (params.get("code")) $("code").value = params.get("code");
   const res = (await kvGet("result")) || null;
   await new Promise((resolve) => { window.privrecReady = resolve; go.run(wasm.instance); });
-  const err = window.privrecClient.init(hello);
+  const err = window.privrecClient.init(hello, page.trust ? JSON.stringify(page.trust) : "");
   if (err) throw new Error(err);
+  // The memory of the rounds answered: the client saves it here, and
+  // waits for the write, before any answer leaves.
+  const memory = await kvGet("memory");
+  const merr = window.privrecClient.remember(typeof memory === "string" ? memory : "", (text) => kvPut("memory", text));
+  if (merr) throw new Error(merr);
   $("catalog-status").textContent = plural(page.plan.catalog.itemIds.length, "movie", "movies") + " in the catalog.";
   $("search").disabled = false;
   page.ready = true;
@@ -303,6 +387,7 @@ $("forget").addEventListener("click", async () => {
   $("sent").textContent = "nothing yet";
   $("train-status").textContent = "";
   $("forget-status").textContent = "Your ratings, recommendations and identity are deleted from this browser. " +
+    "It keeps only which rounds it answered (no rating), so that no server gets a second answer to them. " +
     "To take part in a run again you need a new enrolment code.";
 });
 start().catch((err) => {

@@ -1,0 +1,184 @@
+package webclient
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/privrec/privrec/dpals"
+	"github.com/privrec/privrec/dpease"
+	"github.com/privrec/privrec/protocol"
+)
+
+// Memory is what the page remembers of the runs it answered, across
+// reloads: per plan (by webPlanDigest), the setup round it answered and
+// the last round it answered. A server that serves the same plan again
+// (a replay, or the same run after the page reloaded) gets no second
+// answer to any of those rounds, so no two sums over the person's data
+// can be differenced.
+type Memory struct {
+	Plans map[string]*PlanMemory `json:"plans"`
+}
+
+// PlanMemory is the memory of one plan.
+type PlanMemory struct {
+	// Setup is the setup round answered, -1 if none.
+	Setup int32 `json:"setup"`
+	// Last is the last round answered, -1 if none.
+	Last int32 `json:"last"`
+}
+
+// Store keeps the page's memory durably: Save returns only once the
+// bytes are written (the page: an IndexedDB transaction completed), and
+// the client sends no answer to a round before it returns.
+type Store interface {
+	Save(ctx context.Context, memory []byte) error
+}
+
+// maxPlans bounds the plans remembered; the oldest entries are not
+// tracked, so the bound drops arbitrary old plans, never the current.
+const maxPlans = 64
+
+// Remember gives the client the page's memory (the bytes a Store last
+// saved; nil or empty for none) and the store it saves it to. Train
+// refuses without it: an answer must never leave before its round is
+// remembered.
+func (c *Client) Remember(memory []byte, st Store) error {
+	if st == nil {
+		return errors.New("webclient: no store for the page's memory")
+	}
+	m := Memory{Plans: map[string]*PlanMemory{}}
+	if len(memory) > 0 {
+		if err := json.Unmarshal(memory, &m); err != nil {
+			return fmt.Errorf("webclient: the page's memory: %w", err)
+		}
+		if m.Plans == nil {
+			m.Plans = map[string]*PlanMemory{}
+		}
+	}
+	c.mem, c.store = &m, st
+	if pm := m.Plans[c.digest]; pm != nil {
+		c.last = max(c.last, pm.Last)
+		c.setup = pm.Setup
+	}
+	return nil
+}
+
+// Rounds returns the number of rounds of the run the plan configures
+// (rounds 0 to Rounds()-1); the page answers no round past it.
+func (c *Client) Rounds() int { return c.rounds }
+
+// remember records, durably, that the client is about to answer round
+// (a setup round if setup) before the answer leaves.
+func (c *Client) remember(ctx context.Context, round int32, setup bool) error {
+	if c.mem == nil || c.store == nil {
+		return errors.New("webclient: no memory to record the round in (Remember): refusing to answer")
+	}
+	pm := c.mem.Plans[c.digest]
+	if pm == nil {
+		if len(c.mem.Plans) >= maxPlans {
+			for k := range c.mem.Plans {
+				delete(c.mem.Plans, k)
+				break
+			}
+		}
+		pm = &PlanMemory{Setup: -1, Last: -1}
+		c.mem.Plans[c.digest] = pm
+	}
+	was := *pm
+	pm.Last = max(pm.Last, round)
+	if setup {
+		pm.Setup = round
+	}
+	b, err := json.Marshal(c.mem)
+	if err == nil {
+		err = c.store.Save(ctx, b)
+	}
+	if err != nil {
+		*pm = was
+		return fmt.Errorf("%w: could not remember round %d before answering it: %w", errRefused, round, err)
+	}
+	c.setup = pm.Setup
+	return nil
+}
+
+// webPlanDigest is this package's own digest of a plan: SHA-256 over
+// the method, the configuration (sorted), the rating scale and the
+// catalog (item IDs and titles), each length-prefixed. It keys the
+// page's memory. (protocol.PlanDigest, the command-line client's, is
+// to replace it when both branches meet; until then the two are not
+// meant to agree.)
+func webPlanDigest(h *Hello) string {
+	d := sha256.New()
+	str := func(s string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		d.Write(n[:])
+		d.Write([]byte(s))
+	}
+	f64 := func(x float64) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], math.Float64bits(x))
+		d.Write(n[:])
+	}
+	str("privrec/webclient/plan/v1")
+	str(h.Method)
+	keys := make([]string, 0, len(h.Config))
+	for k := range h.Config {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	str(fmt.Sprint(len(keys)))
+	for _, k := range keys {
+		str(k)
+		str(h.Config[k])
+	}
+	f64(h.Scale.Min)
+	f64(h.Scale.Max)
+	f64(h.Scale.Step)
+	str(fmt.Sprint(len(h.Catalog.ItemIDs)))
+	for _, id := range h.Catalog.ItemIDs {
+		str(id)
+	}
+	str(fmt.Sprint(len(h.Catalog.Titles)))
+	for _, t := range h.Catalog.Titles {
+		str(t)
+	}
+	return hex.EncodeToString(d.Sum(nil))
+}
+
+// dpalsRounds is the number of rounds of a dp-als (or dp-biases) run of
+// cfg (Validate'd), as dpals' server schedules them: a setup round when
+// masked, the global mean, the bias rounds, the warm start and the
+// factor rounds when the run has factors, and the final round.
+// TestRoundsOfConfig ties it to dpals.NewServer.
+func dpalsRounds(cfg dpals.Config) int {
+	n := 2 // the mean and the final round
+	if cfg.Aggregation == protocol.AggMasked {
+		n++
+	}
+	n += cfg.BiasRounds
+	if cfg.Dim > 0 && (cfg.Rounds > 0 || cfg.InitItems > 0) {
+		if cfg.InitItems > 0 {
+			n++
+		}
+		n += cfg.Rounds
+	}
+	return n
+}
+
+// dpeaseRounds is the number of rounds of a dp-ease run of cfg: the
+// counts and the Gram, after a setup round when masked.
+// TestRoundsOfConfig ties it to dpease.NewServer.
+func dpeaseRounds(cfg dpease.Config) int {
+	if cfg.Aggregation == protocol.AggMasked {
+		return 3
+	}
+	return 2
+}
