@@ -89,7 +89,7 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 			if p.Active {
 				id := s.ids[ids[k]]
 				auth = &secagg.Auth{Authority: s.cfg.Authority, Key: id.key, Cert: id.cert, Order: plan.GetOrder(),
-					Context: sessionContext(s.cfg.Run, round, plan.GetSession())}
+					Context: protocol.SessionContext(s.cfg.Run, round, plan.GetSession())}
 			}
 			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, auth, ids[k], me, v, creds[k], markSent); err != nil {
 				s.log.Debug("dropped out of secure aggregation", "client", clients[k].ID(), "round", round, "err", err)
@@ -292,12 +292,4 @@ func (s *Session) send(ctx context.Context, r int, cache []*fedv1.UploadRequest,
 		s.log.Debug("uploads after their round closed", "round", r, "late", late)
 	}
 	return first
-}
-
-// sessionContext is the bytes every signature of the active protocol is
-// bound to in one session of one round of a run (secagg.Auth.Context,
-// secagg.Verifier.Context): the clients and a checking server compute it
-// alike.
-func sessionContext(run string, round int, session string) []byte {
-	return fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", run, round, session)
 }

@@ -218,7 +218,7 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 		return nil, false, err
 	}
 	if p.Active && s.cfg.Authority != nil {
-		v := &secagg.Verifier{Authority: s.cfg.Authority, Run: s.cfg.Run, Context: sessionContext(s.cfg.Run, b.Round, session), Order: roster}
+		v := &secagg.Verifier{Authority: s.cfg.Authority, Run: s.cfg.Run, Context: protocol.SessionContext(s.cfg.Run, b.Round, session), Order: roster}
 		if err := srv.SetVerifier(v); err != nil {
 			return nil, false, err
 		}

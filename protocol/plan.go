@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"slices"
 
@@ -52,4 +53,13 @@ func PlanDigest(method string, config map[string]string, scale ratings.Scale, it
 	}
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// SessionContext is the bytes every signature of secure aggregation's
+// active protocol is bound to in one session of one round of a run
+// (secagg.Auth.Context, secagg.Verifier.Context): the command-line
+// client, the browser and a server that checks signatures compute it
+// alike.
+func SessionContext(run string, round int, session string) []byte {
+	return fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", run, round, session)
 }

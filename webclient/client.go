@@ -180,6 +180,11 @@ func New(t Transport, hello []byte) (*Client, error) {
 // Plan returns the server's plan.
 func (c *Client) Plan() *Hello { return c.plan }
 
+// PlanDigest names the run's plan (protocol.PlanDigest): the key of the
+// page's memory of the rounds it answered, the same name the
+// command-line client gives the plan.
+func (c *Client) PlanDigest() string { return c.digest }
+
 // Config returns the run's configuration: a *dpease.Config for a dp-ease
 // run, else a *dpals.Config.
 func (c *Client) Config() any {

@@ -129,7 +129,7 @@ func (c *Client) secaggClient(round int, plan *secaggPlan, p secagg.Params, pos 
 	// The session context of deploy's clients, byte for byte: every
 	// client of the session signs under the same bytes.
 	auth := &secagg.Auth{Authority: c.trust.AuthorityKey, Key: ed25519.PrivateKey(c.ident.Key), Cert: cert, Order: plan.Order,
-		Context: fmt.Appendf(nil, "privrec/deploy/v1 run=%q round=%d session=%q", cert.Run, round, plan.Session)}
+		Context: protocol.SessionContext(cert.Run, round, plan.Session)}
 	return secagg.NewActiveClient(pos, p, crand.Reader, auth)
 }
 

@@ -2,18 +2,14 @@ package webclient
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 
 	"github.com/privrec/privrec/dpals"
 	"github.com/privrec/privrec/dpease"
 	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
 )
 
 // Memory is what the page remembers of the runs it answered, across
@@ -108,49 +104,12 @@ func (c *Client) remember(ctx context.Context, round int32, setup bool) error {
 	return nil
 }
 
-// webPlanDigest is this package's own digest of a plan: SHA-256 over
-// the method, the configuration (sorted), the rating scale and the
-// catalog (item IDs and titles), each length-prefixed. It keys the
-// page's memory. (protocol.PlanDigest, the command-line client's, is
-// to replace it when both branches meet; until then the two are not
-// meant to agree.)
+// webPlanDigest is the plan's name in the page's memory:
+// protocol.PlanDigest, as the command-line client names it, so that the
+// two kinds of client agree on what one run is.
 func webPlanDigest(h *Hello) string {
-	d := sha256.New()
-	str := func(s string) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		d.Write(n[:])
-		d.Write([]byte(s))
-	}
-	f64 := func(x float64) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], math.Float64bits(x))
-		d.Write(n[:])
-	}
-	str("privrec/webclient/plan/v1")
-	str(h.Method)
-	keys := make([]string, 0, len(h.Config))
-	for k := range h.Config {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	str(fmt.Sprint(len(keys)))
-	for _, k := range keys {
-		str(k)
-		str(h.Config[k])
-	}
-	f64(h.Scale.Min)
-	f64(h.Scale.Max)
-	f64(h.Scale.Step)
-	str(fmt.Sprint(len(h.Catalog.ItemIDs)))
-	for _, id := range h.Catalog.ItemIDs {
-		str(id)
-	}
-	str(fmt.Sprint(len(h.Catalog.Titles)))
-	for _, t := range h.Catalog.Titles {
-		str(t)
-	}
-	return hex.EncodeToString(d.Sum(nil))
+	scale := ratings.Scale{Min: float32(h.Scale.Min), Max: float32(h.Scale.Max), Step: float32(h.Scale.Step)}
+	return protocol.PlanDigest(h.Method, h.Config, scale, h.Catalog.ItemIDs)
 }
 
 // dpalsRounds is the number of rounds of a dp-als (or dp-biases) run of

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/privrec/privrec/deploy"
 	"github.com/privrec/privrec/deploy/deploytest"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/webclient"
 )
 
@@ -102,5 +106,27 @@ func TestMemoryAcrossReload(t *testing.T) {
 				t.Errorf("the page sent the replay %d answers (SecAgg steps, uploads); want answers %v", answers, tc.answers)
 			}
 		})
+	}
+}
+
+// TestPlanDigestAgrees: the page and the command-line client give a
+// served run's plan the same name (protocol.PlanDigest), so one memory
+// of answered rounds means one run to both.
+func TestPlanDigestAgrees(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := deploytest.NewServer(ctx, t, deploytest.Config{Method: "dp-ease", Params: map[string]string{"secagg": "masked", "top-items": "60"},
+		Simulated: 8, RoundTimeout: 2 * time.Second})
+	c, err := webclient.New(httpTransport{r.URL}, hello(t, r.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := deploy.Dial(ctx, deploy.ClientConfig{URL: r.URL, Methods: method.Protocol, Retry: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PlanDigest() == "" || c.PlanDigest() != sess.PlanDigest() {
+		t.Fatalf("the page names the plan %q, the command-line client %q", c.PlanDigest(), sess.PlanDigest())
 	}
 }
