@@ -53,6 +53,9 @@ type trust struct {
 	AuthorityKey string  `json:"authorityKey"`
 	Collusion    float64 `json:"collusion"`
 	MinShare     float64 `json:"minShare"`
+	// Insecure, with no authority, allows the honest-but-curious
+	// protocol (the address's insecure=1).
+	Insecure bool `json:"insecure"`
 }
 
 // page is the wasm side of the page: its client and the training under
@@ -90,6 +93,10 @@ func (p *page) init(_ js.Value, args []js.Value) any {
 	if err := json.Unmarshal([]byte(args[1].String()), &tr); err != nil {
 		p.c = nil
 		return "the page's pinned configuration: " + err.Error()
+	}
+	if tr.AuthorityURL == "" && tr.AuthorityKey == "" && tr.Insecure {
+		p.c.AllowInsecure()
+		return ""
 	}
 	key, err := webclient.ParseAuthorityKey(tr.AuthorityKey)
 	if err == nil {

@@ -124,8 +124,11 @@ type Client struct {
 	// protocol; ident the device's identity key and cert its checked
 	// certificate.
 	trust *Trust
-	ident *Identity
-	cert  *secagg.Certificate
+	// insecure: the person allowed the honest-but-curious protocol with
+	// no authority pinned (AllowInsecure).
+	insecure bool
+	ident    *Identity
+	cert     *secagg.Certificate
 	// status, when not nil, hears of the server's silence (retry).
 	status func(Status)
 	// Log, when not nil, receives progress lines.

@@ -74,6 +74,13 @@ func (id *Identity) public() (ed25519.PublicKey, error) {
 	return ed25519.PrivateKey(id.Key).Public().(ed25519.PublicKey), nil
 }
 
+// AllowInsecure lets the page take part, with no enrolment authority
+// pinned, in masked rounds of the honest-but-curious protocol, which
+// holds only against a server that follows it (a lying one can unmask
+// the page). Without it, or Pin, the page refuses every masked round:
+// the address's insecure=1, as privrec client's --insecure.
+func (c *Client) AllowInsecure() { c.insecure = true }
+
 // Pin sets what the page trusts for the active protocol. With it, the
 // page takes part only in active plans; without it, only in the
 // honest-but-curious protocol.

@@ -40,6 +40,7 @@ func TestMemoryAcrossReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.AllowInsecure()
 	if err := c.Remember(nil, store); err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +78,7 @@ func TestMemoryAcrossReload(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			c2.AllowInsecure()
 			if err := c2.Remember(tc.memory, &memStore{}); err != nil {
 				t.Fatal(err)
 			}
@@ -128,5 +130,35 @@ func TestPlanDigestAgrees(t *testing.T) {
 	}
 	if c.PlanDigest() == "" || c.PlanDigest() != sess.PlanDigest() {
 		t.Fatalf("the page names the plan %q, the command-line client %q", c.PlanDigest(), sess.PlanDigest())
+	}
+}
+
+// TestRefusesHonestButCurious: with no enrolment authority pinned, the
+// page takes part in no masked round of the honest-but-curious protocol
+// unless the person allowed it (AllowInsecure, the address's
+// insecure=1): it refuses round 0 before any of its data leaves, and the
+// run's sums hold only the simulated clients. Before, the page always
+// ran that protocol, which a lying server can break.
+func TestRefusesHonestButCurious(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := deploytest.NewServer(ctx, t, deploytest.Config{Method: "dp-ease", Params: map[string]string{"secagg": "masked", "top-items": "60"},
+		Simulated: 8, RoundTimeout: 2 * time.Second})
+	c, err := webclient.New(httpTransport{r.URL}, hello(t, r.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remember(nil, &memStore{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enroll(ctx, r.Code); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Train(ctx, []webclient.Rating{{Item: 3, Value: 5}}, 10, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "honest-but-curious") {
+		t.Fatalf("Train = %v, want the honest-but-curious protocol refused", err)
+	}
+	if s := c.Sent(); s.MaskedRounds != 0 {
+		t.Fatalf("%d masked vectors sent before the refusal", s.MaskedRounds)
 	}
 }

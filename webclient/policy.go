@@ -75,8 +75,9 @@ func (c *Client) certificate() (*secagg.Certificate, error) {
 }
 
 // checkPlan is the page's policy on a masked round's plan, deploy's
-// checkPlan: without a pinned authority only the honest-but-curious
-// protocol (the page has no certified identity); with one, only the
+// checkPlan: without a pinned authority nothing, unless the person
+// allowed the honest-but-curious protocol (AllowInsecure; the page has
+// no certified identity for the active one); with one, only the
 // active protocol, with no more positions than the certified roster and
 // with K and T that withstand a lying server colluding with the pinned
 // fraction of that roster (secagg.CheckActiveParams). It is checked
@@ -85,6 +86,11 @@ func (c *Client) checkPlan(p secagg.Params) error {
 	if c.trust == nil {
 		if p.Active {
 			return errors.New("the server runs the active secure-aggregation protocol and this page pins no enrolment authority: it has no certified identity")
+		}
+		if !c.insecure {
+			return errors.New("the server's plan runs the honest-but-curious secure-aggregation protocol and this page pins no enrolment authority: " +
+				"a server that lies could unmask this page. Open the link the run's enrolment authority hands out (it pins the authority), " +
+				"or add insecure=1 to the address to accept the weaker protocol")
 		}
 		return nil
 	}

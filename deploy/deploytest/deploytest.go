@@ -151,6 +151,10 @@ func NewServer(ctx context.Context, t testing.TB, c Config) *Server {
 	ccfg := deploy.ClientConfig{URL: r.URL, Methods: method.Protocol, Token: token, Retry: time.Minute, Logger: quiet}
 	if c.Authority != nil {
 		ccfg.Certifier, ccfg.Run, ccfg.Roster = c.Authority, c.Run, sim+pages
+	} else {
+		// Without an authority the run is the honest-but-curious
+		// protocol, which clients take part in only when told to.
+		ccfg.Insecure = true
 	}
 	sess, err := deploy.Dial(ctx, ccfg)
 	if err != nil {

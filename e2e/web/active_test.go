@@ -175,7 +175,7 @@ func TestBrowserOneTab(t *testing.T) {
 	ready := "!!(window.privrecPage && window.privrecPage.ready)"
 	rate := `(() => { const ids = window.privrecPage.plan.catalog.itemIds;
 		[3, 40, 77].forEach((j) => window.privrecPage.ratings.set(ids[j], 4)); renderMine(); return true; })()`
-	if _, err := chromedp.Run(a.ctx, chromedp.Navigate(srv.URL+"/?code="+url.QueryEscape(srv.Codes[0]))); err != nil {
+	if _, err := chromedp.Run(a.ctx, chromedp.Navigate(srv.URL+"/?insecure=1&code="+url.QueryEscape(srv.Codes[0]))); err != nil {
 		t.Fatal(err)
 	}
 	a.waitFor("the first tab is ready", ready, time.Minute)
@@ -184,7 +184,7 @@ func TestBrowserOneTab(t *testing.T) {
 	bctx, bcancel := chromedp.NewContext(a.ctx)
 	defer bcancel()
 	b := &tab{t: t, ctx: bctx}
-	if _, err := chromedp.Run(b.ctx, chromedp.Navigate(srv.URL+"/?code="+url.QueryEscape(srv.Codes[1]))); err != nil {
+	if _, err := chromedp.Run(b.ctx, chromedp.Navigate(srv.URL+"/?insecure=1&code="+url.QueryEscape(srv.Codes[1]))); err != nil {
 		t.Fatal(err)
 	}
 	b.waitFor("the second tab is ready", ready, time.Minute)

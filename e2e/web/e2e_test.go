@@ -43,7 +43,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	br := newTab(ctx, t)
 	bctx, eval, waitFor := br.ctx, br.eval, br.waitFor
 	ready := "!!(window.privrecPage && window.privrecPage.ready)"
-	if _, err := chromedp.Run(bctx, chromedp.Navigate(url+"/?code="+run.Code)); err != nil {
+	if _, err := chromedp.Run(bctx, chromedp.Navigate(url+"/?insecure=1&code="+run.Code)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("the page is ready", ready, time.Minute)

@@ -105,7 +105,7 @@ func TestBrowserLosesServer(t *testing.T) {
 		}
 		return s
 	}
-	if _, err := chromedp.Run(bctx, chromedp.Navigate(srv.URL+"/?code=pr1-AAAABBBBCCCCDDDD")); err != nil {
+	if _, err := chromedp.Run(bctx, chromedp.Navigate(srv.URL+"/?insecure=1&code=pr1-AAAABBBBCCCCDDDD")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("the page is ready", "!!(window.privrecPage && window.privrecPage.ready)", time.Minute)

@@ -75,7 +75,7 @@ func TestBrowserRanksWithDPEase(t *testing.T) {
 
 	br := newTab(ctx, t)
 	bctx, eval, waitFor := br.ctx, br.eval, br.waitFor
-	if _, err := chromedp.Run(bctx, chromedp.Navigate(run.URL+"/?code="+run.Code)); err != nil {
+	if _, err := chromedp.Run(bctx, chromedp.Navigate(run.URL+"/?insecure=1&code="+run.Code)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("the page is ready", "!!(window.privrecPage && window.privrecPage.ready)", time.Minute)

@@ -190,8 +190,9 @@ function renderPrivacy(sent) {
     "at " + page.trust.authorityUrl + ": it holds if that authority is honest, at most a small fraction of the other " +
     "participants collude with the server, and this page (with the authority key it pins) came from the authority or " +
     "was pinned by you; a page the server itself sent could pin anything." :
-    "This holds if the server follows the protocol and at most a small fraction of the other participants collude with " +
-    "it; nobody else needs to be trusted.");
+    "INSECURE (the address says insecure=1, and no enrolment authority is pinned): this holds only if the server follows " +
+    "the protocol and at most a small fraction of the other participants collude with it; a server that lies could " +
+    "unmask this browser's vector.");
 }
 
 function renderRecs(res) {
@@ -355,7 +356,12 @@ async function start() {
   if (page.identity) clearCode(); else if (params.get("code")) $("code").value = params.get("code");
   const res = (await kvGet("result")) || null;
   await new Promise((resolve) => { window.privrecReady = resolve; go.run(wasm.instance); });
-  const err = window.privrecClient.init(hello, page.trust ? JSON.stringify(page.trust) : "");
+  // No authority pinned: the page takes part in no masked round unless
+  // the address says insecure=1 (the protocol that holds only against a
+  // server that follows it).
+  page.insecure = !page.trust && params.get("insecure") === "1";
+  const err = window.privrecClient.init(hello, page.trust ? JSON.stringify(page.trust) :
+    page.insecure ? JSON.stringify({ insecure: true }) : "");
   if (err) throw new Error(err);
   // The memory of the rounds answered: the client saves it here, and
   // waits for the write, before any answer leaves.
