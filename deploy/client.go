@@ -63,7 +63,9 @@ type ClientConfig struct {
 	Progress func(Progress)
 	// Insecure lets the clients send plain uploads to a server whose plan
 	// does not run secure aggregation for a method whose privacy rests on
-	// it; without it they refuse (the server would read every upload).
+	// it, and take part in masked rounds of the honest-but-curious
+	// protocol without a pinned Authority; without it they refuse both
+	// (the server would read every upload, or could unmask one by lying).
 	Insecure bool
 	// Dropout simulates devices that go offline: each training round each
 	// client independently sits the round out (computes and sends nothing)

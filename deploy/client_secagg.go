@@ -113,8 +113,10 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 	return ctx.Err()
 }
 
-// checkPlan is the clients' policy on a masked round's plan: with a
-// pinned authority the round must run the active protocol, with no more
+// checkPlan is the clients' policy on a masked round's plan: without a
+// pinned authority it is refused unless Insecure (the honest-but-curious
+// protocol holds only against a server that follows it); with one the
+// round must run the active protocol, with no more
 // positions than the certified roster, and with K and T that withstand a
 // lying server colluding with ClientConfig.Collusion of that roster. It is checked
 // before any key leaves a client.
@@ -122,6 +124,11 @@ func (s *Session) checkPlan(p secagg.Params) error {
 	if s.cfg.Authority == nil {
 		if p.Active {
 			return errors.New("the server runs the active secure-aggregation protocol and no enrolment authority is pinned (--authority-key): this client has no certified identity")
+		}
+		if !s.cfg.Insecure {
+			return errors.New("the server's plan runs the honest-but-curious secure-aggregation protocol and no enrolment authority is pinned: " +
+				"a server that lies could unmask a client (by substituting a neighbour's key, or telling neighbours different survivor sets). " +
+				"Pin the run's authority (--authority-key with its certificates) against a server running --secagg-active, or accept the weaker protocol with --insecure")
 		}
 		return nil
 	}

@@ -164,7 +164,7 @@ func TestRedTeamRestartReaggregation(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 5,
+			sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 5, Insecure: true,
 				Logger: quietLog(), Retry: time.Minute})
 			if err != nil {
 				t.Fatal(err)
@@ -741,7 +741,7 @@ func crashMasked(t *testing.T, at string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 5,
+	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 5, Insecure: true,
 		Logger: quietLog(), Retry: time.Minute})
 	if err != nil {
 		t.Fatal(err)

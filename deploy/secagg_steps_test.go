@@ -48,7 +48,7 @@ func TestNoStepOpensLate(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 3,
+	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: "https://" + addr, HTTP: hc, Token: testToken, Seeded: true, Seed: 3, Insecure: true,
 		Logger: quietLog(), Retry: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func TestServedIdentitiesFromAuthority(t *testing.T) {
 	addr := freeAddr(t)
 	served := make(chan error, 1)
 	go func() {
-		_, errOut, err := run(t, "serve", "--method", "hdpmf", "--epochs", "2", "--secagg-active", "--dev-tls", "--state", state,
+		_, errOut, err := run(t, "serve", "--method", "hdpmf", "--epochs", "2", "--authority-key", pub, "--run", "r1", "--dev-tls", "--state", state,
 			"--listen", addr, "--items", r.data, "--min-clients", roster, "--enroll-quiet", "1s", "--round-timeout", "2m",
 			"--linger", "5s", "--out", r.prm, "--seed", "1", "--scale", "1,5,1")
 		if err != nil {

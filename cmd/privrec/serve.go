@@ -122,6 +122,16 @@ sums only with --insecure, and so does --secagg ideal: over the network
 "ideal" means this process reads every upload. Clients refuse such a plan
 unless they are given --insecure too.
 
+The protocol of masked rounds is the one against a server that lies
+(--secagg-active, the default): clients hold identity keys certified by an
+enrolment authority the operator does not control (privrec authority), sign
+their keys, and check a consistency round. This server checks every
+certificate and signature too, with the authority's public key and the run's
+name (--authority-key, --run: required), so a client sending a bad one only
+drops itself out. --secagg-active=false runs the honest-but-curious protocol,
+and --secagg-active without --authority-key relays signatures unchecked: both
+only with --insecure (clients refuse the first unless --insecure too).
+
 Masked rounds: each client sends its masked vector of a round at most
 once, ever. A round whose secure aggregation fails before any masked
 vector was taken is retried under fresh keys; once the masked step has
@@ -192,20 +202,6 @@ writes the cluster's users and least-privilege permissions for a run
 			if d.Scale.Inferred {
 				return fmt.Errorf("--items %s: the rating scale is not declared; give it with --scale MIN,MAX[,STEP]", items)
 			}
-			var authority ed25519.PublicKey
-			if authorityKey != "" {
-				if !secaggActive {
-					return errors.New("--authority-key checks the active protocol's certificates: it needs --secagg-active")
-				}
-				if runName == "" {
-					return errors.New("--authority-key needs --run, the run name the authority certifies identities for")
-				}
-				if authority, err = readAuthorityPub(authorityKey); err != nil {
-					return err
-				}
-			} else if cmd.Flags().Changed("run") {
-				return errors.New("--run names the run for --authority-key")
-			}
 			var sharded *deploy.Sharded
 			if natsURL != "" {
 				keys, err := aggregatorKeys(aggKeys, shards, insecure)
@@ -220,6 +216,17 @@ writes the cluster's users and least-privilege permissions for a run
 				sharded = &deploy.Sharded{Conn: nc, Config: shard.Config{Run: natsRun, Shards: shards, AggregatorKeys: keys}}
 			} else if cmd.Flags().Changed("shards") || cmd.Flags().Changed("nats-run") || len(aggKeys) > 0 {
 				return errors.New("--shards, --nats-run and --aggregator-keys need --nats")
+			}
+			masked := mfl.spec.Federated.Aggregation(mfl.cfg) == protocol.AggMasked
+			if err := activePolicy(masked, secaggActive, authorityKey, runName, insecure); err != nil {
+				return err
+			}
+			secaggActive = secaggActive && masked
+			var authority ed25519.PublicKey
+			if authorityKey != "" {
+				if authority, err = readAuthorityPub(authorityKey); err != nil {
+					return err
+				}
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -291,7 +298,7 @@ writes the cluster's users and least-privilege permissions for a run
 	f.StringVar(&key, "tls-key", "", "TLS key file (PEM)")
 	f.StringVar(&authorityKey, "authority-key", "", "with --secagg-active: the enrolment authority's public key (authority.pub): the server checks every client's certificate and signatures itself, so a client sending a bad one drops only itself out instead of aborting its neighbours")
 	f.StringVar(&runName, "run", "", "with --authority-key: the run name the authority certifies identities for (clients: the same --run)")
-	f.BoolVar(&secaggActive, "secagg-active", false, "run masked rounds with the protocol against a lying server: certified, signed keys (clients: --authority-key or --certify-with), a graph from the committed keys, a consistency round, larger K and T")
+	f.BoolVar(&secaggActive, "secagg-active", true, "run masked rounds with the protocol against a lying server: certified, signed keys (clients: --authority-key), a graph from the committed keys, a consistency round, larger K and T; =false (the honest-but-curious protocol) needs --insecure")
 	f.BoolVar(&devTLS, "dev-tls", false, "make a self-signed pair for localhost in STATE/tls (clients: --ca STATE/tls/cert.pem)")
 	f.StringVar(&out, "out", "", "write the final model here (model format, for privrec recommend)")
 	f.Uint64Var(&seed, "seed", 0, "reproducible test mode: seed the server and accept seeded client uploads")
@@ -308,7 +315,7 @@ writes the cluster's users and least-privilege permissions for a run
 	f.IntVar(&maxStreams, "max-streams", 250, "concurrent calls on one HTTP/2 connection")
 	f.DurationVar(&idleTimeout, "idle-timeout", 30*time.Second, "close connections idle this long")
 	f.DurationVar(&writeTimeout, "write-timeout", 0, "answer every call within this (0: the longer of the 20 s long poll and 4 × --round-timeout, plus a minute; it must exceed both)")
-	f.BoolVar(&insecure, "insecure", false, "with --secagg off or ideal: let the server read single uploads of a method whose privacy rests on secure aggregation; with --nats and no --aggregator-keys: take unsigned shard results")
+	f.BoolVar(&insecure, "insecure", false, "with --secagg off or ideal: let the server read single uploads of a method whose privacy rests on secure aggregation; with --secagg-active=false: run the honest-but-curious protocol; with --secagg-active and no --authority-key: relay certificates and signatures unchecked; with --nats and no --aggregator-keys: take unsigned shard results")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the server to this file (go tool pprof reads it)")
 	f.StringVar(&natsURL, "nats", "", "aggregate masked rounds on this NATS JetStream cluster (comma-separated URLs) with privrec aggregate processes, not in this process")
 	natsAuth.register(f)
@@ -353,6 +360,31 @@ func serveAggregation(mfl *methodFlags, insecure bool) error {
 		return fmt.Errorf("--secagg off: %s is private only against a server that sees sums; the server would read single uploads. Add --insecure to do it anyway", mfl.spec.Name)
 	default:
 		return fmt.Errorf("--secagg ideal: over the network the ideal functionality is the server process reading every upload and adding them; %s is private only against a server that sees sums. Use --secagg masked (the default here), or add --insecure to do it anyway (clients then need --insecure too)", mfl.spec.Name)
+	}
+	return nil
+}
+
+// activePolicy is serve's policy on the secure-aggregation protocol of a
+// masked run: the active protocol, with the server checking certificates
+// and signatures (--authority-key, --run), unless --insecure. The
+// honest-but-curious protocol holds only against a server that follows
+// it; without the checks a client with a bad signature makes its honest
+// neighbours abort every session of a round, so one client could stop
+// the run.
+func activePolicy(masked, active bool, authorityKey, run string, insecure bool) error {
+	switch {
+	case authorityKey != "" && run == "":
+		return errors.New("--authority-key needs --run, the run name the authority certifies identities for (clients: the same --run)")
+	case authorityKey == "" && run != "":
+		return errors.New("--run names the run for --authority-key")
+	case authorityKey != "" && !active:
+		return errors.New("--authority-key checks the active protocol's certificates: drop --secagg-active=false")
+	case !masked || insecure:
+		return nil
+	case !active:
+		return errors.New("--secagg-active=false runs the honest-but-curious secure-aggregation protocol, which a server that lies can break (key substitution, the split attack); clients refuse it unless they say --insecure. Add --insecure to run it anyway")
+	case authorityKey == "":
+		return errors.New("masked rounds run the active protocol, whose identities an enrolment authority certifies: give its public key (--authority-key, from privrec authority keygen) and --run, so that this server checks every certificate and signature (without them one client with a bad signature stops every session of a round). Add --insecure to relay them unchecked")
 	}
 	return nil
 }

@@ -95,6 +95,9 @@ func (r *deviceRun) run(t *testing.T, serve []string, vendor int, vendorArgs, co
 	go func() {
 		defer close(served)
 		args := append([]string{"serve"}, serve...)
+		// The honest-but-curious protocol, which both sides take only
+		// with --insecure: these runs test what the clients receive.
+		args = append(args, "--secagg-active=false", "--insecure")
 		args = append(args, "--dev-tls", "--state", state, "--listen", addr, "--items", r.data, "--min-clients",
 			fmt.Sprint(vendor+1), "--enroll-quiet", "1s", "--round-timeout", "2m", "--linger", "5s", "--out", r.prm)
 		outs[0], _, errs[0] = run(t, append(args, common...)...)
@@ -103,11 +106,11 @@ func (r *deviceRun) run(t *testing.T, serve []string, vendor int, vendorArgs, co
 	url := "https://" + addr
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		outs[1], _, errs[1] = run(t, append([]string{"client", "--server", url, "--ca", cert, "--code", code,
+		outs[1], _, errs[1] = run(t, append([]string{"client", "--insecure", "--server", url, "--ca", cert, "--code", code,
 			"--ratings", r.mine, "--top", "5", "--json"}, common...)...)
 	})
 	wg.Go(func() {
-		args := append([]string{"client", "--server", url, "--ca", cert, "--token-file", filepath.Join(state, "enroll-token"),
+		args := append([]string{"client", "--insecure", "--server", url, "--ca", cert, "--token-file", filepath.Join(state, "enroll-token"),
 			"--simulate", fmt.Sprint(vendor), "--data", r.data}, vendorArgs...)
 		outs[2], _, errs[2] = run(t, append(args, common...)...)
 	})
