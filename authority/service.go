@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -36,8 +37,11 @@ type Config struct {
 	// AllowOrigin, when not empty, is the one web page origin (e.g.
 	// https://app.example) whose scripts may call the service (CORS).
 	AllowOrigin string
-	// Rate and Burst bound the certification requests the service takes
-	// per second, over all callers (429 beyond); 0 means 20 and 40.
+	// Rate and Burst bound the certifications the service makes per
+	// second, over all callers with a valid code (429 beyond); 0 means 20
+	// and 40. A request whose code is unknown or spent is limited per
+	// source address instead (failBurst, then one every failEvery), so
+	// strangers guessing codes do not starve the devices that hold one.
 	Rate, Burst float64
 }
 
@@ -68,6 +72,20 @@ type Service struct {
 	info  []byte
 
 	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+	fails  map[string]*failBucket // by source address
+}
+
+// The per-source limit on refused codes.
+const (
+	failBurst = 20
+	failEvery = 2 * time.Second
+	maxSource = 100_000 // sources remembered; past it the oldest are forgotten
+)
+
+// failBucket is one source address's allowance of refused codes.
+type failBucket struct {
 	tokens float64
 	last   time.Time
 }
@@ -149,19 +167,20 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			refuse(w, http.StatusMethodNotAllowed, "POST only")
 			return
 		}
-		if !s.allow() {
-			h.Set("Retry-After", "1")
-			refuse(w, http.StatusTooManyRequests, "rate limited: try again in a second")
+		src := source(r)
+		if !s.mayFail(src, false) {
+			h.Set("Retry-After", fmt.Sprint(int(failEvery.Seconds())))
+			refuse(w, http.StatusTooManyRequests, "rate limited: too many refused codes from this address")
 			return
 		}
-		s.certify(w, r)
+		s.certify(w, r, src)
 	default:
 		refuse(w, http.StatusNotFound, "no such endpoint: /v1/authority, /v1/certify")
 	}
 }
 
 // certify answers POST /v1/certify.
-func (s *Service) certify(w http.ResponseWriter, r *http.Request) {
+func (s *Service) certify(w http.ResponseWriter, r *http.Request, src string) {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		refuse(w, http.StatusBadRequest, "malformed request: want Content-Type application/json")
 		return
@@ -183,9 +202,20 @@ func (s *Service) certify(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusBadRequest, "malformed request: field key: want a base64 Ed25519 public key")
 		return
 	}
+	if !s.knownCode(req.Code) && req.Code != "" && len(req.Code) <= 256 && req.Client < s.cfg.Roster {
+		s.mayFail(src, true)
+		refuse(w, http.StatusForbidden, ErrUnknownCode.Error())
+		return
+	}
+	if !s.allow() {
+		w.Header().Set("Retry-After", "1")
+		refuse(w, http.StatusTooManyRequests, "rate limited: try again in a second")
+		return
+	}
 	c, err := s.Certify(req.Code, req.Client, key)
 	switch {
 	case errors.Is(err, ErrUnknownCode), errors.Is(err, ErrCodeUsed):
+		s.mayFail(src, true)
 		refuse(w, http.StatusForbidden, err.Error())
 		return
 	case errors.Is(err, ErrClientHasKey):
@@ -201,6 +231,50 @@ func (s *Service) certify(w http.ResponseWriter, r *http.Request) {
 	out, _ := json.Marshal(certifyResponse{Certificate: base64.StdEncoding.EncodeToString(c.Marshal())})
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(out)
+}
+
+// knownCode reports whether code is one of the run's codes (spent or
+// not): the cheap check before a well-formed request may take a token
+// of the shared limit.
+func (s *Service) knownCode(code string) bool {
+	return s.codes[HashCode(code)]
+}
+
+// source is the request's source address, without its port.
+func source(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// mayFail reports whether source src may still send a refused code;
+// with take, it counts one.
+func (s *Service) mayFail(src string, take bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	b := s.fails[src]
+	if b == nil {
+		if !take {
+			return true
+		}
+		if s.fails == nil || len(s.fails) >= maxSource {
+			s.fails = map[string]*failBucket{} // forget them all rather than grow
+		}
+		b = &failBucket{tokens: failBurst, last: now}
+		s.fails[src] = b
+	}
+	b.tokens = min(failBurst, b.tokens+now.Sub(b.last).Seconds()/failEvery.Seconds())
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	if take {
+		b.tokens--
+	}
+	return true
 }
 
 // allow takes a token of the rate limit.

@@ -254,3 +254,47 @@ func TestLedgerShared(t *testing.T) {
 		t.Fatalf("%d identities in the ledger, want 4:\n%s", c.Len(), raw)
 	}
 }
+
+// TestAuthorityFloodFromOneSource: a stranger with no code floods the
+// certify endpoint from one address; a device with a valid code, from
+// another address, is still certified, and the stranger is limited.
+// Before, one bucket over all callers took the stranger's calls, so the
+// device got 429 (the flaw issue 44 found in Enroll).
+func TestAuthorityFloodFromOneSource(t *testing.T) {
+	_, authKey := newKey(t)
+	l, err := OpenLedger(filepath.Join(t.TempDir(), "l.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s, err := New(Config{Key: authKey, Run: "run-1", Roster: 8, Ledger: l, Codes: [][32]byte{HashCode("good")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(from, body string) int {
+		r := httptest.NewRequest(http.MethodPost, "/v1/certify", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.RemoteAddr = from
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		return w.Code
+	}
+	k, _ := newKey(t)
+	limited := 0
+	for i := range 200 {
+		switch call("203.0.113.9:4000", req(fmt.Sprintf("guess-%d", i), 1, k)) {
+		case http.StatusTooManyRequests:
+			limited++
+		case http.StatusForbidden:
+		default:
+			t.Fatalf("a guessed code got another answer than 403 or 429")
+		}
+	}
+	if got := call("198.51.100.7:5000", req("good", 0, k)); got != http.StatusOK {
+		t.Fatalf("the device's valid code after the flood: %d, want 200", got)
+	}
+	if limited == 0 {
+		t.Fatal("200 guessed codes from one address, none limited")
+	}
+	t.Logf("of 200 guessed codes from one address, %d limited; the device from another address certified", limited)
+}

@@ -344,7 +344,7 @@ documentation of authority).`,
 	f.StringVar(&key, "tls-key", "", "TLS key file (PEM)")
 	f.BoolVar(&devTLS, "dev-tls", false, "make a self-signed pair for localhost in STATE/tls (clients: --authority-ca STATE/tls/cert.pem)")
 	f.StringVar(&state, "state", "", "with --dev-tls: the directory of the dev TLS pair")
-	f.Float64Var(&rate, "rate", 20, "certification requests taken per second, over all callers (429 beyond)")
+	f.Float64Var(&rate, "rate", 20, "certifications made per second over all callers with a valid code (429 beyond); refused codes are limited per source address (20, then one every 2 s)")
 	return cmd
 }
 
