@@ -228,3 +228,39 @@ func TestRedTeamActiveLiars(t *testing.T) {
 	}
 	t.Logf("every round released; answers per round %v", inputs)
 }
+
+// TestActiveDefaultsSurviveASilentClient: the active protocol at its
+// defaults (the server's participation floor and the clients' survivor
+// floor left unset) with one client that commits to its keys and never
+// reveals them. The round's next session runs without it, so the floors
+// must leave room for one absent client: before, both were every client
+// of the roster, the honest clients refused to reveal for 31 survivors
+// of 32, the setup round was lost and serve exited.
+func TestActiveDefaultsSurviveASilentClient(t *testing.T) {
+	t.Parallel()
+	d, spl := smallCatalog(t, 32, 150)
+	_, certifier, _ := ed25519.GenerateKey(crand.Reader)
+	pub := certifier.Public().(ed25519.PublicKey)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: 3 * time.Second, ActiveSecAgg: true, Authority: pub, Run: "test-run"}, "127.0.0.1:0")
+	sess := h.dial(t, true, 3)
+	sess.cfg.Certifier, sess.cfg.Authority, sess.cfg.Run = certifier, pub, "test-run"
+	const silent = 5
+	sess.lie = func(id uint32, _ *secagg.Client, m secagg.Message) secagg.Message {
+		if id == silent && m.Step() == secagg.StepKeys {
+			return nil
+		}
+		return m
+	}
+	runClients(t, sess, spl.Train, 3)
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range led {
+		if e.Skipped != "" {
+			t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
+		}
+	}
+}

@@ -104,7 +104,10 @@ type ClientConfig struct {
 	// MinShare, in (0, 1], is the fraction of the certified roster the
 	// clients assume take part in a masked round: a broadcast that asks
 	// them to draw their noise shares for a larger fraction
-	// (protocol.ParamMinShare, so smaller shares) is refused. 0 means 1.
+	// (protocol.ParamMinShare, so smaller shares) is refused, and below it
+	// of survivors a client reveals no share. 0 means DefaultFloor: room
+	// for a tenth of the roster to drop out, or to sit a session out,
+	// without stopping the round.
 	MinShare float64
 	// Pin holds configuration values the clients require of the run's
 	// plan (e.g. eps, delta, epochs, secagg): a plan whose configuration
@@ -378,10 +381,7 @@ func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
 	if n, ok := b.Params["clients"]; ok && n > float64(roster) {
 		return fmt.Errorf("deploy: round %d announces %g clients, above the certified roster of %d: refusing", b.Round, n, roster)
 	}
-	floor := s.cfg.MinShare
-	if !(floor > 0 && floor <= 1) {
-		floor = 1
-	}
+	floor := floorOr(s.cfg.MinShare)
 	if rho, ok := b.Params[protocol.ParamMinShare]; ok && rho > floor {
 		return fmt.Errorf("deploy: round %d asks for noise shares calibrated for %g of the clients, above the pinned %g: refusing", b.Round, rho, floor)
 	}

@@ -160,10 +160,7 @@ func (s *Session) checkSurvivors(bitmap []byte) error {
 	if roster <= 0 {
 		roster = len(s.ids)
 	}
-	floor := s.cfg.MinShare
-	if !(floor > 0 && floor <= 1) {
-		floor = 1
-	}
+	floor := floorOr(s.cfg.MinShare)
 	n := 0
 	for _, x := range bitmap {
 		n += bits.OnesCount8(x)
@@ -299,4 +296,20 @@ func (s *Session) send(ctx context.Context, r int, cache []*fedv1.UploadRequest,
 		s.log.Debug("uploads after their round closed", "round", r, "late", late)
 	}
 	return first
+}
+
+// DefaultFloor is the participation floor of the active protocol when
+// none is given: the server's MinParticipants and the clients' MinShare.
+// A tenth of the roster (secagg.DefaultDropout) may drop out, or sit a
+// session out after committing to keys it never revealed, and the round
+// is still released; the noise shares are drawn for this fraction of the
+// roster, so the released sums carry their calibrated noise.
+const DefaultFloor = 1 - secagg.DefaultDropout
+
+// floorOr returns x when it is a fraction in (0, 1], else DefaultFloor.
+func floorOr(x float64) float64 {
+	if x > 0 && x <= 1 {
+		return x
+	}
+	return DefaultFloor
 }

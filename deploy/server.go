@@ -69,7 +69,8 @@ type ServerConfig struct {
 	// RoundTimeout is a round's deadline: after it the round closes with
 	// the uploads it has if at least MinParticipants (a fraction of the
 	// enrolled clients, in (0, 1]) answered; otherwise it is not released
-	// and waits on, one more RoundTimeout at a time.
+	// and waits on, one more RoundTimeout at a time. 0 means DefaultFloor
+	// under ActiveSecAgg, else 1 (every client).
 	RoundTimeout    time.Duration
 	MinParticipants float64
 	// ActiveSecAgg runs masked rounds with secagg's protocol against a
@@ -136,7 +137,14 @@ func (c *ServerConfig) defaults() {
 		c.RoundTimeout = time.Minute
 	}
 	if !(c.MinParticipants > 0) || c.MinParticipants > 1 {
+		// The active protocol leaves room for one absent client, as its
+		// clients' survivor floor does (DefaultFloor); the
+		// honest-but-curious one, for tests and measurements, waits
+		// for every client so that its sums equal the in-process ones.
 		c.MinParticipants = 1
+		if c.ActiveSecAgg {
+			c.MinParticipants = DefaultFloor
+		}
 	}
 	if !(c.MaxAbs > 0) {
 		c.MaxAbs = 1e8

@@ -39,7 +39,7 @@ type Trust struct {
 	// MinShare, in (0, 1], is the fraction of the certified roster that
 	// must survive a masked round before the page reveals any share, and
 	// the largest noise-share fraction (protocol.ParamMinShare) it
-	// accepts; 0 means 1, as privrec client's --min-share.
+	// accepts; 0 means 0.9 (1 − secagg.DefaultDropout), as privrec client's --min-share.
 	MinShare float64
 	// Fetch reaches the authority.
 	Fetch Fetcher
@@ -101,7 +101,7 @@ func (c *Client) Pin(tr Trust) error {
 		tr.Collusion = secagg.DefaultCollusion
 	}
 	if tr.MinShare == 0 {
-		tr.MinShare = 1
+		tr.MinShare = 1 - secagg.DefaultDropout // as privrec client's default
 	}
 	tr.AuthorityURL = strings.TrimRight(tr.AuthorityURL, "/")
 	c.trust = &tr

@@ -385,7 +385,7 @@ mint identities.`,
 	f.BoolVar(&devAuth, "dev-authority", false, "DEV ONLY: certify this process's users with a throwaway authority made here (no other process can join the run's active protocol)")
 	f.StringVar(&run, "run", "", "the run label in the identity certificates")
 	f.IntVar(&roster, "roster", 0, "the number of clients the authority certifies for the run (default: the users of this process); a plan with more positions is refused")
-	f.Float64Var(&minShare, "min-share", 1, "with an authority: refuse a round that calibrates the noise shares for more than this fraction of the certified roster (a server inflating it shrinks every share)")
+	f.Float64Var(&minShare, "min-share", 0, "with an authority: refuse a round that calibrates the noise shares for more than this fraction of the certified roster (a server inflating it shrinks every share), and reveal no share below it of survivors (0: 0.9)")
 	f.StringToStringVar(&pins, "pin", nil, "configuration the plan must have, e.g. --pin eps=1,delta=1e-6,epochs=20,aggregation=masked: a plan outside it is refused")
 	f.Float64Var(&collusion, "collusion", secagg.DefaultCollusion, "the fraction of the certified roster assumed to collude with the server: the plan's K and T must withstand it")
 	f.StringVar(&proto, "protocol", "random", "with --simulate: random (the --split) or strong[:F]: F of the users (default 0.1) held out of the run fold in against the published model and are ranked, as evaluate --protocol strong")

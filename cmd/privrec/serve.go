@@ -305,7 +305,7 @@ writes the cluster's users and least-privilege permissions for a run
 	f.IntVar(&minClients, "min-clients", 1, "enrolled clients to wait for before the first round (a masked run waits for at least 2): count every client, a vendor's users one each")
 	f.DurationVar(&enrollQuiet, "enroll-quiet", 2*time.Second, "start once no enrolment arrived for this long (and --min-clients are in)")
 	f.DurationVar(&roundTimeout, "round-timeout", time.Minute, "a round's deadline")
-	f.Float64Var(&minParticipants, "min-participants", 1, "fraction of enrolled clients a round needs at its deadline to be released")
+	f.Float64Var(&minParticipants, "min-participants", 0, "fraction of enrolled clients a round needs at its deadline to be released (0: 0.9 under the active protocol, room for a tenth to drop out or sit a session out; 1 under the honest-but-curious one)")
 	f.Float64Var(&maxAbs, "max-abs", 1e8, "refuse uploads with a value beyond ±this (a sanity bound against overflow, not robust aggregation)")
 	f.IntVar(&maxUploadMiB, "max-upload-mib", 64, "refuse requests larger than this many MiB (decompressed; Upload and SecAgg are capped tighter by the round's size)")
 	f.IntVar(&maxClients, "max-clients", 100000, "enrol at most this many clients (codes and token together)")
