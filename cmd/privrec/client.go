@@ -117,7 +117,8 @@ no round it answered before, to this server or to another running the same
 plan. Two runs of one plan are one run to the memory: a second run of the
 same plan needs a new --state.
 
-Against a server that runs the active protocol (serve --secagg-active),
+Against a server that runs the active protocol (serve's default), and
+without --insecure, the clients refuse every other protocol;
 --authority-key PUB pins the enrolment authority, and the clients' identity
 keys need its certificates. The authority keeps its key:
 
@@ -220,6 +221,9 @@ mint identities.`,
 				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins, Memory: memory}
 			if err := clientAuthority(&ccfg, authPub, certWith, devAuth, log); err != nil {
 				return err
+			}
+			if memory == "" && !insecure {
+				log.Warn("no --state: what these clients answer is remembered only while this process runs; restarted, they would answer a replay of the run's rounds again (each answer spends privacy). Give --state DIR to remember it")
 			}
 			idf.code, idf.pinned, idf.run, idf.roster, idf.stateDir = code, ccfg.Authority, run, roster, memory
 			if err := idf.check(); err != nil {
