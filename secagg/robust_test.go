@@ -2,6 +2,7 @@ package secagg
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -355,5 +356,37 @@ func TestAbortBeforeRevealWhenHoldersDrop(t *testing.T) {
 	}
 	if srv.stage != stageAborted || count(srv.unmsk) > 0 {
 		t.Fatalf("server stage %d with %d unmask responses, want aborted before any", srv.stage, count(srv.unmsk))
+	}
+}
+
+// BenchmarkServerChecks is the server's cost per client of checking the
+// active protocol's identities (SetVerifier): the certificate and the
+// signature of its advertisement, and its consistency signature.
+func BenchmarkServerChecks(b *testing.B) {
+	p := Params{N: 4, K: 2, T: 2, Bits: 32, Len: 1, Seed: [32]byte{3}, Active: true}
+	_, auths, _ := testIdentities(p, testRand(61), "bench")
+	a := auths[0]
+	c, err := NewActiveClient(0, p, testRand(62), a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	adv := *c.own
+	srv, _ := NewServer(p)
+	if err := srv.SetVerifier(&Verifier{Authority: a.Authority, Run: a.Cert.Run, Context: a.Context, Order: a.Order}); err != nil {
+		b.Fatal(err)
+	}
+	survived := []byte{0x0f}
+	srv.requests = map[uint32]*UnmaskRequest{0: {To: 0, Survived: survived}}
+	sig := &SurvivorSig{From: 0, Sig: ed25519.Sign(a.Key, consistMsg(a.Context, &p.Seed, &srv.graphSeed, survived))}
+	for b.Loop() {
+		if err := srv.verifyAdvert(&adv); err != nil {
+			b.Fatal(err)
+		}
+		if err := srv.verifyConsistency(sig); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
