@@ -264,3 +264,21 @@ func TestActiveDefaultsSurviveASilentClient(t *testing.T) {
 		}
 	}
 }
+
+// TestClientRefusesHonestButCurious: a client with no authority pinned
+// refuses a masked plan of the honest-but-curious protocol unless told
+// --insecure, before any key leaves it. Before, it took part, and a
+// server that lies can unmask a client there.
+func TestClientRefusesHonestButCurious(t *testing.T) {
+	p := secagg.Params{N: 20, K: 8, T: 5, Bits: 32, Len: 4}
+	if err := (&Session{cfg: ClientConfig{}}).checkPlan(p); err == nil || !strings.Contains(err.Error(), "honest-but-curious") {
+		t.Fatalf("checkPlan = %v, want the honest-but-curious protocol refused", err)
+	}
+	if err := (&Session{cfg: ClientConfig{Insecure: true}}).checkPlan(p); err != nil {
+		t.Fatalf("with Insecure: %v", err)
+	}
+	p.Active = true
+	if err := (&Session{cfg: ClientConfig{Insecure: true}}).checkPlan(p); err == nil {
+		t.Fatal("an active plan taken with no certified identity")
+	}
+}
