@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	crand "crypto/rand"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,4 +283,97 @@ func TestClientRefusesHonestButCurious(t *testing.T) {
 	if err := (&Session{cfg: ClientConfig{Insecure: true}}).checkPlan(p); err == nil {
 		t.Fatal("an active plan taken with no certified identity")
 	}
+}
+
+// TestRedTeamActiveLiarsAtScale is the target under the
+// protocol that is now the default: 990 honest clients and 10 liars of
+// one certified roster over loopback TLS, the server checking
+// signatures, the floors at their defaults — 2 false reporters, 3 that
+// reveal wrong shares, 2 that never reveal, 2 that commit to keys and
+// never reveal them, 1 that signs the survivor set with garbage. Every
+// round must be released and only the share liars banned. It takes
+// minutes of both cores, so it runs only with PRIVREC_LIARS_AT_SCALE=1.
+func TestRedTeamActiveLiarsAtScale(t *testing.T) {
+	if os.Getenv("PRIVREC_LIARS_AT_SCALE") == "" {
+		t.Skip("set PRIVREC_LIARS_AT_SCALE=1 to run 1,000 clients of the active protocol with 10 liars over loopback (minutes of both cores)")
+	}
+	const n = 1000
+	d, spl := smallCatalog(t, n, 300)
+	_, certifier, _ := ed25519.GenerateKey(crand.Reader)
+	pub := certifier.Public().(ed25519.PublicKey)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "3", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 3, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: 45 * time.Second, ActiveSecAgg: true, Authority: pub, Run: "test-run"}, "127.0.0.1:0")
+	sess := h.dial(t, true, 3)
+	sess.cfg.Certifier, sess.cfg.Authority, sess.cfg.Run = certifier, pub, "test-run"
+	// Liars by client ID (the server assigns 0..n-1 in the vendor's order).
+	kinds := map[uint32]string{11: "report", 222: "report", 33: "shares", 444: "shares", 555: "shares",
+		66: "silent", 777: "silent", 88: "commit-only", 899: "commit-only", 900: "garbage"}
+	sess.lie = func(id uint32, c *secagg.Client, m secagg.Message) secagg.Message {
+		switch kinds[id] {
+		case "report":
+			if chk, ok := m.(*secagg.ShareCheck); ok {
+				chk.Reported = slices.Clone(c.Neighbours())
+			}
+		case "shares":
+			if r, ok := m.(*secagg.UnmaskResponse); ok {
+				for _, l := range [][]secagg.RevealedShare{r.SelfShares, r.MaskShares} {
+					for i := range l {
+						l[i].Share = slices.Clone(l[i].Share)
+						l[i].Share[0] ^= 1
+					}
+				}
+			}
+		case "silent":
+			if m.Step() == secagg.StepReveal {
+				return nil
+			}
+		case "commit-only":
+			if m.Step() == secagg.StepKeys {
+				return nil
+			}
+		case "garbage":
+			if sg, ok := m.(*secagg.SurvivorSig); ok {
+				sg.Sig = make([]byte, ed25519.SignatureSize)
+			}
+		}
+		return m
+	}
+	// Each silent liar costs a round a deadline (the keys step waits for
+	// the committed, the reveal for the survivors), so the run takes
+	// longer than runClients allows.
+	spec, mcfg := specOf(t, sess)
+	cls, err := spec.NewClients(mcfg, spl.Train, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	began := time.Now()
+	if _, err := sess.Run(ctx, cls.List); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers []int
+	for _, e := range led {
+		if e.Skipped != "" {
+			t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
+		}
+		answers = append(answers, e.Participants)
+	}
+	h.srv.mu.Lock()
+	var banned []uint32
+	for id := range h.srv.banned {
+		banned = append(banned, id)
+	}
+	h.srv.mu.Unlock()
+	slices.Sort(banned)
+	if want := []uint32{33, 444, 555}; !slices.Equal(banned, want) {
+		t.Errorf("banned %v, want the share liars %v", banned, want)
+	}
+	t.Logf("every round released in %v; answers per round %v; banned %v", took.Round(time.Second), answers, banned)
 }
