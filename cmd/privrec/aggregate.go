@@ -3,12 +3,8 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -150,21 +146,8 @@ existing files. One key pair an aggregator, each kept by its operator.`,
 		Example: `  privrec aggregate keygen --out agg0`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return errors.New("--out DIR is required")
-			}
-			if err := os.MkdirAll(out, 0o700); err != nil {
-				return err
-			}
-			pub, priv, err := ed25519.GenerateKey(rand.Reader)
+			kf, pf, err := writeKeyPair(out, "aggregator", writeNew)
 			if err != nil {
-				return err
-			}
-			kf, pf := filepath.Join(out, "aggregator.key"), filepath.Join(out, "aggregator.pub")
-			if err := writeNew(kf, []byte(base64.StdEncoding.EncodeToString(priv.Seed())+"\n"), 0o600); err != nil {
-				return err
-			}
-			if err := writeNew(pf, []byte(base64.StdEncoding.EncodeToString(pub)+"\n"), 0o644); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "aggregator key %s (privrec aggregate --sign-key), public key %s (privrec serve --aggregator-keys, at its shard's place)\n", kf, pf)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -78,22 +77,8 @@ authority's key and can then mint identities.`,
 		Use:   "keygen",
 		Short: "Make an authority key pair",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return errors.New("--out DIR is required")
-			}
-			if err := os.MkdirAll(out, 0o700); err != nil {
-				return err
-			}
-			pub, priv, err := ed25519.GenerateKey(rand.Reader)
+			kf, pf, err := writeKeyPair(out, "authority", os.WriteFile)
 			if err != nil {
-				return err
-			}
-			kf := filepath.Join(out, "authority.key")
-			if err := os.WriteFile(kf, []byte(base64.StdEncoding.EncodeToString(priv.Seed())+"\n"), 0o600); err != nil {
-				return err
-			}
-			pf := filepath.Join(out, "authority.pub")
-			if err := os.WriteFile(pf, []byte(base64.StdEncoding.EncodeToString(pub)+"\n"), 0o644); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "authority key %s (keep it from the server's operator), public key %s (clients: --authority-key)\n", kf, pf)

@@ -2,9 +2,12 @@ package main
 
 import (
 	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -53,4 +56,28 @@ func readEd25519Pub(what, path string) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("%s %s: want a base64 Ed25519 public key", what, path)
 	}
 	return pub, nil
+}
+
+// writeKeyPair draws an Ed25519 key pair and writes it into dir (made
+// 0700 if needed) as name.key (the seed, mode 0600) and name.pub, each
+// with write: os.WriteFile, or writeNew to refuse replacing a key.
+func writeKeyPair(dir, name string, write func(string, []byte, os.FileMode) error) (kf, pf string, err error) {
+	if dir == "" {
+		return "", "", errors.New("--out DIR is required")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", err
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	kf, pf = filepath.Join(dir, name+".key"), filepath.Join(dir, name+".pub")
+	if err := write(kf, []byte(base64.StdEncoding.EncodeToString(priv.Seed())+"\n"), 0o600); err != nil {
+		return "", "", err
+	}
+	if err := write(pf, []byte(base64.StdEncoding.EncodeToString(pub)+"\n"), 0o644); err != nil {
+		return "", "", err
+	}
+	return kf, pf, nil
 }
