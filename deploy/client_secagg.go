@@ -5,8 +5,6 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
-	"math"
-	"math/bits"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -139,15 +137,7 @@ func (s *Session) checkPlan(p secagg.Params) error {
 	if roster <= 0 {
 		roster = len(s.ids)
 	}
-	if p.N > roster {
-		return fmt.Errorf("the plan has %d positions, the certified roster %d: refusing", p.N, roster)
-	}
-	corrupt := int(math.Floor(s.cfg.Collusion * float64(roster)))
-	if err := secagg.CheckActiveParams(p.N, p.K, p.T, corrupt); err != nil {
-		k, t, _ := secagg.ChooseParamsActive(p.N, secagg.ProvisionedDropout(float64(p.N)/float64(roster)), s.cfg.Collusion)
-		return fmt.Errorf("refusing the server's parameters (ChooseParamsActive gives K = %d, T = %d here): %w", k, t, err)
-	}
-	return nil
+	return secagg.CheckPlan(p, roster, s.cfg.Collusion)
 }
 
 // checkSurvivors refuses, before a client signs the survivor set (and so
@@ -160,13 +150,8 @@ func (s *Session) checkSurvivors(bitmap []byte) error {
 	if roster <= 0 {
 		roster = len(s.ids)
 	}
-	floor := floorOr(s.cfg.MinShare)
-	n := 0
-	for _, x := range bitmap {
-		n += bits.OnesCount8(x)
-	}
-	if need := int(math.Ceil(floor*float64(roster) - 1e-9)); n < need {
-		return fmt.Errorf("deploy: %d survivors of a certified roster of %d, below the pinned %g (%d): refusing to reveal shares", n, roster, floor, need)
+	if err := secagg.CheckSurvivors(bitmap, roster, floorOr(s.cfg.MinShare)); err != nil {
+		return fmt.Errorf("deploy: %w", err)
 	}
 	return nil
 }

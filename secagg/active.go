@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -454,6 +455,36 @@ func CheckActiveParams(n, k, t, corrupt int) error {
 	if 2*t-k < 1 || math.Log2(float64(n))+log2Tail(n-1, min(corrupt, n-1), k, 2*t-k) > -SecurityBits {
 		return fmt.Errorf("secagg: K = %d, T = %d for %d positions with up to %d corrupt clients: a server that lies can unmask a client (need n·P[corrupt neighbours ≥ 2T−K] ≤ 2^-%d)",
 			k, t, n, corrupt, SecurityBits)
+	}
+	return nil
+}
+
+// CheckPlan is a client's check, before any key leaves it, of an active
+// plan p against the roster its certificate names: no more positions
+// than the roster, and K and T that withstand a lying server colluding
+// with collusion of it (CheckActiveParams).
+func CheckPlan(p Params, roster int, collusion float64) error {
+	if p.N > roster {
+		return fmt.Errorf("the plan has %d positions, the certified roster %d: refusing", p.N, roster)
+	}
+	if err := CheckActiveParams(p.N, p.K, p.T, int(math.Floor(collusion*float64(roster)))); err != nil {
+		k, t, _ := ChooseParamsActive(p.N, ProvisionedDropout(float64(p.N)/float64(roster)), collusion)
+		return fmt.Errorf("refusing the server's parameters (ChooseParamsActive gives K = %d, T = %d here): %w", k, t, err)
+	}
+	return nil
+}
+
+// CheckSurvivors is a client's check, before it signs the survivor set
+// (a bitmap over positions) and so before it reveals any share, that at
+// least floor of the certified roster survived: the noise shares were
+// calibrated for that many clients.
+func CheckSurvivors(survived []byte, roster int, floor float64) error {
+	n := 0
+	for _, x := range survived {
+		n += bits.OnesCount8(x)
+	}
+	if need := int(math.Ceil(floor*float64(roster) - 1e-9)); n < need {
+		return fmt.Errorf("%d survivors of a certified roster of %d, below the pinned %g (%d): refusing to reveal shares", n, roster, floor, need)
 	}
 	return nil
 }

@@ -3,8 +3,6 @@ package webclient
 import (
 	"errors"
 	"fmt"
-	"math"
-	"math/bits"
 
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/secagg"
@@ -101,15 +99,7 @@ func (c *Client) checkPlan(p secagg.Params) error {
 	if err != nil {
 		return err
 	}
-	roster := int(cert.Roster)
-	if p.N > roster {
-		return fmt.Errorf("the plan has %d positions, the certified roster %d: refusing", p.N, roster)
-	}
-	corrupt := int(math.Floor(c.trust.Collusion * float64(roster)))
-	if err := secagg.CheckActiveParams(p.N, p.K, p.T, corrupt); err != nil {
-		return fmt.Errorf("refusing the server's parameters: %w", err)
-	}
-	return nil
+	return secagg.CheckPlan(p, int(cert.Roster), c.trust.Collusion)
 }
 
 // checkSurvivors refuses, before the page signs the survivor set (and
@@ -117,13 +107,8 @@ func (c *Client) checkPlan(p secagg.Params) error {
 // MinShare of the certified roster: the noise shares were calibrated
 // for that many clients (deploy's checkSurvivors).
 func (c *Client) checkSurvivors(bitmap []byte) error {
-	roster := int(c.cert.Roster)
-	n := 0
-	for _, x := range bitmap {
-		n += bits.OnesCount8(x)
-	}
-	if need := int(math.Ceil(c.trust.MinShare*float64(roster) - 1e-9)); n < need {
-		return fmt.Errorf("%w: %d survivors of a certified roster of %d, below the pinned %g (%d): refusing to reveal shares", errRefused, n, roster, c.trust.MinShare, need)
+	if err := secagg.CheckSurvivors(bitmap, int(c.cert.Roster), c.trust.MinShare); err != nil {
+		return fmt.Errorf("%w: %w", errRefused, err)
 	}
 	return nil
 }
