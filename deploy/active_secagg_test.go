@@ -256,15 +256,7 @@ func TestActiveDefaultsSurviveASilentClient(t *testing.T) {
 		return m
 	}
 	runClients(t, sess, spl.Train, 3)
-	led, err := h.srv.Ledger()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range led {
-		if e.Skipped != "" {
-			t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
-		}
-	}
+	releasedEveryRound(t, h)
 }
 
 // TestClientRefusesHonestButCurious: a client with no authority pinned
@@ -354,24 +346,8 @@ func TestRedTeamActiveLiarsAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := time.Since(began)
-	led, err := h.srv.Ledger()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var answers []int
-	for _, e := range led {
-		if e.Skipped != "" {
-			t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
-		}
-		answers = append(answers, e.Participants)
-	}
-	h.srv.mu.Lock()
-	var banned []uint32
-	for id := range h.srv.banned {
-		banned = append(banned, id)
-	}
-	h.srv.mu.Unlock()
-	slices.Sort(banned)
+	answers := releasedEveryRound(t, h)
+	banned := bannedIDs(h)
 	if want := []uint32{33, 444, 555}; !slices.Equal(banned, want) {
 		t.Errorf("banned %v, want the share liars %v", banned, want)
 	}

@@ -502,18 +502,10 @@ func TestRedTeamLiarsReleaseEveryRound(t *testing.T) {
 	if rmse := eval.Rating(m, spl.Test).RMSE; math.IsNaN(rmse) || rmse > 2 {
 		t.Fatalf("test RMSE %v", rmse)
 	}
-	led, err := h.srv.Ledger()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inputs []int
-	for _, e := range led {
-		if e.Skipped != "" {
-			t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
-		}
-		inputs = append(inputs, e.Participants)
-		if e.Participants < spl.Train.NumUsers() {
-			t.Errorf("round %d released %d answers, fewer than the %d honest clients", e.Round, e.Participants, spl.Train.NumUsers())
+	inputs := releasedEveryRound(t, h)
+	for r, n := range inputs {
+		if n < spl.Train.NumUsers() {
+			t.Errorf("round %d released %d answers, fewer than the %d honest clients", r, n, spl.Train.NumUsers())
 		}
 	}
 	h.srv.mu.Lock()
@@ -841,6 +833,36 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// releasedEveryRound fails t for every round of h's ledger that was
+// skipped, and returns the answers of each round, in order.
+func releasedEveryRound(t *testing.T, h *harness) []int {
+	t.Helper()
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := make([]int, 0, len(led))
+	for _, e := range led {
+		if e.Skipped != "" {
+			t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
+		}
+		answers = append(answers, e.Participants)
+	}
+	return answers
+}
+
+// bannedIDs returns the clients h's server banned, sorted.
+func bannedIDs(h *harness) []uint32 {
+	h.srv.mu.Lock()
+	defer h.srv.mu.Unlock()
+	out := make([]uint32, 0, len(h.srv.banned))
+	for id := range h.srv.banned {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TestRedTeamLiarsAtScale is the target over loopback TLS: 990
 // honest HDPMF clients and 10 liars (4 false reporters, 3 that reveal
 // wrong shares, 3 that never reveal). Every round must be released and
@@ -875,24 +897,8 @@ func TestRedTeamLiarsAtScale(t *testing.T) {
 	took := time.Since(began)
 	cancel()
 	wg.Wait()
-	led, err := h.srv.Ledger()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inputs []int
-	for _, e := range led {
-		if e.Skipped != "" {
-			t.Errorf("round %d skipped: %s", e.Round, e.Skipped)
-		}
-		inputs = append(inputs, e.Participants)
-	}
-	h.srv.mu.Lock()
-	var banned []uint32
-	for id := range h.srv.banned {
-		banned = append(banned, id)
-	}
-	h.srv.mu.Unlock()
-	slices.Sort(banned)
+	inputs := releasedEveryRound(t, h)
+	banned := bannedIDs(h)
 	slices.Sort(liars)
 	if !slices.Equal(banned, liars) {
 		t.Errorf("banned %v, want the share liars %v", banned, liars)
