@@ -43,6 +43,10 @@ type Federated struct {
 	// (protocol.Method.Rounds). Every federated method sets it;
 	// TestRoundsIsTheRun checks it against the server's run.
 	Rounds func(cfg any) (int, error)
+	// Participation returns how often one client takes part in a run of
+	// cfg (protocol.Method.Participation); nil means a roster run, every
+	// client in every round.
+	Participation func(cfg any) protocol.Participation
 }
 
 // roundsOf returns a Federated.Rounds for a method whose config type is

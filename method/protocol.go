@@ -46,6 +46,13 @@ func (m served) Rounds(cfg any) (int, error) {
 	return m.s.Federated.Rounds(cfg)
 }
 
+func (m served) Participation(cfg any) protocol.Participation {
+	if m.s.Federated.Participation == nil {
+		return protocol.Participation{}
+	}
+	return m.s.Federated.Participation(cfg)
+}
+
 func (m served) Server(cfg any, items *ratings.Dataset, seed uint64) (protocol.Stateful, error) {
 	return m.s.NewServerFor(cfg, items, seed)
 }

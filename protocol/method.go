@@ -32,6 +32,10 @@ type Method interface {
 	// numbered 0 to Rounds−1, as the method's server loop runs them: a
 	// client answers no round numbered past it, whatever a server says.
 	Rounds(cfg any) (int, error)
+	// Participation returns how often one client takes part in a run of
+	// cfg (cohort size, rounds per client, gap between them); the zero
+	// value for a roster run.
+	Participation(cfg any) Participation
 	// Server builds the method's server for the public catalog items
 	// (item IDs, declared scale, public side features; no ratings), with
 	// the seed of the server's own randomness.
