@@ -18,11 +18,13 @@ import (
 // the caller saw round after from another incarnation of the server, and
 // otherwise waits, up to Poll, for the next change.
 func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRoundRequest]) (*connect.Response[fedv1.GetRoundResponse], error) {
-	if _, err := s.authenticate(req.Header()); err != nil {
+	id, err := s.authenticate(req.Header())
+	if err != nil {
 		s.met.reject("auth")
 		return nil, err
 	}
 	after, boot, session := int(req.Msg.GetAfter()), req.Msg.GetBoot(), req.Msg.GetSession()
+	joined := false
 	wait := time.NewTimer(s.cfg.Poll)
 	defer wait.Stop()
 	for {
@@ -30,8 +32,23 @@ func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRou
 		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot, EpsTotal: s.epsTotal, Delta: s.delta,
 			Enrolled: int32(len(s.enrolled)), MinClients: int32(s.cfg.MinClients)}
 		ready := s.state == fedv1.RunState_RUN_STATE_DONE
+		if s.gather != nil && s.gather.round > after {
+			// A cohort being gathered: a client that offers to take part
+			// waits, once taken, for the round to open; the others hear
+			// of it at once.
+			// (A join is answered at once: a process joining many
+			// clients must not hold one call per client.)
+			if req.Msg.GetJoin() {
+				s.join(id, after)
+			}
+			joined = s.gather.taken[id]
+			resp.Gathering, resp.InCohort = s.gatheringOf(), joined
+			ready = !joined || req.Msg.GetJoin()
+		}
 		if s.open && (s.round > after || boot != s.boot || (s.sa != nil && session != "" && s.sa.session != session)) {
 			resp.Broadcast, ready = s.wire, true
+			resp.Gathering = nil
+			resp.InCohort = s.cohort == nil || s.cohort[id]
 			if s.sa != nil {
 				resp.Secagg = s.sa.plan
 			}
@@ -69,6 +86,7 @@ func (s *Server) admit(id uint32, r int, masked bool) (admitted, error) {
 	at := admitted{round: s.round, b: s.bc, sa: s.sa}
 	open, closed := s.open, s.closed
 	pos, member := s.slots[id]
+	outside := s.cohort != nil && !s.cohort[id]
 	s.mu.Unlock()
 	at.pos = pos
 	switch {
@@ -78,6 +96,8 @@ func (s *Server) admit(id uint32, r int, masked bool) (admitted, error) {
 		return at, s.rejectErr(connect.CodeUnavailable, "early", "round %d is not open yet", r)
 	case !member:
 		return at, s.rejectErr(connect.CodePermissionDenied, "not-member", "client %d is not part of this run", id)
+	case outside:
+		return at, s.rejectErr(connect.CodePermissionDenied, "not-in-cohort", "client %d is not in the cohort of round %d", id, r)
 	}
 	return at, nil
 }
@@ -130,7 +150,7 @@ func (s *Server) Upload(ctx context.Context, req *connect.Request[fedv1.UploadRe
 	}
 	s.ups[k], s.answered[k] = u, true
 	s.nAnswer++
-	if s.nAnswer == len(s.order) {
+	if s.nAnswer == s.expect {
 		close(s.all)
 	}
 	s.met.accept()

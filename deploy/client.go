@@ -172,6 +172,12 @@ type Session struct {
 	// is the session's memory of it (ClientConfig.Memory).
 	digest string
 	mem    *memory
+	// part is the plan's participation limits; trained the training
+	// rounds each client answered (without a memory); take the clients
+	// answering the round being answered (nil: all).
+	part    protocol.Participation
+	trained [][]int
+	take    []bool
 }
 
 // identity is one client's long-term identity key and its certificate.
@@ -284,6 +290,9 @@ func (s *Session) planRounds() error {
 		return fmt.Errorf("deploy: the server's plan of %s has %d rounds", spec.Name(), s.rounds)
 	}
 	s.digest = protocol.PlanDigest(spec.Name(), spec.Text(cfg), s.Catalog().Scale, s.plan.GetCatalog().GetItemIds())
+	if s.part = spec.Participation(cfg); s.part.Validate() != nil {
+		return fmt.Errorf("deploy: the server's plan of %s: %w", spec.Name(), s.part.Validate())
+	}
 	if s.cfg.Memory == "" {
 		return nil
 	}
@@ -364,6 +373,10 @@ func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
 	roster := s.cfg.Roster
 	if roster <= 0 {
 		roster = clients
+	}
+	if s.part.Cohort > 0 && b.Phase != protocol.PhaseFinal {
+		// A round's sum holds one cohort: the shares are drawn for it.
+		roster = min(roster, s.part.Cohort)
 	}
 	if b.Words > 0 {
 		switch r, ok := b.Params[protocol.ParamRoster]; {
@@ -534,6 +547,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		sentMasked[k] = -1
 	}
 	last, boot, session := -1, "", ""
+	// joined are the clients taken into the cohort of round joinedRound.
+	var joined []bool
+	joinedRound := -1
 	sessions := 0 // sessions of round last the clients took part in
 	// answered is the last round the clients answered before this
 	// process (ClientConfig.Memory): they answer none of those again.
@@ -555,6 +571,25 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		}
 		if resp.GetState() == fedv1.RunState_RUN_STATE_DONE {
 			return s.model(ctx, lead)
+		}
+		if g := resp.GetGathering(); g != nil && resp.GetBroadcast() == nil && int(g.GetRound()) > last {
+			var wait string
+			joinedRound = int(g.GetRound())
+			if joined, wait, err = s.joinCohort(ctx, last, g, clients, creds); err != nil {
+				return nil, err
+			}
+			if wait == "" {
+				// None of the clients may, or was taken: the round goes
+				// on without them.
+				last, boot, session = int(g.GetRound()), resp.GetBoot(), ""
+				continue
+			}
+			if resp, err = s.awaitOpen(ctx, last, int(g.GetRound()), wait); err != nil {
+				return nil, err
+			}
+			if resp.GetState() == fedv1.RunState_RUN_STATE_DONE {
+				return s.model(ctx, lead)
+			}
 		}
 		w := resp.GetBroadcast()
 		if w == nil {
@@ -585,6 +620,10 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				}
 				if err := s.checkBroadcast(b, len(clients)); err != nil {
 					return nil, err
+				}
+				if s.take = s.takers(b, joined, joinedRound); s.take != nil && !slices.Contains(s.take, true) {
+					last, boot, session = r, resp.GetBoot(), plan.GetSession()
+					continue // not in the round's cohort, or over the limits
 				}
 				if dense, err = s.answerMasked(b, clients); err != nil {
 					return nil, err
@@ -633,6 +672,10 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			if err := s.checkBroadcast(b, len(clients)); err != nil {
 				return nil, err
 			}
+			if s.take = s.takers(b, joined, joinedRound); s.take != nil && !slices.Contains(s.take, true) {
+				last, boot = r, resp.GetBoot()
+				continue // not in the round's cohort, or over the limits
+			}
 			if err := s.answer(ctx, b, clients, cache); err != nil {
 				return nil, err
 			}
@@ -655,10 +698,18 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 // remember records in the session's memory, if it has one, that the
 // clients answer b's round, before any of the answers leaves.
 func (s *Session) remember(b *protocol.Broadcast) error {
+	train := b.Phase == protocol.PhaseTrain && (s.part.MaxRounds > 0 || s.part.MinGap > 1 || s.part.Cohort > 0)
 	if s.mem == nil {
+		if train {
+			s.noteTrained(b.Round, s.take)
+		}
 		return nil
 	}
-	return s.mem.answer(b.Round, b.Phase == protocol.PhaseSetup)
+	var trained [][]int
+	if train {
+		trained = trainedCopy(s.mem.rounds.Trained, len(s.creds), b.Round, s.take)
+	}
+	return s.mem.answer(b.Round, b.Phase == protocol.PhaseSetup, trained)
 }
 
 // progress reports round r, whose response was resp and which n of the
@@ -871,7 +922,7 @@ func (s *Session) roundAll(b *protocol.Broadcast, clients []protocol.Client, kee
 				mu.Unlock()
 			}
 		}()
-		if b.Phase != protocol.PhaseSetup && s.dropped(c.ID(), b.Round) {
+		if (s.take != nil && !s.take[k]) || (b.Phase != protocol.PhaseSetup && s.dropped(c.ID(), b.Round)) {
 			err = keep(k, nil, false)
 		} else {
 			var seed [32]byte

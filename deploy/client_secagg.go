@@ -150,6 +150,9 @@ func (s *Session) checkSurvivors(bitmap []byte) error {
 	if roster <= 0 {
 		roster = len(s.ids)
 	}
+	if s.part.Cohort > 0 {
+		roster = min(roster, s.part.Cohort) // the shares were drawn for the cohort
+	}
 	if err := secagg.CheckSurvivors(bitmap, roster, floorOr(s.cfg.MinShare)); err != nil {
 		return fmt.Errorf("deploy: %w", err)
 	}

@@ -29,6 +29,9 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 		Rejected: maps.Clone(s.rejected), Seconds: info.Elapsed.Seconds(), Time: time.Now().UTC(),
 	}
 	e.Parties = s.partiesLocked()
+	if s.cohortRun() {
+		e.Cohort = len(s.cohort)
+	}
 	for _, u := range s.ups {
 		if u != nil {
 			e.Uploads++

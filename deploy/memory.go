@@ -43,6 +43,11 @@ type memoryRounds struct {
 	// the last round they answered; -1 for none.
 	Setup int `json:"setup"`
 	Last  int `json:"last"`
+	// Trained holds, per client of the session, the training rounds it
+	// answered (ascending), which the plan's participation limits are
+	// checked against (protocol.Participation.Allows); absent in a
+	// memory of a plan without limits.
+	Trained [][]int `json:"trained,omitempty"`
 }
 
 // writeMemory writes a memory file durably (a variable for the test that
@@ -111,13 +116,16 @@ func (m *memory) secrets(n int, draw func() string) ([]string, error) {
 
 // answer records, durably, that the clients answer round r (a setup
 // round when setup): the caller sends nothing of r before it returns.
-func (m *memory) answer(r int, setup bool) error {
+func (m *memory) answer(r int, setup bool, trained [][]int) error {
 	next := m.rounds
 	next.Last = max(next.Last, r)
 	if setup && next.Setup < 0 {
 		next.Setup = r
 	}
-	if next == m.rounds {
+	if trained != nil {
+		next.Trained = trained
+	}
+	if next.Last == m.rounds.Last && next.Setup == m.rounds.Setup && trained == nil {
 		return nil
 	}
 	raw, err := json.Marshal(next)

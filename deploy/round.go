@@ -162,6 +162,13 @@ func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*pro
 	if s.plan.Aggregation == "masked" && b.Words > 0 {
 		return s.exchangeMasked(ctx, b)
 	}
+	var cohort map[uint32]bool
+	if s.cohortRun() && b.Phase != protocol.PhaseFinal {
+		var err error
+		if cohort, err = s.gatherCohort(ctx, b); err != nil {
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	s.sa, s.maskedInputs, s.skipped = nil, -1, ""
 	s.mu.Unlock()
@@ -174,6 +181,15 @@ func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*pro
 	s.answered = make([]bool, n)
 	s.nAnswer = 0
 	s.rejected = map[string]int{}
+	// The round closes when every client it asks answered: every
+	// enrolled client, or the cohort. (The final round, which releases
+	// nothing, asks every client, and closes at its deadline with those
+	// online: the others read the published model.)
+	s.cohort, s.expect = cohort, n
+	floor := s.cfg.MinParticipants * float64(n)
+	if cohort != nil {
+		s.expect, floor = len(cohort), float64(s.cohortFloor())
+	}
 	all := make(chan struct{})
 	s.all = all
 	s.notify()
@@ -193,9 +209,9 @@ func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*pro
 			s.mu.Unlock()
 			// The final round releases nothing (uploads are refused in
 			// it), so it needs no floor.
-			if b.Phase != protocol.PhaseFinal && float64(got) < s.cfg.MinParticipants*float64(n) {
+			if b.Phase != protocol.PhaseFinal && float64(got) < floor {
 				s.log.Warn("round below its minimum at the deadline: not released, waiting on",
-					"round", b.Round, "answered", got, "enrolled", n, "min_fraction", s.cfg.MinParticipants)
+					"round", b.Round, "answered", got, "asked", s.expect, "min_fraction", s.cfg.MinParticipants)
 				timer.Reset(s.cfg.RoundTimeout)
 				continue
 			}

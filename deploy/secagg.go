@@ -67,6 +67,9 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 		s.mu.Unlock()
 	}()
 	s.calibrate(b)
+	s.mu.Lock()
+	s.cohort = nil
+	s.mu.Unlock()
 	rec, err := s.st.masked(b.Round)
 	if err != nil {
 		return nil, err
@@ -91,6 +94,18 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 			return []*protocol.Upload{{Client: -1, Round: b.Round, Words: rec.Sum}}, nil
 		}
 		return s.skipMasked(b, "its masked vectors were taken in a session that a restart interrupted")
+	}
+	// A cohort run gathers the round's cohort once: a session that fails
+	// before any masked vector was taken is retried with the same cohort
+	// (less the clients it proved to lie or that sit out).
+	if s.cohortRun() {
+		cohort, err := s.gatherCohort(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.cohort = cohort
+		s.mu.Unlock()
 	}
 	for attempt := 0; ; attempt++ {
 		up, retry, err := s.maskedSession(ctx, b, attempt)
@@ -129,9 +144,12 @@ func (s *Server) calibrate(b *protocol.Broadcast) {
 	}
 	if s.cfg.ActiveSecAgg {
 		s.mu.Lock()
-		enrolled := len(s.order)
+		roster := len(s.order)
 		s.mu.Unlock()
-		b.Params[protocol.ParamRoster] = float64(enrolled)
+		if s.cohortRun() {
+			roster = s.part.Cohort // a round's sum holds one cohort
+		}
+		b.Params[protocol.ParamRoster] = float64(roster)
 	}
 }
 
@@ -162,15 +180,21 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	if s.sitOutRound != b.Round {
 		s.sitOut, s.sitOutRound = nil, b.Round
 	}
-	for _, id := range s.order {
-		if !s.banned[id] && !s.sitOut[id] && (s.members == nil || s.members[id] || b.Phase == protocol.PhaseSetup) {
+	asked, base := s.order, len(s.order)
+	if s.cohort != nil {
+		// A cohort round: the setup's members do not bound it (other
+		// cohorts answered the setup), and its floor is the cohort's.
+		asked, base = cohortOrder(s.cohort), s.part.Cohort
+	}
+	for _, id := range asked {
+		if !s.banned[id] && !s.sitOut[id] && (s.cohort != nil || s.members == nil || s.members[id] || b.Phase == protocol.PhaseSetup) {
 			roster = append(roster, id)
 		}
 	}
 	enrolled := len(s.order)
 	s.mu.Unlock()
 	n := len(roster)
-	floor := max(1, int(math.Ceil(s.cfg.MinParticipants*float64(enrolled)-1e-9)))
+	floor := max(1, int(math.Ceil(s.cfg.MinParticipants*float64(base)-1e-9)))
 	if n < 2 {
 		return nil, false, fmt.Errorf("deploy: round %d: %s not banned of %d enrolled; secure aggregation needs at least 2 (the sum of one vector is that vector): start the run with --min-clients of 2 or more",
 			b.Round, clientsWord(n), enrolled)
@@ -183,9 +207,16 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	if s.cfg.ActiveSecAgg {
 		choose = secagg.ChooseParamsActive
 	}
-	k, t, err := choose(n, secagg.ProvisionedDropout(s.cfg.MinParticipants), secagg.DefaultCollusion)
+	collusion := secagg.DefaultCollusion
+	if s.cohort != nil && s.cfg.ActiveSecAgg {
+		// The clients check K and T against a fraction of the certified
+		// roster colluding (secagg.CheckPlan), and a server choosing the
+		// cohort could put every colluder in it.
+		collusion = min(1, collusion*float64(enrolled)/float64(n))
+	}
+	k, t, err := choose(n, secagg.ProvisionedDropout(s.cfg.MinParticipants), collusion)
 	if err != nil {
-		return nil, false, fmt.Errorf("deploy: secure aggregation parameters for %d clients: %w", n, err)
+		return nil, false, fmt.Errorf("deploy: secure aggregation parameters for a round of %d clients of %d enrolled, assuming %g of the enrolled collude with the server: %w", n, enrolled, secagg.DefaultCollusion, err)
 	}
 	session := fmt.Sprintf("%s.%d", s.boot, attempt)
 	// The graph's public seed is fresh for every session (a session's

@@ -271,6 +271,14 @@ type Server struct {
 	js        jetstream.JetStream
 	shardCfg  shard.Config
 	shardDone uint64
+	// part is the method's participation limits; part.Cohort > 0 makes
+	// a cohort run (cohort.go). gather is the cohort being gathered (nil
+	// when none); cohort the open round's (nil: every client); expect the
+	// answers that close an open plain round.
+	part   protocol.Participation
+	gather *gathering
+	cohort map[uint32]bool
+	expect int
 	// testHook, when set by a test, is called at points of a round
 	// ("masked": a masked step opened, recorded durably; "sum": the
 	// unmasked sum of a masked round, before its release; "answered
@@ -314,6 +322,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if s.plan.Aggregation == "masked" && s.cfg.MinClients < 2 {
 		s.cfg.MinClients = 2
+	}
+	s.part = s.cfg.Method.Participation(s.cfg.Config)
+	if err := s.checkCohort(); err != nil {
+		st.Close()
+		return nil, err
 	}
 	if cfg.Sharded != nil {
 		if err := s.setupSharded(); err != nil {

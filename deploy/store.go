@@ -294,6 +294,9 @@ type LedgerEntry struct {
 	// that answered (an empty answer counts).
 	Enrolled     int `json:"enrolled"`
 	Participants int `json:"participants"`
+	// Cohort, in a cohort run, counts the clients the round took (the
+	// clients asked); Enrolled is then the population.
+	Cohort int `json:"cohort,omitempty"`
 	// Parties counts the distinct parties among the enrolled clients
 	// (Server.Parties): a vendor's clients, enrolled with the shared
 	// token, count as one.

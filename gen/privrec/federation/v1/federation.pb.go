@@ -551,7 +551,13 @@ type GetRoundRequest struct {
 	Boot string `protobuf:"bytes,2,opt,name=boot,proto3" json:"boot,omitempty"`
 	// The secure-aggregation session of round `after` the client saw, empty
 	// for none: a new session of the same round is returned at once.
-	Session       string `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
+	Session string `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
+	// In a cohort run (GetRoundResponse.gathering), the caller offers to
+	// take part in the round being gathered after `after`: it is taken
+	// into the cohort while there is room, and the call then waits for
+	// the round to open (in_cohort says whether it was taken). A client
+	// offers only rounds its own participation limits allow.
+	Join          bool `protobuf:"varint,4,opt,name=join,proto3" json:"join,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -607,6 +613,13 @@ func (x *GetRoundRequest) GetSession() string {
 	return ""
 }
 
+func (x *GetRoundRequest) GetJoin() bool {
+	if x != nil {
+		return x.Join
+	}
+	return false
+}
+
 // GetRoundResponse is the run's state and, while running, the open round.
 type GetRoundResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -627,8 +640,15 @@ type GetRoundResponse struct {
 	Delta    float64 `protobuf:"fixed64,6,opt,name=delta,proto3" json:"delta,omitempty"`
 	// The number of clients enrolled, and the number the first round waits
 	// for (HelloResponse's), for a client's display of who takes part.
-	Enrolled      int32 `protobuf:"varint,7,opt,name=enrolled,proto3" json:"enrolled,omitempty"`
-	MinClients    int32 `protobuf:"varint,8,opt,name=min_clients,json=minClients,proto3" json:"min_clients,omitempty"`
+	Enrolled   int32 `protobuf:"varint,7,opt,name=enrolled,proto3" json:"enrolled,omitempty"`
+	MinClients int32 `protobuf:"varint,8,opt,name=min_clients,json=minClients,proto3" json:"min_clients,omitempty"`
+	// In a cohort run, the round after `after` whose cohort is being
+	// gathered (absent otherwise): no broadcast yet; a client that may take
+	// part asks again with join.
+	Gathering *Gathering `protobuf:"bytes,9,opt,name=gathering,proto3" json:"gathering,omitempty"`
+	// Whether the caller is in the open round's cohort (always, in a
+	// roster run): a client not in it sends nothing for the round.
+	InCohort      bool `protobuf:"varint,10,opt,name=in_cohort,json=inCohort,proto3" json:"in_cohort,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -719,6 +739,92 @@ func (x *GetRoundResponse) GetMinClients() int32 {
 	return 0
 }
 
+func (x *GetRoundResponse) GetGathering() *Gathering {
+	if x != nil {
+		return x.Gathering
+	}
+	return nil
+}
+
+func (x *GetRoundResponse) GetInCohort() bool {
+	if x != nil {
+		return x.InCohort
+	}
+	return false
+}
+
+// Gathering is a cohort round before it opens.
+type Gathering struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Round int32                  `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	// The round's phase ("setup" or "train"), which the client's
+	// participation limits depend on.
+	Phase string `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	// The number of clients the round takes, and how many it has taken.
+	Cohort        int32 `protobuf:"varint,3,opt,name=cohort,proto3" json:"cohort,omitempty"`
+	Taken         int32 `protobuf:"varint,4,opt,name=taken,proto3" json:"taken,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Gathering) Reset() {
+	*x = Gathering{}
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Gathering) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Gathering) ProtoMessage() {}
+
+func (x *Gathering) ProtoReflect() protoreflect.Message {
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Gathering.ProtoReflect.Descriptor instead.
+func (*Gathering) Descriptor() ([]byte, []int) {
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Gathering) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *Gathering) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *Gathering) GetCohort() int32 {
+	if x != nil {
+		return x.Cohort
+	}
+	return 0
+}
+
+func (x *Gathering) GetTaken() int32 {
+	if x != nil {
+		return x.Taken
+	}
+	return 0
+}
+
 // SecAggPlan is the public setup of one secure-aggregation round.
 type SecAggPlan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -749,7 +855,7 @@ type SecAggPlan struct {
 
 func (x *SecAggPlan) Reset() {
 	*x = SecAggPlan{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[9]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +867,7 @@ func (x *SecAggPlan) String() string {
 func (*SecAggPlan) ProtoMessage() {}
 
 func (x *SecAggPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[9]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +880,7 @@ func (x *SecAggPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggPlan.ProtoReflect.Descriptor instead.
 func (*SecAggPlan) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{9}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SecAggPlan) GetOrder() []uint32 {
@@ -855,7 +961,7 @@ type SecAggRequest struct {
 
 func (x *SecAggRequest) Reset() {
 	*x = SecAggRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[10]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +973,7 @@ func (x *SecAggRequest) String() string {
 func (*SecAggRequest) ProtoMessage() {}
 
 func (x *SecAggRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[10]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +986,7 @@ func (x *SecAggRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggRequest.ProtoReflect.Descriptor instead.
 func (*SecAggRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{10}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SecAggRequest) GetRound() int32 {
@@ -1039,7 +1145,7 @@ type SecAggResponse struct {
 
 func (x *SecAggResponse) Reset() {
 	*x = SecAggResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[11]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1157,7 @@ func (x *SecAggResponse) String() string {
 func (*SecAggResponse) ProtoMessage() {}
 
 func (x *SecAggResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[11]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1170,7 @@ func (x *SecAggResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggResponse.ProtoReflect.Descriptor instead.
 func (*SecAggResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{11}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SecAggResponse) GetNext() isSecAggResponse_Next {
@@ -1191,7 +1297,7 @@ type SecAggCommit struct {
 
 func (x *SecAggCommit) Reset() {
 	*x = SecAggCommit{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1309,7 @@ func (x *SecAggCommit) String() string {
 func (*SecAggCommit) ProtoMessage() {}
 
 func (x *SecAggCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[12]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1322,7 @@ func (x *SecAggCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggCommit.ProtoReflect.Descriptor instead.
 func (*SecAggCommit) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{12}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SecAggCommit) GetPosition() uint32 {
@@ -1244,7 +1350,7 @@ type SecAggCommitted struct {
 
 func (x *SecAggCommitted) Reset() {
 	*x = SecAggCommitted{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1362,7 @@ func (x *SecAggCommitted) String() string {
 func (*SecAggCommitted) ProtoMessage() {}
 
 func (x *SecAggCommitted) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[13]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1375,7 @@ func (x *SecAggCommitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggCommitted.ProtoReflect.Descriptor instead.
 func (*SecAggCommitted) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{13}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SecAggCommitted) GetSetHash() []byte {
@@ -1298,7 +1404,7 @@ type SecAggKeys struct {
 
 func (x *SecAggKeys) Reset() {
 	*x = SecAggKeys{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1416,7 @@ func (x *SecAggKeys) String() string {
 func (*SecAggKeys) ProtoMessage() {}
 
 func (x *SecAggKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[14]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1429,7 @@ func (x *SecAggKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggKeys.ProtoReflect.Descriptor instead.
 func (*SecAggKeys) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{14}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SecAggKeys) GetPosition() uint32 {
@@ -1383,7 +1489,7 @@ type SecAggKeyList struct {
 
 func (x *SecAggKeyList) Reset() {
 	*x = SecAggKeyList{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1501,7 @@ func (x *SecAggKeyList) String() string {
 func (*SecAggKeyList) ProtoMessage() {}
 
 func (x *SecAggKeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[15]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1514,7 @@ func (x *SecAggKeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggKeyList.ProtoReflect.Descriptor instead.
 func (*SecAggKeyList) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{15}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SecAggKeyList) GetKeys() []*SecAggKeys {
@@ -1437,7 +1543,7 @@ type SecAggShare struct {
 
 func (x *SecAggShare) Reset() {
 	*x = SecAggShare{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1555,7 @@ func (x *SecAggShare) String() string {
 func (*SecAggShare) ProtoMessage() {}
 
 func (x *SecAggShare) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[16]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1568,7 @@ func (x *SecAggShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggShare.ProtoReflect.Descriptor instead.
 func (*SecAggShare) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{16}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SecAggShare) GetFrom() uint32 {
@@ -1496,7 +1602,7 @@ type SecAggShares struct {
 
 func (x *SecAggShares) Reset() {
 	*x = SecAggShares{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1614,7 @@ func (x *SecAggShares) String() string {
 func (*SecAggShares) ProtoMessage() {}
 
 func (x *SecAggShares) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[17]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1627,7 @@ func (x *SecAggShares) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggShares.ProtoReflect.Descriptor instead.
 func (*SecAggShares) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{17}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SecAggShares) GetShares() []*SecAggShare {
@@ -1546,7 +1652,7 @@ type SecAggUnmask struct {
 
 func (x *SecAggUnmask) Reset() {
 	*x = SecAggUnmask{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1664,7 @@ func (x *SecAggUnmask) String() string {
 func (*SecAggUnmask) ProtoMessage() {}
 
 func (x *SecAggUnmask) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[18]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1677,7 @@ func (x *SecAggUnmask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggUnmask.ProtoReflect.Descriptor instead.
 func (*SecAggUnmask) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{18}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SecAggUnmask) GetSurvivors() []uint32 {
@@ -1613,7 +1719,7 @@ type SecAggSignature struct {
 
 func (x *SecAggSignature) Reset() {
 	*x = SecAggSignature{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1731,7 @@ func (x *SecAggSignature) String() string {
 func (*SecAggSignature) ProtoMessage() {}
 
 func (x *SecAggSignature) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[19]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1744,7 @@ func (x *SecAggSignature) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggSignature.ProtoReflect.Descriptor instead.
 func (*SecAggSignature) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{19}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SecAggSignature) GetPosition() uint32 {
@@ -1666,7 +1772,7 @@ type SecAggRevealed struct {
 
 func (x *SecAggRevealed) Reset() {
 	*x = SecAggRevealed{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1784,7 @@ func (x *SecAggRevealed) String() string {
 func (*SecAggRevealed) ProtoMessage() {}
 
 func (x *SecAggRevealed) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[20]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1797,7 @@ func (x *SecAggRevealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggRevealed.ProtoReflect.Descriptor instead.
 func (*SecAggRevealed) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{20}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SecAggRevealed) GetOwner() uint32 {
@@ -1720,7 +1826,7 @@ type SecAggReveal struct {
 
 func (x *SecAggReveal) Reset() {
 	*x = SecAggReveal{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1838,7 @@ func (x *SecAggReveal) String() string {
 func (*SecAggReveal) ProtoMessage() {}
 
 func (x *SecAggReveal) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[21]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1851,7 @@ func (x *SecAggReveal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggReveal.ProtoReflect.Descriptor instead.
 func (*SecAggReveal) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{21}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SecAggReveal) GetSelfShares() []*SecAggRevealed {
@@ -1773,7 +1879,7 @@ type SecAggCheck struct {
 
 func (x *SecAggCheck) Reset() {
 	*x = SecAggCheck{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1891,7 @@ func (x *SecAggCheck) String() string {
 func (*SecAggCheck) ProtoMessage() {}
 
 func (x *SecAggCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[22]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1904,7 @@ func (x *SecAggCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggCheck.ProtoReflect.Descriptor instead.
 func (*SecAggCheck) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{22}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SecAggCheck) GetReported() []uint32 {
@@ -1818,7 +1924,7 @@ type SecAggExcluded struct {
 
 func (x *SecAggExcluded) Reset() {
 	*x = SecAggExcluded{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +1936,7 @@ func (x *SecAggExcluded) String() string {
 func (*SecAggExcluded) ProtoMessage() {}
 
 func (x *SecAggExcluded) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[23]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +1949,7 @@ func (x *SecAggExcluded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggExcluded.ProtoReflect.Descriptor instead.
 func (*SecAggExcluded) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{23}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SecAggExcluded) GetExcluded() []uint32 {
@@ -1862,7 +1968,7 @@ type SecAggDone struct {
 
 func (x *SecAggDone) Reset() {
 	*x = SecAggDone{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +1980,7 @@ func (x *SecAggDone) String() string {
 func (*SecAggDone) ProtoMessage() {}
 
 func (x *SecAggDone) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[24]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +1993,7 @@ func (x *SecAggDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggDone.ProtoReflect.Descriptor instead.
 func (*SecAggDone) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{24}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{25}
 }
 
 // Broadcast is what the server sends every client at the start of a round.
@@ -1919,7 +2025,7 @@ type Broadcast struct {
 
 func (x *Broadcast) Reset() {
 	*x = Broadcast{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2037,7 @@ func (x *Broadcast) String() string {
 func (*Broadcast) ProtoMessage() {}
 
 func (x *Broadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[25]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2050,7 @@ func (x *Broadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Broadcast.ProtoReflect.Descriptor instead.
 func (*Broadcast) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{25}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Broadcast) GetRound() int32 {
@@ -2049,7 +2155,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2167,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[26]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2180,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{26}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UploadRequest) GetRound() int32 {
@@ -2153,7 +2259,7 @@ type SparseUpload struct {
 
 func (x *SparseUpload) Reset() {
 	*x = SparseUpload{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2271,7 @@ func (x *SparseUpload) String() string {
 func (*SparseUpload) ProtoMessage() {}
 
 func (x *SparseUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[27]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2284,7 @@ func (x *SparseUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseUpload.ProtoReflect.Descriptor instead.
 func (*SparseUpload) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{27}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SparseUpload) GetItems() []int32 {
@@ -2223,7 +2329,7 @@ type MaskedUpload struct {
 
 func (x *MaskedUpload) Reset() {
 	*x = MaskedUpload{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2341,7 @@ func (x *MaskedUpload) String() string {
 func (*MaskedUpload) ProtoMessage() {}
 
 func (x *MaskedUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[28]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2354,7 @@ func (x *MaskedUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaskedUpload.ProtoReflect.Descriptor instead.
 func (*MaskedUpload) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{28}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MaskedUpload) GetModulusBits() uint32 {
@@ -2277,7 +2383,7 @@ type UploadMeta struct {
 
 func (x *UploadMeta) Reset() {
 	*x = UploadMeta{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2395,7 @@ func (x *UploadMeta) String() string {
 func (*UploadMeta) ProtoMessage() {}
 
 func (x *UploadMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[29]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2408,7 @@ func (x *UploadMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadMeta.ProtoReflect.Descriptor instead.
 func (*UploadMeta) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{29}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UploadMeta) GetSeeded() bool {
@@ -2321,7 +2427,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2439,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2452,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{30}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
 // GetModelRequest asks for the final model.
@@ -2358,7 +2464,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[31]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2476,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[31]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2489,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{31}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
 // GetModelResponse carries the final model.
@@ -2399,7 +2505,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[32]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2517,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[32]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2530,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{32}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetModelResponse) GetModel() []byte {
@@ -2473,11 +2579,12 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\n" +
 	"Credential\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\rR\bclientId\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token\"U\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"i\n" +
 	"\x0fGetRoundRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\x05R\x05after\x12\x12\n" +
 	"\x04boot\x18\x02 \x01(\tR\x04boot\x12\x18\n" +
-	"\asession\x18\x03 \x01(\tR\asession\"\xc8\x02\n" +
+	"\asession\x18\x03 \x01(\tR\asession\x12\x12\n" +
+	"\x04join\x18\x04 \x01(\bR\x04join\"\xa5\x03\n" +
 	"\x10GetRoundResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.privrec.federation.v1.RunStateR\x05state\x12>\n" +
 	"\tbroadcast\x18\x02 \x01(\v2 .privrec.federation.v1.BroadcastR\tbroadcast\x12\x12\n" +
@@ -2487,7 +2594,15 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x05delta\x18\x06 \x01(\x01R\x05delta\x12\x1a\n" +
 	"\benrolled\x18\a \x01(\x05R\benrolled\x12\x1f\n" +
 	"\vmin_clients\x18\b \x01(\x05R\n" +
-	"minClients\"\xc8\x01\n" +
+	"minClients\x12>\n" +
+	"\tgathering\x18\t \x01(\v2 .privrec.federation.v1.GatheringR\tgathering\x12\x1b\n" +
+	"\tin_cohort\x18\n" +
+	" \x01(\bR\binCohort\"e\n" +
+	"\tGathering\x12\x14\n" +
+	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06cohort\x18\x03 \x01(\x05R\x06cohort\x12\x14\n" +
+	"\x05taken\x18\x04 \x01(\x05R\x05taken\"\xc8\x01\n" +
 	"\n" +
 	"SecAggPlan\x12\x14\n" +
 	"\x05order\x18\x01 \x03(\rR\x05order\x12\x16\n" +
@@ -2630,7 +2745,7 @@ func file_privrec_federation_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_privrec_federation_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_privrec_federation_v1_federation_proto_goTypes = []any{
 	(RunState)(0),            // 0: privrec.federation.v1.RunState
 	(*HelloRequest)(nil),     // 1: privrec.federation.v1.HelloRequest
@@ -2642,81 +2757,83 @@ var file_privrec_federation_v1_federation_proto_goTypes = []any{
 	(*Credential)(nil),       // 7: privrec.federation.v1.Credential
 	(*GetRoundRequest)(nil),  // 8: privrec.federation.v1.GetRoundRequest
 	(*GetRoundResponse)(nil), // 9: privrec.federation.v1.GetRoundResponse
-	(*SecAggPlan)(nil),       // 10: privrec.federation.v1.SecAggPlan
-	(*SecAggRequest)(nil),    // 11: privrec.federation.v1.SecAggRequest
-	(*SecAggResponse)(nil),   // 12: privrec.federation.v1.SecAggResponse
-	(*SecAggCommit)(nil),     // 13: privrec.federation.v1.SecAggCommit
-	(*SecAggCommitted)(nil),  // 14: privrec.federation.v1.SecAggCommitted
-	(*SecAggKeys)(nil),       // 15: privrec.federation.v1.SecAggKeys
-	(*SecAggKeyList)(nil),    // 16: privrec.federation.v1.SecAggKeyList
-	(*SecAggShare)(nil),      // 17: privrec.federation.v1.SecAggShare
-	(*SecAggShares)(nil),     // 18: privrec.federation.v1.SecAggShares
-	(*SecAggUnmask)(nil),     // 19: privrec.federation.v1.SecAggUnmask
-	(*SecAggSignature)(nil),  // 20: privrec.federation.v1.SecAggSignature
-	(*SecAggRevealed)(nil),   // 21: privrec.federation.v1.SecAggRevealed
-	(*SecAggReveal)(nil),     // 22: privrec.federation.v1.SecAggReveal
-	(*SecAggCheck)(nil),      // 23: privrec.federation.v1.SecAggCheck
-	(*SecAggExcluded)(nil),   // 24: privrec.federation.v1.SecAggExcluded
-	(*SecAggDone)(nil),       // 25: privrec.federation.v1.SecAggDone
-	(*Broadcast)(nil),        // 26: privrec.federation.v1.Broadcast
-	(*UploadRequest)(nil),    // 27: privrec.federation.v1.UploadRequest
-	(*SparseUpload)(nil),     // 28: privrec.federation.v1.SparseUpload
-	(*MaskedUpload)(nil),     // 29: privrec.federation.v1.MaskedUpload
-	(*UploadMeta)(nil),       // 30: privrec.federation.v1.UploadMeta
-	(*UploadResponse)(nil),   // 31: privrec.federation.v1.UploadResponse
-	(*GetModelRequest)(nil),  // 32: privrec.federation.v1.GetModelRequest
-	(*GetModelResponse)(nil), // 33: privrec.federation.v1.GetModelResponse
-	nil,                      // 34: privrec.federation.v1.HelloResponse.ConfigEntry
-	nil,                      // 35: privrec.federation.v1.Broadcast.ParamsEntry
+	(*Gathering)(nil),        // 10: privrec.federation.v1.Gathering
+	(*SecAggPlan)(nil),       // 11: privrec.federation.v1.SecAggPlan
+	(*SecAggRequest)(nil),    // 12: privrec.federation.v1.SecAggRequest
+	(*SecAggResponse)(nil),   // 13: privrec.federation.v1.SecAggResponse
+	(*SecAggCommit)(nil),     // 14: privrec.federation.v1.SecAggCommit
+	(*SecAggCommitted)(nil),  // 15: privrec.federation.v1.SecAggCommitted
+	(*SecAggKeys)(nil),       // 16: privrec.federation.v1.SecAggKeys
+	(*SecAggKeyList)(nil),    // 17: privrec.federation.v1.SecAggKeyList
+	(*SecAggShare)(nil),      // 18: privrec.federation.v1.SecAggShare
+	(*SecAggShares)(nil),     // 19: privrec.federation.v1.SecAggShares
+	(*SecAggUnmask)(nil),     // 20: privrec.federation.v1.SecAggUnmask
+	(*SecAggSignature)(nil),  // 21: privrec.federation.v1.SecAggSignature
+	(*SecAggRevealed)(nil),   // 22: privrec.federation.v1.SecAggRevealed
+	(*SecAggReveal)(nil),     // 23: privrec.federation.v1.SecAggReveal
+	(*SecAggCheck)(nil),      // 24: privrec.federation.v1.SecAggCheck
+	(*SecAggExcluded)(nil),   // 25: privrec.federation.v1.SecAggExcluded
+	(*SecAggDone)(nil),       // 26: privrec.federation.v1.SecAggDone
+	(*Broadcast)(nil),        // 27: privrec.federation.v1.Broadcast
+	(*UploadRequest)(nil),    // 28: privrec.federation.v1.UploadRequest
+	(*SparseUpload)(nil),     // 29: privrec.federation.v1.SparseUpload
+	(*MaskedUpload)(nil),     // 30: privrec.federation.v1.MaskedUpload
+	(*UploadMeta)(nil),       // 31: privrec.federation.v1.UploadMeta
+	(*UploadResponse)(nil),   // 32: privrec.federation.v1.UploadResponse
+	(*GetModelRequest)(nil),  // 33: privrec.federation.v1.GetModelRequest
+	(*GetModelResponse)(nil), // 34: privrec.federation.v1.GetModelResponse
+	nil,                      // 35: privrec.federation.v1.HelloResponse.ConfigEntry
+	nil,                      // 36: privrec.federation.v1.Broadcast.ParamsEntry
 }
 var file_privrec_federation_v1_federation_proto_depIdxs = []int32{
-	34, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
+	35, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
 	3,  // 1: privrec.federation.v1.HelloResponse.catalog:type_name -> privrec.federation.v1.Catalog
 	4,  // 2: privrec.federation.v1.HelloResponse.scale:type_name -> privrec.federation.v1.Scale
 	0,  // 3: privrec.federation.v1.HelloResponse.state:type_name -> privrec.federation.v1.RunState
 	7,  // 4: privrec.federation.v1.EnrollResponse.credentials:type_name -> privrec.federation.v1.Credential
 	0,  // 5: privrec.federation.v1.GetRoundResponse.state:type_name -> privrec.federation.v1.RunState
-	26, // 6: privrec.federation.v1.GetRoundResponse.broadcast:type_name -> privrec.federation.v1.Broadcast
-	10, // 7: privrec.federation.v1.GetRoundResponse.secagg:type_name -> privrec.federation.v1.SecAggPlan
-	15, // 8: privrec.federation.v1.SecAggRequest.keys:type_name -> privrec.federation.v1.SecAggKeys
-	18, // 9: privrec.federation.v1.SecAggRequest.shares:type_name -> privrec.federation.v1.SecAggShares
-	29, // 10: privrec.federation.v1.SecAggRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
-	22, // 11: privrec.federation.v1.SecAggRequest.reveal:type_name -> privrec.federation.v1.SecAggReveal
-	23, // 12: privrec.federation.v1.SecAggRequest.check:type_name -> privrec.federation.v1.SecAggCheck
-	20, // 13: privrec.federation.v1.SecAggRequest.consistency:type_name -> privrec.federation.v1.SecAggSignature
-	13, // 14: privrec.federation.v1.SecAggRequest.commit:type_name -> privrec.federation.v1.SecAggCommit
-	16, // 15: privrec.federation.v1.SecAggResponse.keys:type_name -> privrec.federation.v1.SecAggKeyList
-	18, // 16: privrec.federation.v1.SecAggResponse.shares:type_name -> privrec.federation.v1.SecAggShares
-	19, // 17: privrec.federation.v1.SecAggResponse.unmask:type_name -> privrec.federation.v1.SecAggUnmask
-	25, // 18: privrec.federation.v1.SecAggResponse.done:type_name -> privrec.federation.v1.SecAggDone
-	24, // 19: privrec.federation.v1.SecAggResponse.excluded:type_name -> privrec.federation.v1.SecAggExcluded
-	14, // 20: privrec.federation.v1.SecAggResponse.committed:type_name -> privrec.federation.v1.SecAggCommitted
-	15, // 21: privrec.federation.v1.SecAggKeyList.keys:type_name -> privrec.federation.v1.SecAggKeys
-	17, // 22: privrec.federation.v1.SecAggShares.shares:type_name -> privrec.federation.v1.SecAggShare
-	20, // 23: privrec.federation.v1.SecAggUnmask.signatures:type_name -> privrec.federation.v1.SecAggSignature
-	21, // 24: privrec.federation.v1.SecAggReveal.self_shares:type_name -> privrec.federation.v1.SecAggRevealed
-	21, // 25: privrec.federation.v1.SecAggReveal.mask_shares:type_name -> privrec.federation.v1.SecAggRevealed
-	35, // 26: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
-	28, // 27: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
-	29, // 28: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
-	30, // 29: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
-	1,  // 30: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
-	5,  // 31: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
-	8,  // 32: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
-	27, // 33: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
-	32, // 34: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
-	11, // 35: privrec.federation.v1.FederationService.SecAgg:input_type -> privrec.federation.v1.SecAggRequest
-	2,  // 36: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
-	6,  // 37: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
-	9,  // 38: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
-	31, // 39: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
-	33, // 40: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
-	12, // 41: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
-	36, // [36:42] is the sub-list for method output_type
-	30, // [30:36] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	27, // 6: privrec.federation.v1.GetRoundResponse.broadcast:type_name -> privrec.federation.v1.Broadcast
+	11, // 7: privrec.federation.v1.GetRoundResponse.secagg:type_name -> privrec.federation.v1.SecAggPlan
+	10, // 8: privrec.federation.v1.GetRoundResponse.gathering:type_name -> privrec.federation.v1.Gathering
+	16, // 9: privrec.federation.v1.SecAggRequest.keys:type_name -> privrec.federation.v1.SecAggKeys
+	19, // 10: privrec.federation.v1.SecAggRequest.shares:type_name -> privrec.federation.v1.SecAggShares
+	30, // 11: privrec.federation.v1.SecAggRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
+	23, // 12: privrec.federation.v1.SecAggRequest.reveal:type_name -> privrec.federation.v1.SecAggReveal
+	24, // 13: privrec.federation.v1.SecAggRequest.check:type_name -> privrec.federation.v1.SecAggCheck
+	21, // 14: privrec.federation.v1.SecAggRequest.consistency:type_name -> privrec.federation.v1.SecAggSignature
+	14, // 15: privrec.federation.v1.SecAggRequest.commit:type_name -> privrec.federation.v1.SecAggCommit
+	17, // 16: privrec.federation.v1.SecAggResponse.keys:type_name -> privrec.federation.v1.SecAggKeyList
+	19, // 17: privrec.federation.v1.SecAggResponse.shares:type_name -> privrec.federation.v1.SecAggShares
+	20, // 18: privrec.federation.v1.SecAggResponse.unmask:type_name -> privrec.federation.v1.SecAggUnmask
+	26, // 19: privrec.federation.v1.SecAggResponse.done:type_name -> privrec.federation.v1.SecAggDone
+	25, // 20: privrec.federation.v1.SecAggResponse.excluded:type_name -> privrec.federation.v1.SecAggExcluded
+	15, // 21: privrec.federation.v1.SecAggResponse.committed:type_name -> privrec.federation.v1.SecAggCommitted
+	16, // 22: privrec.federation.v1.SecAggKeyList.keys:type_name -> privrec.federation.v1.SecAggKeys
+	18, // 23: privrec.federation.v1.SecAggShares.shares:type_name -> privrec.federation.v1.SecAggShare
+	21, // 24: privrec.federation.v1.SecAggUnmask.signatures:type_name -> privrec.federation.v1.SecAggSignature
+	22, // 25: privrec.federation.v1.SecAggReveal.self_shares:type_name -> privrec.federation.v1.SecAggRevealed
+	22, // 26: privrec.federation.v1.SecAggReveal.mask_shares:type_name -> privrec.federation.v1.SecAggRevealed
+	36, // 27: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
+	29, // 28: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
+	30, // 29: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
+	31, // 30: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
+	1,  // 31: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
+	5,  // 32: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
+	8,  // 33: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
+	28, // 34: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
+	33, // 35: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
+	12, // 36: privrec.federation.v1.FederationService.SecAgg:input_type -> privrec.federation.v1.SecAggRequest
+	2,  // 37: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
+	6,  // 38: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
+	9,  // 39: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
+	32, // 40: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
+	34, // 41: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
+	13, // 42: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
+	37, // [37:43] is the sub-list for method output_type
+	31, // [31:37] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_privrec_federation_v1_federation_proto_init() }
@@ -2724,7 +2841,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 	if File_privrec_federation_v1_federation_proto != nil {
 		return
 	}
-	file_privrec_federation_v1_federation_proto_msgTypes[10].OneofWrappers = []any{
+	file_privrec_federation_v1_federation_proto_msgTypes[11].OneofWrappers = []any{
 		(*SecAggRequest_Keys)(nil),
 		(*SecAggRequest_Shares)(nil),
 		(*SecAggRequest_Masked)(nil),
@@ -2733,7 +2850,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 		(*SecAggRequest_Consistency)(nil),
 		(*SecAggRequest_Commit)(nil),
 	}
-	file_privrec_federation_v1_federation_proto_msgTypes[11].OneofWrappers = []any{
+	file_privrec_federation_v1_federation_proto_msgTypes[12].OneofWrappers = []any{
 		(*SecAggResponse_Keys)(nil),
 		(*SecAggResponse_Shares)(nil),
 		(*SecAggResponse_Unmask)(nil),
@@ -2741,7 +2858,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 		(*SecAggResponse_Excluded)(nil),
 		(*SecAggResponse_Committed)(nil),
 	}
-	file_privrec_federation_v1_federation_proto_msgTypes[26].OneofWrappers = []any{
+	file_privrec_federation_v1_federation_proto_msgTypes[27].OneofWrappers = []any{
 		(*UploadRequest_Sparse)(nil),
 		(*UploadRequest_Masked)(nil),
 	}
@@ -2751,7 +2868,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_privrec_federation_v1_federation_proto_rawDesc), len(file_privrec_federation_v1_federation_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
