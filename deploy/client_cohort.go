@@ -94,7 +94,10 @@ func (s *Session) joinCohort(ctx context.Context, after int, g *fedv1.Gathering,
 		switch {
 		case err != nil:
 			first = cmpErr(first, fmt.Errorf("deploy: client %d joining round %d: %w", k, r, err))
-		case resp.GetInCohort():
+		case resp.GetInCohort() && resp.GetGathering().GetRound() == int32(r):
+			// Taken while the cohort was gathered. (An answer that the
+			// round already opened with this client in it is not a
+			// join: a server may name anyone in a round's plan.)
 			joined[k] = true
 			if wait == "" {
 				wait = creds[k]

@@ -103,6 +103,9 @@ func (s *Server) gatherCohort(ctx context.Context, b *protocol.Broadcast) (map[u
 	}
 	s.mu.Lock()
 	cohort := maps.Clone(g.taken)
+	if s.testCohort != nil {
+		s.testCohort(b, cohort)
+	}
 	s.mu.Unlock()
 	s.log.Info("cohort gathered", "round", b.Round, "clients", len(cohort), "cohort", g.want)
 	return cohort, nil

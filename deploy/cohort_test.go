@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -95,5 +96,120 @@ func TestCohortRounds(t *testing.T) {
 	}
 	if trainRounds == 0 || total != trainRounds*part.Cohort {
 		t.Errorf("the clients answered %d training participations over %d training rounds, want %d", total, trainRounds, trainRounds*part.Cohort)
+	}
+}
+
+// TestRedTeamCohortOverLimits: a server that puts into a round's cohort
+// every enrolled client, whether or not it joined and whatever it
+// answered before (round 2, right after round 1, within the gap of 3),
+// gets nothing from a client past its limits: the clients answer only
+// rounds they joined, and join only rounds their limits allow. Before
+// the fix, a client whose join reached the server after the round
+// opened took the open round's word that it was in the cohort, and all
+// 30 clients answered round 1.
+func TestRedTeamCohortOverLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a cohort run over TLS loopback; go test without -short runs it")
+	}
+	d, spl := smallCatalog(t, 30, 200)
+	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "2", "init-items": "10"})
+	part := protocol.Participation{Cohort: 10, MaxRounds: 2, MinGap: 3}
+	m := limited{served("dp-als"), part}
+	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: time.Second, MinParticipants: 0.5}, "127.0.0.1:0")
+	h.srv.testCohort = func(b *protocol.Broadcast, cohort map[uint32]bool) {
+		if b.Round == 2 {
+			for id := range h.srv.enrolled {
+				cohort[id] = true
+			}
+		}
+	}
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sess, err := Dial(ctx, ClientConfig{Methods: methodsWith(m), URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
+		Insecure: true, Logger: quietLog(), Retry: 30 * time.Second, Memory: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runClients(t, sess, spl.Train, 4)
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range led {
+		t.Logf("round %d (%s): cohort %d, %d masked inputs, skipped %q", e.Round, e.Phase, e.Cohort, e.Uploads, e.Skipped)
+		if e.Phase == protocol.PhaseTrain && e.Uploads > part.Cohort {
+			t.Errorf("round %d: %d masked inputs in a cohort of %d: clients answered without joining", e.Round, e.Uploads, part.Cohort)
+		}
+	}
+	// The memory, which a restarted client reads, holds the limits too.
+	for k, rounds := range sess.mem.rounds.Trained {
+		if len(rounds) > part.MaxRounds {
+			t.Errorf("client %d answered training rounds %v, over the limit of %d", k, rounds, part.MaxRounds)
+		}
+		for i := 1; i < len(rounds); i++ {
+			if rounds[i]-rounds[i-1] < part.MinGap {
+				t.Errorf("client %d answered rounds %v, two closer than the gap of %d", k, rounds, part.MinGap)
+			}
+		}
+	}
+}
+
+// TestTakers: which of a session's clients answer a round, by the limits
+// and the cohort they joined, whatever the server's plan names.
+func TestTakers(t *testing.T) {
+	part := protocol.Participation{Cohort: 2, MaxRounds: 2, MinGap: 2}
+	s := &Session{part: part, creds: make([]string, 4), trained: [][]int{nil, {3}, {1, 2}, {2}}}
+	train := &protocol.Broadcast{Round: 4, Phase: protocol.PhaseTrain}
+	tests := []struct {
+		name        string
+		b           *protocol.Broadcast
+		joined      []bool
+		joinedRound int
+		want        []bool
+	}{
+		{"joined and allowed", train, []bool{true, true, true, true}, 4, []bool{true, false, false, true}},
+		{"not joined", train, []bool{false, false, false, false}, 4, []bool{false, false, false, false}},
+		{"joined another round", train, []bool{true, true, true, true}, 3, []bool{false, false, false, false}},
+		{"the final round asks all", &protocol.Broadcast{Round: 5, Phase: protocol.PhaseFinal}, nil, -1, []bool{true, true, true, true}},
+		{"setup: no limit", &protocol.Broadcast{Round: 0, Phase: protocol.PhaseSetup}, []bool{true, false, true, false}, 0, []bool{true, false, true, false}},
+	}
+	for _, tt := range tests {
+		got := s.takers(tt.b, tt.joined, tt.joinedRound)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: takers = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	roster := &Session{part: protocol.Participation{}, creds: make([]string, 2)}
+	if got := roster.takers(train, nil, -1); got != nil {
+		t.Errorf("a roster run without limits: takers = %v, want nil (every client)", got)
+	}
+}
+
+// TestMemoryKeepsTrainedRounds: the training rounds each client answered
+// survive a restart of the session's process.
+func TestMemoryKeepsTrainedRounds(t *testing.T) {
+	dir := t.TempDir()
+	m, err := openMemory(dir, "plan", "dp-als")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.answer(3, false, trainedCopy(nil, 3, 3, []bool{true, false, true})); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.answer(5, false, trainedCopy(m.rounds.Trained, 3, 5, []bool{false, true, true})); err != nil {
+		t.Fatal(err)
+	}
+	again, err := openMemory(dir, "plan", "dp-als")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]int{{3}, {5}, {3, 5}}
+	if !slices.EqualFunc(again.rounds.Trained, want, slices.Equal) || again.rounds.Last != 5 {
+		t.Errorf("after a restart: trained %v, last %d; want %v, 5", again.rounds.Trained, again.rounds.Last, want)
 	}
 }

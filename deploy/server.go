@@ -279,6 +279,9 @@ type Server struct {
 	gather *gathering
 	cohort map[uint32]bool
 	expect int
+	// testCohort, when set by a test, may change a gathered cohort (a
+	// server that lies about who joined); s.mu is held.
+	testCohort func(b *protocol.Broadcast, cohort map[uint32]bool)
 	// testHook, when set by a test, is called at points of a round
 	// ("masked": a masked step opened, recorded durably; "sum": the
 	// unmasked sum of a masked round, before its release; "answered
