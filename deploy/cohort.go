@@ -66,12 +66,33 @@ func (s *Server) cohortFloor() int {
 	return max(1, int(math.Ceil(s.cfg.MinParticipants*float64(s.part.Cohort)-1e-9)))
 }
 
+// refreshOrder, in a cohort run, adds the clients enrolled since the
+// last round to the upload order (enrolment stays open while a cohort
+// run runs: a device that arrives late joins the next cohort with room).
+// IDs grow, so the clients already in the order keep their positions.
+// The round loop calls it as a round opens; s.mu is held.
+func (s *Server) refreshOrder() {
+	if !s.cohortRun() || len(s.order) == len(s.enrolled) {
+		return
+	}
+	for id := range s.enrolled {
+		if _, ok := s.slots[id]; !ok {
+			s.order = append(s.order, id)
+		}
+	}
+	slices.Sort(s.order[len(s.slots):])
+	for k := len(s.slots); k < len(s.order); k++ {
+		s.slots[s.order[k]] = k
+	}
+}
+
 // gatherCohort gathers the cohort of round b: it returns once Cohort
 // clients offered to take part, or at a deadline (RoundTimeout, then one
 // more at a time) with at least the cohort's floor.
 func (s *Server) gatherCohort(ctx context.Context, b *protocol.Broadcast) (map[uint32]bool, error) {
 	g := &gathering{round: b.Round, phase: b.Phase, want: s.part.Cohort, taken: map[uint32]bool{}, full: make(chan struct{})}
 	s.mu.Lock()
+	s.refreshOrder()
 	s.gather, s.cohort = g, nil
 	s.notify()
 	s.mu.Unlock()

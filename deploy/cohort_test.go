@@ -4,12 +4,14 @@ import (
 	"context"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/privrec/privrec/eval"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
+	"github.com/privrec/privrec/ratings"
 )
 
 // limited is a registered method served with participation limits of
@@ -212,4 +214,94 @@ func TestMemoryKeepsTrainedRounds(t *testing.T) {
 	if !slices.EqualFunc(again.rounds.Trained, want, slices.Equal) || again.rounds.Last != 5 {
 		t.Errorf("after a restart: trained %v, last %d; want %v, 5", again.rounds.Trained, again.rounds.Last, want)
 	}
+}
+
+// usersOf returns d's users [lo, hi) and their ratings as a dataset of
+// their own (user indices from 0).
+func usersOf(d *ratings.Dataset, lo, hi int) *ratings.Dataset {
+	c := &ratings.Dataset{Name: d.Name, Scale: d.Scale, UserIDs: d.UserIDs[lo:hi], ItemIDs: d.ItemIDs, ItemTitles: d.ItemTitles}
+	for k := range d.Values {
+		if u := int(d.Users[k]); u >= lo && u < hi {
+			c.Users = append(c.Users, int32(u-lo))
+			c.Items = append(c.Items, d.Items[k])
+			c.Values = append(c.Values, d.Values[k])
+		}
+	}
+	return c
+}
+
+// TestCohortLateArrivals: enrolment stays open while a cohort run runs;
+// 20 devices that enrol after round 2 take part in later cohorts, and
+// every round still holds a full cohort.
+func TestCohortLateArrivals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a cohort run over TLS loopback; go test without -short runs it")
+	}
+	d, spl := smallCatalog(t, 60, 300)
+	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "3", "init-items": "10"})
+	part := protocol.Participation{Cohort: 20, MaxRounds: 3, MinGap: 2}
+	m := limited{served("dp-als"), part}
+	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d), MinClients: 40,
+		StateDir: t.TempDir(), RoundTimeout: 20 * time.Second}, "127.0.0.1:0")
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dial := func(progress func(Progress)) *Session {
+		sess, err := Dial(ctx, ClientConfig{Methods: methodsWith(m), URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
+			Insecure: true, Logger: quietLog(), Retry: 30 * time.Second, Progress: progress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	spec, _ := configure(t, "dp-als", nil)
+	run := func(sess *Session, train *ratings.Dataset) error {
+		cls, err := spec.NewClients(cfg, train, 4)
+		if err != nil {
+			return err
+		}
+		_, err = sess.Run(ctx, cls.List)
+		return err
+	}
+	late := make(chan error, 1)
+	var lateSess *Session
+	var once sync.Once
+	early := dial(func(p Progress) {
+		if p.Round >= 2 {
+			once.Do(func() {
+				lateSess = dial(nil)
+				go func() { late <- run(lateSess, usersOf(spl.Train, 40, 60)) }()
+			})
+		}
+	})
+	if err := run(early, usersOf(spl.Train, 0, 40)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-late; err != nil {
+		t.Fatal(err)
+	}
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range led {
+		t.Logf("round %d (%s): cohort %d of %d enrolled, %d masked inputs, skipped %q", e.Round, e.Phase, e.Cohort, e.Enrolled, e.Uploads, e.Skipped)
+		if e.Phase != protocol.PhaseFinal && (e.Uploads != part.Cohort || e.Skipped != "") {
+			t.Errorf("round %d: %d masked inputs, skipped %q: want a cohort of %d", e.Round, e.Uploads, e.Skipped, part.Cohort)
+		}
+	}
+	if e := led[len(led)-1]; e.Enrolled != 60 {
+		t.Errorf("the final round counts %d enrolled, want 60", e.Enrolled)
+	}
+	took := 0
+	for _, rounds := range lateSess.trained {
+		took += len(rounds)
+	}
+	if took == 0 {
+		t.Error("no late device took part in a cohort")
+	}
+	t.Logf("the 20 late devices answered %d training rounds", took)
 }

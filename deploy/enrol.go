@@ -130,7 +130,7 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 	case len(again) > 0:
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%d of the %d secrets of this call are enrolled already: a retry sends the same secrets as the call it repeats, a new client a fresh secret", len(again), len(hashes)))
 	}
-	if s.state != fedv1.RunState_RUN_STATE_ENROLLING {
+	if s.state != fedv1.RunState_RUN_STATE_ENROLLING && !(s.cohortRun() && s.state == fedv1.RunState_RUN_STATE_RUNNING) {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("enrolment is closed: the run started with %s; a client joins a run before its first round (start the server with --min-clients N to wait for N clients, or join the next run)", clientsWord(len(s.enrolled))))
 	}
 	if n := len(s.enrolled) + len(hashes); n > s.cfg.MaxClients {

@@ -175,6 +175,7 @@ func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*pro
 	w := toWireBroadcast(b)
 	w.V, w.Aux = slices.Clone(w.V), slices.Clone(w.Aux) // the method may change them after the round
 	s.mu.Lock()
+	s.refreshOrder()
 	n := len(s.order)
 	s.round, s.bc, s.wire, s.open = b.Round, b, w, true
 	s.ups = make([]*protocol.Upload, n)
