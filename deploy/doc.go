@@ -38,6 +38,35 @@
 // authority; ClientConfig.Identities, checked by CheckIdentity), or in
 // process by a party that is itself the authority (Certifier).
 //
+// # Cohorts: a population, not a roster
+//
+// A method whose configuration names participation limits
+// (protocol.Method.Participation) runs over a population. With a cohort
+// size N, each round first gathers its cohort: the server announces the
+// round (GetRoundResponse.gathering) and takes the first N clients that
+// offer to join; the round then runs with them alone — its uploads or
+// its secure-aggregation session, its floor of participants, and the
+// roster its noise shares are drawn for (protocol.ParamRoster = N) are
+// the cohort's — and enrolled clients outside it are not waited for.
+// Enrolment stays open while such a run runs: a device that arrives late
+// joins the next cohort with room. The final round, which releases
+// nothing, asks every client and closes at its deadline.
+//
+// The guarantee does not rest on how the server chooses. A client offers
+// a training round only if the plan's limits allow it (at most MaxRounds
+// training rounds a run, MinGap apart), given the rounds it answered,
+// which its memory keeps across restarts; and it answers only a round
+// whose cohort it was taken into while the cohort was gathered,
+// whatever the round's plan names. So a user's data enters at most
+// MaxRounds released sums, and the method's user-level ε composes that
+// many participations, without amplification by sampling. What the
+// server still chooses is who is in a cohort: under the active protocol
+// the secure-aggregation parameters are checked against every colluding
+// client of the certified roster sitting in one cohort (secagg.CheckPlan
+// with the roster's colluding count), which a small cohort of a large
+// roster cannot satisfy — cohorts drawn by a seed the clients can check
+// are not built yet.
+//
 // # Who is trusted
 //
 // Nobody with the ratings. The server follows the protocol or not: for a
