@@ -107,13 +107,16 @@ func (c *client) encode(b *protocol.Broadcast, ms *maskplan.Step, x []float64, r
 // Skellam shares, A_t the arrival count), by Rényi accounting.
 //
 // On the Gaussian path it is the zCDP composition of the releases so far
-// (the ledger the Result lists), converted at Delta.
+// (the ledger the Result lists), converted at Delta; under participation
+// limits, of the costliest set of those rounds one user may have answered
+// (userRho).
 func (s *server) Spent() (eps, delta float64, ok bool) {
 	if s.mask == nil {
-		if s.led.Rho() == 0 {
+		rho := spentRho(s.cfg, s.steps[:min(s.round, len(s.steps))], &s.led)
+		if rho == 0 {
 			return 0, s.cfg.Delta, true
 		}
-		return s.led.Epsilon(s.cfg.Delta), s.cfg.Delta, true
+		return rdp.ZCDPToDP(rho, s.cfg.Delta), s.cfg.Delta, true
 	}
 	return s.mask.Spent(s.arrA, s.arrS, min(s.round, len(s.arrA))), s.cfg.Delta, true
 }

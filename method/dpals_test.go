@@ -153,3 +153,53 @@ func TestDPALSMasked(t *testing.T) {
 		})
 	}
 }
+
+// TestDPALSCohortFields: dp-als's cohort parameters configure a run over
+// cohorts from text (as privrec evaluate's flags do), the served method
+// gives the devices their limits, a masked run with limits and negative
+// limits are refused, and the Result's claim says what ε rests on.
+func TestDPALSCohortFields(t *testing.T) {
+	s, _ := method.Lookup("dp-als")
+	pm, err := method.Protocol("dp-als")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []map[string]string{
+		{"cohort": "-1"}, {"rounds-per-user": "-2"}, {"min-gap": "-1"},
+		{"cohort": "20", "rounds-per-user": "1", "secagg": "masked"},
+	} {
+		cfg, err := s.Configure(bad)
+		if err == nil {
+			_, _, err = s.Fit(method.WithTestMode(context.Background()), fedData(t, ratings.Scale{}), cfg, 1, nil)
+		}
+		if err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	cfg, err := s.Configure(map[string]string{"cohort": "20", "rounds-per-user": "2", "min-gap": "3", "bias-rounds": "6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pm.Participation(cfg), (protocol.Participation{Cohort: 20, MaxRounds: 2, MinGap: 3}); got != want {
+		t.Errorf("Participation = %+v, want %+v", got, want)
+	}
+	if got := pm.Participation(s.New()); got != (protocol.Participation{}) {
+		t.Errorf("defaults: Participation = %+v, want a roster run", got)
+	}
+	_, res, err := s.Fit(method.WithTestMode(context.Background()), fedData(t, ratings.Scale{}), cfg, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Privacy
+	if p.EpsTotal < 0.999999 || p.EpsTotal > 1.000001 || res.Stats["rounds_per_user"] != 2 {
+		t.Errorf("ε = %g, rounds per user %g: want the target 1 over 2 rounds", p.EpsTotal, res.Stats["rounds_per_user"])
+	}
+	for _, want := range []string{"cohorts of 20 users", "no amplification by sampling", "at most 2 training rounds", "cohort membership is visible"} {
+		if !strings.Contains(p.Note, want) {
+			t.Errorf("note lacks %q: %s", want, p.Note)
+		}
+	}
+	if !strings.Contains(p.Neighbouring, "cohort membership is visible") {
+		t.Errorf("neighbouring relation %q does not fix the cohorts", p.Neighbouring)
+	}
+}

@@ -1,0 +1,207 @@
+package dpals
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/privrec/privrec/accountant/rdp"
+	"github.com/privrec/privrec/protocol"
+)
+
+// roundCurves returns, per round of cfg's run over ni items, the Rényi
+// curve of its releases (the Gaussian mechanism's, from each release's σ
+// and L2 sensitivity, composed) and their ρ = Σ Δ²/(2σ²); nil curves for
+// the rounds without a release.
+func roundCurves(t *testing.T, cfg Config, ni int) ([]rdp.Curve, []float64) {
+	t.Helper()
+	srv, err := newServer(cfg, ni, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	curves := make([]rdp.Curve, len(srv.steps))
+	rhos := make([]float64, len(srv.steps))
+	for r, st := range srv.steps {
+		var l rdp.Ledger
+		noiseSigmas(cfg, st, &l, nil)
+		curves[r] = rdp.Compose()
+		for _, rel := range l.Releases() {
+			curves[r] = rdp.Compose(curves[r], rdp.GaussianCurve(rel.Sigma, rel.L2))
+			rhos[r] += rel.L2 * rel.L2 / (2 * rel.Sigma * rel.Sigma)
+		}
+		if len(l.Releases()) == 0 {
+			curves[r] = nil
+		}
+	}
+	return curves, rhos
+}
+
+// worstByEnumeration returns the largest Σ ρ over every set of rounds
+// with a release that p.Allows one after the other, and that set's
+// composed curve, by enumerating all the sets.
+func worstByEnumeration(curves []rdp.Curve, rhos []float64, p protocol.Participation) (float64, rdp.Curve) {
+	var train []int
+	for r, c := range curves {
+		if c != nil {
+			train = append(train, r)
+		}
+	}
+	best, bestCurve := 0.0, rdp.Compose()
+	for mask := 1; mask < 1<<len(train); mask++ {
+		var set []int
+		ok := true
+		for b, r := range train {
+			if mask&(1<<b) == 0 {
+				continue
+			}
+			if !p.Allows(set, r) {
+				ok = false
+				break
+			}
+			set = append(set, r)
+		}
+		if !ok {
+			continue
+		}
+		var rho float64
+		var cs []rdp.Curve
+		for _, r := range set {
+			rho += rhos[r]
+			cs = append(cs, curves[r])
+		}
+		if rho > best {
+			best, bestCurve = rho, rdp.Compose(cs...)
+		}
+	}
+	return best, bestCurve
+}
+
+// TestCohortAccountingRecomputed recomputes a cohort run's ε from
+// scratch: per round the Gaussian Rényi curves of its releases (σ and L2
+// as the ledger charges them), the costliest set of rounds a device's
+// limits allow found by enumerating every set (protocol.Participation's
+// own Allows), composed and converted to (ε, δ) on rdp's grid of orders.
+// The method's reported ε must match it (the grid's conversion is a
+// little looser than the continuous one), reach the target, and bound
+// every user's ε over the rounds the user actually answered in the run.
+// With unequal round costs MinGap changes the costliest set: the
+// "expensive mean" cases check that the scaling follows it.
+func TestCohortAccountingRecomputed(t *testing.T) {
+	s := synthetic(t)
+	for _, c := range []struct {
+		name                string
+		cohort, k, gap      int
+		bias, dim, rounds   int
+		fracMean, eps       float64
+		wantRounds          int // rounds in the costliest set
+		mustSpendLessThanLd bool
+	}{
+		{"k=1", 600, 1, 0, 4, 0, 0, 0.02, 1, 1, true},
+		{"k=2 b=3", 600, 2, 3, 8, 0, 0, 0.02, 1, 2, true},
+		{"k=2 b=3, factors", 500, 2, 3, 4, 2, 3, 0.02, 2, 2, true},
+		{"k=3, eps 5", 800, 3, 0, 6, 0, 0, 0.1, 5, 3, true},
+		{"gap only, b=4", 1000, 0, 4, 6, 0, 0, 0.02, 1, 2, true},
+		{"expensive mean, k=2 no gap", 1000, 2, 0, 2, 0, 0, 0.6, 1, 2, true},
+		{"expensive mean, k=2 b=3", 1000, 2, 3, 2, 0, 0, 0.6, 1, 1, true},
+		{"limits above the schedule", 1000, 50, 0, 3, 0, 0, 0.02, 1, 4, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Dim, cfg.BiasRounds, cfg.Rounds, cfg.InitItems, cfg.TopItems = c.dim, c.bias, c.rounds, 0, 0
+			cfg.FracMean, cfg.Eps = c.fracMean, c.eps
+			cfg.Cohort, cfg.RoundsPerUser, cfg.MinGap = c.cohort, c.k, c.gap
+			ni := s.Train.NumItems()
+			curves, rhos := roundCurves(t, cfg, ni)
+			p := cfg.Participation()
+			worst, curve := worstByEnumeration(curves, rhos, p)
+			epsGrid, _ := rdp.ToDP(curve, cfg.Delta)
+
+			srv, err := NewServer(cfg, s.Train, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := NewClients(s.Train, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := protocol.NewCohorts(cl.List, p, nil, 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := protocol.RunTransport(context.Background(), srv, protocol.NewSecureSum(tr), protocol.RunOptions{Seed: 1}); err != nil {
+				t.Fatal(err)
+			}
+			v, _ := srv.Factors()
+			_, rep, err := cl.Finish(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(rep.UserRho-worst) > 1e-9*worst {
+				t.Errorf("user ρ %g, recomputed %g", rep.UserRho, worst)
+			}
+			if len(rep.UserRounds) != c.wantRounds {
+				t.Errorf("costliest set %v, want %d rounds", rep.UserRounds, c.wantRounds)
+			}
+			if math.Abs(rep.Eps-c.eps) > 1e-6*c.eps {
+				t.Errorf("ε = %g, want the target %g", rep.Eps, c.eps)
+			}
+			if want := rdp.ZCDPToDP(worst, cfg.Delta); math.Abs(rep.Eps-want) > 1e-9 {
+				t.Errorf("ε = %g, the recomputed ρ converts to %g", rep.Eps, want)
+			}
+			if epsGrid < rep.Eps-1e-9 || epsGrid > 1.02*rep.Eps {
+				t.Errorf("ε = %g, the recomputed Rényi curve on the grid gives %g", rep.Eps, epsGrid)
+			}
+			if eps, _, _ := srv.(*server).Spent(); math.Abs(eps-rep.Eps) > 1e-9 {
+				t.Errorf("server's Spent ε = %g, the report's %g", eps, rep.Eps)
+			}
+			// Without amplification the ledger's total exceeds a
+			// user's when the limits bind.
+			if all := rep.Ledger.Rho(); c.mustSpendLessThanLd != (all > worst*(1+1e-9)) {
+				t.Errorf("ledger ρ %g, user ρ %g", all, worst)
+			}
+			maxSeen, users := 0.0, 0
+			for _, x := range cl.List {
+				var rho float64
+				ans := tr.Answered(x.ID())
+				for _, r := range ans {
+					rho += rhos[r]
+				}
+				if len(ans) > 0 {
+					users++
+				}
+				maxSeen = max(maxSeen, rho)
+				if rho > rep.UserRho*(1+1e-9) {
+					t.Errorf("user %d answered rounds %v: ρ %g above the reported %g", x.ID(), ans, rho, rep.UserRho)
+				}
+			}
+			if users == 0 || maxSeen == 0 {
+				t.Errorf("no user answered a round")
+			}
+			t.Logf("rounds %v (ρ %.4g of ledger %.4g), %d users answered, largest realized ρ %.4g, grid ε %.4f",
+				rep.UserRounds, rep.UserRho, rep.Ledger.Rho(), users, maxSeen, epsGrid)
+		})
+	}
+}
+
+// TestRosterAccountingUnchanged: without limits the scaling leaves the
+// schedule alone, so a roster run's ρ is exactly the ledger's total, as
+// before cohorts.
+func TestRosterAccountingUnchanged(t *testing.T) {
+	cfg := DefaultConfig()
+	rho, _ := rdp.ZCDPRhoFor(cfg.Eps, cfg.Delta)
+	steps, _ := schedule(cfg, rho)
+	var sum float64
+	for _, st := range steps {
+		sum += st.rho
+	}
+	if want := cfg.FracMean*rho + cfg.FracBias*rho + (rho - cfg.FracMean*rho - cfg.FracBias*rho); sum != want {
+		t.Errorf("Σ ρ_t = %v, want %v", sum, want)
+	}
+	cfg.Cohort = 500 // a cohort without limits: every round may ask the user
+	steps2, _ := schedule(cfg, rho)
+	for r := range steps {
+		if steps[r].rho != steps2[r].rho {
+			t.Errorf("round %d: ρ %v with a cohort, %v without", r, steps2[r].rho, steps[r].rho)
+		}
+	}
+}
