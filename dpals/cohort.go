@@ -36,9 +36,21 @@ import (
 // other (at most p.MaxRounds of them, consecutive ones at least p.MinGap
 // apart). Every round with ρ_t > 0 is a training round (PhaseTrain).
 func userRho(steps []step, p protocol.Participation) (float64, []int) {
-	var idx []int
+	cost := make([]float64, len(steps))
 	for t, st := range steps {
-		if st.rho > 0 {
+		cost[t] = st.rho
+	}
+	return worstSet(cost, p)
+}
+
+// worstSet returns the largest Σ cost[t] over the sets of rounds t with
+// cost[t] > 0 that p's Allows admits one after the other, and such a set
+// (exactly, by dynamic programming over the last round and the set's
+// size).
+func worstSet(cost []float64, p protocol.Participation) (float64, []int) {
+	var idx []int
+	for t, c := range cost {
+		if c > 0 {
 			idx = append(idx, t)
 		}
 	}
@@ -61,12 +73,12 @@ func userRho(steps []step, p protocol.Participation) (float64, []int) {
 		for j := range n {
 			best[c][j], prev[c][j] = -1, -1
 			if c == 0 {
-				best[c][j] = steps[idx[j]].rho
+				best[c][j] = cost[idx[j]]
 				continue
 			}
 			for i := range j {
-				if idx[j]-idx[i] >= gap && best[c-1][i] >= 0 && best[c-1][i]+steps[idx[j]].rho > best[c][j] {
-					best[c][j], prev[c][j] = best[c-1][i]+steps[idx[j]].rho, i
+				if idx[j]-idx[i] >= gap && best[c-1][i] >= 0 && best[c-1][i]+cost[idx[j]] > best[c][j] {
+					best[c][j], prev[c][j] = best[c-1][i]+cost[idx[j]], i
 				}
 			}
 		}
@@ -85,6 +97,28 @@ func userRho(steps []step, p protocol.Participation) (float64, []int) {
 		j = prev[c][j]
 	}
 	return top, rounds
+}
+
+// envelope returns, at every order of rdp.Orders, the largest Σ of the
+// rounds' Rényi curves (nil: a round without a release) over the sets of
+// rounds p allows: a curve above every allowed set's composed curve, so
+// its (ε, δ) bounds every user's (the costliest set may differ from one
+// order to the next, which only loosens the bound).
+func envelope(curves []rdp.Curve, p protocol.Participation) rdp.Curve {
+	out := rdp.Compose()
+	cost := make([]float64, len(curves))
+	for i := range out {
+		for t, c := range curves {
+			cost[t] = 0
+			if c != nil {
+				// A release's curve is positive at every order; keep
+				// the round a training round even where it rounds to 0.
+				cost[t] = max(c[i], 1e-300)
+			}
+		}
+		out[i], _ = worstSet(cost, p)
+	}
+	return out
 }
 
 // scaleForLimits scales the ρ of steps (the config's proportions at total

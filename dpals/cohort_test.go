@@ -286,3 +286,81 @@ func TestTreeAggregationPaysOnlyForLongRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestCohortMaskedAccounting: the integer path over cohorts (secagg =
+// masked, the clients' Skellam shares drawn for the cohort) is calibrated
+// on the envelope of the sets of releases a device's limits allow. The
+// test recomputes ε by enumerating every allowed set of rounds, composing
+// the Skellam Rényi curves of the plan's releases (μ, L1, L2) and
+// converting: the largest is at most the reported ε (the envelope is an
+// upper bound) and within 2% of it, the reported ε reaches the target,
+// and the run's realized ε, with the noise shares that arrived (every
+// cohort's, drawn for the cohort), equals the reported one.
+func TestCohortMaskedAccounting(t *testing.T) {
+	s := synthetic(t)
+	for _, c := range []struct {
+		name            string
+		cohort, k, gap  int
+		bias, dim, init int
+	}{
+		{"k=1", 600, 1, 0, 4, 0, 0},
+		{"k=2 b=3, warm start", 500, 2, 3, 6, 2, 30},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Dim, cfg.BiasRounds, cfg.Rounds, cfg.InitItems, cfg.TopItems = c.dim, c.bias, 0, c.init, 0
+			cfg.Cohort, cfg.RoundsPerUser, cfg.MinGap = c.cohort, c.k, c.gap
+			cfg.Aggregation = protocol.AggMasked
+			m, rep, err := Train(context.Background(), s.Train, cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := newMaskPlan(cfg, s.Train.NumItems())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := cfg.Participation()
+			var train []int
+			for r, st := range plan.Steps {
+				if st.Rho > 0 {
+					train = append(train, r)
+				}
+			}
+			worst := 0.0
+			for mask := 1; mask < 1<<len(train); mask++ {
+				var set []int
+				var cs []rdp.Curve
+				ok := true
+				for b, r := range train {
+					if mask&(1<<b) == 0 {
+						continue
+					}
+					if ok = p.Allows(set, r); !ok {
+						break
+					}
+					set = append(set, r)
+					st := plan.Steps[r]
+					cs = append(cs, rdp.SkellamCurve(st.Mu, st.L1, st.L2))
+				}
+				if ok {
+					e, _ := rdp.ToDP(rdp.Compose(cs...), cfg.Delta)
+					worst = max(worst, e)
+				}
+			}
+			if worst > rep.Eps+1e-9 || worst < 0.98*rep.Eps {
+				t.Errorf("ε = %g, the costliest allowed set's recomputed Skellam ε %g", rep.Eps, worst)
+			}
+			if rep.Eps > cfg.Eps+1e-9 || rep.Eps < 0.999*cfg.Eps {
+				t.Errorf("ε = %g, want the target %g", rep.Eps, cfg.Eps)
+			}
+			if got := rep.Stats["eps_spent"]; math.Abs(got-rep.Eps) > 1e-6 {
+				t.Errorf("realized ε with the shares that arrived %g, planned %g", got, rep.Eps)
+			}
+			if m == nil || math.IsNaN(rep.Stats["train_rmse"]) {
+				t.Errorf("no model: %v", rep.Stats)
+			}
+			t.Logf("ε %.6f, recomputed over allowed sets %.6f, realized %.6f, η %.3g, train RMSE %.4f",
+				rep.Eps, worst, rep.Stats["eps_spent"], rep.Stats["skellam_eta"], rep.Stats["train_rmse"])
+		})
+	}
+}

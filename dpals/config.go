@@ -244,8 +244,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dpals: aggregation %v: want masked, ideal or off", c.Aggregation)
 	case c.Cohort < 0 || c.RoundsPerUser < 0 || c.MinGap < 0:
 		return fmt.Errorf("dpals: Cohort = %d, RoundsPerUser = %d, MinGap = %d must each be ≥ 0", c.Cohort, c.RoundsPerUser, c.MinGap)
-	case c.Aggregation == protocol.AggMasked && c.Participation() != (protocol.Participation{}):
-		return fmt.Errorf("dpals: Cohort, RoundsPerUser and MinGap need secagg ideal or off: the integer path's Skellam calibration composes every round")
 	}
 	return nil
 }

@@ -148,8 +148,12 @@
 // pooled bias rounds the tree's gain at these round counts is at most a
 // quarter of the last pooled sum's variance (TestTreeAggregationPaysOnly
 // ForLongRuns), while carrying a node's noise into later rounds needs a
-// party trusted with it. Results: docs/results/dpals-cohorts.md. The
-// integer path (secagg=masked) refuses cohort limits for now.
+// party trusted with it. On the integer path (secagg=masked) each
+// client's Skellam share is drawn for the cohort (the broadcast's client
+// count is the cohort's size), and the plan is calibrated on the
+// envelope, order by order, of the Skellam Rényi curves of the allowed
+// sets of releases (limitedMaskPlan). Results:
+// docs/results/dpals-cohorts.md.
 //
 // TestOneUserMovesEveryReleaseByAtMostItsSensitivity checks every kind of
 // release against canary users: one user moves the noise-free sums by at

@@ -360,6 +360,11 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 		default:
 			b.Words, b.Bits = s.mask.Steps[round].D+1, 32
 			b.Params[maskplan.ParamClients] = float64(s.clients)
+			if s.cfg.Cohort > 0 && s.clients > s.cfg.Cohort {
+				// A training round's sum holds one cohort: the shares
+				// are drawn for it.
+				b.Params[maskplan.ParamClients] = float64(s.cfg.Cohort)
+			}
 		}
 	} else if n := s.words(st); n > 0 {
 		// The float paths' dense statistics: a deployment caps an
