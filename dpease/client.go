@@ -155,6 +155,11 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 // Gram), after checking that the broadcast's shape is the public plan's
 // (before anything is allocated for it).
 func (c *client) step(b *protocol.Broadcast, st int) (*maskplan.Step, error) {
+	if n := int(b.Param(paramItems, 0)); c.n <= 0 && n > 0 {
+		// Over cohorts a device may answer a Gram round without having
+		// answered a counts round: the broadcast names the catalog's size.
+		c.n = n
+	}
 	if c.n <= 0 {
 		return nil, fmt.Errorf("dpease: round %d: the device saw no counts round, so it does not know the catalog's size", b.Round)
 	}

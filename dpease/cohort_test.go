@@ -209,3 +209,41 @@ func TestCohortSnapshotResume(t *testing.T) {
 		}
 	}
 }
+
+// TestCohortMasked runs the integer path over cohorts: each device's
+// Skellam share is drawn for the cohort, so with every share of every
+// cohort arriving the realized ε (the costliest counts round plus the
+// costliest Gram round, with the noise that arrived) is the plan's, which
+// is the target; before the shares were drawn for the cohort it was far
+// above. A device that answered no counts round (more users than counts
+// slots) still answers its Gram round: the broadcast names the catalog's
+// size.
+func TestCohortMasked(t *testing.T) {
+	d := synth(90, 30, 5)
+	for _, c := range []struct {
+		name           string
+		cohort, rounds int
+	}{
+		{"3 cohorts of 30", 30, 3},
+		{"3 cohorts of 25, 15 users without counts", 25, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.TopItems, cfg.Cap, cfg.Seeded, cfg.FracCounts = 12, 4, true, 0.3
+			cfg.Cohort, cfg.CohortRounds, cfg.Aggregation = c.cohort, c.rounds, protocol.AggMasked
+			m, rep, err := Train(context.Background(), d, cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m == nil || len(rep.Ledger.Releases()) != 2*c.rounds {
+				t.Fatalf("%d releases, want %d", len(rep.Ledger.Releases()), 2*c.rounds)
+			}
+			if rep.Eps > cfg.Eps+1e-9 || rep.Eps < 0.999*cfg.Eps {
+				t.Errorf("ε = %g, want the target %g", rep.Eps, cfg.Eps)
+			}
+			if got := rep.Stats["eps_spent"]; math.Abs(got-rep.Eps) > 1e-6 {
+				t.Errorf("realized ε %g with every cohort's shares, planned %g", got, rep.Eps)
+			}
+		})
+	}
+}

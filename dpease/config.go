@@ -207,8 +207,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dpease: cohort %d, cohort-rounds %d: want ≥ 0 (cohort-rounds at most 1000)", c.Cohort, c.CohortRounds)
 	case c.CohortRounds > 0 && c.Cohort == 0:
 		return fmt.Errorf("dpease: cohort-rounds %d without a cohort size: set cohort", c.CohortRounds)
-	case c.Cohort > 0 && c.Aggregation == protocol.AggMasked:
-		return fmt.Errorf("dpease: cohorts need secagg ideal or off: the integer path's plan has one counts and one Gram release")
 	}
 	return nil
 }

@@ -92,8 +92,11 @@
 // server picks it enters the counts once and the Gram once: ε is the
 // roster's, no amplification by sampling assumed, and cohort membership
 // is visible to the server. The pooled sums carry one release's noise
-// per cohort. Ideal and off paths only. Results:
-// docs/results/dpals-cohorts.md.
+// per cohort. On the integer path each device's Skellam share is drawn
+// for the cohort, every broadcast names the catalog's size (a device in a
+// Gram cohort may have answered no counts round), and Spent composes the
+// costliest counts round and the costliest Gram round with the noise
+// that arrived. Results: docs/results/dpals-cohorts.md.
 //
 // The noise (the server's, or the devices' shares and rounding) is drawn
 // from crypto/rand unless Config.Seeded selects the reproducible test

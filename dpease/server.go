@@ -123,7 +123,7 @@ func NewServer(cfg Config, catalog *ratings.Dataset, seed uint64) (*Server, erro
 		if s.mask, err = newMaskPlan(cfg, numItems); err != nil {
 			return nil, err
 		}
-		s.st.ArrA, s.st.ArrS = make([]int, 2), make([]int, 2)
+		s.st.ArrA, s.st.ArrS = make([]int, 2*cfg.cohortRounds()), make([]int, 2*cfg.cohortRounds())
 	}
 	if cfg.Seeded {
 		s.noise = rng.New(seed, streamNoise)
@@ -175,6 +175,10 @@ const (
 	paramStep   = "dpease-step"   // 0: counts, 1: Gram (absent: the round number)
 	paramFrac   = "frac-counts"   // the counts' share of ρ, as the server resolved it
 	paramCohort = "dpease-cohort" // over cohorts, the cohort's number within its statistic
+	// paramItems is the catalog's size, over cohorts: a device in a Gram
+	// cohort that answered no counts round needs it for the integer
+	// path's plan.
+	paramItems = "dpease-items"
 )
 
 // stage returns the statistic round releases: −1 the setup round, 0 the
@@ -241,10 +245,16 @@ func (s *Server) Broadcast(round int) (*protocol.Broadcast, error) {
 	b.Params = map[string]float64{paramStep: float64(st), paramFrac: s.cfg.FracCounts}
 	if t := s.cfg.cohortRounds(); t > 1 {
 		b.Params[paramCohort] = float64((round - s.offset()) % t)
+		b.Params[paramItems] = float64(s.n)
 	}
 	if s.mask != nil {
 		b.Words, b.Bits = s.mask.Steps[st].D+1, 32
 		b.Params[maskplan.ParamClients] = float64(s.st.Clients)
+		if c := s.cfg.Cohort; c > 0 && s.st.Clients > c {
+			// A round's sum holds one cohort: the shares are drawn
+			// for it.
+			b.Params[maskplan.ParamClients] = float64(c)
+		}
 	}
 	return b, nil
 }
@@ -421,7 +431,7 @@ func (s *Server) UnmarshalBinary(data []byte) error {
 		(st.Round > o && st.Round < t+o && len(st.Counts) != s.n) ||
 		(st.Round >= t+o+1 && len(st.V) != s.n*(s.m+1)) ||
 		(t > 1 && st.Round >= t+o+1 && len(st.GramSum) != pairs(s.m)) ||
-		(s.mask != nil) != (st.ArrA != nil) || (st.ArrA != nil && (len(st.ArrA) != 2 || len(st.ArrS) != 2)) {
+		(s.mask != nil) != (st.ArrA != nil) || (st.ArrA != nil && (len(st.ArrA) != 2*t || len(st.ArrS) != 2*t)) {
 		return errors.New("dpease: the snapshot does not fit this server")
 	}
 	s.st = st
@@ -504,15 +514,15 @@ func (s *Server) ReleaseEps() (counts, gram float64) {
 }
 
 // Rounds returns the number of rounds the server of cfg broadcasts: the
-// counts and the Gram, after a setup round on the integer path
-// (secagg=masked) that counts the clients. A client refuses a round
-// numbered past it.
+// counts and the Gram (over cohorts, CohortRounds rounds of each), after
+// a setup round on the integer path (secagg=masked) that counts the
+// clients. A client refuses a round numbered past it.
 func Rounds(cfg Config) (int, error) {
 	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
 	if cfg.Aggregation == protocol.AggMasked {
-		return 3, nil
+		return 1 + 2*cfg.cohortRounds(), nil
 	}
 	return 2 * cfg.cohortRounds(), nil
 }

@@ -134,9 +134,16 @@ func (s *Server) gramNoiseSigma() float64 {
 	if s.mask == nil {
 		return s.gramPoolSigma()
 	}
-	f := 1.0
-	if s.st.ArrS[1] > 0 {
-		f = math.Min(1, float64(s.st.ArrA[1])/float64(s.st.ArrS[1]))
+	// Over cohorts the pooled Gram carries the noise that arrived in
+	// each Gram round so far.
+	t := s.cfg.cohortRounds()
+	var f float64
+	for rel := t; rel < t+max(1, s.st.GramRounds); rel++ {
+		if s.st.ArrS[rel] > 0 {
+			f += math.Min(1, float64(s.st.ArrA[rel])/float64(s.st.ArrS[rel]))
+		} else {
+			f++
+		}
 	}
 	return s.mask.Steps[1].NoiseSigma(0) * math.Sqrt(f)
 }

@@ -50,9 +50,9 @@ func TestDPEaseSaysWhenListIsPopularity(t *testing.T) {
 
 // TestDPEaseCohortFields: dp-ease's cohort parameters configure a run
 // over disjoint cohorts from text, the served method gives the devices
-// one round of each statistic (2 rounds, cohort-rounds apart), a masked
-// run over cohorts and cohort-rounds without a cohort are refused, and
-// the claim says what ε rests on.
+// one round of each statistic (2 rounds, cohort-rounds apart),
+// cohort-rounds without a cohort is refused, and the claim says what ε
+// rests on.
 func TestDPEaseCohortFields(t *testing.T) {
 	s, _ := method.Lookup("dp-ease")
 	pm, err := method.Protocol("dp-ease")
@@ -61,7 +61,7 @@ func TestDPEaseCohortFields(t *testing.T) {
 	}
 	train := fedData(t, ratings.Scale{})
 	for _, bad := range []map[string]string{
-		{"cohort": "-1"}, {"cohort-rounds": "3"}, {"cohort": "20", "cohort-rounds": "4", "secagg": "masked"},
+		{"cohort": "-1"}, {"cohort-rounds": "3"},
 	} {
 		cfg, err := s.Configure(bad)
 		if err == nil {
