@@ -83,9 +83,12 @@ func worstByEnumeration(curves []rdp.Curve, rhos []float64, p protocol.Participa
 // own Allows), composed and converted to (ε, δ) on rdp's grid of orders.
 // The method's reported ε must match it (the grid's conversion is a
 // little looser than the continuous one), reach the target, and bound
-// every user's ε over the rounds the user actually answered in the run.
-// With unequal round costs MinGap changes the costliest set: the
-// "expensive mean" cases check that the scaling follows it.
+// every user's ε over the rounds the user actually answered in the run,
+// under an honest server and under adversarial ones (everyone asked in
+// every round; everyone asked in exactly the costliest allowed rounds,
+// which reaches the bound). With unequal round costs MinGap changes the
+// costliest set: the "expensive mean" cases check that the scaling
+// follows it.
 func TestCohortAccountingRecomputed(t *testing.T) {
 	s := synthetic(t)
 	for _, c := range []struct {
@@ -179,6 +182,48 @@ func TestCohortAccountingRecomputed(t *testing.T) {
 			}
 			t.Logf("rounds %v (ρ %.4g of ledger %.4g), %d users answered, largest realized ρ %.4g, grid ε %.4f",
 				rep.UserRounds, rep.UserRho, rep.Ledger.Rho(), users, maxSeen, epsGrid)
+
+			// Adversarial servers: one that asks everyone in every
+			// round, and one that asks everyone in exactly the rounds
+			// of the costliest allowed set. No user is charged more
+			// than the reported ρ, and the second reaches it.
+			all := func(_ int, _ []int, _ int) []int {
+				out := make([]int, s.Train.NumUsers())
+				for k := range out {
+					out[k] = k
+				}
+				return out
+			}
+			costliest := func(round int, e []int, n int) []int {
+				for _, r := range rep.UserRounds {
+					if r == round {
+						return all(round, e, n)
+					}
+				}
+				return nil
+			}
+			for name, choose := range map[string]protocol.CohortChooser{"everyone": all, "costliest set": costliest} {
+				srv, _ := NewServer(cfg, s.Train, 1)
+				cl, _ := NewClients(s.Train, cfg)
+				tr, err := protocol.NewCohorts(cl.List, p, choose, 0, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := protocol.RunTransport(context.Background(), srv, protocol.NewSecureSum(tr), protocol.RunOptions{Seed: 1}); err != nil {
+					t.Fatal(err)
+				}
+				most := 0.0
+				for _, x := range cl.List {
+					var rho float64
+					for _, r := range tr.Answered(x.ID()) {
+						rho += rhos[r]
+					}
+					most = max(most, rho)
+				}
+				if most > rep.UserRho*(1+1e-9) || (name == "costliest set" && most < rep.UserRho*(1-1e-9)) {
+					t.Errorf("%s: the largest charged ρ %g, the reported %g", name, most, rep.UserRho)
+				}
+			}
 		})
 	}
 }
