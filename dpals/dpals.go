@@ -131,6 +131,7 @@ const CohortNote = "run over cohorts of %d users (0: every user) with participat
 	"chosen cohorts by the Rényi filter, Feldman and Zrnic 2021); the ledger below lists every round's releases " +
 	"(ρ = %.4g summed over all of them), a user answers at most %d of them (costliest: rounds %v, ρ = %.4g); " +
 	"no correlated (tree-aggregation, DP-FTRL) noise: each round's statistics are used on their own (the " +
-	"identity workload, for which independent noise is optimal among linear correlated-noise mechanisms), only the " +
+	"identity workload, for which independent noise is optimal among linear correlated-noise mechanisms when a user's " +
+	"contributions may take any sign), only the " +
 	"pooled bias rounds form prefix sums, and there the binary tree's gain at these round counts is small " +
 	"(docs/results/dpals-cohorts.md)"
