@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/internal/linalg"
 	"github.com/privrec/privrec/maskplan"
 	"github.com/privrec/privrec/model"
@@ -550,9 +551,15 @@ func (cs *Clients) Finish(v []float32) (*model.Model, *Report, error) {
 	if d.Len() > 0 {
 		stats["train_rmse"] = math.Sqrt(se / float64(d.Len()))
 	}
-	rep := &Report{Ledger: *led, Rho: rho, Mean: mu, Stats: stats}
-	rep.Eps = rep.Ledger.Epsilon(cs.cfg.Delta)
-	rep.EpsReplace = epsReplace(rep.Ledger.Rho(), cs.cfg.Delta)
+	rep := &Report{Ledger: *led, Rho: rho, Mean: mu, Stats: stats, Participation: cs.cfg.Participation()}
+	rep.UserRho, rep.UserRounds = rep.Ledger.Rho(), nil
+	if cs.cfg.limited() {
+		steps, _ := schedule(cs.cfg, rho)
+		rep.UserRho, rep.UserRounds = userRho(steps, cs.cfg.Participation())
+		stats["rounds_per_user"] = float64(len(rep.UserRounds))
+	}
+	rep.Eps = rdp.ZCDPToDP(rep.UserRho, cs.cfg.Delta)
+	rep.EpsReplace = epsReplace(rep.UserRho, cs.cfg.Delta)
 	if cs.cfg.Aggregation == protocol.AggMasked {
 		// The integer path: Skellam curves composed by Rényi accounting
 		// (every share arriving; eps_spent: with the arrivals counted).

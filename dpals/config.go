@@ -120,7 +120,40 @@ type Config struct {
 	// (it reads every user's vector, and the claim does not hold against
 	// it).
 	Aggregation protocol.Aggregation
+	// Cohort, when > 0, runs each training round (the global mean, the
+	// bias rounds, the warm start and the factor rounds) over a cohort of
+	// Cohort users out of the enrolled population, picked by the server
+	// (in process: a seeded uniform choice among the users whose limits
+	// allow the round); the others sit the round out. 0: every user in
+	// every round (a roster run). Sums and counts are over the cohort;
+	// the noise, fixed by each round's ρ and sensitivity, is not.
+	Cohort int
+	// RoundsPerUser, when > 0, is the most training rounds one user's
+	// device answers in a run (protocol.Participation.MaxRounds), a limit
+	// the device enforces whatever cohorts the server picks. The rounds'
+	// ρ, in the proportions the Frac fields set, are scaled so that the
+	// costliest set of rounds the limits let one user answer spends
+	// exactly (Eps, Delta): no amplification by sampling is assumed. 0:
+	// every round.
+	RoundsPerUser int
+	// MinGap, when > 1, is the least difference between the numbers of
+	// two training rounds one device answers
+	// (protocol.Participation.MinGap), enforced by the device; the
+	// accounting takes the costliest set of rounds that respects it. 0 or
+	// 1: none.
+	MinGap int
 }
+
+// Participation returns the run's participation limits (the zero value
+// for a roster run), which the devices enforce.
+func (c Config) Participation() protocol.Participation {
+	return protocol.Participation{Cohort: c.Cohort, MaxRounds: c.RoundsPerUser, MinGap: c.MinGap}
+}
+
+// limited reports whether the devices' limits bound the rounds one user
+// answers below the whole schedule, so that the accounting composes the
+// costliest allowed set of rounds rather than every round.
+func (c Config) limited() bool { return c.RoundsPerUser > 0 || c.MinGap > 1 }
 
 // DefaultConfig returns the defaults of dp-als at ε = 1, δ = 1e-6, chosen
 // on a validation part (10%) of ML-1M's random 80% training part (dpals
@@ -209,6 +242,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dpals: InitScale = %g must be > 0 and finite", c.InitScale)
 	case c.Aggregation != protocol.AggIdeal && c.Aggregation != protocol.AggOff && c.Aggregation != protocol.AggMasked:
 		return fmt.Errorf("dpals: aggregation %v: want masked, ideal or off", c.Aggregation)
+	case c.Cohort < 0 || c.RoundsPerUser < 0 || c.MinGap < 0:
+		return fmt.Errorf("dpals: Cohort = %d, RoundsPerUser = %d, MinGap = %d must each be ≥ 0", c.Cohort, c.RoundsPerUser, c.MinGap)
 	}
 	return nil
 }

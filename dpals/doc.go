@@ -126,6 +126,35 @@
 // ridge of the factor rounds' item solve grows with the noise σ
 // (RegNoise), so items with few raters shrink to the prior.
 //
+// # Cohorts (issue 45)
+//
+// With Cohort, RoundsPerUser and MinGap a run asks, in each training round
+// (the mean, bias, warm-start and factor rounds), a cohort of Cohort users
+// out of the population, and each device answers at most RoundsPerUser
+// training rounds, two at least MinGap apart (protocol.Participation; the
+// devices enforce it, protocol.Limited in process). The server may choose
+// the cohorts adversarially and adaptively, so no amplification by
+// sampling is assumed: a user is charged the ρ_t of the rounds they
+// answer and nothing for the others, at most the costliest set of rounds
+// the limits allow (userRho), and the rounds' ρ_t, in the config's
+// proportions, are scaled so that this set spends the target (ε, δ). The
+// neighbouring relation is zero-out with the cohorts fixed: cohort
+// membership is visible to the server. MinGap matters to this accounting
+// only when round costs differ (it can exclude the costliest pairs); with
+// equal costs it buys nothing for ε and only spreads a user's answers
+// over the run. Correlated noise (tree aggregation, DP-FTRL) is not used:
+// every release but the pooled bias rounds is consumed on its own (the
+// identity workload, where independent noise is optimal), and for the
+// pooled bias rounds the tree's gain at these round counts is at most a
+// quarter of the last pooled sum's variance (TestTreeAggregationPaysOnly
+// ForLongRuns), while carrying a node's noise into later rounds needs a
+// party trusted with it. On the integer path (secagg=masked) each
+// client's Skellam share is drawn for the cohort (the broadcast's client
+// count is the cohort's size), and the plan is calibrated on the
+// envelope, order by order, of the Skellam Rényi curves of the allowed
+// sets of releases (limitedMaskPlan). Results:
+// docs/results/dpals-cohorts.md.
+//
 // TestOneUserMovesEveryReleaseByAtMostItsSensitivity checks every kind of
 // release against canary users: one user moves the noise-free sums by at
 // most the sensitivity the ledger charges.

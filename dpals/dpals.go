@@ -21,11 +21,20 @@ const (
 type Report struct {
 	// Ledger holds every release of the run.
 	Ledger rdp.Ledger
-	// Rho is the zCDP budget the target (Eps, Delta) allows; the ledger's
-	// total equals it up to rounding.
+	// Rho is the zCDP budget the target (Eps, Delta) allows; in a roster
+	// run the ledger's total equals it up to rounding.
 	Rho float64
-	// Eps is the ledger's total ε at Delta, for neighbouring datasets that
-	// differ by adding or removing one user's whole rating history.
+	// UserRho is the most ρ one user is charged: the ledger's total in a
+	// roster run; under participation limits the largest total of the
+	// rounds the limits let one user answer (equal to Rho up to rounding),
+	// UserRounds being such a set of rounds.
+	UserRho    float64
+	UserRounds []int
+	// Participation is the run's participation limits (the zero value
+	// for a roster run).
+	Participation protocol.Participation
+	// Eps is ε at Delta of UserRho, for neighbouring datasets that differ
+	// by adding or removing one user's whole rating history.
 	Eps float64
 	// EpsReplace is the total ε at Delta for neighbouring datasets that
 	// differ by replacing one user's ratings with another's: the same
@@ -68,8 +77,12 @@ var Claim = model.Privacy{
 // running the client/server protocol (NewServer, NewClients) in process
 // over protocol.InMem: the item catalog is train's item index (its IDs
 // and titles, items without ratings included), the server's noise comes
-// from seed and the clients' sampling from seed's client streams. See the
-// package documentation for the protocol and its privacy.
+// from seed and the clients' sampling from seed's client streams. With
+// cfg.Cohort, RoundsPerUser or MinGap it runs over cohorts
+// (protocol.Cohorts): each training round asks Cohort users drawn from
+// seed among those whose limits allow it, and every client enforces its
+// limits. See the package documentation for the protocol and its
+// privacy.
 func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64) (*model.Model, *Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
@@ -85,7 +98,8 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64)
 	if err != nil {
 		return nil, nil, err
 	}
-	opt := protocol.RunOptions{Seed: seed, Aggregation: cfg.Aggregation, MaxRounds: srv.(*server).numRounds() + 1}
+	opt := protocol.RunOptions{Seed: seed, Aggregation: cfg.Aggregation, MaxRounds: srv.(*server).numRounds() + 1,
+		Participation: cfg.Participation()}
 	if err := protocol.Run(ctx, srv, cl.List, opt); err != nil {
 		return nil, nil, err
 	}
@@ -98,3 +112,26 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64)
 // at most twice the add/remove sensitivity, so each Gaussian release's ρ
 // = Δ²/(2σ²) is four times larger, and the total too.
 func epsReplace(rho, delta float64) float64 { return rdp.ZCDPToDP(4*rho, delta) }
+
+// CohortNeighbouring is what the neighbouring relation fixes in a run
+// over cohorts: the cohorts themselves.
+const CohortNeighbouring = "over cohorts, the rounds each user is asked and answers are the same in both datasets " +
+	"(cohort membership is visible to the server, which may choose it adaptively from earlier releases; the ε protects " +
+	"the ratings, not the fact of taking part)"
+
+// CohortNote is the claim's note for a run over cohorts, a format taking
+// the cohort size, the rounds per user (0: any), the minimum gap, the
+// ledger's total ρ, the size of the costliest allowed set of rounds, that
+// set and its ρ.
+const CohortNote = "run over cohorts of %d users (0: every user) with participation limits each device enforces whatever " +
+	"the server picks: at most %d training rounds per user (0: any), two at least %d apart; the server may choose " +
+	"cohorts adversarially, so no amplification by sampling is assumed: a round costs a user its ρ_t if the user " +
+	"answers it and nothing otherwise, and a user's ε composes the costliest set of rounds the limits allow (the rounds' " +
+	"ρ_t, in the config's proportions, are scaled so that it spends the target; composition valid for adaptively " +
+	"chosen cohorts by the Rényi filter, Feldman and Zrnic 2021); the ledger below lists every round's releases " +
+	"(ρ = %.4g summed over all of them), a user answers at most %d of them (costliest: rounds %v, ρ = %.4g); " +
+	"no correlated (tree-aggregation, DP-FTRL) noise: each round's statistics are used on their own (the " +
+	"identity workload, for which independent noise is optimal among linear correlated-noise mechanisms when a user's " +
+	"contributions may take any sign), only the " +
+	"pooled bias rounds form prefix sums, and there the binary tree's gain at these round counts is small " +
+	"(docs/results/dpals-cohorts.md)"

@@ -85,11 +85,84 @@ func newMaskPlan(cfg Config, ni int) (*maskplan.Plan, error) {
 		}
 		ms[i] = maskplan.NewStep(st.rho, sizes, sigmas, deltas)
 	}
+	if cfg.limited() {
+		return limitedMaskPlan(ms, cfg)
+	}
 	p, err := maskplan.New(ms, cfg.Eps, cfg.Delta)
 	if err != nil {
 		return nil, fmt.Errorf("dpals: %w", err)
 	}
 	return p, nil
+}
+
+// limitedMaskPlan calibrates the integer path of a run under
+// participation limits as maskplan.Calibrate does, but composes, instead
+// of every release, the envelope of the allowed sets of releases one
+// user may answer (envelope): the least η whose envelope reaches ε ≤ Eps
+// at Delta.
+func limitedMaskPlan(ms []maskplan.Step, cfg Config) (*maskplan.Plan, error) {
+	p := cfg.Participation()
+	curve := func(eta, scale float64) rdp.Curve {
+		cs := make([]rdp.Curve, len(ms))
+		for i, st := range ms {
+			if st.Rho > 0 {
+				mu := (1 + eta) * st.L2 * st.L2 / (4 * st.Rho)
+				cs[i] = rdp.SkellamCurve(mu, scale*st.L1, scale*st.L2)
+			}
+		}
+		return envelope(cs, p)
+	}
+	ok := func(eta float64) bool {
+		e, _ := rdp.ToDP(curve(eta, 1), cfg.Delta)
+		return e <= cfg.Eps
+	}
+	lo, hi := -0.5, 1.0
+	for !ok(hi) {
+		lo, hi = hi, 2*hi+1
+		if hi > 1e6 {
+			return nil, fmt.Errorf("dpals: %w: ε = %g", maskplan.ErrUnreachable, cfg.Eps)
+		}
+	}
+	if ok(lo) {
+		hi = lo
+	}
+	for hi-lo > 1e-9 {
+		m := (lo + hi) / 2
+		if ok(m) {
+			hi = m
+		} else {
+			lo = m
+		}
+	}
+	for i := range ms {
+		if st := &ms[i]; st.Rho > 0 {
+			st.Mu = (1 + hi) * st.L2 * st.L2 / (4 * st.Rho)
+		}
+	}
+	plan := &maskplan.Plan{Steps: ms, Eta: hi, Delta: cfg.Delta}
+	plan.Eps, _ = rdp.ToDP(curve(hi, 1), cfg.Delta)
+	plan.EpsReplace, _ = rdp.ToDP(curve(hi, 2), cfg.Delta)
+	return plan, nil
+}
+
+// maskSpent returns the integer path's ε at Delta of the first n rounds
+// with the noise that arrived: every release composed in a roster run,
+// the envelope of the allowed sets under limits.
+func (s *server) maskSpent(n int) float64 {
+	if !s.cfg.limited() {
+		return s.mask.Spent(s.arrA, s.arrS, n)
+	}
+	cs := make([]rdp.Curve, n)
+	for i := range n {
+		if st := &s.mask.Steps[i]; st.Rho > 0 {
+			cs[i] = st.Curve(s.arrA[i], s.arrS[i])
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	eps, _ := rdp.ToDP(envelope(cs, s.cfg.Participation()), s.cfg.Delta)
+	return eps
 }
 
 // encode writes the client's integer upload of step ms from its float
@@ -104,18 +177,23 @@ func (c *client) encode(b *protocol.Broadcast, ms *maskplan.Step, x []float64, r
 
 // Spent implements protocol.Spent on the integer path: the ε at Delta of
 // the releases so far with the noise that arrived (μ_t·A_t/s of the
-// Skellam shares, A_t the arrival count), by Rényi accounting.
+// Skellam shares, A_t the arrival count), by Rényi accounting; under
+// participation limits, of the envelope of the sets of those releases
+// one user may have answered (maskSpent).
 //
 // On the Gaussian path it is the zCDP composition of the releases so far
-// (the ledger the Result lists), converted at Delta.
+// (the ledger the Result lists), converted at Delta; under participation
+// limits, of the costliest set of those rounds one user may have answered
+// (userRho).
 func (s *server) Spent() (eps, delta float64, ok bool) {
 	if s.mask == nil {
-		if s.led.Rho() == 0 {
+		rho := spentRho(s.cfg, s.steps[:min(s.round, len(s.steps))], &s.led)
+		if rho == 0 {
 			return 0, s.cfg.Delta, true
 		}
-		return s.led.Epsilon(s.cfg.Delta), s.cfg.Delta, true
+		return rdp.ZCDPToDP(rho, s.cfg.Delta), s.cfg.Delta, true
 	}
-	return s.mask.Spent(s.arrA, s.arrS, min(s.round, len(s.arrA))), s.cfg.Delta, true
+	return s.maskSpent(min(s.round, len(s.arrA))), s.cfg.Delta, true
 }
 
 // RoundSpent implements protocol.RoundSpent: the ε at Delta of the round

@@ -42,6 +42,9 @@ type step struct {
 
 // schedule returns the rounds of cfg (Validate'd) at total zCDP budget
 // rho, a function of the config alone, and whether the run has factors.
+// Under participation limits (Config.RoundsPerUser, MinGap) the rounds'
+// ρ keep the config's proportions and are scaled so that the costliest
+// set of rounds one user may answer spends rho (scaleForLimits).
 func schedule(cfg Config, rho float64) ([]step, bool) {
 	factors := cfg.Dim > 0 && (cfg.Rounds > 0 || cfg.InitItems > 0)
 	rhoMean := cfg.FracMean * rho
@@ -70,7 +73,9 @@ func schedule(cfg Config, rho float64) ([]step, bool) {
 			s = append(s, step{kind: kindFactor, idx: r, rho: rest / float64(cfg.Rounds)})
 		}
 	}
-	return append(s, step{kind: kindFinal}), factors
+	s = append(s, step{kind: kindFinal})
+	scaleForLimits(cfg, s, rho)
+	return s, factors
 }
 
 // noiseSigmas records in l the releases of step st and returns their
@@ -355,6 +360,11 @@ func (s *server) Broadcast(round int) (*protocol.Broadcast, error) {
 		default:
 			b.Words, b.Bits = s.mask.Steps[round].D+1, 32
 			b.Params[maskplan.ParamClients] = float64(s.clients)
+			if s.cfg.Cohort > 0 && s.clients > s.cfg.Cohort {
+				// A training round's sum holds one cohort: the shares
+				// are drawn for it.
+				b.Params[maskplan.ParamClients] = float64(s.cfg.Cohort)
+			}
 		}
 	} else if n := s.words(st); n > 0 {
 		// The float paths' dense statistics: a deployment caps an

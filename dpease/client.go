@@ -155,6 +155,11 @@ func (c *client) Round(b *protocol.Broadcast, r *rand.Rand) (*protocol.Upload, e
 // Gram), after checking that the broadcast's shape is the public plan's
 // (before anything is allocated for it).
 func (c *client) step(b *protocol.Broadcast, st int) (*maskplan.Step, error) {
+	if n := int(b.Param(paramItems, 0)); c.n <= 0 && n > 0 {
+		// Over cohorts a device may answer a Gram round without having
+		// answered a counts round: the broadcast names the catalog's size.
+		c.n = n
+	}
 	if c.n <= 0 {
 		return nil, fmt.Errorf("dpease: round %d: the device saw no counts round, so it does not know the catalog's size", b.Round)
 	}
@@ -312,7 +317,9 @@ func (cl *Clients) Noiseless() { cl.pub.noiseless = true }
 // and so do the devices' noise shares and rounding (integer path: their
 // streams are seeded by a secret seed), unless cfg.Seeded selects the
 // test mode, where seed reproduces both. The roster is train's users
-// (WithRoster) unless cfg gives one.
+// (WithRoster) unless cfg gives one. With cfg.Cohort it runs over
+// cohorts (protocol.Cohorts): each round asks Cohort users drawn from the
+// run's seed among those whose limits allow it.
 func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64) (*model.Model, *Report, error) {
 	cfg = cfg.WithRoster(train)
 	srv, err := NewServer(cfg, train.Public(), seed)
@@ -327,7 +334,8 @@ func Train(ctx context.Context, train *ratings.Dataset, cfg Config, seed uint64)
 	if !cfg.Seeded {
 		runSeed = rng.Crypto().Uint64()
 	}
-	if err := protocol.Run(ctx, srv, cl.List, protocol.RunOptions{Workers: cfg.Workers, Seed: runSeed, Aggregation: cfg.Aggregation}); err != nil {
+	opt := protocol.RunOptions{Workers: cfg.Workers, Seed: runSeed, Aggregation: cfg.Aggregation, Participation: cfg.Participation()}
+	if err := protocol.Run(ctx, srv, cl.List, opt); err != nil {
 		return nil, nil, err
 	}
 	v, _ := srv.Factors()

@@ -46,6 +46,41 @@ type Config struct {
 	// SecAgg+; privrec serve's default) or AggOff (the server reads every
 	// upload, and the claim does not hold against it).
 	Aggregation protocol.Aggregation `json:"secagg"`
+	// Cohort, when > 0, releases each statistic over disjoint cohorts of
+	// the population (issue 45): CohortRounds rounds of counts, then
+	// CohortRounds rounds of the Gram, each asking Cohort users, and the
+	// server releases the pooled sums after every round (a continual
+	// release: the model after each cohort). Each device answers at most
+	// one round of each (Participation: at most 2 training rounds, at
+	// least CohortRounds apart), so whatever cohorts the server picks a
+	// user enters each statistic once and ε is the roster's. 0: every
+	// user in both rounds (a roster run).
+	Cohort int `json:"cohort"`
+	// CohortRounds is the number of cohorts (rounds) per statistic when
+	// Cohort > 0 (0: 1); Cohort·CohortRounds ≥ the population lets every
+	// user take part.
+	CohortRounds int `json:"cohort_rounds"`
+}
+
+// cohortRounds returns the rounds per statistic: CohortRounds (at least
+// 1) over cohorts, 1 in a roster run.
+func (c Config) cohortRounds() int {
+	if c.Cohort > 0 {
+		return max(1, c.CohortRounds)
+	}
+	return 1
+}
+
+// Participation returns the run's participation limits, which the
+// devices enforce: over cohorts at most one round of the counts and one
+// of the Gram (2 training rounds at least CohortRounds apart: two rounds
+// of one statistic are closer than that); the zero value for a roster
+// run.
+func (c Config) Participation() protocol.Participation {
+	if c.Cohort <= 0 {
+		return protocol.Participation{}
+	}
+	return protocol.Participation{Cohort: c.Cohort, MaxRounds: 2, MinGap: c.cohortRounds()}
 }
 
 // DefaultConfig returns the defaults: TopItems, LambdaNoise and PopWeight
@@ -139,7 +174,9 @@ func (c Config) popularityMode() bool {
 	if err != nil {
 		return false
 	}
-	sg := rdp.GaussianSigmaFor((1-PersonalFrac)*rho, GramL2(c.Cap))
+	// Over cohorts the pooled Gram carries one release's noise per
+	// cohort.
+	sg := rdp.GaussianSigmaFor((1-PersonalFrac)*rho, GramL2(c.Cap)) * math.Sqrt(float64(c.cohortRounds()))
 	lam := c.Lambda + ln*sg*math.Sqrt(float64(m))
 	return float64(c.Roster) < RosterRidge*lam
 }
@@ -166,6 +203,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dpease: pop-diag-snr %v, want ≥ 0", c.PopDiagSNR)
 	case c.Aggregation != protocol.AggIdeal && c.Aggregation != protocol.AggMasked && c.Aggregation != protocol.AggOff:
 		return fmt.Errorf("dpease: aggregation %v: want masked, ideal or off", c.Aggregation)
+	case c.Cohort < 0 || c.CohortRounds < 0 || c.CohortRounds > 1000:
+		return fmt.Errorf("dpease: cohort %d, cohort-rounds %d: want ≥ 0 (cohort-rounds at most 1000)", c.Cohort, c.CohortRounds)
+	case c.CohortRounds > 0 && c.Cohort == 0:
+		return fmt.Errorf("dpease: cohort-rounds %d without a cohort size: set cohort", c.CohortRounds)
 	}
 	return nil
 }

@@ -85,6 +85,19 @@
 //   - off: the server reads every upload; the ε holds only against
 //     observers of the releases.
 //
+// Cohorts (issue 45; Config.Cohort, CohortRounds): each statistic is
+// released over CohortRounds disjoint cohorts, its pooled sums after
+// every round (the model after each cohort). Each device answers at most
+// 2 training rounds at least CohortRounds apart, so whatever cohorts the
+// server picks it enters the counts once and the Gram once: ε is the
+// roster's, no amplification by sampling assumed, and cohort membership
+// is visible to the server. The pooled sums carry one release's noise
+// per cohort. On the integer path each device's Skellam share is drawn
+// for the cohort, every broadcast names the catalog's size (a device in a
+// Gram cohort may have answered no counts round), and Spent composes the
+// costliest counts round and the costliest Gram round with the noise
+// that arrived. Results: docs/results/dpals-cohorts.md.
+//
 // The noise (the server's, or the devices' shares and rounding) is drawn
 // from crypto/rand unless Config.Seeded selects the reproducible test
 // mode (noise from the run's seed; over the network, the devices' shares

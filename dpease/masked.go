@@ -87,11 +87,12 @@ func (s *Server) decode(round, st int, ups []*protocol.Upload) ([]float64, error
 	}
 	ms := &s.mask.Steps[st]
 	out := make([]float64, ms.D)
-	s.st.ArrA[st] = 0
+	rel := round - s.offset()
+	s.st.ArrA[rel] = 0
 	if words != nil {
-		s.st.ArrA[st] = ms.Decode(words, out)
+		s.st.ArrA[rel] = ms.Decode(words, out)
 	}
-	s.st.ArrS[st] = maskplan.Shares(&s.b)
+	s.st.ArrS[rel] = maskplan.Shares(&s.b)
 	return out, nil
 }
 
@@ -121,11 +122,36 @@ func (s *Server) CheckSum(round int, sum *protocol.Upload, inputs int) error {
 	if round < 1 {
 		return maskplan.CheckSetup(round, sum.Words, inputs)
 	}
-	return s.mask.Check(round-1, round, sum.Words, inputs, maskplan.Shares(&s.b))
+	return s.mask.Check(s.stage(round), round, sum.Words, inputs, maskplan.Shares(&s.b))
 }
 
-// released returns the number of releases aggregated so far.
-func (s *Server) released() int { return max(0, min(2, s.st.Round-s.offset())) }
+// released returns the number of releases aggregated so far (over
+// cohorts, one per round).
+func (s *Server) released() int { return max(0, min(2*s.cfg.cohortRounds(), s.st.Round-s.offset())) }
+
+// cohortSpent is Spent on the integer path over cohorts: a device answers
+// at most one counts round and one Gram round, so at every order the
+// costliest counts round's Rényi curve (with the noise that arrived) plus
+// the costliest Gram round's bounds every user's.
+func (s *Server) cohortSpent() float64 {
+	t, n := s.cfg.cohortRounds(), s.released()
+	if n == 0 {
+		return 0
+	}
+	env := rdp.Compose()
+	for stage := range 2 {
+		worst := rdp.Compose()
+		for rel := stage * t; rel < min(n, (stage+1)*t); rel++ {
+			c := s.mask.Steps[stage].Curve(s.st.ArrA[rel], s.st.ArrS[rel])
+			for i := range worst {
+				worst[i] = max(worst[i], c[i])
+			}
+		}
+		env = rdp.Compose(env, worst)
+	}
+	eps, _ := rdp.ToDP(env, s.cfg.Delta)
+	return eps
+}
 
 // Spent implements protocol.Spent: the ε at Delta of the releases so far,
 // for one user added or removed: the zCDP composition of the Gaussian
@@ -140,6 +166,9 @@ func (s *Server) Spent() (eps, delta float64, ok bool) {
 		}
 		return s.led.Epsilon(s.cfg.Delta), s.cfg.Delta, true
 	}
+	if s.cfg.cohortRounds() > 1 {
+		return s.cohortSpent(), s.cfg.Delta, true
+	}
 	return s.mask.Spent(s.st.ArrA, s.st.ArrS, s.released()), s.cfg.Delta, true
 }
 
@@ -147,15 +176,15 @@ func (s *Server) Spent() (eps, delta float64, ok bool) {
 // aggregated last, alone (with the noise that arrived on the integer
 // path); false after the setup round or before any release.
 func (s *Server) RoundSpent() (eps float64, ok bool) {
-	st := s.st.Round - 1 - s.offset()
-	if st < 0 || st > 1 {
+	rel := s.st.Round - 1 - s.offset()
+	if rel < 0 || rel >= 2*s.cfg.cohortRounds() {
 		return 0, false
 	}
 	if s.mask == nil {
 		rs := s.led.Releases()
 		return rdp.ZCDPToDP(rs[len(rs)-1].Rho, s.cfg.Delta), true
 	}
-	return s.mask.StepSpent(st, s.st.ArrA[st], s.st.ArrS[st])
+	return s.mask.StepSpent(s.stage(s.st.Round-1), s.st.ArrA[rel], s.st.ArrS[rel])
 }
 
 // NoiseCoverage implements protocol.NoiseCoverage on the integer path: for
@@ -165,9 +194,9 @@ func (s *Server) RoundSpent() (eps float64, ok bool) {
 // bounds it by the inputs, and a device sending 2 (or 0) moves the figure
 // by one share.
 func (s *Server) NoiseCoverage(rho float64) (coverage, eps float64, ok bool) {
-	st := s.st.Round - 2
-	if s.mask == nil || st < 0 || st > 1 {
+	rel := s.st.Round - 1 - s.offset()
+	if s.mask == nil || rel < 0 || rel >= 2*s.cfg.cohortRounds() {
 		return 0, 0, false
 	}
-	return s.mask.Coverage(st, s.st.ArrA[st], s.st.ArrS[st])
+	return s.mask.Coverage(s.stage(s.st.Round-1), s.st.ArrA[rel], s.st.ArrS[rel])
 }

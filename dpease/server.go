@@ -3,9 +3,11 @@ package dpease
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/privrec/privrec/accountant/rdp"
 	"github.com/privrec/privrec/maskplan"
@@ -67,6 +69,9 @@ type Server struct {
 	// given and seed are NewServer's arguments, for SetRoster.
 	given Config
 	seed  uint64
+	// zeroNoise (tests only) adds no noise, so that the pooled sums can be
+	// compared with a roster run's.
+	zeroNoise bool
 }
 
 // state is the server's state between rounds (its snapshot).
@@ -80,6 +85,11 @@ type state struct {
 	// clients each share was drawn for.
 	Clients    int
 	ArrA, ArrS []int
+	// Over cohorts: the pooled noisy Gram triangle of the Gram rounds so
+	// far and their number (the counts pool in Counts).
+	GramSum     []float64
+	GramRounds  int
+	CountRounds int
 }
 
 const streamNoise uint64 = 0x6470_6561 // "dpea"
@@ -113,7 +123,7 @@ func NewServer(cfg Config, catalog *ratings.Dataset, seed uint64) (*Server, erro
 		if s.mask, err = newMaskPlan(cfg, numItems); err != nil {
 			return nil, err
 		}
-		s.st.ArrA, s.st.ArrS = make([]int, 2), make([]int, 2)
+		s.st.ArrA, s.st.ArrS = make([]int, 2*cfg.cohortRounds()), make([]int, 2*cfg.cohortRounds())
 	}
 	if cfg.Seeded {
 		s.noise = rng.New(seed, streamNoise)
@@ -162,9 +172,44 @@ func pairIndex(a, b, m int) int { return a*m - a*(a-1)/2 + (b - a) }
 
 // Broadcast parameters.
 const (
-	paramStep = "dpease-step" // 0: counts, 1: Gram (absent: the round number)
-	paramFrac = "frac-counts" // the counts' share of ρ, as the server resolved it
+	paramStep   = "dpease-step"   // 0: counts, 1: Gram (absent: the round number)
+	paramFrac   = "frac-counts"   // the counts' share of ρ, as the server resolved it
+	paramCohort = "dpease-cohort" // over cohorts, the cohort's number within its statistic
+	// paramItems is the catalog's size, over cohorts: a device in a Gram
+	// cohort that answered no counts round needs it for the integer
+	// path's plan.
+	paramItems = "dpease-items"
 )
+
+// stage returns the statistic round releases: −1 the setup round, 0 the
+// counts, 1 the Gram (over cohorts, cohortRounds rounds each).
+func (s *Server) stage(round int) int {
+	st := round - s.offset()
+	if st < 0 {
+		return -1
+	}
+	return min(st/s.cfg.cohortRounds(), 1)
+}
+
+// rounds returns the number of rounds of the run.
+func (s *Server) rounds() int { return 2*s.cfg.cohortRounds() + s.offset() }
+
+// countsSigma returns the noise σ of each pooled count: √r·σ_c after r
+// counts rounds (one release's σ_c in a roster run).
+func (s *Server) countsSigma() float64 {
+	return s.sigmaC * math.Sqrt(float64(max(1, s.st.CountRounds)))
+}
+
+// gramPoolSigma returns the Gaussian noise σ of each pooled Gram entry:
+// √r·σ_g after r Gram rounds, and, before any, what the whole run's pool
+// will carry (the ridge is fixed by the config).
+func (s *Server) gramPoolSigma() float64 {
+	r := s.st.GramRounds
+	if r == 0 {
+		r = s.cfg.cohortRounds()
+	}
+	return s.sigmaG * math.Sqrt(float64(r))
+}
 
 // offset is the number of rounds before the counts: 1 (the setup round)
 // on the integer path, else 0.
@@ -181,9 +226,9 @@ func (s *Server) offset() int {
 // follow as rounds 1 and 2, each asking for a dense vector of words.
 func (s *Server) Broadcast(round int) (*protocol.Broadcast, error) {
 	if round != s.st.Round || s.Done() {
-		return nil, fmt.Errorf("dpease: broadcast of round %d, the server is at round %d of %d", round, s.st.Round, 2+s.offset())
+		return nil, fmt.Errorf("dpease: broadcast of round %d, the server is at round %d of %d", round, s.st.Round, s.rounds())
 	}
-	st := round - s.offset()
+	st := s.stage(round)
 	b := &s.b
 	switch st {
 	case -1:
@@ -198,9 +243,18 @@ func (s *Server) Broadcast(round int) (*protocol.Broadcast, error) {
 			NumItems: max(s.n, pairs(s.m)), Items: s.st.Top}
 	}
 	b.Params = map[string]float64{paramStep: float64(st), paramFrac: s.cfg.FracCounts}
+	if t := s.cfg.cohortRounds(); t > 1 {
+		b.Params[paramCohort] = float64((round - s.offset()) % t)
+		b.Params[paramItems] = float64(s.n)
+	}
 	if s.mask != nil {
 		b.Words, b.Bits = s.mask.Steps[st].D+1, 32
 		b.Params[maskplan.ParamClients] = float64(s.st.Clients)
+		if c := s.cfg.Cohort; c > 0 && s.st.Clients > c {
+			// A round's sum holds one cohort: the shares are drawn
+			// for it.
+			b.Params[maskplan.ParamClients] = float64(c)
+		}
 	}
 	return b, nil
 }
@@ -231,9 +285,10 @@ func sum(ups []*protocol.Upload, size int) ([]float64, error) {
 // shares), records the release and updates the public state.
 func (s *Server) Aggregate(round int, ups []*protocol.Upload) error {
 	if round != s.st.Round || s.Done() {
-		return fmt.Errorf("dpease: aggregate of round %d, the server is at round %d of %d", round, s.st.Round, 2+s.offset())
+		return fmt.Errorf("dpease: aggregate of round %d, the server is at round %d of %d", round, s.st.Round, s.rounds())
 	}
-	st := round - s.offset()
+	st := s.stage(round)
+	t := s.cfg.cohortRounds()
 	var sums []float64
 	var err error
 	size := s.n
@@ -250,24 +305,43 @@ func (s *Server) Aggregate(round int, ups []*protocol.Upload) error {
 	switch st {
 	case 0:
 		c := sums
-		if s.mask == nil {
+		if s.mask == nil && !s.zeroNoise {
 			for j := range c {
 				c[j] += s.sigmaC * s.noise.NormFloat64()
 			}
 		}
-		s.led.Gaussian(countsRelease, 1, 1, s.sigmaC)
+		s.led.Gaussian(s.releaseName(countsRelease), 1, 1, s.sigmaC)
+		if s.st.Counts != nil && t > 1 {
+			// Over cohorts the released sums add up: each user is in
+			// one cohort's counts.
+			for j := range c {
+				c[j] += s.st.Counts[j]
+			}
+		}
 		s.st.Counts = c
-		s.m = s.chooseM(c)
-		s.st.Top = TopItems(c, s.m)
+		s.st.CountRounds++
+		if s.st.CountRounds == t {
+			s.m = s.chooseM(c)
+			s.st.Top = TopItems(c, s.m)
+		}
 	case 1:
 		g := sums
-		if s.mask == nil {
+		if s.mask == nil && !s.zeroNoise {
 			for p := range g {
 				g[p] += s.sigmaG * s.noise.NormFloat64()
 			}
 		}
+		s.led.Gaussian(s.releaseName(s.gramRelease()), 1, GramL2(s.cfg.Cap), s.sigmaG)
+		if t > 1 {
+			if s.st.GramSum != nil {
+				for p := range g {
+					g[p] += s.st.GramSum[p]
+				}
+			}
+			s.st.GramSum = slices.Clone(g)
+		}
+		s.st.GramRounds++
 		s.gram = g
-		s.led.Gaussian(s.gramRelease(), 1, GramL2(s.cfg.Cap), s.sigmaG)
 		v, err := s.solve(g)
 		if err != nil {
 			return err
@@ -280,6 +354,16 @@ func (s *Server) Aggregate(round int, ups []*protocol.Upload) error {
 
 // countsRelease names the counts in the ledger.
 const countsRelease = "item counts (indicators / √n_u)"
+
+// releaseName returns the ledger's name of the release of the round
+// being aggregated: over cohorts, name and the cohort's number.
+func (s *Server) releaseName(name string) string {
+	t := s.cfg.cohortRounds()
+	if t == 1 {
+		return name
+	}
+	return fmt.Sprintf("%s, cohort %d of %d", name, (s.st.Round-s.offset())%t+1, t)
+}
 
 // gramRelease names the Gram in the ledger.
 func (s *Server) gramRelease() string {
@@ -298,7 +382,7 @@ func TopItems(c []float64, m int) []int32 {
 }
 
 // Done implements protocol.Server.
-func (s *Server) Done() bool { return s.st.Round >= 2+s.offset() }
+func (s *Server) Done() bool { return s.st.Round >= s.rounds() }
 
 // Round implements protocol.Stateful.
 func (s *Server) Round() int { return s.st.Round }
@@ -342,10 +426,12 @@ func (s *Server) UnmarshalBinary(data []byte) error {
 		return fmt.Errorf("dpease: %w", err)
 	}
 	st := sn.State
-	o := s.offset()
-	if st.Round < 0 || st.Round > 2+o || (st.Round >= 1+o && (len(st.Counts) != s.n || len(st.Top) != s.m)) ||
-		(st.Round == 2+o && len(st.V) != s.n*(s.m+1)) ||
-		(s.mask != nil) != (st.ArrA != nil) || (st.ArrA != nil && (len(st.ArrA) != 2 || len(st.ArrS) != 2)) {
+	o, t := s.offset(), s.cfg.cohortRounds()
+	if st.Round < 0 || st.Round > s.rounds() || (st.Round >= t+o && (len(st.Counts) != s.n || len(st.Top) != s.m)) ||
+		(st.Round > o && st.Round < t+o && len(st.Counts) != s.n) ||
+		(st.Round >= t+o+1 && len(st.V) != s.n*(s.m+1)) ||
+		(t > 1 && st.Round >= t+o+1 && len(st.GramSum) != pairs(s.m)) ||
+		(s.mask != nil) != (st.ArrA != nil) || (st.ArrA != nil && (len(st.ArrA) != 2*t || len(st.ArrS) != 2*t)) {
 		return errors.New("dpease: the snapshot does not fit this server")
 	}
 	s.st = st
@@ -369,7 +455,11 @@ func (s *Server) Report() *Report {
 
 // report is the report of the releases in l.
 func (s *Server) report(l rdp.Ledger) *Report {
-	r := &Report{Ledger: l, Rho: s.rho, Eps: l.Epsilon(s.cfg.Delta), EpsReplace: rdp.ZCDPToDP(4*l.Rho(), s.cfg.Delta)}
+	rho := l.Rho()
+	if s.cfg.cohortRounds() > 1 {
+		rho = userRho(l)
+	}
+	r := &Report{Ledger: l, Rho: s.rho, Eps: rdp.ZCDPToDP(rho, s.cfg.Delta), EpsReplace: rdp.ZCDPToDP(4*rho, s.cfg.Delta)}
 	r.Stats = s.stats()
 	r.Stats["eps_counts"], r.Stats["eps_gram"] = s.ReleaseEps()
 	if s.mask != nil {
@@ -395,8 +485,19 @@ func (s *Server) stats() map[string]float64 {
 // config, never on the data.
 func (s *Server) PlannedReport() *Report {
 	var l rdp.Ledger
-	l.Gaussian(countsRelease, 1, 1, s.sigmaC)
-	l.Gaussian(s.gramRelease(), 1, GramL2(s.cfg.Cap), s.sigmaG)
+	t := s.cfg.cohortRounds()
+	name := func(n string, i int) string {
+		if t == 1 {
+			return n
+		}
+		return fmt.Sprintf("%s, cohort %d of %d", n, i+1, t)
+	}
+	for i := range t {
+		l.Gaussian(name(countsRelease, i), 1, 1, s.sigmaC)
+	}
+	for i := range t {
+		l.Gaussian(name(s.gramRelease(), i), 1, GramL2(s.cfg.Cap), s.sigmaG)
+	}
 	return s.report(l)
 }
 
@@ -413,15 +514,31 @@ func (s *Server) ReleaseEps() (counts, gram float64) {
 }
 
 // Rounds returns the number of rounds the server of cfg broadcasts: the
-// counts and the Gram, after a setup round on the integer path
-// (secagg=masked) that counts the clients. A client refuses a round
-// numbered past it.
+// counts and the Gram (over cohorts, CohortRounds rounds of each), after
+// a setup round on the integer path (secagg=masked) that counts the
+// clients. A client refuses a round numbered past it.
 func Rounds(cfg Config) (int, error) {
 	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
 	if cfg.Aggregation == protocol.AggMasked {
-		return 3, nil
+		return 1 + 2*cfg.cohortRounds(), nil
 	}
-	return 2, nil
+	return 2 * cfg.cohortRounds(), nil
+}
+
+// userRho returns the most ρ one user is charged by the releases of l in
+// a run over cohorts: a device answers at most one round of each
+// statistic (Config.Participation), so the costliest counts release plus
+// the costliest Gram release.
+func userRho(l rdp.Ledger) float64 {
+	var c, g float64
+	for _, r := range l.Releases() {
+		if strings.HasPrefix(r.Name, countsRelease) {
+			c = max(c, r.Rho)
+		} else {
+			g = max(g, r.Rho)
+		}
+	}
+	return c + g
 }

@@ -97,7 +97,7 @@ func (s *Server) chooseM(c []float64) int {
 	if !(s.snr > 0) {
 		return m
 	}
-	return max(1, min(m, signalItems(c, s.snr*s.sigmaC)))
+	return max(1, min(m, signalItems(c, s.snr*s.countsSigma())))
 }
 
 // PopDiag reports whether the solve takes the top items' popularity from
@@ -106,7 +106,7 @@ func (s *Server) chooseM(c []float64) int {
 // alone).
 func (s *Server) PopDiag() bool {
 	k := s.cfg.PopDiagSNR
-	return !s.popMode && k > 0 && s.st.Counts != nil && (math.IsInf(k, 1) || signalItems(s.st.Counts, k*s.sigmaC) < s.m)
+	return !s.popMode && k > 0 && s.st.Counts != nil && (math.IsInf(k, 1) || signalItems(s.st.Counts, k*s.countsSigma()) < s.m)
 }
 
 // signalItems returns the number of entries of c at or above thr.
@@ -122,7 +122,7 @@ func signalItems(c []float64, thr float64) int {
 
 // Lambda returns the ridge of the EASE solve.
 func (s *Server) Lambda() float64 {
-	return s.cfg.Lambda + s.cfg.LambdaNoise*s.sigmaG*math.Sqrt(float64(s.m))
+	return s.cfg.Lambda + s.cfg.LambdaNoise*s.gramPoolSigma()*math.Sqrt(float64(s.m))
 }
 
 // gramNoiseSigma returns the standard deviation of the noise in each
@@ -132,11 +132,18 @@ func (s *Server) Lambda() float64 {
 // counts, never of the data.
 func (s *Server) gramNoiseSigma() float64 {
 	if s.mask == nil {
-		return s.sigmaG
+		return s.gramPoolSigma()
 	}
-	f := 1.0
-	if s.st.ArrS[1] > 0 {
-		f = math.Min(1, float64(s.st.ArrA[1])/float64(s.st.ArrS[1]))
+	// Over cohorts the pooled Gram carries the noise that arrived in
+	// each Gram round so far.
+	t := s.cfg.cohortRounds()
+	var f float64
+	for rel := t; rel < t+max(1, s.st.GramRounds); rel++ {
+		if s.st.ArrS[rel] > 0 {
+			f += math.Min(1, float64(s.st.ArrA[rel])/float64(s.st.ArrS[rel]))
+		} else {
+			f++
+		}
 	}
 	return s.mask.Steps[1].NoiseSigma(0) * math.Sqrt(f)
 }

@@ -40,6 +40,9 @@ func dpalsFields(c *dpals.Config) []Field {
 		floatF("frac-init", &c.FracInit, "share of the factor budget spent on the warm start when rounds > 0"),
 		floatF("init-floor", &c.InitFloor, "warm-start components kept above this multiple of the noise's spectral norm"),
 		floatF("init", &c.InitScale, "standard deviation of the public initial item factors"),
+		intF("cohort", &c.Cohort, "users asked per training round, a cohort the server picks out of the population (0: every user every round, a roster run); no amplification by sampling is assumed"),
+		intF("rounds-per-user", &c.RoundsPerUser, "most training rounds one user's device answers, enforced by the device; the noise is calibrated so that the costliest rounds it may answer spend ε (0: every round)"),
+		intF("min-gap", &c.MinGap, "least difference between the numbers of two training rounds one device answers, enforced by the device (0 or 1: none)"),
 		aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation for real: quantized dense vectors with distributed Skellam noise, the server sees only sums), ideal (the server receives only the sums of the users' statistics and adds the noise; in process, the ideal functionality of secure aggregation) or off (the server reads every user's statistics, and the claim does not hold against it)"),
 	}
 }
@@ -69,8 +72,12 @@ func dpalsResult(cfg *dpals.Config, rep *dpals.Report, train *ratings.Dataset) *
 			"below are the Gaussian plan the integer noise stands for (its σ scaled by %.4g)", math.Sqrt(1+rep.Stats["skellam_eta"]))
 	}
 	p.Neighbouring, p.EpsReplace = dpals.Neighbouring, rep.EpsReplace
-	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total; neighbouring relation: %s, ε = %.4g at δ = %g; "+
-		"replace-one: ε = %.4g at the same δ", p.Note, len(p.Releases), rep.Ledger.Rho(), dpals.Neighbouring, rep.Eps, cfg.Delta, rep.EpsReplace)
+	if pa := rep.Participation; pa != (protocol.Participation{}) {
+		p.Note += "; " + fmt.Sprintf(dpals.CohortNote, pa.Cohort, pa.MaxRounds, pa.MinGap, rep.Ledger.Rho(), len(rep.UserRounds), rep.UserRounds, rep.UserRho)
+		p.Neighbouring = dpals.Neighbouring + "; " + dpals.CohortNeighbouring
+	}
+	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total, at most %.4g for one user; neighbouring relation: %s, ε = %.4g at δ = %g; "+
+		"replace-one: ε = %.4g at the same δ", p.Note, len(p.Releases), rep.Ledger.Rho(), rep.UserRho, p.Neighbouring, rep.Eps, cfg.Delta, rep.EpsReplace)
 	if !cfg.Aggregation.Secure() {
 		p.Trusted = "the server, which read every user's statistics (secagg=off)"
 		p.Note = "secagg=off: the server read every user's statistics, so the ε below does not hold against the server, " +
@@ -118,6 +125,12 @@ func dpalsFederated() *Federated {
 		},
 		func(cfg *dpals.Config) protocol.Aggregation { return cfg.Aggregation })
 	f.Rounds = roundsOf(func(cfg *dpals.Config) (int, error) { return dpals.Rounds(*cfg) })
+	f.Participation = func(cfg any) protocol.Participation {
+		if c, ok := cfg.(*dpals.Config); ok {
+			return c.Participation()
+		}
+		return protocol.Participation{}
+	}
 	return f
 }
 

@@ -153,3 +153,58 @@ func TestDPALSMasked(t *testing.T) {
 		})
 	}
 }
+
+// TestDPALSCohortFields: dp-als's cohort parameters configure a run over
+// cohorts from text (as privrec evaluate's flags do), the served method
+// gives the devices their limits, negative limits are refused, and the
+// Result's claim says what ε rests on, on the Gaussian and the integer
+// path.
+func TestDPALSCohortFields(t *testing.T) {
+	s, _ := method.Lookup("dp-als")
+	pm, err := method.Protocol("dp-als")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []map[string]string{
+		{"cohort": "-1"}, {"rounds-per-user": "-2"}, {"min-gap": "-1"},
+	} {
+		cfg, err := s.Configure(bad)
+		if err == nil {
+			_, _, err = s.Fit(method.WithTestMode(context.Background()), fedData(t, ratings.Scale{}), cfg, 1, nil)
+		}
+		if err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	cfg, err := s.Configure(map[string]string{"cohort": "20", "rounds-per-user": "2", "min-gap": "3", "bias-rounds": "6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pm.Participation(cfg), (protocol.Participation{Cohort: 20, MaxRounds: 2, MinGap: 3}); got != want {
+		t.Errorf("Participation = %+v, want %+v", got, want)
+	}
+	if got := pm.Participation(s.New()); got != (protocol.Participation{}) {
+		t.Errorf("defaults: Participation = %+v, want a roster run", got)
+	}
+	for _, agg := range []string{"ideal", "masked"} {
+		if err := s.Set(cfg, "secagg", agg); err != nil {
+			t.Fatal(err)
+		}
+		_, res, err := s.Fit(method.WithTestMode(context.Background()), fedData(t, ratings.Scale{}), cfg, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := res.Privacy
+		if p.EpsTotal < 0.999 || p.EpsTotal > 1.000001 || res.Stats["rounds_per_user"] != 2 {
+			t.Errorf("%s: ε = %g, rounds per user %g: want the target 1 over 2 rounds", agg, p.EpsTotal, res.Stats["rounds_per_user"])
+		}
+		for _, want := range []string{"cohorts of 20 users", "no amplification by sampling", "at most 2 training rounds", "cohort membership is visible"} {
+			if !strings.Contains(p.Note, want) {
+				t.Errorf("%s: note lacks %q: %s", agg, want, p.Note)
+			}
+		}
+		if !strings.Contains(p.Neighbouring, "cohort membership is visible") {
+			t.Errorf("%s: neighbouring relation %q does not fix the cohorts", agg, p.Neighbouring)
+		}
+	}
+}

@@ -51,6 +51,8 @@ func dpeaseFields(c *dpease.Config) []Field {
 		boolF("shrink", &c.Shrink, "weigh the item-item part by the personalisation the released Gram carries (its signal over the known noise) and list DP popularity when the public roster is too small for the budget (false: the issue-33 rule)"),
 		boolF("seeded", &c.Seeded, "test mode: the noise is drawn from the run's seed (reproducible), not crypto/rand"),
 		intF("workers", &c.Workers, "parallel client workers (0: all cores)"),
+		intF("cohort", &c.Cohort, "users asked per round, a cohort the server picks (0: every user, a roster run); each statistic is released over cohort-rounds disjoint cohorts, pooled after each (the model after each cohort), and each device answers at most one round of each, so ε is the roster's whatever the server picks"),
+		intF("cohort-rounds", &c.CohortRounds, "cohorts (rounds) per statistic when cohort > 0 (0: 1); cohort × cohort-rounds ≥ the population lets every user take part"),
 		aggF("secagg", &c.Aggregation, "aggregation: masked (secure aggregation for real: each device uploads its counts and Gram triangle quantized, with its share of distributed Skellam noise, and the server sees only the sums; privrec serve's default), ideal (the server receives only the sums and adds Gaussian noise; in process, the ideal functionality of secure aggregation) or off (the server reads every upload, and the claim does not hold against it)"),
 	}
 }
@@ -78,6 +80,15 @@ func dpeaseResult(c dpease.Config, rep *dpease.Report, v []float32, dim int) *Re
 	}
 	p.Note = fmt.Sprintf("%s; %d releases, ρ = %.4g in total; ε per release alone: counts %.4g, Gram %.4g; total ε = %.4g at δ = %g "+
 		"(%s), replace-one ε = %.4g", p.Note, len(p.Releases), rep.Ledger.Rho(), ec, eg, rep.Eps, c.Delta, dpeaseNeighbouring, rep.EpsReplace)
+	if pa := c.Participation(); pa != (protocol.Participation{}) {
+		p.Note += fmt.Sprintf("; released over disjoint cohorts of %d users (%d rounds per statistic, the pooled sums released after "+
+			"each: the model after each cohort): each device answers at most %d training rounds, two at least %d apart, so it enters "+
+			"the counts once and the Gram once whatever cohorts the server picks; no amplification by sampling is assumed, and ε "+
+			"is that of one counts and one Gram release (each round's noise at the release's full ρ, the pooled sums carrying one "+
+			"release's noise per cohort); cohort membership is visible to the server (the neighbouring relation keeps it fixed)",
+			pa.Cohort, max(1, c.CohortRounds), pa.MaxRounds, pa.MinGap)
+		p.Neighbouring = dpeaseNeighbouring + "; over cohorts, the rounds each user is asked and answers are the same in both datasets"
+	}
 	if !dpease.Personal(v, dim) {
 		p.Note += "; the released statistics carry no personalisation here (the Gram's signal is below its known noise, " +
 			"or the public roster is too small for the budget): list = DP popularity"
@@ -134,6 +145,12 @@ func init() {
 			return nil, err
 		}
 		return dpease.NewServer(c.WithRoster(items), items, seed)
+	}
+	fed.Participation = func(cfg any) protocol.Participation {
+		if c, ok := cfg.(*dpease.Config); ok {
+			return c.Participation()
+		}
+		return protocol.Participation{}
 	}
 	fed.Rounds = roundsOf(func(cfg *dpease.Config) (int, error) {
 		c, err := dpeaseConfig(cfg)

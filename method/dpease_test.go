@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 )
 
@@ -44,5 +45,53 @@ func TestDPEaseSaysWhenListIsPopularity(t *testing.T) {
 				t.Errorf("note says DP popularity: %v, want %v (frac_counts %v)\n%s", got, tc.popularity, res.Stats["frac_counts"], res.Privacy.Note)
 			}
 		})
+	}
+}
+
+// TestDPEaseCohortFields: dp-ease's cohort parameters configure a run
+// over disjoint cohorts from text, the served method gives the devices
+// one round of each statistic (2 rounds, cohort-rounds apart),
+// cohort-rounds without a cohort is refused, and the claim says what ε
+// rests on.
+func TestDPEaseCohortFields(t *testing.T) {
+	s, _ := method.Lookup("dp-ease")
+	pm, err := method.Protocol("dp-ease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	train := fedData(t, ratings.Scale{})
+	for _, bad := range []map[string]string{
+		{"cohort": "-1"}, {"cohort-rounds": "3"},
+	} {
+		cfg, err := s.Configure(bad)
+		if err == nil {
+			_, _, err = s.Fit(method.WithTestMode(context.Background()), train, cfg, 1, nil)
+		}
+		if err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	cfg, err := s.Configure(map[string]string{"cohort": "20", "cohort-rounds": "4", "top-items": "8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pm.Participation(cfg), (protocol.Participation{Cohort: 20, MaxRounds: 2, MinGap: 4}); got != want {
+		t.Errorf("Participation = %+v, want %+v", got, want)
+	}
+	if n, err := pm.Rounds(cfg); err != nil || n != 8 {
+		t.Errorf("Rounds = %d, %v: want 8", n, err)
+	}
+	_, res, err := s.Fit(method.WithTestMode(context.Background()), train, cfg, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Privacy
+	if p.EpsTotal < 0.999999 || p.EpsTotal > 1.000001 || len(p.Releases) != 8 {
+		t.Errorf("ε = %g over %d releases: want the target 1 over 4 + 4", p.EpsTotal, len(p.Releases))
+	}
+	for _, want := range []string{"disjoint cohorts of 20 users", "no amplification by sampling", "enters the counts once and the Gram once"} {
+		if !strings.Contains(p.Note, want) {
+			t.Errorf("note lacks %q: %s", want, p.Note)
+		}
 	}
 }

@@ -27,6 +27,14 @@
 // so a result depends on the seed only, never on the worker count or on
 // scheduling. A network transport implements the same interface.
 //
+// A run over cohorts of a population (issue 45; Participation, the
+// method's limits): Cohorts asks each training round only the clients a
+// CohortChooser picks (SeededCohort, an honest server's uniform choice
+// among the clients whose limits allow the round), and wraps every client
+// in Limit, so that it answers at most Participation.MaxRounds training
+// rounds, two at least MinGap apart, whatever the chooser picks;
+// RunOptions.Participation and Choose route Run through it.
+//
 // Run drives the rounds until the server is Done, optionally records the
 // transcript of everything the server sends and receives (WriteTranscript
 // format, read back by TranscriptReader, for attack tests) and calls

@@ -25,6 +25,9 @@ type InMem struct {
 	seed    uint64
 	ups     []*Upload
 	chunk   int
+	// asked, when not nil, marks the clients asked this round (Cohorts):
+	// the others sit it out, their Round not called, their uploads nil.
+	asked []bool
 }
 
 // NewInMem returns an in-process transport for clients. workers <= 0 means
@@ -81,6 +84,9 @@ func (t *InMem) Exchange(ctx context.Context, b *Broadcast) ([]*Upload, error) {
 					return
 				}
 				for k := lo; k < min(lo+t.chunk, n); k++ {
+					if t.asked != nil && !t.asked[k] {
+						continue
+					}
 					c := t.clients[k]
 					src.Seed(rng.Seed(t.seed, uint64(c.ID()), uint64(b.Round)))
 					up, err := c.Round(b, r)

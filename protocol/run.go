@@ -59,12 +59,28 @@ type RunOptions struct {
 	// run, with the same clients, from the round after its last
 	// aggregation. MaxRounds still counts from round 0.
 	StartRound int
+	// Participation, when not the zero value (a roster run), runs the
+	// clients in process over cohorts (Cohorts): each training round asks
+	// Participation.Cohort of the clients whose limits allow it, picked by
+	// Choose (nil: SeededCohort(Seed)), and every client enforces
+	// MaxRounds and MinGap itself (Limit).
+	Participation Participation
+	// Choose, when not nil, picks each training round's cohort (a server's
+	// choice, honest or not); it implies the cohort transport even for a
+	// zero Participation.
+	Choose CohortChooser
 }
 
 // Run runs srv with clients in process (InMem transport) until srv is
 // Done.
 func Run(ctx context.Context, srv Server, clients []Client, opt RunOptions) error {
-	tr, err := NewInMem(clients, opt.Workers, opt.Seed)
+	var tr Transport
+	var err error
+	if opt.Participation != (Participation{}) || opt.Choose != nil {
+		tr, err = NewCohorts(clients, opt.Participation, opt.Choose, opt.Workers, opt.Seed)
+	} else {
+		tr, err = NewInMem(clients, opt.Workers, opt.Seed)
+	}
 	if err != nil {
 		return err
 	}
