@@ -14,27 +14,6 @@ import (
 	"github.com/privrec/privrec/ratings"
 )
 
-// limited is a registered method served with participation limits of
-// its own (until a method's configuration carries them, the tests give
-// them here): the server and the clients both resolve it.
-type limited struct {
-	protocol.Method
-	part protocol.Participation
-}
-
-func (m limited) Participation(any) protocol.Participation { return m.part }
-
-// methodsWith resolves every method as method.Protocol does, with m in
-// place of its name.
-func methodsWith(m protocol.Method) func(string) (protocol.Method, error) {
-	return func(name string) (protocol.Method, error) {
-		if name == m.Name() {
-			return m, nil
-		}
-		return method.Protocol(name)
-	}
-}
-
 // TestCohortRounds: a masked dp-als run over TLS in which every round
 // takes a cohort of 20 of the 60 enrolled clients: each round's sum
 // holds its cohort alone, and no client answers more training rounds
@@ -44,9 +23,10 @@ func TestCohortRounds(t *testing.T) {
 		t.Skip("-short: a masked cohort run over TLS loopback; go test without -short runs it")
 	}
 	d, spl := smallCatalog(t, 60, 300)
-	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "2", "init-items": "10"})
-	part := protocol.Participation{Cohort: 20, MaxRounds: 3, MinGap: 2}
-	m := limited{served("dp-als"), part}
+	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "2", "init-items": "10",
+		"cohort": "20", "rounds-per-user": "3", "min-gap": "2"})
+	m := served("dp-als")
+	part := m.Participation(cfg)
 	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: 20 * time.Second}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
@@ -55,7 +35,7 @@ func TestCohortRounds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sess, err := Dial(ctx, ClientConfig{Methods: methodsWith(m), URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
+	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
 		Insecure: true, Logger: quietLog(), Retry: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -114,9 +94,10 @@ func TestRedTeamCohortOverLimits(t *testing.T) {
 		t.Skip("-short: a cohort run over TLS loopback; go test without -short runs it")
 	}
 	d, spl := smallCatalog(t, 30, 200)
-	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "2", "init-items": "10"})
-	part := protocol.Participation{Cohort: 10, MaxRounds: 2, MinGap: 3}
-	m := limited{served("dp-als"), part}
+	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "2", "init-items": "10",
+		"cohort": "10", "rounds-per-user": "2", "min-gap": "3"})
+	m := served("dp-als")
+	part := m.Participation(cfg)
 	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: time.Second, MinParticipants: 0.5}, "127.0.0.1:0")
 	h.srv.testCohort = func(b *protocol.Broadcast, cohort map[uint32]bool) {
@@ -132,7 +113,7 @@ func TestRedTeamCohortOverLimits(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sess, err := Dial(ctx, ClientConfig{Methods: methodsWith(m), URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
+	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
 		Insecure: true, Logger: quietLog(), Retry: 30 * time.Second, Memory: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -238,9 +219,10 @@ func TestCohortLateArrivals(t *testing.T) {
 		t.Skip("-short: a cohort run over TLS loopback; go test without -short runs it")
 	}
 	d, spl := smallCatalog(t, 60, 300)
-	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "3", "init-items": "10"})
-	part := protocol.Participation{Cohort: 20, MaxRounds: 3, MinGap: 2}
-	m := limited{served("dp-als"), part}
+	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "3", "init-items": "10",
+		"cohort": "20", "rounds-per-user": "3", "min-gap": "2"})
+	m := served("dp-als")
+	part := m.Participation(cfg)
 	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d), MinClients: 40,
 		StateDir: t.TempDir(), RoundTimeout: 20 * time.Second}, "127.0.0.1:0")
 	hc, err := HTTPClient(h.ca)
@@ -250,7 +232,7 @@ func TestCohortLateArrivals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dial := func(progress func(Progress)) *Session {
-		sess, err := Dial(ctx, ClientConfig{Methods: methodsWith(m), URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
+		sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
 			Insecure: true, Logger: quietLog(), Retry: 30 * time.Second, Progress: progress})
 		if err != nil {
 			t.Fatal(err)
