@@ -166,6 +166,16 @@ func New(t Transport, hello []byte) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	limited := cfg.Cohort > 0 || cfg.RoundsPerUser > 0 || cfg.MinGap > 1
+	if ease != nil {
+		limited = ease.Cohort > 0
+	}
+	if limited {
+		// The page keeps no per-round participation record and does not
+		// join cohorts: it must not take part in a run whose privacy
+		// rests on the device enforcing its limits.
+		return nil, fmt.Errorf("webclient: the server runs %s over cohorts with participation limits, which this page does not take part in yet: use privrec client", h.Method)
+	}
 	if h.Aggregation != "masked" || agg != protocol.AggMasked {
 		return nil, fmt.Errorf("webclient: the server runs %s with aggregation %q; the page takes part only in masked rounds (secure aggregation), where the server sees sums", h.Method, h.Aggregation)
 	}

@@ -34,6 +34,7 @@ func dpalsConfig(name string, params map[string]string) (dpals.Config, error) {
 	ints := map[string]*int{
 		"dim": &c.Dim, "bias-rounds": &c.BiasRounds, "rounds": &c.Rounds, "max-ratings": &c.MaxRatings,
 		"top-items": &c.TopItems, "user-features": &c.UserFeatures, "init-items": &c.InitItems,
+		"cohort": &c.Cohort, "rounds-per-user": &c.RoundsPerUser, "min-gap": &c.MinGap,
 	}
 	bools := map[string]*bool{"pool-bias": &c.PoolBias, "shared-gram": &c.SharedGram}
 	if err := setFields(name, params, floats, ints, bools, &c.Aggregation); err != nil {
@@ -51,7 +52,8 @@ func dpeaseConfig(params map[string]string) (dpease.Config, error) {
 		"eps": &c.Eps, "delta": &c.Delta, "frac-counts": &c.FracCounts, "lambda": &c.Lambda,
 		"lambda-noise": &c.LambdaNoise, "pop-weight": &c.PopWeight, "pop-diag-snr": &c.PopDiagSNR,
 	}
-	ints := map[string]*int{"top-items": &c.TopItems, "cap": &c.Cap, "workers": &c.Workers, "roster": &c.Roster}
+	ints := map[string]*int{"top-items": &c.TopItems, "cap": &c.Cap, "workers": &c.Workers, "roster": &c.Roster,
+		"cohort": &c.Cohort, "cohort-rounds": &c.CohortRounds}
 	bools := map[string]*bool{"seeded": &c.Seeded, "shrink": &c.Shrink}
 	if err := setFields("dp-ease", params, floats, ints, bools, &c.Aggregation); err != nil {
 		return c, err

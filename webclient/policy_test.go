@@ -102,3 +102,30 @@ func TestActivePolicy(t *testing.T) {
 		t.Errorf("799 survivors of 1000 at a floor of 0.8: %v", err)
 	}
 }
+
+// TestCohortPlansRefused: the page keeps no per-round participation
+// record and joins no cohort, so it refuses every plan whose privacy
+// rests on the device enforcing participation limits, and takes the
+// same methods' roster plans.
+func TestCohortPlansRefused(t *testing.T) {
+	tests := []struct {
+		method string
+		config map[string]string
+		refuse bool
+	}{
+		{"dp-als", map[string]string{"secagg": "masked"}, false},
+		{"dp-als", map[string]string{"secagg": "masked", "cohort": "100"}, true},
+		{"dp-als", map[string]string{"secagg": "masked", "rounds-per-user": "2"}, true},
+		{"dp-als", map[string]string{"secagg": "masked", "min-gap": "3"}, true},
+		{"dp-ease", map[string]string{"secagg": "masked"}, false},
+		{"dp-ease", map[string]string{"secagg": "masked", "cohort": "100", "cohort-rounds": "3"}, true},
+	}
+	for _, tt := range tests {
+		plan, _ := json.Marshal(map[string]any{"method": tt.method, "config": tt.config, "aggregation": "masked",
+			"catalog": map[string]any{"itemIds": []string{"1", "2"}}, "scale": map[string]any{"min": 1, "max": 5, "step": 1}})
+		_, err := New(nil, plan)
+		if refused := err != nil && strings.Contains(err.Error(), "cohorts"); refused != tt.refuse {
+			t.Errorf("%s %v: New: %v; want refused = %v", tt.method, tt.config, err, tt.refuse)
+		}
+	}
+}

@@ -24,6 +24,13 @@ var omitted = map[protoreflect.FullName]map[string]string{
 	"privrec.federation.v1.EnrollRequest": {
 		"token": "the vendor's enrolment token: the page enrols one person with a one-time code",
 	},
+	"privrec.federation.v1.GetRoundRequest": {
+		"join": "the page takes part in no cohort run: New refuses a plan with participation limits",
+	},
+	"privrec.federation.v1.GetRoundResponse": {
+		"gathering": "a cohort run's gathering: New refuses such plans",
+		"inCohort":  "a cohort run's membership: New refuses such plans",
+	},
 	"privrec.federation.v1.UploadRequest": {
 		"sparse": "per-item statistics in the clear: the page sends Upload only without a payload (see uploadRequest)",
 		"masked": "the page sends its masked vectors through SecAgg, never through Upload",
