@@ -107,6 +107,17 @@ and waits on. Uploads that are late, duplicate, malformed, of the wrong
 shape, non-finite or out of range (|value| > --max-abs) are refused with an
 error saying why, counted in /metrics by reason, and change nothing.
 
+Cohorts: dp-als and dp-ease configured with --cohort N run over a
+population rather than a roster. Each round first gathers its cohort, the
+first N clients that offer to join, and runs with them alone (floor,
+secure-aggregation session and noise shares counted on the cohort);
+enrolment stays open, so devices that arrive late join later cohorts.
+Each client offers only the rounds its plan's limits allow (dp-als:
+--rounds-per-user, --min-gap; dp-ease: one round of each statistic),
+which it remembers across restarts, so the run's user-level ε holds
+whichever clients this server takes. The ledger records each round's
+cohort beside the population.
+
 Aggregation: the HDPMF family, LDP-OP, RSMF, dp-als, dp-biases and dp-ease
 run with --secagg masked by default here: each round's uploads are quantized
 integer vectors over every coordinate of the round (every item; LDP-OP: every
