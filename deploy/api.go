@@ -118,6 +118,14 @@ func (s *Server) Upload(ctx context.Context, req *connect.Request[fedv1.UploadRe
 		return nil, s.rejectErr(connect.CodeInvalidArgument, reason, "%v", err)
 	}
 	s.mu.Lock()
+	w := s.weightOf(id)
+	s.mu.Unlock()
+	if u != nil && w > 1 {
+		// A plain upload is one user's: read or summed, it would count
+		// once for the party's w users.
+		return nil, s.rejectErr(connect.CodeInvalidArgument, "party", "client %d answers for %d users as one party, which sends masked sums only, not a plain upload", id, w)
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.open || s.round != round {
 		s.met.reject("late")
@@ -129,8 +137,8 @@ func (s *Server) Upload(ctx context.Context, req *connect.Request[fedv1.UploadRe
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("upload refused (duplicate): client %d already answered round %d", id, round))
 	}
 	s.ups[k], s.answered[k] = u, true
-	s.nAnswer++
-	if s.nAnswer == len(s.order) {
+	s.nAnswer += w
+	if s.nAnswer == s.usersLocked() {
 		close(s.all)
 	}
 	s.met.accept()
