@@ -6,12 +6,15 @@ import (
 	crand "crypto/rand"
 	"fmt"
 	"math"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/privrec/privrec/datasets"
 	"github.com/privrec/privrec/eval"
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
 	"github.com/privrec/privrec/method"
@@ -264,4 +267,50 @@ func TestPartyEnrolment(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "party") {
 		t.Fatalf("a party's plain upload: %v, want a refusal naming the party", err)
 	}
+}
+
+// TestPartiesML1M is the target: ML-1M's 6,040 users split among
+// 3 vendors, each one party, dp-als at its defaults on the integer path
+// (masked, honest-but-curious protocol, test mode, split random:0.8 with
+// seed 1) served over TLS on 127.0.0.1: the published V equals the
+// in-process run's bit for bit and the test RMSE to 1e-9. It logs the
+// served run's wall time and the process's peak RSS (server, 3 parties
+// and the in-process reference together). About a minute of both cores:
+// it runs only with PRIVREC_DATA set (the ML-1M files under it) and
+// without -short.
+func TestPartiesML1M(t *testing.T) {
+	if testing.Short() || os.Getenv("PRIVREC_DATA") == "" {
+		t.Skip("serves dp-als on ML-1M to 3 parties (about a minute of both cores): set PRIVREC_DATA to the folder holding ml-1m and leave out -short to run")
+	}
+	d, _, err := datasets.Open("ml-1m", ratings.LoadOptions{})
+	if err != nil {
+		t.Skipf("ML-1M is not readable under PRIVREC_DATA=%s: %v", os.Getenv("PRIVREC_DATA"), err)
+	}
+	sp, err := ratings.ParseSplit("random:0.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	splits, err := sp.Apply(d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spl := splits[0]
+	r := runParties(t, d, spl, "dp-als", map[string]string{"secagg": "masked"}, 1, partySetup{parties: 3})
+	if k := firstDiff(r.got.V, r.want.V); k >= 0 {
+		t.Fatalf("V[%d] = %v served by 3 parties, %v in process", k, r.got.V[k], r.want.V[k])
+	}
+	e1, e2 := eval.Rating(r.got, r.test), eval.Rating(r.want, r.test)
+	if math.Abs(e1.RMSE-e2.RMSE) > 1e-9 {
+		t.Fatalf("test RMSE %v served by 3 parties, %v in process", e1.RMSE, e2.RMSE)
+	}
+	users := spl.Train.NumUsers()
+	for _, e := range r.led {
+		if e.Enrolled != users || e.Participants != users {
+			t.Errorf("round %d (%s): enrolled %d, participants %d; want %d users", e.Round, e.Phase, e.Enrolled, e.Participants, users)
+		}
+	}
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	t.Logf("ML-1M: %d users, 3 parties, %d rounds served in %v; test RMSE %.16f served, %.16f in process; peak RSS of the test process %d MB",
+		users, len(r.led), r.took.Round(time.Millisecond), e1.RMSE, e2.RMSE, ru.Maxrss/1024)
 }
