@@ -28,7 +28,7 @@ func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRou
 	for {
 		s.mu.Lock()
 		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot, EpsTotal: s.epsTotal, Delta: s.delta,
-			Enrolled: int32(len(s.enrolled)), MinClients: int32(s.cfg.MinClients)}
+			Enrolled: int32(s.usersLocked()), MinClients: int32(s.cfg.MinClients)}
 		ready := s.state == fedv1.RunState_RUN_STATE_DONE
 		if s.open && (s.round > after || boot != s.boot || (s.sa != nil && session != "" && s.sa.session != session)) {
 			resp.Broadcast, ready = s.wire, true

@@ -219,6 +219,13 @@ func TestPartyEnrolment(t *testing.T) {
 	if got := s.Users(); got != 42 {
 		t.Fatalf("Users = %d after a party of 40 and 2 devices, want 42", got)
 	}
+	hello, err := s.Hello(context.Background(), connect.NewRequest(&fedv1.HelloRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hello.Msg.GetEnrolled(); got != 42 {
+		t.Fatalf("Hello: %d enrolled, want 42 users", got)
+	}
 	cases := []struct {
 		name    string
 		users   uint32

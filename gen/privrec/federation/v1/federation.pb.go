@@ -146,6 +146,8 @@ type HelloResponse struct {
 	// The number of clients enrolled, and the number the first round waits
 	// for: while enrolling, the run starts once min_clients are in. (The
 	// server learns the number of participants anyway; a client shows it.)
+	// Both count users: a party counts the users it answers for
+	// (EnrollRequest.users).
 	Enrolled      int32 `protobuf:"varint,9,opt,name=enrolled,proto3" json:"enrolled,omitempty"`
 	MinClients    int32 `protobuf:"varint,10,opt,name=min_clients,json=minClients,proto3" json:"min_clients,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -642,7 +644,8 @@ type GetRoundResponse struct {
 	EpsTotal float64 `protobuf:"fixed64,5,opt,name=eps_total,json=epsTotal,proto3" json:"eps_total,omitempty"`
 	Delta    float64 `protobuf:"fixed64,6,opt,name=delta,proto3" json:"delta,omitempty"`
 	// The number of clients enrolled, and the number the first round waits
-	// for (HelloResponse's), for a client's display of who takes part.
+	// for (HelloResponse's, in users), for a client's display of who takes
+	// part.
 	Enrolled      int32 `protobuf:"varint,7,opt,name=enrolled,proto3" json:"enrolled,omitempty"`
 	MinClients    int32 `protobuf:"varint,8,opt,name=min_clients,json=minClients,proto3" json:"min_clients,omitempty"`
 	unknownFields protoimpl.UnknownFields
