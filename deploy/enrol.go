@@ -189,8 +189,10 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 
 // Parties returns the number of distinct parties among the enrolled
 // clients: each client enrolled with a one-time code is a party of its
-// own, and every client enrolled with the shared token belongs to one
-// party, the vendor that holds those users. This, not the number of
+// own, every client enrolled with the shared token for one user belongs
+// to one party, the vendor that holds those users, and each client
+// enrolled with the token for many users (a vendor as one party,
+// EnrollRequest.users) is a party of its own. This, not the number of
 // client ids, is the population the colluding fraction γ of secure
 // aggregation (secagg.DefaultCollusion, ChooseParams) speaks of: a vendor's ids
 // count as one party in γ, since the vendor knows all of their inputs.

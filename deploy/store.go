@@ -320,7 +320,7 @@ type LedgerEntry struct {
 	Participants int `json:"participants"`
 	// Parties counts the distinct parties among the enrolled clients
 	// (Server.Parties): a vendor's clients, enrolled with the shared
-	// token, count as one.
+	// token, count as one; so does a vendor enrolled as one party.
 	Parties int `json:"parties,omitempty"`
 	// Uploads counts the non-empty uploads folded.
 	Uploads int `json:"uploads"`
