@@ -314,6 +314,9 @@ pins the run's total users its noise shares may be calibrated for.`,
 				return err
 			}
 			if strong {
+				if part != "" {
+					return errors.New("--protocol strong holds users out of the run; --part splits them among vendors: give one of them")
+				}
 				if cmd.Flags().Changed("split") {
 					return errors.New("--protocol strong splits --data by users; leave out --split")
 				}
