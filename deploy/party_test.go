@@ -21,6 +21,7 @@ import (
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
+	"github.com/privrec/privrec/secagg"
 )
 
 // partyRun is a served run with the users split among parties, each one
@@ -39,6 +40,11 @@ type partySetup struct {
 	parties int
 	server  func(*ServerConfig)
 	client  func(k int, c *ClientConfig)
+	// cuts, when set, are the parties' first users (cuts[0] = 0); nil
+	// splits the users evenly.
+	cuts []int
+	// lie, when set, gives party k's red-team hook (Session.lie).
+	lie func(k int) func(id uint32, c *secagg.Client, m secagg.Message) secagg.Message
 }
 
 // runParties runs method name with params in process and served over TLS
@@ -73,7 +79,14 @@ func runParties(t testing.TB, d *ratings.Dataset, spl ratings.Split, name string
 	pubs := make([]*model.Model, ps.parties)
 	errs := make(chan error, ps.parties)
 	for k := range ps.parties {
-		part := cls.List[k*n/ps.parties : (k+1)*n/ps.parties]
+		lo, hi := k*n/ps.parties, (k+1)*n/ps.parties
+		if ps.cuts != nil {
+			lo, hi = ps.cuts[k], n
+			if k+1 < len(ps.cuts) {
+				hi = ps.cuts[k+1]
+			}
+		}
+		part := cls.List[lo:hi]
 		c := ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: seed,
 			Insecure: true, OneParty: true, Logger: quietLog(), Retry: time.Minute, Workers: 8}
 		if ps.client != nil {
@@ -81,6 +94,9 @@ func runParties(t testing.TB, d *ratings.Dataset, spl ratings.Split, name string
 		}
 		go func() {
 			sess, err := Dial(ctx, c)
+			if err == nil && ps.lie != nil {
+				sess.lie = ps.lie(k)
+			}
 			if err == nil {
 				pubs[k], err = sess.Run(ctx, part)
 			}
@@ -320,4 +336,50 @@ func TestPartiesML1M(t *testing.T) {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	t.Logf("ML-1M: %d users, 3 parties, %d rounds served in %v; test RMSE %.16f served, %.16f in process; peak RSS of the test process %d MB",
 		users, len(r.led), r.took.Round(time.Millisecond), e1.RMSE, e2.RMSE, ru.Maxrss/1024)
+}
+
+// TestPartyFloorInUsers: 5 parties of 100, 5, 5, 5 and 5 users at a
+// floor of 0.5 (60 users). In one training round the party of 100 sends
+// no masked vector. Secure aggregation's own floor counts positions (1:
+// the party of 100 alone reaches 60) and its threshold (K = 4, T = 2)
+// lets the 4 small parties' sum be unmasked, but their vectors hold 20
+// users: the round must be skipped, not released with noise shares drawn
+// for 60 users of which 20 arrived. Every other round is released with
+// all 120 users. (With 3 parties K = T = 2 and no party may drop out at
+// all: secure aggregation itself aborts.)
+func TestPartyFloorInUsers(t *testing.T) {
+	d, spl := testData(t, 120)
+	const seed, drop = 13, 3 // the round the big party sits out
+	users := spl.Train.NumUsers()
+	if users != 120 {
+		t.Fatalf("%d users, want 120", users)
+	}
+	r := runParties(t, d, spl, "dp-als", partyParams, seed, partySetup{parties: 5, cuts: []int{0, 100, 105, 110, 115},
+		server: func(c *ServerConfig) { c.MinParticipants, c.RoundTimeout = 0.5, 2*time.Second },
+		lie: func(k int) func(uint32, *secagg.Client, secagg.Message) secagg.Message {
+			masked := 0
+			return func(_ uint32, _ *secagg.Client, m secagg.Message) secagg.Message {
+				if _, ok := m.(*secagg.MaskedInput); ok {
+					if masked++; k == 0 && masked == drop+1 {
+						return nil
+					}
+				}
+				return m
+			}
+		}})
+	skipped := 0
+	for _, e := range r.led {
+		switch {
+		case e.Round == drop:
+			if e.Skipped == "" {
+				t.Errorf("round %d: released with %d users' vectors of %d; want it skipped below the floor of 60 users", e.Round, e.Uploads, users)
+			}
+			skipped++
+		case e.Phase != "final" && (e.Skipped != "" || e.Uploads != users):
+			t.Errorf("round %d (%s): %d users' vectors, skipped %q", e.Round, e.Phase, e.Uploads, e.Skipped)
+		}
+	}
+	if skipped != 1 {
+		t.Fatalf("round %d not in the ledger", drop)
+	}
 }
