@@ -61,12 +61,6 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 	secrets := req.Msg.GetSecrets()
 	party := partyVendor
 	users := max(1, int(req.Msg.GetUsers()))
-	if users > 1 && (req.Msg.GetCode() != "" || len(secrets) != 1) {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("a party of %d users enrols with the token as one client, with one secret of its own (this call has %d secrets%s)", users, len(secrets), map[bool]string{true: " and a one-time code", false: ""}[req.Msg.GetCode() != ""]))
-	}
-	if users > s.cfg.MaxClients {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("a party of %d users; this server takes at most %d users", users, s.cfg.MaxClients))
-	}
 	var code *[32]byte
 	if c := req.Msg.GetCode(); c != "" {
 		h := hashToken(c)
@@ -84,6 +78,14 @@ func (s *Server) Enroll(ctx context.Context, req *connect.Request[fedv1.EnrollRe
 	}
 	if len(secrets) > maxEnrol {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d clients in one call; at most %d", len(secrets), maxEnrol))
+	}
+	switch {
+	case users > 1 && code != nil:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("a one-time code enrols one device; a party of %d users enrols with the token", users))
+	case users > 1 && len(secrets) != 1:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("a party of %d users enrols as one client, with one secret of its own; this call has %d", users, len(secrets)))
+	case users > s.cfg.MaxClients:
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("a party of %d users; this server takes at most %d users", users, s.cfg.MaxClients))
 	}
 	fromClient := len(secrets) > 0
 	if !fromClient {

@@ -247,15 +247,16 @@ func TestPartyEnrolment(t *testing.T) {
 		users   uint32
 		code    string
 		secrets []string
+		want    string // in the refusal
 	}{
-		{"retry with other users", 41, "", []string{a}},
-		{"two secrets", 5, "", []string{"party-b-secret-0123456789", "party-c-secret-0123456789"}},
-		{"with a code", 5, "prc1-XXXX", []string{"party-d-secret-0123456789"}},
-		{"above the cap", 59, "", []string{"party-e-secret-0123456789"}},
+		{"retry with other users", 41, "", []string{a}, "enrolled already"},
+		{"two secrets", 5, "", []string{"party-b-secret-0123456789", "party-c-secret-0123456789"}, "one secret"},
+		{"with a code", 5, "prc1-XXXX", []string{"party-d-secret-0123456789"}, "one device"},
+		{"above the cap", 59, "", []string{"party-e-secret-0123456789"}, "at most 100"},
 	}
 	for _, tc := range cases {
-		if _, err := enrol(tc.users, tc.code, tc.secrets...); err == nil {
-			t.Errorf("%s: enrolled", tc.name)
+		if _, err := enrol(tc.users, tc.code, tc.secrets...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a refusal saying %q", tc.name, err, tc.want)
 		}
 	}
 	if again, err := enrol(40, "", a); err != nil || len(again) != 1 || again[0] != ids[0] {
