@@ -168,10 +168,10 @@ func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*pro
 	w := toWireBroadcast(b)
 	w.V, w.Aux = slices.Clone(w.V), slices.Clone(w.Aux) // the method may change them after the round
 	s.mu.Lock()
-	n := s.usersLocked()
+	n := s.usersLocked() // the floor counts users; uploads are by position
 	s.round, s.bc, s.wire, s.open = b.Round, b, w, true
-	s.ups = make([]*protocol.Upload, n)
-	s.answered = make([]bool, n)
+	s.ups = make([]*protocol.Upload, len(s.order))
+	s.answered = make([]bool, len(s.order))
 	s.nAnswer = 0
 	s.rejected = map[string]int{}
 	all := make(chan struct{})
