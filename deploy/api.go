@@ -30,7 +30,7 @@ func (s *Server) GetRound(ctx context.Context, req *connect.Request[fedv1.GetRou
 	for {
 		s.mu.Lock()
 		resp := &fedv1.GetRoundResponse{State: s.state, Boot: s.boot, EpsTotal: s.epsTotal, Delta: s.delta,
-			Enrolled: int32(len(s.enrolled)), MinClients: int32(s.cfg.MinClients)}
+			Enrolled: int32(s.usersLocked()), MinClients: int32(s.cfg.MinClients)}
 		ready := s.state == fedv1.RunState_RUN_STATE_DONE
 		if s.gather != nil && s.gather.round > after {
 			// A cohort being gathered: a client that offers to take part
@@ -138,6 +138,14 @@ func (s *Server) Upload(ctx context.Context, req *connect.Request[fedv1.UploadRe
 		return nil, s.rejectErr(connect.CodeInvalidArgument, reason, "%v", err)
 	}
 	s.mu.Lock()
+	w := s.weightOf(id)
+	s.mu.Unlock()
+	if u != nil && w > 1 {
+		// A plain upload is one user's: read or summed, it would count
+		// once for the party's w users.
+		return nil, s.rejectErr(connect.CodeInvalidArgument, "party", "client %d answers for %d users as one party, which sends masked sums only, not a plain upload", id, w)
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.open || s.round != round {
 		s.met.reject("late")
@@ -149,7 +157,7 @@ func (s *Server) Upload(ctx context.Context, req *connect.Request[fedv1.UploadRe
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("upload refused (duplicate): client %d already answered round %d", id, round))
 	}
 	s.ups[k], s.answered[k] = u, true
-	s.nAnswer++
+	s.nAnswer += w
 	if s.nAnswer == s.expect {
 		close(s.all)
 	}

@@ -124,6 +124,23 @@ type ClientConfig struct {
 	// before, whichever server asks. Two runs of one plan are one run to
 	// the memory: a second run of the same plan needs another directory.
 	Memory string
+	// OneParty makes the session one secure-aggregation party for all
+	// its clients (privrec client --simulate --one-party): a vendor that
+	// holds its users' ratings enrols one identity for len(clients)
+	// users (EnrollRequest.users), computes each user's answer as that
+	// user's device would (the same code, the same random streams), adds
+	// the users' integer vectors mod 2^Bits and sends that one masked
+	// vector a round. The server sees the same sums as with one identity
+	// per user. Every round that takes uploads must be masked (a plain
+	// upload is one user's); Dropout and Code do not apply.
+	OneParty bool
+	// Users, for a OneParty session under a pinned Authority, is the
+	// number of users of the whole run (over every party) the party
+	// accepts its users' noise shares be calibrated for: a round whose
+	// roster (protocol.ParamRoster) or counts exceed it is refused, as
+	// Roster does for a session of one identity per user (with OneParty,
+	// Roster and the certificates count parties).
+	Users int
 }
 
 // Progress describes a round the clients answered.
@@ -165,6 +182,9 @@ type Session struct {
 	// (Enrol).
 	creds []string
 	idsOf []uint32
+	// users is the clients a OneParty session enrolled its one identity
+	// for (0 otherwise).
+	users int
 	// rounds is the number of rounds of the plan (protocol.Method.Rounds):
 	// the clients answer no round numbered past it.
 	rounds int
@@ -248,6 +268,16 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	}
 	if cfg.Collusion <= 0 {
 		cfg.Collusion = secagg.DefaultCollusion
+	}
+	if cfg.OneParty {
+		switch {
+		case cfg.Code != "":
+			return nil, errors.New("deploy: a one-time code enrols one device; a party of many users enrols with the vendor token")
+		case cfg.Dropout > 0:
+			return nil, errors.New("deploy: a party holds its users' ratings and answers for all of them: Dropout does not apply")
+		case cfg.Authority != nil && cfg.Users <= 0:
+			return nil, errors.New("deploy: a party under a pinned authority needs the run's total users (ClientConfig.Users, --users-roster) to check the noise calibration against: the certified roster counts parties")
+		}
 	}
 	s := &Session{cfg: cfg, log: cfg.Logger, setup: -1,
 		api: federationv1connect.NewFederationServiceClient(cfg.HTTP, cfg.URL)}
@@ -373,6 +403,11 @@ func (s *Session) checkBroadcast(b *protocol.Broadcast, clients int) error {
 	roster := s.cfg.Roster
 	if roster <= 0 {
 		roster = clients
+	}
+	if s.cfg.OneParty {
+		// The certified roster counts parties; the noise shares are
+		// drawn for users.
+		roster = s.cfg.Users
 	}
 	if s.part.Cohort > 0 && b.Phase != protocol.PhaseFinal {
 		// A round's sum holds one cohort: the shares are drawn for it.
@@ -536,13 +571,15 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		return nil, err
 	}
 	lead := creds[0]
-	cache := make([]*fedv1.UploadRequest, len(clients))
+	// One identity per client, or one for them all (OneParty): cache,
+	// dense and sentMasked are by identity.
+	cache := make([]*fedv1.UploadRequest, len(creds))
 	var dense [][]uint32 // a masked round's vectors, nil for a client sitting it out
 	// sentMasked[k] is the last round for which client k may have sent
 	// its masked vector: it never sends another for that round, in any
 	// session, so that no two released sums of a round differ by a
 	// known set of clients.
-	sentMasked := make([]int, len(clients))
+	sentMasked := make([]int, len(creds))
 	for k := range sentMasked {
 		sentMasked[k] = -1
 	}
@@ -625,7 +662,12 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 					last, boot, session = r, resp.GetBoot(), plan.GetSession()
 					continue // not in the round's cohort, or over the limits
 				}
-				if dense, err = s.answerMasked(b, clients); err != nil {
+				if s.cfg.OneParty {
+					dense, err = s.answerParty(b, clients)
+				} else {
+					dense, err = s.answerMasked(b, clients)
+				}
+				if err != nil {
 					return nil, err
 				}
 				if err := s.remember(b); err != nil {
@@ -653,6 +695,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 					took++
 				}
 			}
+			if s.cfg.OneParty && took > 0 {
+				took = len(clients)
+			}
 			s.progress(r, resp, true, began, took)
 			continue
 		}
@@ -676,7 +721,12 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				last, boot = r, resp.GetBoot()
 				continue // not in the round's cohort, or over the limits
 			}
-			if err := s.answer(ctx, b, clients, cache); err != nil {
+			if s.cfg.OneParty {
+				err = s.answerPlainParty(ctx, b, clients, cache)
+			} else {
+				err = s.answer(ctx, b, clients, cache)
+			}
+			if err != nil {
 				return nil, err
 			}
 			if s.needMasked && slices.ContainsFunc(cache, func(u *fedv1.UploadRequest) bool { return u.GetSparse() != nil }) {
@@ -691,7 +741,11 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		if err := s.send(ctx, r, cache, creds); err != nil {
 			return nil, err
 		}
-		s.progress(r, resp, false, began, nonNil(cache))
+		took := nonNil(cache)
+		if s.cfg.OneParty && took > 0 {
+			took = len(clients)
+		}
+		s.progress(r, resp, false, began, took)
 	}
 }
 
@@ -736,19 +790,24 @@ func nonNil[T any](xs []*T) int {
 // credential and the ID the server assigned it. The server assigns IDs
 // consecutively in the order of one call's secrets, so the clients' IDs
 // keep their order (the upload order); with only this session's clients
-// enrolled they are 0, 1, ..., as in the in-process run.
+// enrolled they are 0, 1, ..., as in the in-process run. A OneParty
+// session enrols one identity for all its clients.
 func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]string, []uint32, error) {
+	n, users := len(clients), 0
+	if s.cfg.OneParty {
+		n, users = 1, len(clients)
+	}
 	if s.creds != nil {
-		if len(s.creds) != len(clients) {
-			return nil, nil, fmt.Errorf("deploy: the session enrolled %d clients, and runs %d", len(s.creds), len(clients))
+		if len(s.creds) != n || s.users != users {
+			return nil, nil, fmt.Errorf("deploy: the session enrolled %d clients, and runs %d", max(len(s.creds), s.users), len(clients))
 		}
 		return s.creds, s.idsOf, nil
 	}
 	if s.cfg.Code != "" && len(clients) != 1 {
 		return nil, nil, fmt.Errorf("deploy: an enrolment code enrols one client, not %d (a vendor enrols with the token)", len(clients))
 	}
-	creds := make([]string, len(clients))
-	ids := make([]uint32, len(clients))
+	creds := make([]string, n)
+	ids := make([]uint32, n)
 	draw := func() string {
 		var b [24]byte
 		crand.Read(b[:])
@@ -757,10 +816,10 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 	// With a memory the secrets are written before they are sent, so
 	// that a restarted session enrols again as the same client IDs (a
 	// retry with the same secrets).
-	all := make([]string, len(clients))
+	all := make([]string, n)
 	if s.mem != nil {
 		var err error
-		if all, err = s.mem.secrets(len(clients), draw); err != nil {
+		if all, err = s.mem.secrets(n, draw); err != nil {
 			return nil, nil, err
 		}
 	} else {
@@ -769,12 +828,12 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 		}
 	}
 	const chunk = 10000
-	for lo := 0; lo < len(clients); lo += chunk {
-		hi := min(lo+chunk, len(clients))
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
 		secrets := all[lo:hi]
 		var got []*fedv1.Credential
 		err := s.retry(ctx, "enrol", func(ctx context.Context) error {
-			req := &fedv1.EnrollRequest{Token: s.cfg.Token, Secrets: secrets}
+			req := &fedv1.EnrollRequest{Token: s.cfg.Token, Secrets: secrets, Users: uint32(users)}
 			if s.cfg.Code != "" {
 				req.Token, req.Code = "", s.cfg.Code
 			}
@@ -797,7 +856,7 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 			creds[lo+k], ids[lo+k] = c.GetToken(), c.GetClientId()
 		}
 	}
-	s.creds, s.idsOf = creds, ids
+	s.creds, s.idsOf, s.users = creds, ids, users
 	return creds, ids, nil
 }
 
@@ -813,7 +872,8 @@ func (s *Session) UseIdentities(ids map[uint32]Identity) error {
 }
 
 // Enrol enrols the clients and returns the IDs the server assigned them,
-// in the clients' order, without answering any round: for a party that
+// in the clients' order (one ID for them all with OneParty), without
+// answering any round: for a party that
 // must have its clients' identity keys certified under those IDs before
 // it takes part (ClientConfig.Identities). Run, in this session, uses the
 // same enrolment; a later process enrols again as the same IDs only with
@@ -844,6 +904,9 @@ func (s *Session) certify(ids []uint32) error {
 	}
 	roster := s.cfg.Roster
 	if roster <= 0 {
+		if s.cfg.OneParty {
+			return errors.New("deploy: a party certifying its own identity needs the number of parties the authority certifies for the run (ClientConfig.Roster, --roster): it is one of them")
+		}
 		roster = len(ids)
 	}
 	s.ids = make(map[uint32]*identity, len(ids))

@@ -40,6 +40,76 @@ func (s *Session) answerMasked(b *protocol.Broadcast, clients []protocol.Client)
 	return out, err
 }
 
+// answerParty runs every client's Round on b, a round of secure
+// aggregation, exactly as answerMasked does, and returns one vector: the
+// sum mod 2^Bits of the clients' vectors, which the session's one
+// identity sends (ClientConfig.OneParty). The server's unmasked sum is
+// then the sum of every user's vector, bit for bit, as with one identity
+// per user. The vectors are added as they come, one worker at a time,
+// never held all at once.
+func (s *Session) answerParty(b *protocol.Broadcast, clients []protocol.Client) ([][]uint32, error) {
+	total := make([]uint32, b.Words)
+	var mu sync.Mutex
+	err := s.roundAll(b, clients, func(_ int, up *protocol.Upload, online bool) error {
+		if !online || up == nil {
+			return nil // zeros
+		}
+		if err := up.Validate(b); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		addWords(total, b, up)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if b.Bits < 32 {
+		mask := uint32(1)<<b.Bits - 1
+		for k := range total {
+			total[k] &= mask
+		}
+	}
+	return [][]uint32{total}, nil
+}
+
+// addWords adds up's words (dense, or rows by item) to total, mod 2^32.
+func addWords(total []uint32, b *protocol.Broadcast, up *protocol.Upload) {
+	if up.Items == nil {
+		for k, x := range up.Words {
+			total[k] += x
+		}
+		return
+	}
+	stride := b.Words / b.NumItems
+	for k, j := range up.Items {
+		dst := total[int(j)*stride : (int(j)+1)*stride]
+		for d, x := range up.Words[k*stride : (k+1)*stride] {
+			dst[d] += x
+		}
+	}
+}
+
+// answerPlainParty answers a round without secure aggregation for a
+// OneParty session: every client runs its Round (its state advances as a
+// device's would), and the party sends one empty answer. A client with
+// something to upload fails the round: a plain upload is one user's, and
+// the party sends masked sums only.
+func (s *Session) answerPlainParty(ctx context.Context, b *protocol.Broadcast, clients []protocol.Client, cache []*fedv1.UploadRequest) error {
+	each := make([]*fedv1.UploadRequest, len(clients))
+	if err := s.answer(ctx, b, clients, each); err != nil {
+		return err
+	}
+	for k, u := range each {
+		if u.GetSparse() != nil {
+			return fmt.Errorf("deploy: round %d asks client %d for a plain upload, and a party (--one-party) sends only masked sums of its users' vectors: run the method with secagg=masked", b.Round, clients[k].ID())
+		}
+	}
+	cache[0] = toWireUpload(b.Round, nil, s.cfg.Seeded)
+	return nil
+}
+
 // secureAggregate runs the steps of SecAgg+ for every client with a
 // vector that has not sent a masked vector for this round before (in any
 // session), concurrently (a step closes only when all have sent). A
@@ -90,7 +160,7 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 					Context: protocol.SessionContext(s.cfg.Run, round, plan.GetSession())}
 			}
 			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, auth, ids[k], me, v, creds[k], markSent); err != nil {
-				s.log.Debug("dropped out of secure aggregation", "client", clients[k].ID(), "round", round, "err", err)
+				s.log.Debug("dropped out of secure aggregation", "client", ids[k], "round", round, "err", err)
 				mu.Lock()
 				dropped++
 				if firstErr == nil {

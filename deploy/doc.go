@@ -67,6 +67,60 @@
 // roster cannot satisfy — cohorts drawn by a seed the clients can check
 // are not built yet.
 //
+// # A vendor as one party
+//
+// A vendor that already holds its users' ratings need not take part as
+// one client identity per user. With ClientConfig.OneParty (privrec
+// client --simulate --one-party) its session enrols one identity that
+// answers for its users (EnrollRequest.users, recorded durably by the
+// server), runs every user's method client exactly as that user's device
+// would (the same code; in test mode the same stream rng.New(seed, k, t),
+// k the user's index in the vendor's data, as in process), adds the
+// users' integer vectors — each already clipped, quantized and carrying
+// that user's Skellam noise share and arrival word — modulo the word
+// size, and takes part in each masked round as one secure-aggregation
+// party with that one vector. The server counts users, not parties,
+// wherever a count enters the calibration or a check: the roster
+// (protocol.RosterSetter, protocol.ParamRoster), MinClients and
+// MaxClients, the participation floor (checked on the users of the
+// surviving parties), the masked inputs a SumChecker bounds the arrivals
+// by, and the ledger's enrolled, participants and uploads. The sum it
+// unmasks is bit for bit the sum over the users, so the model is the one
+// of one identity per user (and of the in-process run). Only masked runs:
+// a party's plain upload is refused, since it would count as one user's.
+//
+// The privacy claim is unchanged for its unit, a user (all of one user's
+// ratings): each user's contribution is clipped per user and carries its
+// own noise share, drawn for the run's users, whoever sends it. Who is
+// trusted: the vendor holds its users' ratings already, computes their
+// contributions and adds their noise honestly (a vendor that omits its
+// users' noise weakens only its own users' protection, as their devices
+// could); the server sees only the sum over the parties. With a handful
+// of parties secure aggregation's collusion assumption speaks of
+// parties: with 3, one vendor is a third of the parties, not the tenth
+// secagg.DefaultCollusion provisions for, and the server warns about it
+// at the start (Server.warnParties). What a vendor colluding with the
+// server learns is the sum of the other parties' users, its own
+// contribution and noise subtracted: that sum carries only the others'
+// noise shares. With ML-1M's 6,040 users in equal thirds, dp-als's ε = 1
+// (δ = 10⁻⁶) then reads 1.24 against that coalition (4,027 of 6,040
+// shares; 1.17 under the active protocol's floor of 0.9, where each
+// share is drawn for 5,436 users), and 1.81 for the users of the one
+// party left when the other two collude. That is no weaker than the same
+// vendors enrolling one identity per user, where a vendor equally knows
+// its users' inputs; what a lone vendor never learns is another party's
+// vector apart from the sum: secure aggregation among 3 parties runs on
+// the complete graph with threshold 2 (K = 2, T = 2), so a vendor holds
+// one share of each other party's seeds and a server that follows the
+// protocol hands it no second one (under the active protocol, nor does a
+// server that lies about who dropped out). Every
+// party must survive a round (at the default floor of 0.9, ⌈0.9 · 3⌉ =
+// 3, and in users a third of them missing is below any floor above
+// two thirds): a party is a server process, not a device that drops out.
+// Under the active protocol the parties' certificates count parties
+// (ClientConfig.Roster) and each party pins the run's users
+// (ClientConfig.Users), the roster its noise shares may be drawn for.
+//
 // # Who is trusted
 //
 // Nobody with the ratings. The server follows the protocol or not: for a

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -128,6 +129,16 @@ func (s *Server) readEnrol(body io.Reader, limit int64) ([]byte, error) {
 				return nil, malformed(err)
 			}
 			req.Secrets = append(req.Secrets, string(b))
+		case num == 5 && typ == protowire.VarintType:
+			// The users a party answers for (EnrollRequest.users).
+			v, err := uvarint()
+			if err != nil {
+				return nil, malformed(err)
+			}
+			if v > math.MaxUint32 {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("enrolment: a party of %d users", v))
+			}
+			req.Users = uint32(v)
 		default:
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("enrolment: field %d of wire type %d is not part of an EnrollRequest", num, typ))
 		}

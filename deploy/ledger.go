@@ -25,7 +25,7 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 		}
 	}
 	e := LedgerEntry{
-		Round: info.Round, Phase: info.Phase, Enrolled: len(s.order), Participants: s.nAnswer,
+		Round: info.Round, Phase: info.Phase, Enrolled: s.usersLocked(), Participants: s.nAnswer,
 		Rejected: maps.Clone(s.rejected), Seconds: info.Elapsed.Seconds(), Time: time.Now().UTC(),
 	}
 	e.Parties = s.partiesLocked()

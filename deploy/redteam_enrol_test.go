@@ -107,6 +107,8 @@ func FuzzEnrolBody(f *testing.F) {
 	ok := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), testToken)
 	ok = protowire.AppendString(protowire.AppendTag(ok, 3, protowire.BytesType), "a-client-secret-0001")
 	f.Add(ok)
+	f.Add(protowire.AppendVarint(protowire.AppendTag(ok, 5, protowire.VarintType), 2014))  // a party's users
+	f.Add(protowire.AppendVarint(protowire.AppendTag(ok, 5, protowire.VarintType), 1<<40)) // too many
 	f.Add([]byte{0x1a, 0x00, 0x1a, 0x00, 0x1a, 0x00, 0x0a, 0x01, 'x'})
 	f.Add([]byte{0x22, 0x05, 'c', 'o', 'd', 'e', '!'})
 	f.Add([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})

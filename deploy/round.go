@@ -54,7 +54,7 @@ func (s *Server) waitEnrolment(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		started := s.state == fedv1.RunState_RUN_STATE_RUNNING
-		ready := len(s.enrolled) >= s.cfg.MinClients && time.Since(s.lastEnr) >= s.cfg.EnrollQuiet
+		ready := s.usersLocked() >= s.cfg.MinClients && time.Since(s.lastEnr) >= s.cfg.EnrollQuiet
 		if ready && !started {
 			s.plan.Started = true
 			if err := s.st.putPlan(s.plan); err != nil {
@@ -67,7 +67,7 @@ func (s *Server) waitEnrolment(ctx context.Context) error {
 			}
 			s.state = fedv1.RunState_RUN_STATE_RUNNING
 			started = true
-			s.log.Info("enrolment closed; run starts", "clients", len(s.enrolled), "parties", s.partiesLocked())
+			s.log.Info("enrolment closed; run starts", "clients", s.usersLocked(), "identities", len(s.enrolled), "parties", s.partiesLocked())
 			s.warnParties()
 		}
 		if started {
@@ -90,11 +90,11 @@ func (s *Server) waitEnrolment(ctx context.Context) error {
 }
 
 // setRoster tells a method server whose budget split depends on the
-// public roster (protocol.RosterSetter) the enrolled count, once
-// enrolment has closed.
+// public roster (protocol.RosterSetter) the enrolled count (in users: a
+// party counts its users), once enrolment has closed.
 func (s *Server) setRoster() error {
 	if rs, ok := s.srv.(protocol.RosterSetter); ok {
-		return rs.SetRoster(len(s.enrolled))
+		return rs.SetRoster(s.usersLocked())
 	}
 	return nil
 }
@@ -176,10 +176,10 @@ func (t *transport) Exchange(ctx context.Context, b *protocol.Broadcast) ([]*pro
 	w.V, w.Aux = slices.Clone(w.V), slices.Clone(w.Aux) // the method may change them after the round
 	s.mu.Lock()
 	s.refreshOrder()
-	n := len(s.order)
+	n := s.usersLocked() // the floor counts users; uploads are by position
 	s.round, s.bc, s.wire, s.open = b.Round, b, w, true
-	s.ups = make([]*protocol.Upload, n)
-	s.answered = make([]bool, n)
+	s.ups = make([]*protocol.Upload, len(s.order))
+	s.answered = make([]bool, len(s.order))
 	s.nAnswer = 0
 	s.rejected = map[string]int{}
 	// The round closes when every client it asks answered: every

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,7 +132,8 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 // clients calibrate by a roster they pin rather than by counts they
 // cannot check: every client adds a share drawn for ⌊ρ·R⌋ clients to
 // every noised coordinate. R is the enrolled clients, which the clients
-// check against the certified roster (Session.checkBroadcast).
+// check against the certified roster (Session.checkBroadcast), in users:
+// a party enrolled for w users counts w.
 func (s *Server) calibrate(b *protocol.Broadcast) {
 	if s.cfg.MinParticipants >= 1 && !s.cfg.ActiveSecAgg {
 		return
@@ -144,7 +146,7 @@ func (s *Server) calibrate(b *protocol.Broadcast) {
 	}
 	if s.cfg.ActiveSecAgg {
 		s.mu.Lock()
-		roster := len(s.order)
+		roster := s.usersLocked()
 		s.mu.Unlock()
 		if s.cohortRun() {
 			roster = s.part.Cohort // a round's sum holds one cohort
@@ -177,10 +179,11 @@ func (s *Server) skipMasked(b *protocol.Broadcast, why string) ([]*protocol.Uplo
 func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attempt int) ([]*protocol.Upload, bool, error) {
 	s.mu.Lock()
 	var roster []uint32
+	var weights []int // the users of each position (1 but for a party)
 	if s.sitOutRound != b.Round {
 		s.sitOut, s.sitOutRound = nil, b.Round
 	}
-	asked, base := s.order, len(s.order)
+	asked, base := s.order, s.usersLocked()
 	if s.cohort != nil {
 		// A cohort round: the setup's members do not bound it (other
 		// cohorts answered the setup), and its floor is the cohort's.
@@ -189,20 +192,28 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 	for _, id := range asked {
 		if !s.banned[id] && !s.sitOut[id] && (s.cohort != nil || s.members == nil || s.members[id] || b.Phase == protocol.PhaseSetup) {
 			roster = append(roster, id)
+			weights = append(weights, s.weightOf(id))
 		}
 	}
-	enrolled := len(s.order)
+	enrolled := s.usersLocked()
 	s.mu.Unlock()
 	n := len(roster)
-	floor := max(1, int(math.Ceil(s.cfg.MinParticipants*float64(base)-1e-9)))
+	// The floor counts users: a party's masked vector holds its users'.
+	// Secure aggregation counts positions, so its own floor is the fewest
+	// positions that can hold floorUsers (the largest parties first); the
+	// users of the positions that actually survive are checked once the
+	// masked step closes. A cohort round's floor is the cohort's.
+	floorUsers := max(1, int(math.Ceil(s.cfg.MinParticipants*float64(base)-1e-9)))
 	if n < 2 {
 		return nil, false, fmt.Errorf("deploy: round %d: %s not banned of %d enrolled; secure aggregation needs at least 2 (the sum of one vector is that vector): start the run with --min-clients of 2 or more",
 			b.Round, clientsWord(n), enrolled)
 	}
-	if n < floor {
+	users := sumInts(weights)
+	if users < floorUsers {
 		return nil, false, fmt.Errorf("deploy: round %d: %d clients not banned of %d enrolled, below the floor of %d (--min-participants %g); secure aggregation cannot release anything",
-			b.Round, n, enrolled, floor, s.cfg.MinParticipants)
+			b.Round, users, enrolled, floorUsers, s.cfg.MinParticipants)
 	}
+	floor := positionsFor(weights, floorUsers)
 	choose := secagg.ChooseParams
 	if s.cfg.ActiveSecAgg {
 		choose = secagg.ChooseParamsActive
@@ -327,10 +338,12 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 				return fail(step, err)
 			}
 			survivors := make([]uint32, 0, ses.Inputs())
+			in := 0
 			for _, pos := range srv.Survivors() {
 				survivors = append(survivors, roster[pos])
+				in += weights[pos]
 			}
-			if err := s.st.putMasked(b.Round, &maskedRecord{Session: session, Sum: sum, Inputs: ses.Inputs(), Survivors: survivors}); err != nil {
+			if err := s.st.putMasked(b.Round, &maskedRecord{Session: session, Sum: sum, Inputs: in, Survivors: survivors}); err != nil {
 				return nil, false, err
 			}
 			if s.testHook != nil {
@@ -350,11 +363,20 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 			}
 		}
 		if step == secagg.StepMasked {
+			in := 0
+			for _, pos := range srv.Survivors() {
+				in += weights[pos]
+			}
+			if in < floorUsers {
+				// Parties hold many users: positions above secagg's
+				// floor may hold too few users for the noise shares.
+				return fail(step, fmt.Errorf("the masked vectors of %d positions hold %d users, below the floor of %d of %d (--min-participants %g)", len(srv.Survivors()), in, floorUsers, enrolled, s.cfg.MinParticipants))
+			}
 			s.mu.Lock()
 			for _, pos := range srv.Survivors() {
 				s.answered[s.slots[roster[pos]]] = true
 			}
-			s.nAnswer, s.maskedInputs = ses.Inputs(), ses.Inputs()
+			s.nAnswer, s.maskedInputs = in, in
 			s.mu.Unlock()
 		}
 		// Open the step the clients send next before they hear this
@@ -379,6 +401,30 @@ func (s *Server) maskedSession(ctx context.Context, b *protocol.Broadcast, attem
 		}
 	}
 	return []*protocol.Upload{{Client: -1, Round: b.Round, Words: sum}}, false, nil
+}
+
+// sumInts returns the sum of xs.
+func sumInts(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// positionsFor returns the fewest positions whose weights (users) reach
+// users, the largest first: a round with fewer surviving positions cannot
+// hold that many users. With every weight 1 it is users.
+func positionsFor(weights []int, users int) int {
+	w := slices.Clone(weights)
+	slices.SortFunc(w, func(a, b int) int { return b - a })
+	got := 0
+	for k, x := range w {
+		if got += x; got >= users {
+			return k + 1
+		}
+	}
+	return len(w)
 }
 
 // banReported bans every client that at least T neighbours reported in

@@ -51,8 +51,9 @@ type ServerConfig struct {
 	// Token is the enrolment secret of a vendor holding many users as one
 	// party; devices enrol with one-time codes (IssueCodes) instead.
 	Token string
-	// MaxClients caps the enrolled identities, over the token and the
-	// codes (default 100,000).
+	// MaxClients caps the enrolled users, over the token and the codes
+	// (default 100,000): an identity counts one, a party enrolled for w
+	// users (EnrollRequest.users) counts w.
 	MaxClients int
 	// EnrollRate and EnrollBurst limit Enroll calls, over all callers
 	// together, to EnrollRate a second with bursts of EnrollBurst
@@ -224,10 +225,13 @@ type Server struct {
 	enrolled map[uint32][32]byte
 	byHash   map[[32]byte]uint32 // the enrolled clients by credential hash
 	nextID   uint32              // the ID the next enrolled client gets
-	party    map[uint32]string   // who enrolled each client: partyVendor or a code's party
-	lastEnr  time.Time
-	slots    map[uint32]int // client id → position in the upload order
-	order    []uint32       // client ids in upload order
+	party    map[uint32]string   // who enrolled each client: partyVendor, a party's or a code's party
+	// weight holds the users of each client enrolled as a party of more
+	// than one (EnrollRequest.users); every other client answers for one.
+	weight  map[uint32]int
+	lastEnr time.Time
+	slots   map[uint32]int // client id → position in the upload order
+	order   []uint32       // client ids in upload order
 	// The open round.
 	open     bool
 	round    int
@@ -236,7 +240,7 @@ type Server struct {
 	wire     *fedv1.Broadcast
 	ups      []*protocol.Upload
 	answered []bool
-	nAnswer  int
+	nAnswer  int           // the users that answered (a party's count; Users)
 	all      chan struct{} // closed when every client answered
 	// shares[j] counts the clients that announced item j at setup (the
 	// shares its noise is split into); one entry, the number of clients
@@ -382,6 +386,9 @@ func (s *Server) restore() error {
 	if s.party, err = s.st.parties(); err != nil {
 		return err
 	}
+	if s.weight, err = s.st.weights(); err != nil {
+		return err
+	}
 	if s.banned, err = s.st.bans(); err != nil {
 		return err
 	}
@@ -431,7 +438,7 @@ func (s *Server) restore() error {
 	case have.Started:
 		s.state = fedv1.RunState_RUN_STATE_RUNNING
 	}
-	s.met.setEnrolled(len(s.enrolled))
+	s.met.setEnrolled(s.usersLocked())
 	s.met.setParties(s.partiesLocked())
 	return nil
 }

@@ -30,6 +30,7 @@ var (
 	bucketParty  = []byte("party")
 	bucketMasked = []byte("masked")
 	bucketBans   = []byte("bans")
+	bucketWeight = []byte("weight")
 
 	keyPlan   = []byte("plan")
 	keyRound  = []byte("round")
@@ -58,7 +59,7 @@ func openStore(dir string) (*store, error) {
 		return nil, fmt.Errorf("deploy: open %s: %w (is another server using this state directory?)", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketEnrol, bucketState, bucketLedger, bucketFolded, bucketMasked, bucketBans, bucketCodes, bucketParty} {
+		for _, b := range [][]byte{bucketMeta, bucketEnrol, bucketState, bucketLedger, bucketFolded, bucketMasked, bucketBans, bucketCodes, bucketParty, bucketWeight} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -104,9 +105,10 @@ func u32key(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 // enrol stores the credential hashes of new clients and the party that
 // enrolled them in one transaction; with code (the hash of a one-time
 // enrolment code, nil for the vendor token) it also marks the code spent
-// by the first client. It fails, storing nothing, when an id is taken or
-// the code is unknown or spent.
-func (s *store) enrol(ids []uint32, hashes [][32]byte, party string, code *[32]byte) error {
+// by the first client. users > 1 is the number of users each client
+// answers for as a party (EnrollRequest.users). It fails, storing
+// nothing, when an id is taken or the code is unknown or spent.
+func (s *store) enrol(ids []uint32, hashes [][32]byte, party string, code *[32]byte, users int) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		if code != nil {
 			cb := tx.Bucket(bucketCodes)
@@ -134,9 +136,30 @@ func (s *store) enrol(ids []uint32, hashes [][32]byte, party string, code *[32]b
 			if err := pb.Put(u32key(id), []byte(party)); err != nil {
 				return err
 			}
+			if users > 1 {
+				if err := tx.Bucket(bucketWeight).Put(u32key(id), u32key(uint32(users))); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
+}
+
+// weights returns the users of every client enrolled as a party of more
+// than one user (store.enrol's users); the others answer for one.
+func (s *store) weights() (map[uint32]int, error) {
+	out := map[uint32]int{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketWeight).ForEach(func(k, v []byte) error {
+			if len(k) != 4 || len(v) != 4 || binary.BigEndian.Uint32(v) < 2 {
+				return fmt.Errorf("%w: party weight record of %d/%d bytes", ErrState, len(k), len(v))
+			}
+			out[binary.BigEndian.Uint32(k)] = int(binary.BigEndian.Uint32(v))
+			return nil
+		})
+	})
+	return out, err
 }
 
 var (
@@ -291,7 +314,8 @@ type LedgerEntry struct {
 	Round int    `json:"round"`
 	Phase string `json:"phase"`
 	// Enrolled and Participants count the clients asked and the clients
-	// that answered (an empty answer counts).
+	// that answered (an empty answer counts), in users: a party enrolled
+	// for w users (EnrollRequest.users) counts w.
 	Enrolled     int `json:"enrolled"`
 	Participants int `json:"participants"`
 	// Cohort, in a cohort run, counts the clients the round took (the
@@ -299,7 +323,7 @@ type LedgerEntry struct {
 	Cohort int `json:"cohort,omitempty"`
 	// Parties counts the distinct parties among the enrolled clients
 	// (Server.Parties): a vendor's clients, enrolled with the shared
-	// token, count as one.
+	// token, count as one; so does a vendor enrolled as one party.
 	Parties int `json:"parties,omitempty"`
 	// Uploads counts the non-empty uploads folded.
 	Uploads int `json:"uploads"`
@@ -392,8 +416,9 @@ func (s *store) commit(e LedgerEntry, snapshot []byte, folded []uint32, shares [
 // it holds. A restart that finds a record never opens another session of
 // the round: it releases the stored sum, or skips the round.
 type maskedRecord struct {
-	Session   string   `json:"session"`
-	Sum       []uint32 `json:"sum,omitempty"`
+	Session string   `json:"session"`
+	Sum     []uint32 `json:"sum,omitempty"`
+	// Inputs counts users: a party's vector counts its users.
 	Inputs    int      `json:"inputs,omitempty"`
 	Survivors []uint32 `json:"survivors,omitempty"` // client ids in the sum
 }

@@ -23,6 +23,7 @@ import (
 var omitted = map[protoreflect.FullName]map[string]string{
 	"privrec.federation.v1.EnrollRequest": {
 		"token": "the vendor's enrolment token: the page enrols one person with a one-time code",
+		"users": "a vendor party's count of users: the page enrols one person",
 	},
 	"privrec.federation.v1.GetRoundRequest": {
 		"join": "the page takes part in no cohort run: New refuses a plan with participation limits",

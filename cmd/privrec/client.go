@@ -57,6 +57,9 @@ func (a *app) clientCmd() *cobra.Command {
 		proto     string
 		memory    string
 		idf       identityFlags
+		oneParty  bool
+		part      string
+		users     int
 	)
 	cmd := &cobra.Command{
 		Use:   "client",
@@ -137,7 +140,28 @@ keys need its certificates. The authority keeps its key:
 
 --certify-with authority.key certifies in process instead, for a process
 that is itself the enrolling party: it holds the authority's key and could
-mint identities.`,
+mint identities.
+
+--one-party (with --simulate) makes the vendor one secure-aggregation
+party instead of one client per user: it enrols one identity that answers
+for all its users (the server counts them as users: the roster, the
+participation floor, the masked inputs, the ledger), computes every user's
+upload exactly as that user's device would (the same code; with --seed the
+same random streams, labelled by the user's index in --data), adds them
+mod 2^32 and sends that one masked vector a round. The server unmasks the
+same sums as with one client per user, so the model is the same; the
+vendor's cost no longer grows with its users' identities (one key
+agreement, one masked vector). Only masked runs (secagg=masked). --part I/N
+takes the I-th of N contiguous shares of --data's users, so that N vendor
+processes with the same --data and --seed hold disjoint users and the run
+equals the in-process one; each then evaluates on its own users' test
+ratings. Who is trusted: the vendor holds its users' ratings already and
+adds each user's noise share itself; the server sees only the sum over the
+parties. With few parties, a vendor that colludes with the server learns
+the sum of the other parties' users, protected only by their own noise
+shares (see deploy's documentation). Under an authority (--authority-key)
+each party's certificate is one of --roster parties, and --users-roster
+pins the run's total users its noise shares may be calibrated for.`,
 		Example: `  privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small --split random:0.9 --json
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
@@ -218,7 +242,14 @@ mint identities.`,
 			}
 			ccfg := deploy.ClientConfig{URL: server, Methods: method.Protocol, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
-				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins, Memory: memory}
+				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins, Memory: memory,
+				OneParty: oneParty, Users: users}
+			if oneParty && simulate == "" {
+				return errors.New("--one-party takes part as a vendor's users: use it with --simulate")
+			}
+			if part != "" && simulate == "" {
+				return errors.New("--part takes a share of a dataset's users: use it with --simulate")
+			}
 			if err := clientAuthority(&ccfg, authPub, certWith, devAuth, log); err != nil {
 				return err
 			}
@@ -283,6 +314,9 @@ mint identities.`,
 				return err
 			}
 			if strong {
+				if part != "" {
+					return errors.New("--protocol strong holds users out of the run; --part splits them among vendors: give one of them")
+				}
 				if cmd.Flags().Changed("split") {
 					return errors.New("--protocol strong splits --data by users; leave out --split")
 				}
@@ -304,6 +338,14 @@ mint identities.`,
 			list := cls.List
 			if limit >= 0 && limit < len(list) {
 				list = list[:limit]
+			}
+			var lo, hi int
+			if lo, hi, err = parsePart(part, len(list)); err != nil {
+				return err
+			}
+			if part != "" {
+				list = list[lo:hi]
+				spl.Test = usersOf(spl.Test, list)
 			}
 			if idOffset > 0 {
 				list = offsetIDs(list, idOffset)
@@ -395,6 +437,9 @@ mint identities.`,
 	f.StringVar(&proto, "protocol", "random", "with --simulate: random (the --split) or strong[:F]: F of the users (default 0.1) held out of the run fold in against the published model and are ranked, as evaluate --protocol strong")
 	f.StringVar(&memory, "state", "", "directory where the client remembers, per plan, its enrolment secrets and the rounds it answered, so that a restart answers no round twice (a second run of the same plan needs a new --state)")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
+	f.BoolVar(&oneParty, "one-party", false, "with --simulate: take part as one secure-aggregation party that sends the sum of its users' masked vectors (one identity for all of them; masked runs only)")
+	f.StringVar(&part, "part", "", "with --simulate: take part as the I-th of N contiguous shares of the users, I/N (1-based), e.g. 2/3: N vendor processes with the same --data and --seed hold disjoint users, each user labelled by its index in --data")
+	f.IntVar(&users, "users-roster", 0, "with --one-party and --authority-key: the run's total users (over every party) the noise shares may be calibrated for; a larger roster is refused")
 	_ = f.MarkDeprecated("id-offset", "the server assigns client IDs now; it only shifts the users' random-stream labels")
 	return cmd
 }
@@ -444,6 +489,40 @@ type offsetClient struct {
 // ID is the client's own ID shifted: it labels the client's random
 // streams (the server assigns the ID the client enrols under).
 func (c offsetClient) ID() int { return c.Client.ID() + c.off }
+
+// parsePart reads --part I/N for n users and returns the I-th of N
+// contiguous shares [lo, hi); "" is every user.
+func parsePart(part string, n int) (lo, hi int, err error) {
+	if part == "" {
+		return 0, n, nil
+	}
+	a, b, ok := strings.Cut(part, "/")
+	i, err1 := strconv.Atoi(a)
+	k, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || k < 1 || i < 1 || i > k {
+		return 0, 0, fmt.Errorf("--part %q: want I/N with 1 ≤ I ≤ N, e.g. 2/3", part)
+	}
+	if k > n {
+		return 0, 0, fmt.Errorf("--part %q: %d shares of %d users", part, k, n)
+	}
+	return (i - 1) * n / k, i * n / k, nil
+}
+
+// usersOf returns the ratings of test whose users are among list's
+// clients (by client ID, the user's index).
+func usersOf(test *ratings.Dataset, list []protocol.Client) *ratings.Dataset {
+	mine := make(map[int32]bool, len(list))
+	for _, c := range list {
+		mine[int32(c.ID())] = true
+	}
+	var keep []int
+	for k, u := range test.Users {
+		if mine[u] {
+			keep = append(keep, k)
+		}
+	}
+	return test.Subset(keep)
+}
 
 func offsetIDs(list []protocol.Client, off int) []protocol.Client {
 	out := make([]protocol.Client, len(list))

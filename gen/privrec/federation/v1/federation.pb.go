@@ -146,6 +146,8 @@ type HelloResponse struct {
 	// The number of clients enrolled, and the number the first round waits
 	// for: while enrolling, the run starts once min_clients are in. (The
 	// server learns the number of participants anyway; a client shows it.)
+	// Both count users: a party counts the users it answers for
+	// (EnrollRequest.users).
 	Enrolled      int32 `protobuf:"varint,9,opt,name=enrolled,proto3" json:"enrolled,omitempty"`
 	MinClients    int32 `protobuf:"varint,10,opt,name=min_clients,json=minClients,proto3" json:"min_clients,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -388,7 +390,16 @@ type EnrollRequest struct {
 	// client (at most one secret), once, as a party of its own. A retry
 	// with the same code and secret succeeds; any other use of a spent
 	// code is refused with PERMISSION_DENIED.
-	Code          string `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"`
+	Code string `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"`
+	// The users this client answers for as one secure-aggregation party (a
+	// vendor that holds its users' ratings and sends, each masked round, one
+	// vector: the sum of its users' uploads; privrec client --one-party).
+	// 0 and 1 mean one user. Above 1 it needs the token and exactly one
+	// secret; the server counts the client as that many users wherever a
+	// count enters the noise calibration or the checks (the roster, the
+	// participation floor, the masked inputs that bound a sum's arrivals,
+	// the ledger), within the cap on enrolled users.
+	Users         uint32 `protobuf:"varint,5,opt,name=users,proto3" json:"users,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -442,6 +453,13 @@ func (x *EnrollRequest) GetCode() string {
 		return x.Code
 	}
 	return ""
+}
+
+func (x *EnrollRequest) GetUsers() uint32 {
+	if x != nil {
+		return x.Users
+	}
+	return 0
 }
 
 // EnrollResponse holds one credential per enrolled client.
@@ -639,7 +657,8 @@ type GetRoundResponse struct {
 	EpsTotal float64 `protobuf:"fixed64,5,opt,name=eps_total,json=epsTotal,proto3" json:"eps_total,omitempty"`
 	Delta    float64 `protobuf:"fixed64,6,opt,name=delta,proto3" json:"delta,omitempty"`
 	// The number of clients enrolled, and the number the first round waits
-	// for (HelloResponse's), for a client's display of who takes part.
+	// for (HelloResponse's, in users), for a client's display of who takes
+	// part.
 	Enrolled   int32 `protobuf:"varint,7,opt,name=enrolled,proto3" json:"enrolled,omitempty"`
 	MinClients int32 `protobuf:"varint,8,opt,name=min_clients,json=minClients,proto3" json:"min_clients,omitempty"`
 	// In a cohort run, the round after `after` whose cohort is being
@@ -2568,11 +2587,12 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x05Scale\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x01R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x01R\x03max\x12\x12\n" +
-	"\x04step\x18\x03 \x01(\x01R\x04step\"e\n" +
+	"\x04step\x18\x03 \x01(\x01R\x04step\"{\n" +
 	"\rEnrollRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x18\n" +
 	"\asecrets\x18\x03 \x03(\tR\asecrets\x12\x12\n" +
-	"\x04code\x18\x04 \x01(\tR\x04codeJ\x04\b\x02\x10\x03R\n" +
+	"\x04code\x18\x04 \x01(\tR\x04code\x12\x14\n" +
+	"\x05users\x18\x05 \x01(\rR\x05usersJ\x04\b\x02\x10\x03R\n" +
 	"client_ids\"U\n" +
 	"\x0eEnrollResponse\x12C\n" +
 	"\vcredentials\x18\x01 \x03(\v2!.privrec.federation.v1.CredentialR\vcredentials\"?\n" +
