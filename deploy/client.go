@@ -612,7 +612,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		if g := resp.GetGathering(); g != nil && resp.GetBroadcast() == nil && int(g.GetRound()) > last {
 			var wait string
 			joinedRound = int(g.GetRound())
-			if joined, wait, err = s.joinCohort(ctx, last, g, clients, creds); err != nil {
+			if joined, wait, err = s.joinCohort(ctx, last, g, creds); err != nil {
 				return nil, err
 			}
 			if wait == "" {
@@ -686,14 +686,14 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				continue
 			}
 			boot, session = resp.GetBoot(), plan.GetSession()
-			if err := s.secureAggregate(ctx, r, plan, clients, ids, dense, creds, sentMasked); err != nil {
-				return nil, err
-			}
-			took := 0
+			took := 0 // counted first: a vector is dropped once its masked copy is sent
 			for _, v := range dense {
 				if v != nil {
 					took++
 				}
+			}
+			if err := s.secureAggregate(ctx, r, plan, clients, ids, dense, creds, sentMasked); err != nil {
+				return nil, err
 			}
 			if s.cfg.OneParty && took > 0 {
 				took = len(clients)

@@ -64,7 +64,7 @@ func (s *Session) takers(b *protocol.Broadcast, joined []bool, joinedRound int) 
 // gathered in g to its cohort, one Join call each, and returns which were
 // taken, and the credential of one taken client (to wait for the round
 // with), or "" when none was.
-func (s *Session) joinCohort(ctx context.Context, after int, g *fedv1.Gathering, clients []protocol.Client, creds []string) ([]bool, string, error) {
+func (s *Session) joinCohort(ctx context.Context, after int, g *fedv1.Gathering, creds []string) ([]bool, string, error) {
 	r := int(g.GetRound())
 	if s.rounds > 0 && (r < 0 || r >= s.rounds) {
 		return nil, "", fmt.Errorf("%w: deploy: a cohort is gathered for round %d, past the plan's rounds (0 to %d): refusing", protocol.ErrMessage, r, s.rounds-1)
@@ -78,7 +78,9 @@ func (s *Session) joinCohort(ctx context.Context, after int, g *fedv1.Gathering,
 		mu.Lock()
 		stop := full || first != nil
 		mu.Unlock()
-		if stop || !s.allowed(k, r, g.GetPhase()) || (g.GetPhase() != protocol.PhaseSetup && s.dropped(clients[k].ID(), r)) {
+		// (A simulated dropout, ClientConfig.Dropout, joins and then
+		// sits the round out, as a device that goes offline once taken.)
+		if stop || !s.allowed(k, r, g.GetPhase()) {
 			return
 		}
 		var resp *fedv1.GetRoundResponse

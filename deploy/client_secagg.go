@@ -151,6 +151,10 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 			markSent := func() { // only this goroutine touches entry k
 				if !s.resend {
 					sentMasked[k] = round
+					// Never sent again: its masked copy is the last use
+					// of the client's vector (thousands of clients hold
+					// theirs at once in a cohort).
+					dense[k] = nil
 				}
 			}
 			var auth *secagg.Auth
@@ -281,15 +285,18 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 				s.log.Warn("neighbours' shares failed authentication: reported", "round", round, "position", me, "reported", m.Reported)
 			}
 		}
+		step, req := m.Step(), toWireStep(m, p)
+		m = nil // a masked vector lives on in req alone while its step is open
 		var resp *fedv1.SecAggResponse
-		if resp, err = call(toWireStep(m, p)); err != nil {
+		if resp, err = call(req); err != nil {
 			break
 		}
+		req = nil
 		var r secagg.Reply
-		if r, err = fromWireReply(me, m.Step(), p, resp); err != nil {
+		if r, err = fromWireReply(me, step, p, resp); err != nil {
 			break
 		}
-		if um, ok := r.(*secagg.UnmaskRequest); ok && p.Active && m.Step() == secagg.StepMasked {
+		if um, ok := r.(*secagg.UnmaskRequest); ok && p.Active && step == secagg.StepMasked {
 			if err = s.checkSurvivors(um.Survived); err != nil {
 				break
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"connectrpc.com/connect"
 
@@ -180,11 +181,7 @@ func toWireStep(m secagg.Message, p secagg.Params) *fedv1.SecAggRequest {
 	case *secagg.ShareCheck:
 		req.Step = &fedv1.SecAggRequest_Check{Check: &fedv1.SecAggCheck{Reported: m.Reported}}
 	case *secagg.MaskedInput:
-		data := make([]byte, 4*len(m.Y))
-		for i, y := range m.Y {
-			binary.LittleEndian.PutUint32(data[4*i:], y)
-		}
-		req.Step = &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: data}}
+		req.Step = &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: uint32(p.Bits), Data: wordBytes(m.Y)}}
 	case *secagg.SurvivorSig:
 		req.Step = &fedv1.SecAggRequest_Consistency{Consistency: &fedv1.SecAggSignature{Position: m.From, Sig: m.Sig}}
 	case *secagg.UnmaskResponse:
@@ -307,4 +304,29 @@ func clientsWord(n int) string {
 		return "1 client"
 	}
 	return fmt.Sprintf("%d clients", n)
+}
+
+// littleEndian reports whether this machine stores a uint32 least
+// significant byte first, the wire's order of a masked vector's words.
+var littleEndian = func() bool {
+	x := uint32(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// wordBytes returns y as the wire's bytes (each word little-endian). On
+// a little-endian machine that is y's own memory, not a copy: a process
+// running a cohort of thousands of clients holds each masked vector once
+// while its step is open (y must not change until the call returns).
+func wordBytes(y []uint32) []byte {
+	if littleEndian {
+		if len(y) == 0 {
+			return []byte{}
+		}
+		return unsafe.Slice((*byte)(unsafe.Pointer(&y[0])), 4*len(y))
+	}
+	data := make([]byte, 4*len(y))
+	for i, v := range y {
+		binary.LittleEndian.PutUint32(data[4*i:], v)
+	}
+	return data
 }

@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -113,5 +114,19 @@ func TestWarnPartiesSaysWhatItMeans(t *testing.T) {
 	}
 	if strings.Contains(log.String(), "code:") {
 		t.Errorf("the device's party (1 of 10) is warned about:\n%s", log.String())
+	}
+}
+
+// TestWordBytes: a masked vector's bytes on the wire are its words
+// little-endian, whether or not they alias the vector's memory.
+func TestWordBytes(t *testing.T) {
+	for _, y := range [][]uint32{{}, {0}, {1, 0xdeadbeef, 0x01020304, ^uint32(0)}} {
+		want := make([]byte, 4*len(y))
+		for i, v := range y {
+			binary.LittleEndian.PutUint32(want[4*i:], v)
+		}
+		if got := wordBytes(y); !bytes.Equal(got, want) {
+			t.Errorf("wordBytes(%x) = %x, want %x", y, got, want)
+		}
 	}
 }

@@ -6,8 +6,9 @@
 # one a masked round (SecAgg+, distributed Skellam noise), and every
 # device answers one round of each. The server and the process that
 # simulates the devices run apart, each under /usr/bin/time -v, so their
-# CPU and peak RSS are their own. DROPOUT of the devices sit each
-# training round out. It prints the ledger, the two processes' figures
+# CPU and peak RSS are their own. DROPOUT of the devices taken into a
+# cohort go offline before sending anything (set MINP, the fraction of a
+# cohort a round releases with, below 1 - DROPOUT). It prints the ledger, the two processes' figures
 # and the served model's Recall@20 beside the in-process run on the same
 # users and split.
 #
@@ -17,6 +18,7 @@ cd "$(dirname "$0")/.."
 users=${USERS:-20000}
 cohort=${COHORT:-2000}
 dropout=${DROPOUT:-0}
+minp=${MINP:-1} # the fraction of a cohort a round releases with (--min-participants)
 port=${PORT:-7192}
 out=${OUT:-/tmp/privrec-population}
 rounds=$(( (users + cohort - 1) / cohort ))
@@ -27,7 +29,7 @@ go run ./scripts/population -data ml-1m -users "$users" -out "$out/population.cs
 state=$out/state
 method=(--method dp-ease --eps 1 --delta 1e-6 --cohort "$cohort" --cohort-rounds "$rounds" --roster "$users")
 /usr/bin/time -v "$bin" serve "${method[@]}" --secagg masked --secagg-active=false --insecure --seed 1 \
-  --items "$out/population.csv" --dev-tls --state "$state" --listen 127.0.0.1:$port --min-clients "$users" --enroll-quiet 2s \
+  --items "$out/population.csv" --dev-tls --state "$state" --listen 127.0.0.1:$port --min-clients "$users" --enroll-quiet 2s --min-participants "$minp" \
   --round-timeout 5m --linger 2s 2> "$out/serve.log" &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT

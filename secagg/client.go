@@ -85,7 +85,8 @@ type Client struct {
 	commitSet [32]byte       // the commitment set's hash (Reveal)
 
 	// The state machine (Start, Next).
-	input    []uint32        // the input to mask
+	input    []uint32        // the input to mask, until its masked copy
+	started  bool            // Start was called
 	delivery *SharesDelivery // the shares, until the check's answer
 }
 

@@ -160,13 +160,13 @@ func (r *Done) Recipient() uint32 { return r.To }
 //
 // x must have Params.Len values below 2^Bits; it is not modified.
 func (c *Client) Start(x []uint32) (Message, error) {
-	if c.input != nil || c.stage != stageKeys || c.own != nil {
+	if c.started || c.stage != stageKeys || c.own != nil {
 		return nil, fmt.Errorf("%w: client %d started twice or after a step", ErrState, c.id)
 	}
 	if len(x) != c.p.Len {
 		return nil, c.abort(fmt.Errorf("%w: input has %d values, want %d", ErrMessage, len(x), c.p.Len))
 	}
-	c.input = x
+	c.input, c.started = x, true
 	if c.p.Active {
 		return c.Commit()
 	}
@@ -179,7 +179,7 @@ func (c *Client) Start(x []uint32) (Message, error) {
 // client's session does not run, is refused with ErrState and aborts
 // the client, as a malformed one does.
 func (c *Client) Next(r Reply) (Message, error) {
-	if c.input == nil {
+	if !c.started {
 		return nil, fmt.Errorf("%w: Next before Start", ErrState)
 	}
 	if r == nil || r.Recipient() != c.id {
@@ -206,7 +206,11 @@ func (c *Client) Next(r Reply) (Message, error) {
 		d := *c.delivery
 		d.Excluded = r.Excluded
 		c.delivery = nil
-		return c.MaskedInput(&d, c.input)
+		m, err := c.MaskedInput(&d, c.input)
+		// The input is not needed past its masked copy: a process that
+		// runs thousands of clients at once frees it during the wait.
+		c.input = nil
+		return m, err
 	case *UnmaskRequest:
 		if c.p.Active && c.survived == nil {
 			return c.Consistency(r)
