@@ -14,6 +14,47 @@ import (
 	"github.com/privrec/privrec/ratings"
 )
 
+// cohortConfig is a small masked dp-als run over cohorts with limits.
+func cohortConfig(t *testing.T, rounds, cohort, perUser, gap string) (protocol.Method, any, protocol.Participation) {
+	t.Helper()
+	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": rounds, "init-items": "10",
+		"cohort": cohort, "rounds-per-user": perUser, "min-gap": gap})
+	m := served("dp-als")
+	return m, cfg, m.Participation(cfg)
+}
+
+// dialCohort connects a vendor session of seeded clients to h, with a
+// memory directory when memory is not empty.
+func dialCohort(t *testing.T, ctx context.Context, h *harness, memory string, progress func(Progress)) *Session {
+	t.Helper()
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
+		Insecure: true, Logger: quietLog(), Retry: 30 * time.Second, Memory: memory, Progress: progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}
+
+// checkLimits fails t for a client whose training rounds break part's
+// limits.
+func checkLimits(t *testing.T, trained [][]int, part protocol.Participation) {
+	t.Helper()
+	for k, rounds := range trained {
+		if len(rounds) > part.MaxRounds {
+			t.Errorf("client %d answered training rounds %v, over the limit of %d", k, rounds, part.MaxRounds)
+		}
+		for i := 1; i < len(rounds); i++ {
+			if rounds[i]-rounds[i-1] < part.MinGap {
+				t.Errorf("client %d answered rounds %v, two closer than the gap of %d", k, rounds, part.MinGap)
+			}
+		}
+	}
+}
+
 // TestCohortRounds: a masked dp-als run over TLS in which every round
 // takes a cohort of 20 of the 60 enrolled clients: each round's sum
 // holds its cohort alone, and no client answers more training rounds
@@ -23,23 +64,12 @@ func TestCohortRounds(t *testing.T) {
 		t.Skip("-short: a masked cohort run over TLS loopback; go test without -short runs it")
 	}
 	d, spl := smallCatalog(t, 60, 300)
-	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "2", "init-items": "10",
-		"cohort": "20", "rounds-per-user": "3", "min-gap": "2"})
-	m := served("dp-als")
-	part := m.Participation(cfg)
+	m, cfg, part := cohortConfig(t, "2", "20", "3", "2")
 	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: 20 * time.Second}, "127.0.0.1:0")
-	hc, err := HTTPClient(h.ca)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
-		Insecure: true, Logger: quietLog(), Retry: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dialCohort(t, ctx, h, "", nil)
 	got, _ := runClients(t, sess, spl.Train, 4)
 	if rmse := eval.Rating(got, spl.Test).RMSE; math.IsNaN(rmse) || rmse > 2 {
 		t.Errorf("test RMSE %v", rmse)
@@ -64,17 +94,10 @@ func TestCohortRounds(t *testing.T) {
 	}
 	// The clients' own record: the limits held, and together the
 	// clients answered every training round's cohort.
+	checkLimits(t, sess.trained, part)
 	total := 0
-	for k, rounds := range sess.trained {
+	for _, rounds := range sess.trained {
 		total += len(rounds)
-		if len(rounds) > part.MaxRounds {
-			t.Errorf("client %d answered %d training rounds %v, over the limit of %d", k, len(rounds), rounds, part.MaxRounds)
-		}
-		for i := 1; i < len(rounds); i++ {
-			if rounds[i]-rounds[i-1] < part.MinGap {
-				t.Errorf("client %d answered rounds %v, two closer than the gap of %d", k, rounds, part.MinGap)
-			}
-		}
 	}
 	if trainRounds == 0 || total != trainRounds*part.Cohort {
 		t.Errorf("the clients answered %d training participations over %d training rounds, want %d", total, trainRounds, trainRounds*part.Cohort)
@@ -94,10 +117,7 @@ func TestRedTeamCohortOverLimits(t *testing.T) {
 		t.Skip("-short: a cohort run over TLS loopback; go test without -short runs it")
 	}
 	d, spl := smallCatalog(t, 30, 200)
-	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "2", "init-items": "10",
-		"cohort": "10", "rounds-per-user": "2", "min-gap": "3"})
-	m := served("dp-als")
-	part := m.Participation(cfg)
+	m, cfg, part := cohortConfig(t, "2", "10", "2", "3")
 	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
 		StateDir: t.TempDir(), RoundTimeout: time.Second, MinParticipants: 0.5}, "127.0.0.1:0")
 	h.srv.testCohort = func(b *protocol.Broadcast, cohort map[uint32]bool) {
@@ -107,17 +127,9 @@ func TestRedTeamCohortOverLimits(t *testing.T) {
 			}
 		}
 	}
-	hc, err := HTTPClient(h.ca)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
-		Insecure: true, Logger: quietLog(), Retry: 30 * time.Second, Memory: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dialCohort(t, ctx, h, t.TempDir(), nil)
 	runClients(t, sess, spl.Train, 4)
 	led, err := h.srv.Ledger()
 	if err != nil {
@@ -130,16 +142,7 @@ func TestRedTeamCohortOverLimits(t *testing.T) {
 		}
 	}
 	// The memory, which a restarted client reads, holds the limits too.
-	for k, rounds := range sess.mem.rounds.Trained {
-		if len(rounds) > part.MaxRounds {
-			t.Errorf("client %d answered training rounds %v, over the limit of %d", k, rounds, part.MaxRounds)
-		}
-		for i := 1; i < len(rounds); i++ {
-			if rounds[i]-rounds[i-1] < part.MinGap {
-				t.Errorf("client %d answered rounds %v, two closer than the gap of %d", k, rounds, part.MinGap)
-			}
-		}
-	}
+	checkLimits(t, sess.mem.rounds.Trained, part)
 }
 
 // TestTakers: which of a session's clients answer a round, by the limits
@@ -219,26 +222,12 @@ func TestCohortLateArrivals(t *testing.T) {
 		t.Skip("-short: a cohort run over TLS loopback; go test without -short runs it")
 	}
 	d, spl := smallCatalog(t, 60, 300)
-	_, cfg := configure(t, "dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "3", "init-items": "10",
-		"cohort": "20", "rounds-per-user": "3", "min-gap": "2"})
-	m := served("dp-als")
-	part := m.Participation(cfg)
+	m, cfg, part := cohortConfig(t, "3", "20", "3", "2")
 	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d), MinClients: 40,
 		StateDir: t.TempDir(), RoundTimeout: 20 * time.Second}, "127.0.0.1:0")
-	hc, err := HTTPClient(h.ca)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dial := func(progress func(Progress)) *Session {
-		sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
-			Insecure: true, Logger: quietLog(), Retry: 30 * time.Second, Progress: progress})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sess
-	}
+	dial := func(progress func(Progress)) *Session { return dialCohort(t, ctx, h, "", progress) }
 	spec, _ := configure(t, "dp-als", nil)
 	run := func(sess *Session, train *ratings.Dataset) error {
 		cls, err := spec.NewClients(cfg, train, 4)
