@@ -50,6 +50,15 @@ type Config struct {
 	// checkpoints and acknowledges at once (and it does whenever it is
 	// idle); 0 means 64.
 	CheckpointEvery int
+	// Replicas is how many servers of the cluster hold each of the
+	// run's streams and its checkpoint bucket (JetStream's R): with 3,
+	// a stream survives the loss of any one server, its leader included
+	// (see the package doc, Clusters). 0 means 3 when the server
+	// connected to is in a cluster of at least three (its cluster name
+	// is set and the connection knows three servers' URLs, given or
+	// discovered), and 1 otherwise: a single
+	// server, or a smaller cluster, which must set it.
+	Replicas int `json:",omitempty"`
 
 	// AggregatorKeys are the aggregators' Ed25519 public keys, one per
 	// shard in shard order: the coordinator takes a shard's result only
@@ -89,6 +98,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("shard: a signing key of %d bytes, want an Ed25519 private key of %d", len(c.SignKey), ed25519.PrivateKeySize)
 	case c.Backlog < 0 || c.MaxBytes < 0 || c.MaxAckPending < 0 || c.AckWait < 0 || c.CheckpointEvery < 0:
 		return errors.New("shard: negative limit")
+	case c.Replicas < 0 || c.Replicas > 5:
+		return fmt.Errorf("shard: %d replicas, want 1..5 (JetStream's limit), or 0 to choose", c.Replicas)
 	}
 	for s, k := range c.AggregatorKeys {
 		if len(k) != ed25519.PublicKeySize {
@@ -135,14 +146,30 @@ func (c Config) ctlSubject(round uint64, what string) string {
 }
 func (c Config) broadcastSubject() string { return "privrec." + c.Run + ".broadcast" }
 
-// Setup creates (or updates) the run's streams and checkpoint bucket. It
-// is idempotent; the coordinator calls it, and so may every process.
+// replicas returns c.Replicas, or when it is 0 the replicas that suit
+// the cluster js is connected to: 3 on a cluster of at least three
+// servers, 1 otherwise.
+func (c Config) replicas(js jetstream.JetStream) int {
+	if c.Replicas > 0 {
+		return c.Replicas
+	}
+	nc := js.Conn()
+	if nc.ConnectedClusterName() != "" && len(nc.Servers()) >= 3 { // given and discovered
+		return 3
+	}
+	return 1
+}
+
+// Setup creates (or updates) the run's streams and checkpoint bucket,
+// with c's Replicas. It is idempotent; the coordinator calls it, and so
+// may every process.
 func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
 	c = c.withDefaults()
 	c.CheckpointEvery = min(c.CheckpointEvery, c.MaxAckPending)
+	r := c.replicas(js)
 	// One stream per shard: in a cluster each can have its leader on
 	// another server, so ingest scales with the shards.
 	for s := range c.Shards {
@@ -159,6 +186,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 			MaxMsgsPerSubject:    c.Backlog,
 			DiscardNewPerSubject: true,
 			Storage:              jetstream.FileStorage,
+			Replicas:             r,
 			Duplicates:           2 * time.Minute,
 		}); err != nil {
 			return fmt.Errorf("shard: stream %s: %w", c.upStream(s), err)
@@ -168,12 +196,13 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 		Name:       c.ctlStream(),
 		Subjects:   []string{"privrec." + c.Run + ".ctl.>", c.broadcastSubject()},
 		Storage:    jetstream.FileStorage,
+		Replicas:   r,
 		Duplicates: 2 * time.Minute,
 	}); err != nil {
 		return fmt.Errorf("shard: stream %s: %w", c.ctlStream(), err)
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: c.ckptBucket(), Storage: jetstream.FileStorage, MaxValueSize: -1,
+		Bucket: c.ckptBucket(), Storage: jetstream.FileStorage, MaxValueSize: -1, Replicas: r,
 	})
 	if err != nil {
 		return fmt.Errorf("shard: bucket %s: %w", c.ckptBucket(), err)
