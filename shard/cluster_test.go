@@ -518,6 +518,20 @@ func clusterRound(t *testing.T, cl *testCluster, c Config, pr problem, round uin
 	return equal
 }
 
+// clusterRuns is how many leader kills of each kind TestClusterLeaderKill
+// runs: PRIVREC_CLUSTER_RUNS, or 2.
+func clusterRuns(t *testing.T) int {
+	v := os.Getenv("PRIVREC_CLUSTER_RUNS")
+	if v == "" {
+		return 2
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		t.Fatalf("PRIVREC_CLUSTER_RUNS=%q: want a number of runs in 1..1000", v)
+	}
+	return n
+}
+
 // TestClusterSumEqualsSingleServer: on a three-node cluster the run's
 // streams get three replicas, and a masked round through the
 // coordinator and two aggregators (each on its own connection) is bit
@@ -540,5 +554,68 @@ func TestClusterSumEqualsSingleServer(t *testing.T) {
 		if r := st.CachedInfo().Config.Replicas; r != 3 {
 			t.Errorf("stream %s has %d replicas, want 3 (Replicas 0 on a cluster of three)", name, r)
 		}
+	}
+}
+
+// TestClusterLeaderKill SIGKILLs the node leading a stream of the run
+// amid a round's uploads (the leader of the control stream, which takes
+// the admissions, or of an upload stream, in turn), and separately
+// while the coordinator publishes the mask streams (the control stream's
+// leader, or the checkpoint bucket's, in turn), and restarts it on its
+// store after the round. Each round must end with the single server's
+// sum bit for bit (every acknowledged client admitted, each folded once
+// by every shard) or be aborted whole, with every aggregator stopping
+// it; it counts both. PRIVREC_CLUSTER_RUNS=20 runs 20 of each kind.
+func TestClusterLeaderKill(t *testing.T) {
+	cl := startCluster(t)
+	_, js := cl.connect(t)
+	c := Config{Run: "kill", Shards: 2, Len: 400, Clients: 10, Bits: 24,
+		AckWait: 2 * time.Second, CheckpointEvery: 2, MaxAckPending: 16}
+	runs := clusterRuns(t)
+	streams := runStreams(c)
+	round := uint64(0)
+	for _, phase := range []string{"upload", "unmask"} {
+		var counts [2]int
+		for i := range runs {
+			round++
+			var targets []string
+			if phase == "upload" {
+				targets = []string{c.ctlStream(), c.upStream(0), c.upStream(1)}
+			} else {
+				targets = []string{c.ctlStream(), "KV_" + c.ckptBucket()}
+			}
+			target := targets[i%len(targets)]
+			victim := -1
+			kill := func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				l, err := cl.leader(ctx, js, target)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				victim = l
+				cl.kill(l)
+			}
+			pr := newProblem(c.Clients, c.Len, int(round))
+			got := clusterRound(t, cl, c, pr, round, phase, kill)
+			if victim < 0 {
+				t.Fatalf("round %d: no leader was killed", round)
+			}
+			counts[got]++
+			t.Logf("kill during %s, run %d (round %d): leader of %s (node %s) killed: %s", phase, i+1, round, target,
+				cl.nodes[victim].name, map[outcome]string{equal: "equal", skipped: "skipped"}[got])
+			if err := cl.start(victim); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := cl.settled(ctx, js, streams, 3)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		fmt.Printf("leader SIGKILL during %s: %d runs, %d equal to the single server's sum, %d skipped whole\n",
+			phase, runs, counts[equal], counts[skipped])
 	}
 }

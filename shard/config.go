@@ -172,8 +172,16 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 	r := c.replicas(js)
 	// One stream per shard: in a cluster each can have its leader on
 	// another server, so ingest scales with the shards.
+	// Each request is retried (retry) through a leader election: creating
+	// or updating with the same config is idempotent.
+	stream := func(cfg jetstream.StreamConfig) error {
+		return retry(ctx, "stream "+cfg.Name, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateStream(ctx, cfg)
+			return err
+		})
+	}
 	for s := range c.Shards {
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		if err := stream(jetstream.StreamConfig{
 			Name:      c.upStream(s),
 			Subjects:  []string{fmt.Sprintf("privrec.%s.up.*.%d", c.Run, s)},
 			Retention: jetstream.WorkQueuePolicy,
@@ -189,23 +197,27 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 			Replicas:             r,
 			Duplicates:           2 * time.Minute,
 		}); err != nil {
-			return fmt.Errorf("shard: stream %s: %w", c.upStream(s), err)
+			return err
 		}
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if err := stream(jetstream.StreamConfig{
 		Name:       c.ctlStream(),
 		Subjects:   []string{"privrec." + c.Run + ".ctl.>", c.broadcastSubject()},
 		Storage:    jetstream.FileStorage,
 		Replicas:   r,
 		Duplicates: 2 * time.Minute,
 	}); err != nil {
-		return fmt.Errorf("shard: stream %s: %w", c.ctlStream(), err)
+		return err
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: c.ckptBucket(), Storage: jetstream.FileStorage, MaxValueSize: -1, Replicas: r,
-	})
-	if err != nil {
-		return fmt.Errorf("shard: bucket %s: %w", c.ckptBucket(), err)
+	var kv jetstream.KeyValue
+	if err := retry(ctx, "bucket "+c.ckptBucket(), func(ctx context.Context) error {
+		var err error
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: c.ckptBucket(), Storage: jetstream.FileStorage, MaxValueSize: -1, Replicas: r,
+		})
+		return err
+	}); err != nil {
+		return err
 	}
 	// The run's Config is stored once, so aggregators started with only
 	// the run name (LoadConfig) agree with the coordinator.
@@ -213,7 +225,11 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Create(ctx, configKey, b); errors.Is(err, jetstream.ErrKeyExists) {
+	err = retry(ctx, "store config of run "+c.Run, func(ctx context.Context) error {
+		_, err := kv.Create(ctx, configKey, b)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrKeyExists) {
 		old, err := LoadConfig(ctx, js, c.Run)
 		if err != nil {
 			return err
@@ -222,7 +238,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 			return fmt.Errorf("shard: run %s exists with another config (%+v)", c.Run, old)
 		}
 	} else if err != nil {
-		return fmt.Errorf("shard: store config of run %s: %w", c.Run, err)
+		return err
 	}
 	return nil
 }
@@ -235,13 +251,16 @@ func LoadConfig(ctx context.Context, js jetstream.JetStream, run string) (Config
 	if !runName.MatchString(run) {
 		return c, fmt.Errorf("shard: run name %q: want [A-Za-z0-9_-]+", run)
 	}
-	kv, err := js.KeyValue(ctx, Config{Run: run}.ckptBucket())
-	if err != nil {
-		return c, fmt.Errorf("shard: run %s: %w", run, err)
-	}
-	e, err := kv.Get(ctx, configKey)
-	if err != nil {
-		return c, fmt.Errorf("shard: config of run %s: %w", run, err)
+	var e jetstream.KeyValueEntry
+	if err := retry(ctx, "config of run "+run, func(ctx context.Context) error {
+		kv, err := js.KeyValue(ctx, Config{Run: run}.ckptBucket())
+		if err != nil {
+			return err
+		}
+		e, err = kv.Get(ctx, configKey)
+		return err
+	}); err != nil {
+		return c, err
 	}
 	if err := json.Unmarshal(e.Value(), &c); err != nil {
 		return c, fmt.Errorf("shard: config of run %s: %w", run, err)
