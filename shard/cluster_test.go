@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,9 +32,9 @@ const clusterName = "privrec-test"
 // childNATS is a node of a test cluster: the test binary run again with
 // PRIVREC_SHARD_NATS="name port clusterPort storeDir route,route" runs
 // one embedded nats-server with JetStream in storeDir, listening on
-// 127.0.0.1 at port (clients) and clusterPort (routes to the others),
-// says READY and serves until its standard input closes (the test
-// ended) or it is killed.
+// 127.0.0.1 at port (clients) and clusterPort (routes to the others;
+// routes "-": a single server, no cluster), says READY and serves until
+// its standard input closes (the test ended) or it is killed.
 func childNATS(spec string) int {
 	f := strings.Fields(spec)
 	if len(f) != 5 {
@@ -49,8 +50,10 @@ func childNATS(spec string) int {
 	opts := &server.Options{
 		ServerName: f[0], Host: "127.0.0.1", Port: port, NoSigs: true, MaxPayload: 4 << 20,
 		JetStream: true, StoreDir: f[3], JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 16 << 30,
-		Cluster: server.ClusterOpts{Name: clusterName, Host: "127.0.0.1", Port: cport},
-		Routes:  server.RoutesFromStr(f[4]),
+	}
+	if f[4] != "-" {
+		opts.Cluster = server.ClusterOpts{Name: clusterName, Host: "127.0.0.1", Port: cport}
+		opts.Routes = server.RoutesFromStr(f[4])
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -110,14 +113,18 @@ func freePorts(t testing.TB, n int) []int {
 
 // startCluster starts a three-node cluster and waits until JetStream's
 // meta leader is elected.
-func startCluster(t *testing.T) *testCluster {
+func startCluster(t testing.TB) *testCluster { return startNodes(t, 3) }
+
+// startNodes starts n nodes (1: a single server in its own process)
+// and waits until JetStream answers.
+func startNodes(t testing.TB, n int) *testCluster {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("starts three nats-server processes")
+		t.Skip("starts nats-server processes")
 	}
-	ports := freePorts(t, 6)
+	ports := freePorts(t, 2*n)
 	cl := &testCluster{t: t}
-	for i := range 3 {
+	for i := range n {
 		cl.nodes = append(cl.nodes, &node{name: fmt.Sprintf("n%d", i), port: ports[2*i], cport: ports[2*i+1], dir: t.TempDir()})
 	}
 	t.Cleanup(func() {
@@ -159,6 +166,9 @@ func (cl *testCluster) start(i int) error {
 		}
 	}
 	cl.mu.Unlock()
+	if len(routes) == 0 {
+		routes = []string{"-"}
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PRIVREC_SHARD_NATS=%s %d %d %s %s", n.name, n.port, n.cport, n.dir, strings.Join(routes, ",")))
 	cmd.Stderr = os.Stderr
@@ -224,7 +234,34 @@ func (cl *testCluster) stop(i int) {
 	}
 }
 
-// urls are the three nodes' client URLs, comma-separated.
+// cpu is the CPU time (user and system) the running nodes' processes
+// used so far, from /proc/PID/stat.
+func (cl *testCluster) cpu() time.Duration {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var total time.Duration
+	for _, n := range cl.nodes {
+		if n.cmd == nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (in parentheses): utime and
+		// stime are the 14th and 15th of the line, in clock ticks.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	}
+	return total
+}
+
+// urls are the nodes' client URLs, comma-separated.
 func (cl *testCluster) urls() string {
 	var u []string
 	for _, n := range cl.nodes {
@@ -334,10 +371,15 @@ const (
 // connection and one connection per aggregator, all to the cluster, with
 // the reference single server fed the same messages (the masked inputs
 // of the clients the coordinator admitted). kill, if set, runs once at
-// phase "upload" (after the first client's upload) or "unmask" (as the
-// coordinator publishes the mask streams), in its own goroutine. It
-// fails the test on anything but the two allowed outcomes.
-func clusterRound(t *testing.T, cl *testCluster, c Config, pr problem, round uint64, killAt string, kill func()) outcome {
+// phase killAt: "upload", before the third client's upload, in its own
+// goroutine while the uploads go on (wait false) or before they go on
+// (wait true); "unmask", in its own goroutine as the
+// coordinator starts publishing the mask streams (wait false), or
+// before (wait true: the unmasking shares are in, no mask stream is
+// published yet). It fails the test on anything but the two allowed
+// outcomes, and returns how many clients' uploads were acknowledged
+// when the kill was done.
+func clusterRound(t *testing.T, cl *testCluster, c Config, pr problem, round uint64, killAt string, wait bool, kill func()) (outcome, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -365,8 +407,19 @@ func clusterRound(t *testing.T, cl *testCluster, c Config, pr problem, round uin
 	}
 	var killed sync.WaitGroup
 	var once sync.Once
+	var nAcked, atKill atomic.Int32
 	fire := func() {
-		once.Do(func() { killed.Go(kill) })
+		once.Do(func() {
+			if wait {
+				kill()
+				atKill.Store(nAcked.Load())
+				return
+			}
+			killed.Go(func() {
+				kill()
+				atKill.Store(nAcked.Load())
+			})
+		})
 	}
 	defer killed.Wait()
 	both := func(f func(*secagg.Server) error) {
@@ -430,16 +483,17 @@ func clusterRound(t *testing.T, cl *testCluster, c Config, pr problem, round uin
 	var acked []uint32 // clients whose pieces were stored and commit admitted
 	var uploadErr error
 	for _, u := range slices.Sorted(maps.Keys(masked)) {
+		if killAt == "upload" && len(acked) == 2 {
+			fire()
+		}
 		if _, err := Upload(ctx, clNC, clJS, co.Config(), round, masked[u]); err != nil {
 			uploadErr = err
 			break
 		}
 		acked = append(acked, u)
-		if killAt == "upload" {
-			fire()
-		}
+		nAcked.Add(1)
 	}
-	abort := func(why error) outcome {
+	abort := func(why error) (outcome, int) {
 		t.Helper()
 		actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer acancel()
@@ -450,7 +504,8 @@ func clusterRound(t *testing.T, cl *testCluster, c Config, pr problem, round uin
 				t.Fatalf("round %d aborted (%v), but aggregator %d: %v (stats %+v), want ErrAborted", round, why, s, err, stats[s])
 			}
 		}
-		return skipped
+		killed.Wait()
+		return skipped, int(atKill.Load())
 	}
 	if uploadErr != nil {
 		t.Logf("round %d: upload: %v", round, uploadErr)
@@ -515,7 +570,8 @@ func clusterRound(t *testing.T, cl *testCluster, c Config, pr problem, round uin
 	if err := co.Broadcast(ctx, []byte("next")); err != nil {
 		t.Fatalf("round %d: broadcast: %v", round, err)
 	}
-	return equal
+	killed.Wait()
+	return equal, int(atKill.Load())
 }
 
 // clusterRuns is how many leader kills of each kind TestClusterLeaderKill
@@ -541,7 +597,7 @@ func TestClusterSumEqualsSingleServer(t *testing.T) {
 	_, js := cl.connect(t)
 	c := Config{Run: "cl", Shards: 2, Len: 500, Clients: 12, Bits: 24, AckWait: 2 * time.Second}
 	pr := newProblem(c.Clients, c.Len, 21)
-	if got := clusterRound(t, cl, c, pr, 1, "", nil); got != equal {
+	if got, _ := clusterRound(t, cl, c, pr, 1, "", false, nil); got != equal {
 		t.Fatalf("round without a kill: outcome %d, want the sum", got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -560,9 +616,11 @@ func TestClusterSumEqualsSingleServer(t *testing.T) {
 // TestClusterLeaderKill SIGKILLs the node leading a stream of the run
 // amid a round's uploads (the leader of the control stream, which takes
 // the admissions, or of an upload stream, in turn), and separately
-// while the coordinator publishes the mask streams (the control stream's
-// leader, or the checkpoint bucket's, in turn), and restarts it on its
-// store after the round. Each round must end with the single server's
+// during unmasking (the control stream's leader, which takes the mask
+// streams and the results, or the checkpoint bucket's, in turn), and
+// restarts it on its store after the round. In turn, the kill is done
+// while the phase goes on (publishes in flight) or before it goes on
+// (see clusterRound). Each round must end with the single server's
 // sum bit for bit (every acknowledged client admitted, each folded once
 // by every shard) or be aborted whole, with every aggregator stopping
 // it; it counts both. PRIVREC_CLUSTER_RUNS=20 runs 20 of each kind.
@@ -573,43 +631,60 @@ func TestClusterLeaderKill(t *testing.T) {
 		AckWait: 2 * time.Second, CheckpointEvery: 2, MaxAckPending: 16}
 	runs := clusterRuns(t)
 	streams := runStreams(c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	err := Setup(ctx, js, c) // the streams, whose leaders are killed
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
 	round := uint64(0)
 	for _, phase := range []string{"upload", "unmask"} {
 		var counts [2]int
 		for i := range runs {
 			round++
-			var targets []string
-			if phase == "upload" {
-				targets = []string{c.ctlStream(), c.upStream(0), c.upStream(1)}
-			} else {
-				targets = []string{c.ctlStream(), "KV_" + c.ckptBucket()}
+			// Which stream's leader, and whether the kill is done
+			// before the phase goes on: every pair in turn.
+			type plan struct {
+				stream string
+				wait   bool
 			}
-			target := targets[i%len(targets)]
-			victim := -1
+			plans := []plan{{c.ctlStream(), false}, {c.upStream(0), true}, {c.upStream(1), false},
+				{c.ctlStream(), true}, {c.upStream(0), false}, {c.upStream(1), true}}
+			if phase == "unmask" {
+				kv := "KV_" + c.ckptBucket()
+				plans = []plan{{c.ctlStream(), false}, {kv, true}, {kv, false}, {c.ctlStream(), true}}
+			}
+			target, wait := plans[i%len(plans)].stream, plans[i%len(plans)].wait
+			// The leader is found before the round, so that the kill
+			// itself is immediate.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			victim, err := cl.leader(ctx, js, target)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			killed := false
 			kill := func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				l, err := cl.leader(ctx, js, target)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				victim = l
-				cl.kill(l)
+				cl.kill(victim)
+				killed = true
 			}
 			pr := newProblem(c.Clients, c.Len, int(round))
-			got := clusterRound(t, cl, c, pr, round, phase, kill)
-			if victim < 0 {
+			got, atKill := clusterRound(t, cl, c, pr, round, phase, wait, kill)
+			if !killed {
 				t.Fatalf("round %d: no leader was killed", round)
 			}
 			counts[got]++
-			t.Logf("kill during %s, run %d (round %d): leader of %s (node %s) killed: %s", phase, i+1, round, target,
-				cl.nodes[victim].name, map[outcome]string{equal: "equal", skipped: "skipped"}[got])
+			how := "while the phase went on"
+			if wait {
+				how = "before the phase went on"
+			}
+			t.Logf("kill during %s, run %d (round %d): leader of %s (node %s) killed %s, %d uploads acknowledged by then: %s",
+				phase, i+1, round, target, cl.nodes[victim].name, how, atKill, map[outcome]string{equal: "equal", skipped: "skipped"}[got])
 			if err := cl.start(victim); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			err := cl.settled(ctx, js, streams, 3)
+			ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+			err = cl.settled(ctx, js, streams, 3)
 			cancel()
 			if err != nil {
 				t.Fatal(err)
