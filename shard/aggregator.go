@@ -197,7 +197,9 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 	done := make(chan struct{}) // Round returned: the goroutine stops
 	var itMu sync.Mutex
 	var ctlIter jetstream.MessagesContext
+	gctx, gcancel := context.WithCancel(ctx) // the goroutine's requests
 	defer func() {
+		gcancel()
 		itMu.Lock()
 		close(done)
 		if ctlIter != nil {
@@ -214,7 +216,7 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
 			}
 			var it jetstream.MessagesContext
-			if err := retry(ctx, "control consumer", func(ctx context.Context) error {
+			if err := retry(gctx, "control consumer", func(ctx context.Context) error {
 				cons, err := ag.js.OrderedConsumer(ctx, c.ctlStream(), cfg)
 				if err != nil {
 					return err

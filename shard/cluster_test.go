@@ -597,9 +597,11 @@ func TestClusterSumEqualsSingleServer(t *testing.T) {
 	_, js := cl.connect(t)
 	c := Config{Run: "cl", Shards: 2, Len: 500, Clients: 12, Bits: 24, AckWait: 2 * time.Second}
 	pr := newProblem(c.Clients, c.Len, 21)
+	t0 := time.Now()
 	if got, _ := clusterRound(t, cl, c, pr, 1, "", false, nil); got != equal {
 		t.Fatalf("round without a kill: outcome %d, want the sum", got)
 	}
+	t.Logf("a round without a kill: %.2f s", time.Since(t0).Seconds())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, name := range runStreams(c) {
@@ -640,6 +642,7 @@ func TestClusterLeaderKill(t *testing.T) {
 	round := uint64(0)
 	for _, phase := range []string{"upload", "unmask"} {
 		var counts [2]int
+		var total time.Duration
 		for i := range runs {
 			round++
 			// Which stream's leader, and whether the kill is done
@@ -669,7 +672,10 @@ func TestClusterLeaderKill(t *testing.T) {
 				killed = true
 			}
 			pr := newProblem(c.Clients, c.Len, int(round))
+			t0 := time.Now()
 			got, atKill := clusterRound(t, cl, c, pr, round, phase, wait, kill)
+			took := time.Since(t0)
+			total += took
 			if !killed {
 				t.Fatalf("round %d: no leader was killed", round)
 			}
@@ -678,8 +684,8 @@ func TestClusterLeaderKill(t *testing.T) {
 			if wait {
 				how = "before the phase went on"
 			}
-			t.Logf("kill during %s, run %d (round %d): leader of %s (node %s) killed %s, %d uploads acknowledged by then: %s",
-				phase, i+1, round, target, cl.nodes[victim].name, how, atKill, map[outcome]string{equal: "equal", skipped: "skipped"}[got])
+			t.Logf("kill during %s, run %d (round %d): leader of %s (node %s) killed %s, %d uploads acknowledged by then: %s in %.1f s",
+				phase, i+1, round, target, cl.nodes[victim].name, how, atKill, map[outcome]string{equal: "equal", skipped: "skipped"}[got], took.Seconds())
 			if err := cl.start(victim); err != nil {
 				t.Fatal(err)
 			}
@@ -690,7 +696,7 @@ func TestClusterLeaderKill(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		fmt.Printf("leader SIGKILL during %s: %d runs, %d equal to the single server's sum, %d skipped whole\n",
-			phase, runs, counts[equal], counts[skipped])
+		fmt.Printf("leader SIGKILL during %s: %d runs, %d equal to the single server's sum, %d skipped whole; %.1f s a round\n",
+			phase, runs, counts[equal], counts[skipped], total.Seconds()/float64(runs))
 	}
 }
