@@ -21,9 +21,9 @@ import (
 const (
 	fetchWait   = 100 * time.Millisecond
 	notYetDelay = 20 * time.Millisecond
-	// pullExpiry bounds an aggregator's pull requests: with the
-	// heartbeats JetStream sends within them, a pull lost with its
-	// consumer's leader is noticed and sent again within seconds.
+	// pullExpiry bounds the pull requests of an aggregator's control
+	// consumer: with the heartbeats JetStream sends within them, a pull
+	// lost with its server is noticed and sent again within seconds.
 	pullExpiry = 5 * time.Second
 )
 
@@ -452,28 +452,35 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 			return st, err
 		}
 	}
-	// The pieces, from the durable consumer; should the iterator fail
-	// (the consumer's leader died), another one is started, on the
-	// consumer created again (the same config: idempotent). Pieces held
-	// or not yet acknowledged are redelivered after AckWait and counted
-	// as duplicates.
-	var pieces jetstream.MessagesContext
-	consume := func() error {
-		return retry(ctx, fmt.Sprintf("consume shard %d", ag.shard), func(context.Context) error {
-			var err error
-			pieces, err = up.Messages(jetstream.PullMaxMessages(c.CheckpointEvery), jetstream.PullExpiry(pullExpiry))
-			return err
-		})
+	// The pieces, fetched from the durable consumer in batches of at
+	// most CheckpointEvery, each Fetch a pull request of its own that
+	// expires after fetchWait: a pull lost with its consumer's leader
+	// costs one wait, and the next goes to the new leader. (A Messages
+	// iterator read with short waits never noticed a lost pull, and a
+	// new R3 consumer's first pull was at times lost: rounds stalled for
+	// its 5 s expiry, BenchmarkClusterRound.) Should a Fetch fail, the
+	// consumer is created again (the same config: idempotent); pieces
+	// held or not yet acknowledged are redelivered after AckWait and
+	// counted as duplicates.
+	var batch jetstream.MessageBatch
+	nextPiece := func() (jetstream.Msg, error) {
+		if batch == nil {
+			b, err := up.Fetch(c.CheckpointEvery, jetstream.FetchMaxWait(fetchWait))
+			if err != nil {
+				return nil, err
+			}
+			batch = b
+		}
+		if m, ok := <-batch.Messages(); ok {
+			return m, nil
+		}
+		err := batch.Error()
+		batch = nil
+		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+			return nil, err
+		}
+		return nil, nats.ErrTimeout
 	}
-	if err := consume(); err != nil {
-		return st, err
-	}
-	defer func() { pieces.Stop() }()
-	// Next's short waits keep the iterator from noticing a pull lost
-	// with its consumer's leader (its heartbeat check lasts one Next):
-	// after pullExpiry without a piece the iterator is started again.
-	// Its buffer is empty by then, so nothing is dropped.
-	idleSince := time.Now()
 	for {
 		if err := readCtl(false); err != nil {
 			return st, err
@@ -504,7 +511,7 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 		if closed && ck.count >= n3 {
 			break
 		}
-		m, err := pieces.Next(jetstream.NextMaxWait(fetchWait))
+		m, err := nextPiece()
 		switch {
 		case ctx.Err() != nil:
 			return st, ctx.Err() // a crash: nothing more acknowledged
@@ -512,29 +519,16 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 			if err := save(); err != nil { // idle: checkpoint
 				return st, err
 			}
-			if time.Since(idleSince) > pullExpiry {
-				pieces.Stop()
-				if err := consume(); err != nil {
-					return st, err
-				}
-				idleSince = time.Now()
-			}
 			continue
 		case err != nil:
-			pieces.Stop()
 			if permanent(err) && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				return st, fmt.Errorf("shard: consume shard %d: %w", ag.shard, err)
 			}
 			if err := consumer(); err != nil {
 				return st, err
 			}
-			if err := consume(); err != nil {
-				return st, err
-			}
-			idleSince = time.Now()
 			continue
 		}
-		idleSince = time.Now()
 		handle(m)
 		if ctx.Err() != nil {
 			return st, ctx.Err()
@@ -545,7 +539,6 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 			}
 		}
 	}
-	pieces.Stop()
 	if err := save(); err != nil {
 		return st, err
 	}
