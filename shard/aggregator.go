@@ -22,9 +22,12 @@ const (
 	fetchWait   = 100 * time.Millisecond
 	notYetDelay = 20 * time.Millisecond
 	// pullExpiry bounds the pull requests of an aggregator's control
-	// consumer: with the heartbeats JetStream sends within them, a pull
-	// lost with its server is noticed and sent again within seconds.
-	pullExpiry = 5 * time.Second
+	// consumer: JetStream heartbeats within a pull every pullExpiry/2,
+	// and two missed heartbeats have the pull sent again. On the test
+	// cluster a new ordered consumer's first pull was at times lost:
+	// with 5 s a round's start stalled 5 s (TestClusterSumEquals-
+	// SingleServer, 1 round in 6), with 1 s at most 1 s.
+	pullExpiry = time.Second
 )
 
 // Aggregator folds one shard of the run's rounds.
