@@ -80,8 +80,9 @@
 // client's piece once however often it is stored), a checkpoint with
 // the same value, a consumer with the same config, a commit answered
 // again as admitted. The coordinator reads the results message by
-// message (the next on the round's result subjects from a sequence),
-// and an aggregator starts its consumers again when they go quiet, so
+// message (the next on the round's result subjects from a sequence);
+// an aggregator fetches its pieces in pulls that expire after 100 ms,
+// and its control consumer notices a lost pull within a second; so
 // neither waits on a consumer its dead server held. Connect with every
 // server's URL (comma-separated) so that a client whose server died
 // reconnects to another. TestClusterLeaderKill SIGKILLs the leader of
