@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,9 +19,15 @@ import (
 )
 
 const (
-	fetchWait      = 100 * time.Millisecond
-	notYetDelay    = 20 * time.Millisecond
-	publishTimeout = 10 * time.Second
+	fetchWait   = 100 * time.Millisecond
+	notYetDelay = 20 * time.Millisecond
+	// pullExpiry bounds the pull requests of an aggregator's control
+	// consumer: JetStream heartbeats within a pull every pullExpiry/2,
+	// and two missed heartbeats have the pull sent again. On the test
+	// cluster a new ordered consumer's first pull was at times lost:
+	// with 5 s a round's start stalled 5 s (TestClusterSumEquals-
+	// SingleServer, 1 round in 6), with 1 s at most 1 s.
+	pullExpiry = time.Second
 )
 
 // Aggregator folds one shard of the run's rounds.
@@ -124,18 +131,30 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 		return st, err
 	}
 	lo, hi := c.Range(ag.shard)
-	kv, err := ag.js.KeyValue(ctx, c.ckptBucket())
-	if err != nil {
-		return st, fmt.Errorf("shard: bucket %s: %w", c.ckptBucket(), err)
+	// Every request to JetStream is retried (retry) through a leader
+	// election on a cluster; each is idempotent.
+	var kv jetstream.KeyValue
+	if err := retry(ctx, "bucket "+c.ckptBucket(), func(ctx context.Context) error {
+		var err error
+		kv, err = ag.js.KeyValue(ctx, c.ckptBucket())
+		return err
+	}); err != nil {
+		return st, err
 	}
 	key := ckptKey(round, ag.shard)
 	ck := &checkpoint{folded: make([]byte, (c.Clients+7)/8), sum: make([]uint32, hi-lo)}
-	if e, err := kv.Get(ctx, key); err == nil {
+	var e jetstream.KeyValueEntry
+	err = retry(ctx, "checkpoint "+key, func(ctx context.Context) error {
+		var err error
+		e, err = kv.Get(ctx, key)
+		return err
+	})
+	if err == nil {
 		if ck, err = decodeCheckpoint(e.Value(), c.Clients, hi-lo); err != nil {
 			return st, fmt.Errorf("%w (key %s)", err, key)
 		}
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return st, fmt.Errorf("shard: checkpoint %s: %w", key, err)
+		return st, err
 	}
 	st.Resumed = ck.count
 	if ck.done { // crashed after unmasking: publish the result again
@@ -144,21 +163,23 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 	// inCkpt: folded and durable, so a redelivery may be acknowledged.
 	inCkpt := append([]byte(nil), ck.folded...)
 
-	ctl, err := ag.js.OrderedConsumer(ctx, c.ctlStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.ctlSubject(round, ">")},
-	})
-	if err != nil {
-		return st, fmt.Errorf("shard: control consumer: %w", err)
-	}
-	up, err := ag.js.CreateOrUpdateConsumer(ctx, c.upStream(ag.shard), jetstream.ConsumerConfig{
+	upCfg := jetstream.ConsumerConfig{
 		Durable:       consumerName(round, ag.shard),
 		FilterSubject: c.upSubject(round, ag.shard),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
 		MaxAckPending: c.MaxAckPending,
-	})
-	if err != nil {
-		return st, fmt.Errorf("shard: consumer of shard %d: %w", ag.shard, err)
+	}
+	var up jetstream.Consumer
+	consumer := func() error {
+		return retry(ctx, fmt.Sprintf("consumer of shard %d", ag.shard), func(ctx context.Context) error {
+			var err error
+			up, err = ag.js.CreateOrUpdateConsumer(ctx, c.upStream(ag.shard), upCfg)
+			return err
+		})
+	}
+	if err := consumer(); err != nil {
+		return st, err
 	}
 
 	admitted := make([][32]byte, c.Clients)
@@ -171,32 +192,81 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 	var pending []jetstream.Msg
 	var fresh []uint32 // folded since the last checkpoint
 
-	// The control subjects arrive in order on their own goroutine.
-	ctlIter, err := ctl.Messages()
-	if err != nil {
-		return st, fmt.Errorf("shard: control consumer: %w", err)
-	}
-	defer ctlIter.Stop()
+	// The control subjects arrive in order on their own goroutine, from
+	// an ordered consumer; should it fail (its server died), another
+	// goes on after the last message passed on.
 	ctlCh := make(chan jetstream.Msg, 256)
 	ctlErr := make(chan error, 1)
 	done := make(chan struct{}) // Round returned: the goroutine stops
-	defer close(done)
+	var itMu sync.Mutex
+	var ctlIter jetstream.MessagesContext
+	gctx, gcancel := context.WithCancel(ctx) // the goroutine's requests
+	defer func() {
+		gcancel()
+		itMu.Lock()
+		close(done)
+		if ctlIter != nil {
+			ctlIter.Stop()
+		}
+		itMu.Unlock()
+	}()
 	go func() {
 		defer close(ctlCh)
+		var last uint64 // stream sequence of the last message passed on
 		for {
-			m, err := ctlIter.Next()
-			if err != nil {
-				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					ctlErr <- err
+			cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{c.ctlSubject(round, ">")}}
+			if last > 0 {
+				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
+			}
+			var it jetstream.MessagesContext
+			if err := retry(gctx, "control consumer", func(ctx context.Context) error {
+				cons, err := ag.js.OrderedConsumer(ctx, c.ctlStream(), cfg)
+				if err != nil {
+					return err
 				}
+				it, err = cons.Messages(jetstream.PullExpiry(pullExpiry))
+				return err
+			}); err != nil {
+				ctlErr <- err
 				return
 			}
+			itMu.Lock()
 			select {
-			case ctlCh <- m:
-			case <-ctx.Done():
-				return
 			case <-done:
+				itMu.Unlock()
+				it.Stop()
 				return
+			default:
+			}
+			ctlIter = it
+			itMu.Unlock()
+			for {
+				m, err := it.Next()
+				if err != nil {
+					it.Stop()
+					select {
+					case <-done:
+						return
+					case <-ctx.Done():
+						return
+					case <-time.After(notYetDelay):
+					}
+					if permanent(err) {
+						ctlErr <- err
+						return
+					}
+					break // another consumer
+				}
+				if md, err := m.Metadata(); err == nil {
+					last = md.Sequence.Stream
+				}
+				select {
+				case ctlCh <- m:
+				case <-ctx.Done():
+					return
+				case <-done:
+					return
+				}
 			}
 		}
 	}()
@@ -288,12 +358,19 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 			}
 		}
 	}
+	put := func() error {
+		b := ck.encode()
+		return retry(ctx, "checkpoint "+key, func(ctx context.Context) error {
+			_, err := kv.Put(ctx, key, b)
+			return err
+		})
+	}
 	save := func() error {
 		if len(pending) == 0 {
 			return nil
 		}
-		if _, err := kv.Put(ctx, key, ck.encode()); err != nil {
-			return fmt.Errorf("shard: checkpoint %s: %w", key, err)
+		if err := put(); err != nil {
+			return err
 		}
 		st.Checkpoints++
 		for _, u := range fresh {
@@ -358,13 +435,16 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 
 	// Catch up with the control messages already stored (a restart, or
 	// a late start) before any piece, so none is deferred needlessly.
-	cs, err := ag.js.Stream(ctx, c.ctlStream())
-	if err != nil {
-		return st, fmt.Errorf("shard: control stream: %w", err)
-	}
-	info, err := cs.Info(ctx, jetstream.WithSubjectFilter(c.ctlSubject(round, ">")))
-	if err != nil {
-		return st, fmt.Errorf("shard: control stream: %w", err)
+	var info *jetstream.StreamInfo
+	if err := retry(ctx, "control stream", func(ctx context.Context) error {
+		cs, err := ag.js.Stream(ctx, c.ctlStream())
+		if err != nil {
+			return err
+		}
+		info, err = cs.Info(ctx, jetstream.WithSubjectFilter(c.ctlSubject(round, ">")))
+		return err
+	}); err != nil {
+		return st, err
 	}
 	backlog := 0
 	for _, n := range info.State.Subjects {
@@ -375,11 +455,35 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 			return st, err
 		}
 	}
-	pieces, err := up.Messages(jetstream.PullMaxMessages(c.CheckpointEvery))
-	if err != nil {
-		return st, fmt.Errorf("shard: consume shard %d: %w", ag.shard, err)
+	// The pieces, fetched from the durable consumer in batches of at
+	// most CheckpointEvery, each Fetch a pull request of its own that
+	// expires after fetchWait: a pull lost with its consumer's leader
+	// costs one wait, and the next goes to the new leader. (A Messages
+	// iterator read with short waits never noticed a lost pull, and a
+	// new R3 consumer's first pull was at times lost: rounds stalled for
+	// its 5 s expiry, BenchmarkClusterRound.) Should a Fetch fail, the
+	// consumer is created again (the same config: idempotent); pieces
+	// held or not yet acknowledged are redelivered after AckWait and
+	// counted as duplicates.
+	var batch jetstream.MessageBatch
+	nextPiece := func() (jetstream.Msg, error) {
+		if batch == nil {
+			b, err := up.Fetch(c.CheckpointEvery, jetstream.FetchMaxWait(fetchWait))
+			if err != nil {
+				return nil, err
+			}
+			batch = b
+		}
+		if m, ok := <-batch.Messages(); ok {
+			return m, nil
+		}
+		err := batch.Error()
+		batch = nil
+		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+			return nil, err
+		}
+		return nil, nats.ErrTimeout
 	}
-	defer pieces.Stop()
 	for {
 		if err := readCtl(false); err != nil {
 			return st, err
@@ -410,7 +514,7 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 		if closed && ck.count >= n3 {
 			break
 		}
-		m, err := pieces.Next(jetstream.NextMaxWait(fetchWait))
+		m, err := nextPiece()
 		switch {
 		case ctx.Err() != nil:
 			return st, ctx.Err() // a crash: nothing more acknowledged
@@ -420,7 +524,13 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 			}
 			continue
 		case err != nil:
-			return st, fmt.Errorf("shard: consume shard %d: %w", ag.shard, err)
+			if permanent(err) && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return st, fmt.Errorf("shard: consume shard %d: %w", ag.shard, err)
+			}
+			if err := consumer(); err != nil {
+				return st, err
+			}
+			continue
 		}
 		handle(m)
 		if ctx.Err() != nil {
@@ -432,7 +542,6 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 			}
 		}
 	}
-	pieces.Stop()
 	if err := save(); err != nil {
 		return st, err
 	}
@@ -452,8 +561,8 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 	Unmask(ck.sum, lo, streams, c.Bits)
 	st.Streams, st.Unmasking = len(streams), time.Since(t0)
 	ck.done = true
-	if _, err := kv.Put(ctx, key, ck.encode()); err != nil {
-		return st, fmt.Errorf("shard: checkpoint %s: %w", key, err)
+	if err := put(); err != nil {
+		return st, err
 	}
 	if err := ag.publishResult(ctx, round, ck.sum); err != nil {
 		return st, err
@@ -466,12 +575,21 @@ func (ag *Aggregator) round(ctx context.Context, round uint64) (AggStats, error)
 // returns the run's Config with the round's shape, or ErrAborted if the
 // round was aborted first.
 func (ag *Aggregator) roundConfig(ctx context.Context, round uint64) (Config, error) {
-	cs, err := ag.js.Stream(ctx, ag.c.ctlStream())
-	if err != nil {
-		return ag.c, fmt.Errorf("shard: control stream: %w", err)
+	var cs jetstream.Stream
+	if err := retry(ctx, "control stream", func(ctx context.Context) error {
+		var err error
+		cs, err = ag.js.Stream(ctx, ag.c.ctlStream())
+		return err
+	}); err != nil {
+		return ag.c, err
+	}
+	last := func(what string) (*jetstream.RawStreamMsg, error) {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+		return cs.GetLastMsgForSubject(actx, ag.c.ctlSubject(round, what))
 	}
 	for {
-		m, err := cs.GetLastMsgForSubject(ctx, ag.c.ctlSubject(round, "open"))
+		m, err := last("open")
 		if err == nil {
 			l, n, bits, err := decodeOpen(m.Data)
 			if err != nil {
@@ -483,10 +601,11 @@ func (ag *Aggregator) roundConfig(ctx context.Context, round uint64) (Config, er
 			}
 			return rc, nil
 		}
-		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if !errors.Is(err, jetstream.ErrMsgNotFound) && (permanent(err) || ctx.Err() != nil) {
 			return ag.c, fmt.Errorf("shard: open message of round %d: %w", round, err)
 		}
-		if m, err := cs.GetLastMsgForSubject(ctx, ag.c.ctlSubject(round, "abort")); err == nil {
+		// Not yet opened, or a leader being elected: ask again.
+		if m, err := last("abort"); err == nil {
 			return ag.c, fmt.Errorf("%w: round %d: %s", ErrAborted, round, m.Data)
 		}
 		select {
@@ -509,9 +628,5 @@ func (ag *Aggregator) publishResult(ctx context.Context, round uint64, sum []uin
 		msg.Header = nats.Header{hdrSig: []string{base64.StdEncoding.EncodeToString(sig)}}
 		id = resultID(round, ag.shard, sig)
 	}
-	_, err := ag.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
-	if err != nil {
-		return fmt.Errorf("shard: publish result of round %d shard %d: %w", round, ag.shard, err)
-	}
-	return nil
+	return publish(ctx, ag.js, fmt.Sprintf("publish result of round %d shard %d", round, ag.shard), msg, id)
 }

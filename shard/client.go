@@ -16,7 +16,8 @@ import (
 // UploadStats reports what an Upload did.
 type UploadStats struct {
 	// Retries counts publishes refused (a full stream, a timeout) and
-	// retried: the backpressure the client felt.
+	// commits not answered, and retried: the backpressure (or the
+	// cluster's leader changes) the client felt.
 	Retries int
 	// Duplicates counts pieces JetStream reported as already stored
 	// (the client's replay, dropped by the duplicate window).
@@ -25,8 +26,10 @@ type UploadStats struct {
 
 // Upload publishes the client's masked input m for round, split into
 // the run's shards, then commits it to the coordinator. A publish the
-// stream refuses (it is full: some shard is behind) is retried with
-// exponential backoff until ctx ends. Calling Upload again with the same
+// stream refuses (it is full: some shard is behind) or that is not
+// acknowledged within a few seconds (its stream leader died) is retried
+// with exponential backoff until ctx ends, and so is a commit not
+// answered. Calling Upload again with the same
 // m is safe: stored pieces are dropped as duplicates and the coordinator
 // answers the same commit as admitted, once.
 func Upload(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c Config, round uint64, m *secagg.MaskedInput) (UploadStats, error) {
@@ -49,7 +52,12 @@ func Upload(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c Config
 		id := fmt.Sprintf("%d.%d.%d", m.From, round, s)
 		wait := 5 * time.Millisecond
 		for {
-			ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+			// Each attempt is bounded: on a cluster, a publish whose
+			// stream leader died is never answered, and is sent again
+			// (the same id: a copy already stored is dropped).
+			actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			ack, err := js.PublishMsg(actx, msg, jetstream.WithMsgID(id))
+			cancel()
 			if err == nil {
 				if ack.Duplicate {
 					st.Duplicates++
@@ -68,9 +76,19 @@ func Upload(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c Config
 			wait = min(2*wait, time.Second)
 		}
 	}
-	reply, err := nc.RequestWithContext(ctx, c.commitSubject(), encodeCommit(round, m.From, digests))
-	if err != nil {
-		return st, fmt.Errorf("shard: commit of client %d, round %d: %w", m.From, round, err)
+	// The coordinator answers the same commit again as admitted, so a
+	// commit whose request or reply was lost (the coordinator's or the
+	// client's server died, the coordinator reconnecting) is sent again.
+	var reply *nats.Msg
+	if err := retry(ctx, fmt.Sprintf("commit of client %d, round %d", m.From, round), func(ctx context.Context) error {
+		var err error
+		reply, err = nc.RequestWithContext(ctx, c.commitSubject(), encodeCommit(round, m.From, digests))
+		if err != nil {
+			st.Retries++
+		}
+		return err
+	}); err != nil {
+		return st, err
 	}
 	if len(reply.Data) > 0 {
 		return st, fmt.Errorf("%w: client %d, round %d: %s", ErrRefused, m.From, round, reply.Data)

@@ -50,6 +50,15 @@ type Config struct {
 	// checkpoints and acknowledges at once (and it does whenever it is
 	// idle); 0 means 64.
 	CheckpointEvery int
+	// Replicas is how many servers of the cluster hold each of the
+	// run's streams and its checkpoint bucket (JetStream's R): with 3,
+	// a stream survives the loss of any one server, its leader included
+	// (see the package doc, Clusters). 0 means 3 when the server
+	// connected to is in a cluster of at least three (its cluster name
+	// is set and the connection knows three servers' URLs, given or
+	// discovered), and 1 otherwise: a single
+	// server, or a smaller cluster, which must set it.
+	Replicas int `json:",omitempty"`
 
 	// AggregatorKeys are the aggregators' Ed25519 public keys, one per
 	// shard in shard order: the coordinator takes a shard's result only
@@ -89,6 +98,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("shard: a signing key of %d bytes, want an Ed25519 private key of %d", len(c.SignKey), ed25519.PrivateKeySize)
 	case c.Backlog < 0 || c.MaxBytes < 0 || c.MaxAckPending < 0 || c.AckWait < 0 || c.CheckpointEvery < 0:
 		return errors.New("shard: negative limit")
+	case c.Replicas < 0 || c.Replicas > 5:
+		return fmt.Errorf("shard: %d replicas, want 1..5 (JetStream's limit), or 0 to choose", c.Replicas)
 	}
 	for s, k := range c.AggregatorKeys {
 		if len(k) != ed25519.PublicKeySize {
@@ -135,18 +146,42 @@ func (c Config) ctlSubject(round uint64, what string) string {
 }
 func (c Config) broadcastSubject() string { return "privrec." + c.Run + ".broadcast" }
 
-// Setup creates (or updates) the run's streams and checkpoint bucket. It
-// is idempotent; the coordinator calls it, and so may every process.
+// replicas returns c.Replicas, or when it is 0 the replicas that suit
+// the cluster js is connected to: 3 on a cluster of at least three
+// servers, 1 otherwise.
+func (c Config) replicas(js jetstream.JetStream) int {
+	if c.Replicas > 0 {
+		return c.Replicas
+	}
+	nc := js.Conn()
+	if nc.ConnectedClusterName() != "" && len(nc.Servers()) >= 3 { // given and discovered
+		return 3
+	}
+	return 1
+}
+
+// Setup creates (or updates) the run's streams and checkpoint bucket,
+// with c's Replicas. It is idempotent; the coordinator calls it, and so
+// may every process.
 func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
 	c = c.withDefaults()
 	c.CheckpointEvery = min(c.CheckpointEvery, c.MaxAckPending)
+	r := c.replicas(js)
 	// One stream per shard: in a cluster each can have its leader on
 	// another server, so ingest scales with the shards.
+	// Each request is retried (retry) through a leader election: creating
+	// or updating with the same config is idempotent.
+	stream := func(cfg jetstream.StreamConfig) error {
+		return retry(ctx, "stream "+cfg.Name, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateStream(ctx, cfg)
+			return err
+		})
+	}
 	for s := range c.Shards {
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		if err := stream(jetstream.StreamConfig{
 			Name:      c.upStream(s),
 			Subjects:  []string{fmt.Sprintf("privrec.%s.up.*.%d", c.Run, s)},
 			Retention: jetstream.WorkQueuePolicy,
@@ -159,24 +194,30 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 			MaxMsgsPerSubject:    c.Backlog,
 			DiscardNewPerSubject: true,
 			Storage:              jetstream.FileStorage,
+			Replicas:             r,
 			Duplicates:           2 * time.Minute,
 		}); err != nil {
-			return fmt.Errorf("shard: stream %s: %w", c.upStream(s), err)
+			return err
 		}
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if err := stream(jetstream.StreamConfig{
 		Name:       c.ctlStream(),
 		Subjects:   []string{"privrec." + c.Run + ".ctl.>", c.broadcastSubject()},
 		Storage:    jetstream.FileStorage,
+		Replicas:   r,
 		Duplicates: 2 * time.Minute,
 	}); err != nil {
-		return fmt.Errorf("shard: stream %s: %w", c.ctlStream(), err)
+		return err
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: c.ckptBucket(), Storage: jetstream.FileStorage, MaxValueSize: -1,
-	})
-	if err != nil {
-		return fmt.Errorf("shard: bucket %s: %w", c.ckptBucket(), err)
+	var kv jetstream.KeyValue
+	if err := retry(ctx, "bucket "+c.ckptBucket(), func(ctx context.Context) error {
+		var err error
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: c.ckptBucket(), Storage: jetstream.FileStorage, MaxValueSize: -1, Replicas: r,
+		})
+		return err
+	}); err != nil {
+		return err
 	}
 	// The run's Config is stored once, so aggregators started with only
 	// the run name (LoadConfig) agree with the coordinator.
@@ -184,7 +225,11 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Create(ctx, configKey, b); errors.Is(err, jetstream.ErrKeyExists) {
+	err = retry(ctx, "store config of run "+c.Run, func(ctx context.Context) error {
+		_, err := kv.Create(ctx, configKey, b)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrKeyExists) {
 		old, err := LoadConfig(ctx, js, c.Run)
 		if err != nil {
 			return err
@@ -193,7 +238,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, c Config) error {
 			return fmt.Errorf("shard: run %s exists with another config (%+v)", c.Run, old)
 		}
 	} else if err != nil {
-		return fmt.Errorf("shard: store config of run %s: %w", c.Run, err)
+		return err
 	}
 	return nil
 }
@@ -206,13 +251,16 @@ func LoadConfig(ctx context.Context, js jetstream.JetStream, run string) (Config
 	if !runName.MatchString(run) {
 		return c, fmt.Errorf("shard: run name %q: want [A-Za-z0-9_-]+", run)
 	}
-	kv, err := js.KeyValue(ctx, Config{Run: run}.ckptBucket())
-	if err != nil {
-		return c, fmt.Errorf("shard: run %s: %w", run, err)
-	}
-	e, err := kv.Get(ctx, configKey)
-	if err != nil {
-		return c, fmt.Errorf("shard: config of run %s: %w", run, err)
+	var e jetstream.KeyValueEntry
+	if err := retry(ctx, "config of run "+run, func(ctx context.Context) error {
+		kv, err := js.KeyValue(ctx, Config{Run: run}.ckptBucket())
+		if err != nil {
+			return err
+		}
+		e, err = kv.Get(ctx, configKey)
+		return err
+	}); err != nil {
+		return c, err
 	}
 	if err := json.Unmarshal(e.Value(), &c); err != nil {
 		return c, fmt.Errorf("shard: config of run %s: %w", run, err)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,7 +40,16 @@ type Coordinator struct {
 	closed   bool
 	admitted int
 	commits  map[uint32][]byte // admitted commits, by client
-	futures  []jetstream.PubAckFuture
+	admits   []admission
+}
+
+// admission is the publication of one client's admission: its future
+// (nil when it could not be sent asynchronously) and what to publish
+// again if it is not acknowledged.
+type admission struct {
+	f        jetstream.PubAckFuture
+	subj, id string
+	data     []byte
 }
 
 // NewCoordinator sets up the run (Setup), announces round to the
@@ -63,9 +73,9 @@ func NewCoordinator(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := js.Publish(ctx, rc.ctlSubject(round, "open"), encodeOpen(rc),
-		jetstream.WithMsgID(fmt.Sprintf("open.%d", round))); err != nil {
-		return nil, fmt.Errorf("shard: open round %d: %w", round, err)
+	if err := publish(ctx, js, fmt.Sprintf("open round %d", round),
+		&nats.Msg{Subject: rc.ctlSubject(round, "open"), Data: encodeOpen(rc)}, fmt.Sprintf("open.%d", round)); err != nil {
+		return nil, err
 	}
 	return &Coordinator{c: rc.withDefaults(), nc: nc, js: js, srv: srv, round: round, commits: map[uint32][]byte{}}, nil
 }
@@ -133,24 +143,16 @@ func (co *Coordinator) commit(m *nats.Msg) {
 		refuse(err)
 		return
 	}
-	f, err := co.js.PublishAsync(co.c.ctlSubject(round, "admit"), encodeCommit(round, client, d),
-		jetstream.WithMsgID(fmt.Sprintf("admit.%d.%d", client, round)))
-	if err != nil { // too many in flight: publish synchronously
-		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
-		_, err = co.js.Publish(ctx, co.c.ctlSubject(round, "admit"), encodeCommit(round, client, d),
-			jetstream.WithMsgID(fmt.Sprintf("admit.%d.%d", client, round)))
-		cancel()
+	// The client is in U3 now: its admission must reach the
+	// aggregators. It is published asynchronously; CloseInput waits for
+	// its acknowledgement and publishes it again (same id) if none came
+	// (too many in flight, a stream leader that died).
+	a := admission{subj: co.c.ctlSubject(round, "admit"), id: fmt.Sprintf("admit.%d.%d", client, round),
+		data: encodeCommit(round, client, d)}
+	if f, err := co.js.PublishAsync(a.subj, a.data, jetstream.WithMsgID(a.id)); err == nil {
+		a.f = f
 	}
-	if err != nil {
-		// The client is in U3 but no aggregator will know: the round
-		// cannot complete, CloseInput reports it.
-		co.futures = append(co.futures, nil)
-		refuse(err)
-		return
-	}
-	if f != nil {
-		co.futures = append(co.futures, f)
-	}
+	co.admits = append(co.admits, a)
 	co.admitted++
 	co.commits[client] = bytes.Clone(m.Data)
 	_ = m.Respond(nil)
@@ -164,29 +166,43 @@ func (co *Coordinator) Admitted() int {
 }
 
 // CloseInput ends the masked-input step: later commits are refused, the
-// admissions are confirmed stored, the close (|U3|) is published to the
-// aggregators, and the secagg server's unmask requests are returned for
-// the caller to deliver.
+// admissions are confirmed stored (those not acknowledged within a few
+// seconds are published again, until ctx ends), the close (|U3|) is
+// published to the aggregators, and the secagg server's unmask requests
+// are returned for the caller to deliver.
 func (co *Coordinator) CloseInput(ctx context.Context) ([]*secagg.UnmaskRequest, error) {
 	co.mu.Lock()
 	co.closed = true
-	sub, futures := co.sub, co.futures
+	sub, admits := co.sub, co.admits
 	co.mu.Unlock()
 	if sub != nil {
 		if err := sub.Unsubscribe(); err != nil {
 			return nil, err
 		}
 	}
-	for _, f := range futures {
-		if f == nil {
-			return nil, co.Abort(ctx, errors.New("an admission was not published"))
+	deadline := time.NewTimer(attemptTimeout) // for all the futures at once
+	defer deadline.Stop()
+	expired := false
+	for _, a := range admits {
+		if a.f != nil && !expired {
+			select {
+			case <-a.f.Ok():
+				continue
+			case <-a.f.Err():
+			case <-deadline.C:
+				expired = true
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		} else if a.f != nil {
+			select {
+			case <-a.f.Ok():
+				continue
+			default:
+			}
 		}
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
+		if err := publish(ctx, co.js, "admission", &nats.Msg{Subject: a.subj, Data: a.data}, a.id); err != nil {
 			return nil, co.Abort(ctx, fmt.Errorf("admission not stored: %w", err))
-		case <-ctx.Done():
-			return nil, ctx.Err()
 		}
 	}
 	co.mu.Lock()
@@ -198,9 +214,9 @@ func (co *Coordinator) CloseInput(ctx context.Context) ([]*secagg.UnmaskRequest,
 	}
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], uint32(n3))
-	if _, err := co.js.Publish(ctx, co.c.ctlSubject(co.round, "close"), b[:],
-		jetstream.WithMsgID(fmt.Sprintf("close.%d", co.round))); err != nil {
-		return nil, fmt.Errorf("shard: publish close of round %d: %w", co.round, err)
+	if err := publish(ctx, co.js, fmt.Sprintf("publish close of round %d", co.round),
+		&nats.Msg{Subject: co.c.ctlSubject(co.round, "close"), Data: b[:]}, fmt.Sprintf("close.%d", co.round)); err != nil {
+		return nil, err
 	}
 	return reqs, nil
 }
@@ -227,10 +243,10 @@ func (co *Coordinator) Abort(ctx context.Context, err error) error {
 // left open. An abort of a round whose aggregators already published
 // their results changes nothing.
 func Abort(ctx context.Context, js jetstream.JetStream, c Config, round uint64, why string) error {
-	if _, err := js.Publish(ctx, c.ctlSubject(round, "abort"), []byte(why)); err != nil {
-		return fmt.Errorf("shard: publish abort of round %d: %w", round, err)
-	}
-	return nil
+	return retry(ctx, fmt.Sprintf("publish abort of round %d", round), func(ctx context.Context) error {
+		_, err := js.Publish(ctx, c.ctlSubject(round, "abort"), []byte(why))
+		return err
+	})
 }
 
 // streamsPerMsg bounds the mask streams in one control message: 510 KB,
@@ -297,29 +313,51 @@ func (co *Coordinator) Sum(ctx context.Context) ([]uint32, error) {
 		chunk := streams[i*len(streams)/parts : (i+1)*len(streams)/parts]
 		msg := &nats.Msg{Subject: co.c.ctlSubject(co.round, "unmask"), Data: encodeStreams(chunk), Header: nats.Header{}}
 		msg.Header.Set(hdrPart, fmt.Sprintf("%d/%d", i, parts))
-		if _, err := co.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("unmask.%d.%d", co.round, i))); err != nil {
-			return nil, fmt.Errorf("shard: publish mask streams of round %d: %w", co.round, err)
+		if err := publish(ctx, co.js, fmt.Sprintf("publish mask streams of round %d", co.round), msg, fmt.Sprintf("unmask.%d.%d", co.round, i)); err != nil {
+			return nil, err
 		}
 	}
-	cons, err := co.js.OrderedConsumer(ctx, co.c.ctlStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{co.c.ctlSubject(co.round, "result.*")},
-	})
-	if err != nil {
+	// The results are read one by one from the control stream: each the
+	// next message on the round's result subjects from a sequence on. A
+	// stateless request, answered by whichever server leads the stream
+	// (a consumer's Fetch on the stream's killed leader went unanswered
+	// for good, TestClusterLeaderKill).
+	var cs jetstream.Stream
+	if err := retry(ctx, "control stream", func(ctx context.Context) error {
+		var err error
+		cs, err = co.js.Stream(ctx, co.c.ctlStream())
+		return err
+	}); err != nil {
 		return nil, err
 	}
+	filter := co.c.ctlSubject(co.round, "result.*")
+	seq := uint64(1)
 	sum := make([]uint32, co.c.Len)
 	got := make([]bool, co.c.Shards)
 	for left := co.c.Shards; left > 0; {
-		msg, err := next(ctx, cons)
-		if err != nil {
-			return nil, fmt.Errorf("shard: round %d: waiting for %d shard results: %w", co.round, left, err)
+		var msg *jetstream.RawStreamMsg
+		err := retry(ctx, fmt.Sprintf("round %d: waiting for %d shard results", co.round, left), func(ctx context.Context) error {
+			var err error
+			msg, err = cs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+			return err
+		})
+		if errors.Is(err, jetstream.ErrMsgNotFound) { // not yet
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("shard: round %d: waiting for %d shard results: %w", co.round, left, ctx.Err())
+			case <-time.After(fetchWait):
+			}
+			continue
 		}
-		_ = msg.Ack()
-		s, w, err := co.checkResult(msg)
+		if err != nil {
+			return nil, err
+		}
+		seq = msg.Sequence + 1
+		s, w, err := co.checkResult(msg.Subject, msg.Data, msg.Header)
 		if err != nil {
 			// A forgery, or a result of another round or run: skipped,
 			// the genuine one is still to come.
-			co.log().Warn("shard result refused", "run", co.c.Run, "round", co.round, "subject", msg.Subject(), "err", err)
+			co.log().Warn("shard result refused", "run", co.c.Run, "round", co.round, "subject", msg.Subject, "err", err)
 			continue
 		}
 		if got[s] {
@@ -337,27 +375,26 @@ func (co *Coordinator) Sum(ctx context.Context) ([]uint32, error) {
 // it is refused: a bad subject or size, or — when the coordinator has
 // the aggregators' keys — a signature missing or not by the shard's
 // aggregator for this run, round and shard.
-func (co *Coordinator) checkResult(m jetstream.Msg) (int, []uint32, error) {
-	subj := m.Subject()
+func (co *Coordinator) checkResult(subj string, data []byte, hdr nats.Header) (int, []uint32, error) {
 	s, err := strconv.Atoi(subj[strings.LastIndexByte(subj, '.')+1:])
 	if err != nil || s < 0 || s >= co.c.Shards {
 		return 0, nil, fmt.Errorf("no shard %q of %d", subj[strings.LastIndexByte(subj, '.')+1:], co.c.Shards)
 	}
 	a, b := co.c.Range(s)
-	if len(m.Data()) != 4*(b-a) {
-		return s, nil, fmt.Errorf("result of shard %d has %d bytes, want %d", s, len(m.Data()), 4*(b-a))
+	if len(data) != 4*(b-a) {
+		return s, nil, fmt.Errorf("result of shard %d has %d bytes, want %d", s, len(data), 4*(b-a))
 	}
 	if co.c.AggregatorKeys != nil {
-		h := m.Headers().Get(hdrSig)
+		h := hdr.Get(hdrSig)
 		if h == "" {
 			return s, nil, fmt.Errorf("result of shard %d is unsigned", s)
 		}
 		sig, err := base64.StdEncoding.DecodeString(h)
-		if err != nil || !ed25519.Verify(co.c.AggregatorKeys[s], resultMessage(co.c.Run, co.round, s, m.Data()), sig) {
+		if err != nil || !ed25519.Verify(co.c.AggregatorKeys[s], resultMessage(co.c.Run, co.round, s, data), sig) {
 			return s, nil, fmt.Errorf("result of shard %d is not signed by its aggregator for run %s, round %d", s, co.c.Run, co.round)
 		}
 	}
-	w, err := decodeWords(m.Data())
+	w, err := decodeWords(data)
 	return s, w, err
 }
 
@@ -393,8 +430,8 @@ func next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
 func (co *Coordinator) Broadcast(ctx context.Context, data []byte) error {
 	msg := &nats.Msg{Subject: co.c.broadcastSubject(), Data: data, Header: nats.Header{}}
 	msg.Header.Set(hdrRound, strconv.FormatUint(co.round, 10))
-	if _, err := co.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("broadcast.%d", co.round))); err != nil {
-		return fmt.Errorf("shard: broadcast of round %d: %w", co.round, err)
+	if err := publish(ctx, co.js, fmt.Sprintf("broadcast of round %d", co.round), msg, fmt.Sprintf("broadcast.%d", co.round)); err != nil {
+		return err
 	}
 	return co.Purge(ctx)
 }
@@ -403,21 +440,25 @@ func (co *Coordinator) Broadcast(ctx context.Context, data []byte) error {
 // assembled (Broadcast calls it).
 func (co *Coordinator) Purge(ctx context.Context) error {
 	for s := range co.c.Shards {
-		st, err := co.js.Stream(ctx, co.c.upStream(s))
-		if err != nil {
+		if err := retry(ctx, fmt.Sprintf("purge round %d shard %d", co.round, s), func(ctx context.Context) error {
+			st, err := co.js.Stream(ctx, co.c.upStream(s))
+			if err != nil {
+				return err
+			}
+			return st.Purge(ctx, jetstream.WithPurgeSubject(co.c.upSubject(co.round, s)))
+		}); err != nil {
 			return err
 		}
-		if err := st.Purge(ctx, jetstream.WithPurgeSubject(co.c.upSubject(co.round, s))); err != nil {
-			return fmt.Errorf("shard: purge round %d shard %d: %w", co.round, s, err)
-		}
-	}
-	kv, err := co.js.KeyValue(ctx, co.c.ckptBucket())
-	if err != nil {
-		return err
 	}
 	for s := range co.c.Shards {
-		if err := kv.Purge(ctx, ckptKey(co.round, s)); err != nil {
-			return fmt.Errorf("shard: purge checkpoint of round %d shard %d: %w", co.round, s, err)
+		if err := retry(ctx, fmt.Sprintf("purge checkpoint of round %d shard %d", co.round, s), func(ctx context.Context) error {
+			kv, err := co.js.KeyValue(ctx, co.c.ckptBucket())
+			if err != nil {
+				return err
+			}
+			return kv.Purge(ctx, ckptKey(co.round, s))
+		}); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -66,6 +66,29 @@
 // checkpoint are acknowledged without folding. A piece is therefore
 // folded once, and none is lost while the stream holds it.
 //
+// # Clusters
+//
+// On a JetStream cluster the run's streams and checkpoint bucket are
+// replicated (Config.Replicas; 3 by default on a cluster of three or
+// more): each has a leader, elected by RAFT among its replicas, and a
+// publish is acknowledged once a majority stored it. When a leader
+// dies, its replicas elect another within 4 to 9 s, and nothing
+// acknowledged is lost. Every party rides through the election: each
+// JetStream request is bounded (a few seconds) and sent again until it
+// is answered — a publish under the same message id (dropped as a
+// duplicate if the first was stored; and an aggregator folds a
+// client's piece once however often it is stored), a checkpoint with
+// the same value, a consumer with the same config, a commit answered
+// again as admitted. The coordinator reads the results message by
+// message (the next on the round's result subjects from a sequence);
+// an aggregator fetches its pieces in pulls that expire after 100 ms,
+// and its control consumer notices a lost pull within a second; so
+// neither waits on a consumer its dead server held. Connect with every
+// server's URL (comma-separated) so that a client whose server died
+// reconnects to another. TestClusterLeaderKill SIGKILLs the leader of
+// the run's streams amid uploads and during unmasking: each round ends
+// with the single server's sum, or is aborted whole.
+//
 // # Backpressure
 //
 // Each shard's upload stream is a work queue (a piece is deleted once

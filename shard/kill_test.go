@@ -21,10 +21,14 @@ import (
 // The child process of TestSIGKILLAggregator: the test binary run again
 // with PRIVREC_SHARD_CHILD="url run shard round pauseAt" runs one
 // aggregator; with pauseAt > 0 it stops after folding that many pieces,
-// says so and waits to be killed.
+// says so and waits to be killed. With PRIVREC_SHARD_NATS it is a
+// nats-server node of a test cluster (childNATS).
 func TestMain(m *testing.M) {
 	if spec := os.Getenv("PRIVREC_SHARD_CHILD"); spec != "" {
 		os.Exit(childAggregator(spec))
+	}
+	if spec := os.Getenv("PRIVREC_SHARD_NATS"); spec != "" {
+		os.Exit(childNATS(spec)) // a node of a test cluster (cluster_test.go)
 	}
 	os.Exit(m.Run())
 }

@@ -47,9 +47,8 @@ func CoordinatorPermissions(c Config, inbox string) Permissions {
 	for s := range c.Shards {
 		pub = append(pub, api+"STREAM.PURGE."+c.upStream(s))
 	}
-	pub = append(pub, kvGet(c, "config"))
-	// The results, read with an ordered consumer.
-	pub = append(pub, consumerAPI(c.ctlStream(), ctlPattern(c, "result.*"))...)
+	// The results, read message by message from the control stream.
+	pub = append(pub, kvGet(c, "config"), api+"STREAM.MSG.GET."+c.ctlStream())
 	return Permissions{
 		Publish:        pub,
 		Subscribe:      []string{c.commitSubject(), inbox + ".>"},

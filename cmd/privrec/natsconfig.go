@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
@@ -20,8 +21,12 @@ const natsAuthFile = "authorization.conf"
 
 func (a *app) natsConfigCmd() *cobra.Command {
 	var (
-		run, out string
-		shards   int
+		run, out            string
+		shards, nodes       int
+		hosts               []string
+		ports, clusterPorts string
+		clusterName         string
+		validity            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "nats-config",
@@ -46,11 +51,34 @@ can subscribe to. Shard results are still signed (aggregate keygen):
 permissions keep strangers out, signatures let the server check who
 computed a result.
 
+With --nodes N it also writes the configuration of an N-node NATS
+cluster (3 for replicated streams that survive the loss of any node, the
+stream leader's included; serve then creates the run's streams with 3
+replicas):
+
+  DIR/nI.conf              node I's nats-server configuration (nats-server -c DIR/nI.conf):
+                           JetStream with its store in DIR/nI, routes to the other nodes,
+                           TLS for clients and routes, and include "authorization.conf"
+  DIR/tls/ca.pem           the cluster's CA certificate (serve and aggregate --nats-ca)
+  DIR/tls/ca-key.pem       its private key (mode 0600): keep it offline, it admits nodes
+  DIR/tls/nI.pem, nI-key.pem  node I's certificate (server and route client) and key (0600)
+  DIR/nats-urls            the nodes' client URLs, comma-separated (serve and aggregate --nats)
+
+Routes verify each other's certificate against the cluster's CA, so a
+server without a certificate of it cannot join the cluster; clients
+check the nodes' certificates against it too. The configurations hold
+absolute paths under DIR: a node on another machine (--host, one a
+node) needs DIR at the same path there, with only its own key.
+
 It refuses to replace existing files.`,
 		Example: `  privrec nats-config --run ml1m --shards 2 --out natsauth
   # nats-server.conf: jetstream {...}  include "natsauth/authorization.conf"
   privrec serve ... --nats nats://127.0.0.1:4222 --nats-run ml1m --shards 2 --nats-nkey natsauth/coordinator.nk
-  privrec aggregate --nats nats://127.0.0.1:4222 --run ml1m --shard 0 --nats-nkey natsauth/aggregator-0.nk ...`,
+  privrec aggregate --nats nats://127.0.0.1:4222 --run ml1m --shard 0 --nats-nkey natsauth/aggregator-0.nk ...
+  # a three-node cluster on this machine (ports 4222-4224, routes 6222-6224):
+  privrec nats-config --run ml1m --shards 2 --nodes 3 --out natsc
+  nats-server -c natsc/n0.conf & nats-server -c natsc/n1.conf & nats-server -c natsc/n2.conf &
+  privrec serve ... --nats "$(cat natsc/nats-urls)" --nats-ca natsc/tls/ca.pem --nats-nkey natsc/coordinator.nk ...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
@@ -60,6 +88,19 @@ It refuses to replace existing files.`,
 			if err := c.Validate(); err != nil {
 				return fmt.Errorf("--run %q --shards %d: %w", run, shards, err)
 			}
+			var cl *natsCluster
+			if cmd.Flags().Changed("nodes") {
+				var err error
+				if cl, err = newNATSCluster(clusterName, nodes, hosts, ports, clusterPorts); err != nil {
+					return err
+				}
+			} else {
+				for _, f := range []string{"host", "port", "cluster-port", "cluster-name", "cert-validity"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("--%s needs --nodes", f)
+					}
+				}
+			}
 			conf, seeds, err := natsUsers(c)
 			if err != nil {
 				return err
@@ -67,7 +108,25 @@ It refuses to replace existing files.`,
 			if err := os.MkdirAll(out, 0o700); err != nil {
 				return err
 			}
-			for _, name := range append(seedNames(shards), natsAuthFile) {
+			abs, err := filepath.Abs(out)
+			if err != nil {
+				return err
+			}
+			var clusterFiles []pemFile
+			if cl != nil {
+				if clusterFiles, err = cl.clusterCerts(validity); err != nil {
+					return err
+				}
+				for i := range cl.hosts {
+					clusterFiles = append(clusterFiles, pemFile{nodeName(i) + ".conf", []byte(cl.nodeConf(i, abs, run, shards)), 0o644})
+				}
+				clusterFiles = append(clusterFiles, pemFile{"nats-urls", []byte(cl.urls() + "\n"), 0o644})
+			}
+			names := append(seedNames(shards), natsAuthFile)
+			for _, f := range clusterFiles {
+				names = append(names, f.name)
+			}
+			for _, name := range names {
 				if _, err := os.Lstat(filepath.Join(out, name)); err == nil {
 					return fmt.Errorf("%s exists: nats-config does not replace users in use", filepath.Join(out, name))
 				}
@@ -80,8 +139,22 @@ It refuses to replace existing files.`,
 			if err := writeNew(filepath.Join(out, natsAuthFile), []byte(conf), 0o644); err != nil {
 				return err
 			}
+			if len(clusterFiles) > 0 {
+				if err := os.MkdirAll(filepath.Join(out, "tls"), 0o700); err != nil {
+					return err
+				}
+			}
+			for _, f := range clusterFiles {
+				if err := writeNew(filepath.Join(out, f.name), f.data, os.FileMode(f.mode)); err != nil {
+					return err
+				}
+			}
 			fmt.Fprintf(a.stdout, "run %s, %d shards: seeds %s/{%s}, authorization block %s (include it in nats-server.conf)\n",
 				run, shards, out, strings.Join(seedNames(shards), ","), filepath.Join(out, natsAuthFile))
+			if cl != nil {
+				fmt.Fprintf(a.stdout, "cluster %s of %d nodes: nats-server -c %s/nI.conf for I in 0..%d; clients: --nats %s --nats-ca %s\n",
+					cl.name, len(cl.hosts), out, len(cl.hosts)-1, cl.urls(), filepath.Join(out, "tls", "ca.pem"))
+			}
 			return nil
 		},
 	}
@@ -89,6 +162,12 @@ It refuses to replace existing files.`,
 	f.StringVar(&run, "run", "", "the run's name (serve --nats-run, aggregate --run)")
 	f.IntVar(&shards, "shards", 0, "the run's number of shards (serve --shards)")
 	f.StringVar(&out, "out", "", "directory for the seeds and "+natsAuthFile)
+	f.IntVar(&nodes, "nodes", 0, "also write the configurations of a NATS cluster of this many nodes (3: replicated streams)")
+	f.StringSliceVar(&hosts, "host", []string{"127.0.0.1"}, "with --nodes: the nodes' host, one for all (ports count up) or one a node, comma-separated")
+	f.StringVar(&ports, "port", "4222", "with --nodes: the nodes' client port, one (node I gets it plus I) or one a node, comma-separated")
+	f.StringVar(&clusterPorts, "cluster-port", "6222", "with --nodes: the nodes' route port, one (node I gets it plus I) or one a node, comma-separated")
+	f.StringVar(&clusterName, "cluster-name", "privrec", "with --nodes: the NATS cluster's name")
+	f.DurationVar(&validity, "cert-validity", 365*24*time.Hour, "with --nodes: how long the cluster's CA and node certificates are valid")
 	return cmd
 }
 
