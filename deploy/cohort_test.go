@@ -143,6 +143,11 @@ func TestRedTeamCohortOverLimits(t *testing.T) {
 	}
 	// The memory, which a restarted client reads, holds the limits too.
 	checkLimits(t, sess.mem.rounds.Trained, part)
+	// A skipped round released nothing: it costs no ε, and leaves the
+	// run's total bounded.
+	if last := led[len(led)-1]; !(last.EpsTotal > 0) || last.EpsTotal > 1+1e-9 {
+		t.Errorf("the run's ε after a skipped round: %v, want within (0, 1]", last.EpsTotal)
+	}
 }
 
 // TestTakers: which of a session's clients answer a round, by the limits

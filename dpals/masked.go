@@ -154,7 +154,7 @@ func (s *server) maskSpent(n int) float64 {
 	}
 	cs := make([]rdp.Curve, n)
 	for i := range n {
-		if st := &s.mask.Steps[i]; st.Rho > 0 {
+		if st := &s.mask.Steps[i]; st.Rho > 0 && s.arrS[i] > 0 {
 			cs[i] = st.Curve(s.arrA[i], s.arrS[i])
 		}
 	}

@@ -487,8 +487,8 @@ func (s *server) aggregateMasked(round int, st step, ups []*protocol.Upload) err
 	}
 	if words != nil {
 		s.arrA[round] = s.mask.Steps[round].Decode(words, s.sum)
-	}
-	s.arrS[round] = maskplan.Shares(&s.b)
+		s.arrS[round] = maskplan.Shares(&s.b)
+	} // else the round was skipped: no sum, nothing released, no ε (arrS 0)
 	s.release(st, s.sum)
 	s.round++
 	if s.steps[s.round].kind == kindFinal {

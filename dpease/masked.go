@@ -88,11 +88,11 @@ func (s *Server) decode(round, st int, ups []*protocol.Upload) ([]float64, error
 	ms := &s.mask.Steps[st]
 	out := make([]float64, ms.D)
 	rel := round - s.offset()
-	s.st.ArrA[rel] = 0
+	s.st.ArrA[rel], s.st.ArrS[rel] = 0, 0
 	if words != nil {
 		s.st.ArrA[rel] = ms.Decode(words, out)
-	}
-	s.st.ArrS[rel] = maskplan.Shares(&s.b)
+		s.st.ArrS[rel] = maskplan.Shares(&s.b)
+	} // else the round was skipped: no sum, nothing released, no ε (ArrS 0)
 	return out, nil
 }
 
@@ -142,6 +142,9 @@ func (s *Server) cohortSpent() float64 {
 	for stage := range 2 {
 		worst := rdp.Compose()
 		for rel := stage * t; rel < min(n, (stage+1)*t); rel++ {
+			if s.st.ArrS[rel] == 0 {
+				continue // skipped: released nothing
+			}
 			c := s.mask.Steps[stage].Curve(s.st.ArrA[rel], s.st.ArrS[rel])
 			for i := range worst {
 				worst[i] = max(worst[i], c[i])

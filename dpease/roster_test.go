@@ -166,3 +166,48 @@ func TestSetRoster(t *testing.T) {
 		t.Error("SetRoster after round 0 succeeded: the split would change within a run")
 	}
 }
+
+// skipping drops the sum of one round after setup, as a deployment does
+// with a round whose secure aggregation failed (skipped whole).
+type skipping struct {
+	*Server
+	skip int
+}
+
+func (s *skipping) Aggregate(round int, ups []*protocol.Upload) error {
+	if round == s.skip {
+		ups = []*protocol.Upload{}
+	}
+	return s.Server.Aggregate(round, ups)
+}
+
+// TestSkippedRoundCostsNothing: a masked round skipped whole released
+// nothing, so it costs no ε: the run's spent ε stays finite and at most
+// the target, on the roster and over cohorts. Before the fix a skipped
+// round counted as a release whose noise never arrived: ε unbounded.
+func TestSkippedRoundCostsNothing(t *testing.T) {
+	d, err := ratings.Synthetic(ratings.SyntheticConfig{Users: 200, Items: 40, Rank: 3, PerUser: 10, MinPerUser: 5, Zipf: 0.5, Noise: 0.3}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cohort := range []int{0, 100} {
+		cfg := DefaultConfig()
+		cfg.Aggregation, cfg.Seeded, cfg.TopItems = protocol.AggMasked, true, 10
+		if cohort > 0 {
+			cfg.Cohort, cfg.CohortRounds = cohort, 2
+		}
+		srv, err := NewServer(cfg, d.Public(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &skipping{Server: srv, skip: 2}
+		cl := mustClients(t, d, cfg)
+		if err := protocol.Run(context.Background(), s, cl.List, protocol.RunOptions{Seed: 3, Aggregation: protocol.AggMasked}); err != nil {
+			t.Fatal(err)
+		}
+		eps, _, ok := srv.Spent()
+		if !ok || !(eps > 0) || eps > cfg.Eps+1e-9 {
+			t.Errorf("cohort %d: ε spent %v (ok %v) with round 2 skipped, want within (0, %g]", cohort, eps, ok, cfg.Eps)
+		}
+	}
+}

@@ -46,11 +46,12 @@ func Shares(b *protocol.Broadcast) int {
 // Spent returns the ε at Delta of the releases of the first n steps with
 // the noise that arrived: arrived[i] shares of step i's Skellam noise,
 // each drawn for shares[i] clients (Step.Curve), composed by Rényi
-// accounting; 0 before any release.
+// accounting; 0 before any release. A step with shares[i] = 0 folded no
+// sum (a skipped round): it released nothing and costs nothing.
 func (p *Plan) Spent(arrived, shares []int, n int) float64 {
 	var cs []rdp.Curve
 	for i := range n {
-		if ms := &p.Steps[i]; ms.Rho > 0 {
+		if ms := &p.Steps[i]; ms.Rho > 0 && shares[i] > 0 {
 			cs = append(cs, ms.Curve(arrived[i], shares[i]))
 		}
 	}
