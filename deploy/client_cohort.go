@@ -162,9 +162,10 @@ func (s *Session) awaitOpen(ctx context.Context, after, r int, cred string) (*fe
 		if resp.GetState() == fedv1.RunState_RUN_STATE_DONE || resp.GetBroadcast() != nil {
 			return resp, nil
 		}
-		if g := resp.GetGathering(); g == nil || int(g.GetRound()) != r {
-			// The gathering ended without opening the round (a server
-			// restart): the caller polls again.
+		if g := resp.GetGathering(); g == nil || int(g.GetRound()) != r || !resp.GetInCohort() {
+			// The gathering ended without opening the round, or no
+			// longer holds this client (a server restart gathers
+			// afresh): the caller polls, and joins, again.
 			return resp, nil
 		}
 	}

@@ -2,13 +2,18 @@ package deploy
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/privrec/privrec/eval"
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/gen/privrec/federation/v1/federationv1connect"
 	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
@@ -280,4 +285,37 @@ func TestCohortLateArrivals(t *testing.T) {
 		t.Error("no late device took part in a cohort")
 	}
 	t.Logf("the 20 late devices answered %d training rounds", took)
+}
+
+// gatheringAPI answers every GetRound with the same gathering of round
+// 3, in which the caller is not (any more) taken, and counts the calls.
+type gatheringAPI struct {
+	federationv1connect.FederationServiceClient
+	calls int
+}
+
+func (g *gatheringAPI) GetRound(context.Context, *connect.Request[fedv1.GetRoundRequest]) (*connect.Response[fedv1.GetRoundResponse], error) {
+	g.calls++
+	if g.calls > 100 {
+		return nil, errors.New("polled 100 times")
+	}
+	return connect.NewResponse(&fedv1.GetRoundResponse{State: fedv1.RunState_RUN_STATE_RUNNING,
+		Gathering: &fedv1.Gathering{Round: 3, Phase: protocol.PhaseTrain, Cohort: 20, Taken: 5}}), nil
+}
+
+// TestAwaitOpenAfterRestart: a client taken into a cohort waits for the
+// round to open; when the server restarted meanwhile and gathers the
+// round afresh without it, the wait ends at once (the client joins
+// again) instead of polling in a loop that no cohort fills. Before the
+// fix it polled until stopped.
+func TestAwaitOpenAfterRestart(t *testing.T) {
+	api := &gatheringAPI{}
+	s := &Session{api: api, log: quietLog(), cfg: ClientConfig{Retry: time.Second}}
+	resp, err := s.awaitOpen(context.Background(), 2, 3, "1.secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if api.calls != 1 || resp.GetBroadcast() != nil {
+		t.Errorf("awaitOpen polled %d times and returned %v; want one call and the gathering", api.calls, resp)
+	}
 }
