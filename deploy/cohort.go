@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -86,9 +87,18 @@ func (s *Server) refreshOrder() {
 	}
 }
 
+// errCohortShort is gatherCohort's answer when a masked training round's
+// cohort stayed below its floor for 1+maxWaits deadlines: the devices
+// whose limits allow the round are spent or gone, and the round is
+// skipped (it releases nothing and costs nothing) rather than waited on
+// for ever.
+var errCohortShort = errors.New("deploy: the cohort stayed below its floor")
+
 // gatherCohort gathers the cohort of round b: it returns once Cohort
 // clients offered to take part, or at a deadline (RoundTimeout, then one
-// more at a time) with at least the cohort's floor.
+// more at a time) with at least the cohort's floor. A masked training
+// round whose cohort is still below its floor after 1+maxWaits
+// deadlines returns errCohortShort; other rounds wait on.
 func (s *Server) gatherCohort(ctx context.Context, b *protocol.Broadcast) (map[uint32]bool, error) {
 	g := &gathering{round: b.Round, phase: b.Phase, want: s.part.Cohort, taken: map[uint32]bool{}, full: make(chan struct{})}
 	s.mu.Lock()
@@ -102,7 +112,7 @@ func (s *Server) gatherCohort(ctx context.Context, b *protocol.Broadcast) (map[u
 		s.notify()
 		s.mu.Unlock()
 	}()
-	floor := s.cohortFloor()
+	floor, waits := s.cohortFloor(), 0
 	timer := time.NewTimer(s.cfg.RoundTimeout)
 	defer timer.Stop()
 	for {
@@ -115,6 +125,9 @@ func (s *Server) gatherCohort(ctx context.Context, b *protocol.Broadcast) (map[u
 			n := len(g.taken)
 			s.mu.Unlock()
 			if n < max(floor, 2) {
+				if waits++; waits > maxWaits && b.Phase == protocol.PhaseTrain && s.plan.Aggregation == "masked" {
+					return nil, fmt.Errorf("%w: %d of %d taken after %d deadlines (floor %d)", errCohortShort, n, g.want, waits, floor)
+				}
 				s.log.Warn("cohort below its floor at the deadline: waiting on", "round", b.Round, "taken", n, "cohort", g.want, "floor", floor)
 				timer.Reset(s.cfg.RoundTimeout)
 				continue

@@ -319,3 +319,45 @@ func TestAwaitOpenAfterRestart(t *testing.T) {
 		t.Errorf("awaitOpen polled %d times and returned %v; want one call and the gathering", api.calls, resp)
 	}
 }
+
+// TestCohortPopulationSpent: 30 devices that each answer one training
+// round fill three cohorts of 10; the rounds after them cannot gather
+// one. Each is skipped after its deadlines (nothing released, no ε), and
+// the run ends, where before it waited at the gathering for ever.
+func TestCohortPopulationSpent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a cohort run over TLS loopback; go test without -short runs it")
+	}
+	d, spl := smallCatalog(t, 30, 200)
+	m, cfg, part := cohortConfig(t, "2", "10", "1", "0")
+	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: 300 * time.Millisecond}, "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sess := dialCohort(t, ctx, h, "", nil)
+	runClients(t, sess, spl.Train, 4)
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	released, skipped := 0, 0
+	for _, e := range led {
+		t.Logf("round %d (%s): cohort %d, %d masked inputs, skipped %q, ε so far %.4g", e.Round, e.Phase, e.Cohort, e.Uploads, e.Skipped, e.EpsTotal)
+		switch {
+		case e.Phase != protocol.PhaseTrain:
+		case e.Skipped != "":
+			skipped++
+		case e.Uploads == part.Cohort:
+			released++
+		default:
+			t.Errorf("round %d: %d masked inputs, want a full cohort of %d or a skipped round", e.Round, e.Uploads, part.Cohort)
+		}
+	}
+	if released != 3 || skipped == 0 {
+		t.Errorf("%d training rounds released and %d skipped, want 3 released (30 devices, one round each, cohorts of 10) and the rest skipped", released, skipped)
+	}
+	if last := led[len(led)-1]; !(last.EpsTotal > 0) || last.EpsTotal > 1+1e-9 {
+		t.Errorf("the run's ε: %v, want within (0, 1]", last.EpsTotal)
+	}
+	checkLimits(t, sess.trained, part)
+}

@@ -101,6 +101,9 @@ func (s *Server) exchangeMasked(ctx context.Context, b *protocol.Broadcast) ([]*
 	// (less the clients it proved to lie or that sit out).
 	if s.cohortRun() {
 		cohort, err := s.gatherCohort(ctx, b)
+		if errors.Is(err, errCohortShort) {
+			return s.skipMasked(b, err.Error())
+		}
 		if err != nil {
 			return nil, err
 		}
