@@ -96,52 +96,18 @@ func newMaskPlan(cfg Config, ni int) (*maskplan.Plan, error) {
 }
 
 // limitedMaskPlan calibrates the integer path of a run under
-// participation limits as maskplan.Calibrate does, but composes, instead
-// of every release, the envelope of the allowed sets of releases one
-// user may answer (envelope): the least η whose envelope reaches ε ≤ Eps
-// at Delta.
+// participation limits as maskplan.Calibrate does, but charges one user,
+// instead of every release composed, the envelope of the allowed sets of
+// releases the user may answer (envelope).
 func limitedMaskPlan(ms []maskplan.Step, cfg Config) (*maskplan.Plan, error) {
 	p := cfg.Participation()
-	curve := func(eta, scale float64) rdp.Curve {
-		cs := make([]rdp.Curve, len(ms))
-		for i, st := range ms {
-			if st.Rho > 0 {
-				mu := (1 + eta) * st.L2 * st.L2 / (4 * st.Rho)
-				cs[i] = rdp.SkellamCurve(mu, scale*st.L1, scale*st.L2)
-			}
-		}
-		return envelope(cs, p)
+	plan := &maskplan.Plan{Steps: ms, Delta: cfg.Delta}
+	var err error
+	plan.Eta, plan.Eps, plan.EpsReplace, err = maskplan.CalibrateBy(ms, cfg.Eps, cfg.Delta,
+		func(cs []rdp.Curve) rdp.Curve { return envelope(cs, p) })
+	if err != nil {
+		return nil, fmt.Errorf("dpals: %w", err)
 	}
-	ok := func(eta float64) bool {
-		e, _ := rdp.ToDP(curve(eta, 1), cfg.Delta)
-		return e <= cfg.Eps
-	}
-	lo, hi := -0.5, 1.0
-	for !ok(hi) {
-		lo, hi = hi, 2*hi+1
-		if hi > 1e6 {
-			return nil, fmt.Errorf("dpals: %w: ε = %g", maskplan.ErrUnreachable, cfg.Eps)
-		}
-	}
-	if ok(lo) {
-		hi = lo
-	}
-	for hi-lo > 1e-9 {
-		m := (lo + hi) / 2
-		if ok(m) {
-			hi = m
-		} else {
-			lo = m
-		}
-	}
-	for i := range ms {
-		if st := &ms[i]; st.Rho > 0 {
-			st.Mu = (1 + hi) * st.L2 * st.L2 / (4 * st.Rho)
-		}
-	}
-	plan := &maskplan.Plan{Steps: ms, Eta: hi, Delta: cfg.Delta}
-	plan.Eps, _ = rdp.ToDP(curve(hi, 1), cfg.Delta)
-	plan.EpsReplace, _ = rdp.ToDP(curve(hi, 2), cfg.Delta)
 	return plan, nil
 }
 

@@ -52,15 +52,36 @@ var ErrUnreachable = errors.New("the integer path cannot reach the target ε")
 // neighbours (every share arriving) and for replace-one neighbours (every
 // sensitivity doubled).
 func Calibrate(steps []Step, eps, delta float64) (eta, epsAdd, epsReplace float64, err error) {
+	return CalibrateBy(steps, eps, delta, ComposeAll)
+}
+
+// ComposeAll composes the curves of every step that releases something
+// (nil: a step that releases nothing): one user answers every step.
+func ComposeAll(cs []rdp.Curve) rdp.Curve {
+	var some []rdp.Curve
+	for _, c := range cs {
+		if c != nil {
+			some = append(some, c)
+		}
+	}
+	return rdp.Compose(some...)
+}
+
+// CalibrateBy is Calibrate with the curve one user is charged made by
+// compose from the steps' curves, one per step (nil for a step that
+// releases nothing): ComposeAll when a user answers every step, the
+// envelope of the sets of steps a user may answer under participation
+// limits.
+func CalibrateBy(steps []Step, eps, delta float64, compose func([]rdp.Curve) rdp.Curve) (eta, epsAdd, epsReplace float64, err error) {
 	curve := func(eta float64, scale float64) rdp.Curve {
-		var cs []rdp.Curve
-		for _, ms := range steps {
+		cs := make([]rdp.Curve, len(steps))
+		for i, ms := range steps {
 			if ms.Rho > 0 {
 				mu := (1 + eta) * ms.L2 * ms.L2 / (4 * ms.Rho)
-				cs = append(cs, rdp.SkellamCurve(mu, scale*ms.L1, scale*ms.L2))
+				cs[i] = rdp.SkellamCurve(mu, scale*ms.L1, scale*ms.L2)
 			}
 		}
-		return rdp.Compose(cs...)
+		return compose(cs)
 	}
 	ok := func(eta float64) bool {
 		e, _ := rdp.ToDP(curve(eta, 1), delta)
