@@ -193,8 +193,8 @@ type Session struct {
 	digest string
 	mem    *memory
 	// part is the plan's participation limits; trained the training
-	// rounds each client answered (without a memory); take the clients
-	// answering the round being answered (nil: all).
+	// rounds each client answered (the memory's, when there is one); take
+	// the clients answering the round being answered (nil: all).
 	part    protocol.Participation
 	trained [][]int
 	take    []bool
@@ -329,7 +329,7 @@ func (s *Session) planRounds() error {
 	if s.mem, err = openMemory(s.cfg.Memory, s.digest, spec.Name()); err != nil {
 		return err
 	}
-	s.setup = s.mem.rounds.Setup
+	s.setup, s.trained = s.mem.rounds.Setup, s.mem.rounds.Trained
 	return nil
 }
 
@@ -752,18 +752,19 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 // remember records in the session's memory, if it has one, that the
 // clients answer b's round, before any of the answers leaves.
 func (s *Session) remember(b *protocol.Broadcast) error {
-	train := b.Phase == protocol.PhaseTrain && (s.part.MaxRounds > 0 || s.part.MinGap > 1 || s.part.Cohort > 0)
-	if s.mem == nil {
-		if train {
-			s.noteTrained(b.Round, s.take)
-		}
-		return nil
-	}
 	var trained [][]int
-	if train {
-		trained = trainedCopy(s.mem.rounds.Trained, len(s.creds), b.Round, s.take)
+	if b.Phase == protocol.PhaseTrain && (s.part.Limited() || s.part.Cohort > 0) {
+		trained = trainedCopy(s.trained, len(s.creds), b.Round, s.take)
 	}
-	return s.mem.answer(b.Round, b.Phase == protocol.PhaseSetup, trained)
+	if s.mem != nil {
+		if err := s.mem.answer(b.Round, b.Phase == protocol.PhaseSetup, trained); err != nil {
+			return err
+		}
+	}
+	if trained != nil {
+		s.trained = trained
+	}
+	return nil
 }
 
 // progress reports round r, whose response was resp and which n of the

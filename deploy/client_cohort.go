@@ -22,12 +22,6 @@ import (
 
 // trainedOf returns the training rounds client k answered.
 func (s *Session) trainedOf(k int) []int {
-	if s.mem != nil {
-		if k < len(s.mem.rounds.Trained) {
-			return s.mem.rounds.Trained[k]
-		}
-		return nil
-	}
 	if k < len(s.trained) {
 		return s.trained[k]
 	}
@@ -48,9 +42,8 @@ func (s *Session) allowed(k, r int, phase string) bool {
 // allow and, in a cohort run, that were taken into its cohort (joined;
 // nil outside a cohort run). It returns nil when every client answers.
 func (s *Session) takers(b *protocol.Broadcast, joined []bool, joinedRound int) []bool {
-	limited := s.part.MaxRounds > 0 || s.part.MinGap > 1
 	cohort := s.part.Cohort > 0 && b.Phase != protocol.PhaseFinal
-	if !limited && !cohort {
+	if !s.part.Limited() && !cohort {
 		return nil
 	}
 	take := make([]bool, len(s.creds))
@@ -111,23 +104,9 @@ func (s *Session) joinCohort(ctx context.Context, after int, g *fedv1.Gathering,
 	return joined, wait, first
 }
 
-// answered records that the clients in take answered training round r
-// (in process; the memory's copy is written by remember).
-func (s *Session) noteTrained(r int, take []bool) {
-	if s.trained == nil {
-		s.trained = make([][]int, len(s.creds))
-	}
-	for k := range s.trained {
-		if take == nil || take[k] {
-			if t := s.trained[k]; len(t) == 0 || t[len(t)-1] < r {
-				s.trained[k] = append(t, r)
-			}
-		}
-	}
-}
-
-// trainedCopy returns the memory's per-client training rounds with round
-// r added for the clients in take (all when take is nil).
+// trainedCopy returns the per-client training rounds have, for n
+// clients, with round r added for the clients in take (all when take is
+// nil).
 func trainedCopy(have [][]int, n, r int, take []bool) [][]int {
 	out := make([][]int, n)
 	for k := range out {

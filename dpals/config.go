@@ -153,7 +153,7 @@ func (c Config) Participation() protocol.Participation {
 // limited reports whether the devices' limits bound the rounds one user
 // answers below the whole schedule, so that the accounting composes the
 // costliest allowed set of rounds rather than every round.
-func (c Config) limited() bool { return c.RoundsPerUser > 0 || c.MinGap > 1 }
+func (c Config) limited() bool { return c.Participation().Limited() }
 
 // DefaultConfig returns the defaults of dp-als at ε = 1, δ = 1e-6, chosen
 // on a validation part (10%) of ML-1M's random 80% training part (dpals

@@ -38,6 +38,10 @@ func (p Participation) Validate() error {
 	return nil
 }
 
+// Limited reports whether p limits how often one client answers
+// (MaxRounds or MinGap), beyond each round of the plan once.
+func (p Participation) Limited() bool { return p.MaxRounds > 0 || p.MinGap > 1 }
+
 // Allows reports whether a client that answered the training rounds in
 // answered (ascending) may answer training round r under p.
 func (p Participation) Allows(answered []int, r int) bool {

@@ -166,11 +166,11 @@ func New(t Transport, hello []byte) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	limited := cfg.Cohort > 0 || cfg.RoundsPerUser > 0 || cfg.MinGap > 1
+	part := cfg.Participation()
 	if ease != nil {
-		limited = ease.Cohort > 0
+		part = ease.Participation()
 	}
-	if limited {
+	if part.Cohort > 0 || part.Limited() {
 		// The page keeps no per-round participation record and does not
 		// join cohorts: it must not take part in a run whose privacy
 		// rests on the device enforcing its limits.
