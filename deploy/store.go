@@ -321,6 +321,11 @@ type LedgerEntry struct {
 	// Cohort, in a cohort run, counts the clients the round took (the
 	// clients asked); Enrolled is then the population.
 	Cohort int `json:"cohort,omitempty"`
+	// Users counts the distinct users whose uploads the training rounds
+	// released so far folded, this one included (a party counts its
+	// users): the users the model published after this round reads
+	// (continual release, model.Release.Users).
+	Users int `json:"users,omitempty"`
 	// Parties counts the distinct parties among the enrolled clients
 	// (Server.Parties): a vendor's clients, enrolled with the shared
 	// token, count as one; so does a vendor enrolled as one party.
