@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+
+	"github.com/privrec/privrec/ratings"
 
 	"github.com/privrec/privrec/internal/linalg"
 )
@@ -223,4 +226,78 @@ func (m *Model) Personalised() bool {
 		}
 	}
 	return false
+}
+
+// FoldInAll returns the model of d's users and items folded in against
+// m: each user of d with ratings gets the row FoldIn (a ranking model:
+// FoldInRanking) gives them from those ratings, with reg the ridge of a
+// rating model's fold-in; a user without ratings is unknown. The items are
+// d's, matched to m's by ID, so the result scores d's index space (a test
+// split of d); an item of d that m does not know is an error naming it.
+// It is how an evaluation scores a published model, which holds no
+// users, on a dataset's users as their devices would.
+func (m *Model) FoldInAll(d *ratings.Dataset, reg float64) (*Model, error) {
+	ni, nu := d.NumItems(), d.NumUsers()
+	of := make([]int32, ni) // d's item j is m's of[j]
+	for j, id := range d.ItemIDs {
+		i, ok := m.ItemIndex(id)
+		if !ok {
+			return nil, fmt.Errorf("model: item %q of %s is not in the model's catalog", id, d.Name)
+		}
+		of[j] = i
+	}
+	if len(d.ItemIDs) != ni {
+		return nil, fmt.Errorf("model: fold-in of %s needs its item IDs", d.Name)
+	}
+	out := &Model{
+		Dim: m.Dim, NumUsers: nu, NumItems: ni, Mean: m.Mean, Default: m.Default, Ranking: m.Ranking, Scale: m.Scale,
+		Rated: make([]bool, nu), UserIDs: slices.Clone(d.UserIDs), ItemIDs: slices.Clone(d.ItemIDs), ItemTitles: slices.Clone(d.ItemTitles),
+		Method: m.Method, Config: slices.Clone(m.Config), Privacy: m.Privacy, Release: m.Release,
+	}
+	k := m.Dim
+	if k > 0 {
+		out.V = make([]float32, ni*k)
+		for j, i := range of {
+			copy(out.V[j*k:(j+1)*k], m.V[int(i)*k:int(i)*k+k])
+		}
+		out.U = make([]float32, nu*k)
+	}
+	if m.BI != nil {
+		out.BI = make([]float32, ni)
+		for j, i := range of {
+			out.BI[j] = m.BI[i]
+		}
+	}
+	rows := d.ByUser()
+	items := []int32{}
+	for u := range nu {
+		idx, val := rows.Row(u)
+		if len(idx) == 0 {
+			continue
+		}
+		items = items[:0]
+		for _, j := range idx {
+			items = append(items, of[j])
+		}
+		id := strconv.Itoa(u)
+		if u < len(d.UserIDs) {
+			id = d.UserIDs[u]
+		}
+		f, err := m.FoldIn(id, items, val, reg)
+		if err != nil {
+			return nil, fmt.Errorf("model: user %s: %w", id, err)
+		}
+		out.Rated[u] = true
+		copy(out.U[u*k:(u+1)*k], f.U)
+		if f.Offset != nil {
+			if out.Offset == nil {
+				out.Offset = make([]float32, nu)
+			}
+			out.Offset[u] = f.Offset[0]
+		}
+		if f.BU != nil && out.BU == nil {
+			out.BU = make([]float32, nu)
+		}
+	}
+	return out, out.Check()
 }
