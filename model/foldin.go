@@ -30,6 +30,9 @@ func (m *Model) FoldIn(id string, items []int32, values []float32, reg float64) 
 	if m.Ranking {
 		return m.FoldInRanking(id, items)
 	}
+	if m.Method == "dp-als" || m.Method == "dp-biases" {
+		return m.foldInDPALS(id, items, values)
+	}
 	k := m.Dim
 	switch {
 	case k < 1 || len(m.V) != m.NumItems*k:
@@ -208,6 +211,74 @@ func (m *Model) ialsUser(items []int32) ([]float32, error) {
 	return u, nil
 }
 
+// foldInDPALS returns the model of one user folded in against a dp-als
+// (or dp-biases) model as the user's device solves itself in the run's
+// final round: the bias b_u and the vector u jointly, by ridge regression
+// of r − μ − b_j on (1, v_j), with the ridges of the model's config
+// (reg-user-bias on b_u, reg-user on the factors, reg-feature on the last
+// min(user-features, 3) columns, the public item features).
+func (m *Model) foldInDPALS(id string, items []int32, values []float32) (*Model, error) {
+	var c struct {
+		RegUser     *float64 `json:"reg-user"`
+		RegUserBias *float64 `json:"reg-user-bias"`
+		RegFeature  float64  `json:"reg-feature"`
+		Features    int      `json:"user-features"`
+	}
+	if err := json.Unmarshal(m.Config, &c); err != nil || c.RegUser == nil || c.RegUserBias == nil {
+		return nil, fmt.Errorf("model: a %s fold-in needs reg-user and reg-user-bias in the model's config (%s)", m.Method, m.Config)
+	}
+	k := m.Dim
+	switch {
+	case len(m.V) != m.NumItems*k || len(m.BI) != m.NumItems:
+		return nil, fmt.Errorf("model: a %s fold-in needs item factors and biases", m.Method)
+	case len(items) == 0 || len(items) != len(values):
+		return nil, fmt.Errorf("model: fold-in of %d items and %d ratings", len(items), len(values))
+	}
+	kf := k - min(max(c.Features, 0), 3, k) // the factor columns; the features follow
+	k1 := k + 1
+	a := make([]float64, k1*k1)
+	b := make([]float64, k1)
+	for n, i := range items {
+		if i < 0 || int(i) >= m.NumItems {
+			return nil, fmt.Errorf("model: fold-in item index %d outside [0, %d)", i, m.NumItems)
+		}
+		y := float64(values[n]) - float64(m.Mean) - float64(m.BI[i])
+		x := m.V[int(i)*k : int(i)*k+k]
+		a[0]++
+		b[0] += y
+		for p := range k {
+			xp := float64(x[p])
+			a[(p+1)*k1] += xp
+			b[p+1] += y * xp
+			for q := 0; q <= p; q++ {
+				a[(p+1)*k1+q+1] += xp * float64(x[q])
+			}
+		}
+	}
+	a[0] += *c.RegUserBias + 1e-9
+	for p := range k {
+		r := *c.RegUser
+		if p >= kf {
+			r = c.RegFeature
+		}
+		a[(p+1)*k1+p+1] += r
+	}
+	if !linalg.CholeskySolve(a, b, k1) {
+		return nil, fmt.Errorf("model: %s fold-in system is not positive definite", m.Method)
+	}
+	u := make([]float32, k)
+	for p := range k {
+		u[p] = float32(b[p+1])
+	}
+	return &Model{
+		Dim: k, NumUsers: 1, NumItems: m.NumItems, U: u, V: m.V,
+		Mean: m.Mean, BU: []float32{float32(b[0])}, BI: m.BI, Rated: []bool{true},
+		Default: m.Default, Scale: m.Scale,
+		UserIDs: []string{id}, ItemIDs: m.ItemIDs, ItemTitles: m.ItemTitles,
+		Method: m.Method, Config: slices.Clone(m.Config), Privacy: m.Privacy, Release: m.Release,
+	}, nil
+}
+
 // Personalised reports whether the model's scores can differ between
 // users. It is false for a history-indicator model (UserItems, dp-ease)
 // whose item-item coordinates are all zero: every user then gets the
@@ -295,8 +366,11 @@ func (m *Model) FoldInAll(d *ratings.Dataset, reg float64) (*Model, error) {
 			}
 			out.Offset[u] = f.Offset[0]
 		}
-		if f.BU != nil && out.BU == nil {
-			out.BU = make([]float32, nu)
+		if f.BU != nil {
+			if out.BU == nil {
+				out.BU = make([]float32, nu)
+			}
+			out.BU[u] = f.BU[0]
 		}
 	}
 	return out, out.Check()
