@@ -205,14 +205,14 @@ func (p Population) DropsAfterShares(seed uint64, dev, r int) bool {
 }
 
 // PopulationHelp describes ParsePopulation's spec, for flag help.
-const PopulationHelp = `comma-separated fields, each optional:
-  diurnal:LO-HI        online with probability LO at 04:00 local time to HI at 20:00 (a phone's day)
+const PopulationHelp = `  diurnal:LO-HI        online with probability LO at 04:00 local time up to HI at 20:00
   hours:H              simulated hours a round takes (default 1)
   start:H              the UTC hour of round 0 (default 0)
-  zones:Z              devices spread over Z consecutive time zones, UTC+0 to UTC+Z-1 (default 1)
+  zones:Z              devices spread over Z time zones, UTC+0 to UTC+Z-1 (default 1)
   churn:C              after each round a device leaves for good with probability C
-  late:F@K[-M]         a fraction F of the devices enrol only after round K (or a round uniform in K..M)
-  drop-after-shares:D  in each training round, a device taking part goes offline after its encrypted shares, before its masked input, with probability D
+  late:F@K[-M]         a fraction F of the devices enrols only after round K (or a round in K..M)
+  drop-after-shares:D  in a training round, a device taking part goes offline after its
+                       encrypted shares, before its masked input, with probability D
 e.g. diurnal:0.3-0.9,zones:3,churn:0.01,late:0.2@3,drop-after-shares:0.1`
 
 // ParsePopulation reads a Population from its spec (PopulationHelp),
