@@ -370,8 +370,8 @@ type LedgerEntry struct {
 	// the round was folded, since the process started: a round's CPU is
 	// the difference from the previous entry's of the same process (a
 	// smaller figure means a restart). RSSBytes is the process's resident
-	// set at the fold, PeakRSSBytes the highest since the previous fold
-	// (since the process started where the system cannot reset it). 0
+	// set at the fold, PeakRSSBytes the highest since the process started
+	// (a round raised the peak when it exceeds the previous entry's). 0
 	// where not measured.
 	CPUSeconds   float64 `json:"cpu_seconds,omitempty"`
 	RSSBytes     int64   `json:"rss_bytes,omitempty"`

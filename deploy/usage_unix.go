@@ -10,10 +10,10 @@ import (
 )
 
 // processUsage returns the process's CPU time so far (user + system, in
-// seconds), its resident set now, and the highest resident set since the
-// previous call, in bytes. The high-water mark is reset after it is read
-// where the system lets a process do so (Linux: /proc/self/clear_refs);
-// elsewhere it is the highest since the process started (getrusage).
+// seconds), its resident set now and its highest resident set since it
+// started, in bytes. The high-water mark is not reset (Linux could,
+// through /proc/self/clear_refs): that would also lower what getrusage
+// and /usr/bin/time report as the process's peak.
 func processUsage() (cpu float64, rss, peak int64) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
@@ -27,8 +27,6 @@ func processUsage() (cpu float64, rss, peak int64) {
 	rss, hwm := statusKB(status, "VmRSS:"), statusKB(status, "VmHWM:")
 	if hwm > 0 {
 		peak = hwm
-		// "5" resets the peak resident set (VmHWM) to the current one.
-		_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 	}
 	return cpu, rss, peak
 }

@@ -55,7 +55,7 @@ wait $server
 end=$(date +%s)
 echo "== $users devices ($pop), cohorts of $cohort ($rounds a statistic), dp-ease at ε = 1, floor $minp: $((end - start)) s"
 "$bin" ledger --state "$state"
-echo "== per round: the server's CPU seconds since the previous fold, its resident set at the fold and its peak since the previous fold"
+echo "== per round: the server's CPU seconds since the previous fold, its resident set at the fold and its peak so far"
 "$bin" ledger --state "$state" --json > "$out/ledger.json"
 python3 - "$out/ledger.json" <<'EOF'
 import json, sys
