@@ -88,6 +88,7 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 	if e.Coverage > 0 && e.Coverage < 1 {
 		s.log.Warn("dropouts weakened the noise of this round", "round", e.Round, "noise_coverage", e.Coverage, "eps", e.Eps)
 	}
+	e.CPUSeconds, e.RSSBytes, e.PeakRSSBytes = processUsage()
 	if err := s.st.commit(e, snap, folded, shares); err != nil {
 		return fmt.Errorf("deploy: commit round %d: %w", info.Round, err)
 	}

@@ -371,6 +371,16 @@ type LedgerEntry struct {
 	Refused string    `json:"refused,omitempty"`
 	Seconds float64   `json:"seconds"`
 	Time    time.Time `json:"time"`
+	// CPUSeconds is the server process's CPU time (user + system) when
+	// the round was folded, since the process started: a round's CPU is
+	// the difference from the previous entry's of the same process (a
+	// smaller figure means a restart). RSSBytes is the process's resident
+	// set at the fold, PeakRSSBytes the highest since the process started
+	// (a round raised the peak when it exceeds the previous entry's). 0
+	// where not measured.
+	CPUSeconds   float64 `json:"cpu_seconds,omitempty"`
+	RSSBytes     int64   `json:"rss_bytes,omitempty"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes,omitempty"`
 }
 
 // commit stores, in one transaction, the method server's state after
