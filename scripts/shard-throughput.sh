@@ -29,6 +29,7 @@
 #   scripts/shard-throughput.sh                      # single and nats1, 3 runs each
 #   CONFIGS="single nats1 nats3" REPS=5 scripts/shard-throughput.sh
 #   OUT=/tmp/tp USERS=200 DIM=10 scripts/shard-throughput.sh
+#   PROFILE=1 REPS=1 scripts/shard-throughput.sh     # and the server's CPU profiles
 #
 # Cores (only two on the machine this was written on): SERVER_CPU (the
 # single server and the coordinator), AGG_CPU (the aggregators), NATS_CPU
@@ -55,6 +56,7 @@ NATS_CPU=${NATS_CPU:-1}
 CLIENT_CPU=${CLIENT_CPU:-1}
 FRONT_CPU=${FRONT_CPU:-0}
 FRONTS=${FRONTS:-0}
+PROFILE=${PROFILE:-0} # 1: the server's CPU profile in each run's server.prof (go tool pprof)
 ITEMS=9724 # ml-latest-small's catalog
 WORDS=$((ITEMS * (DIM + 1)))
 mkdir -p "$W/bin"
@@ -163,11 +165,12 @@ run() {
     )")
   fi
 
-  local addr=127.0.0.1:$((P + 4000))
+  local addr=127.0.0.1:$((P + 4000)) prof=()
+  [ "$PROFILE" = 1 ] && prof=(--cpuprofile "$d/server.prof")
   start server "$SERVER_CPU" "$bin" serve --method hdpmf --dim "$DIM" --epochs "$EPOCHS" --secagg masked \
     --secagg-active=false --insecure --seed 7 --dev-tls --state "$d/state" --listen "$addr" \
     --min-clients "$USERS" --enroll-quiet 1s --enroll-rate 10000 --enroll-burst 10000 \
-    --round-timeout 2m --linger 1s --out "$d/model.prm" "${natsopts[@]}"
+    --round-timeout 2m --linger 1s --out "$d/model.prm" "${prof[@]}" "${natsopts[@]}"
   for _ in $(seq 300); do [ -s "$d/state/tls/cert.pem" ] && break; sleep 0.1; done
 
   local url=https://$addr
