@@ -18,8 +18,9 @@
 # first one's broadcast to the last one's commit (the server's ledger).
 # Reported for each run: masked vectors a second and MB/s of masked input
 # over those rounds, and for each party its CPU seconds in them, CPU ms a
-# MB of masked input, and peak RSS; then the median and range over the
-# runs. The machine's load averages (uptime) are recorded beside each run.
+# MB of masked input (an aggregator's and a front-end's also a MB of the
+# share it handled: its shard, the vectors it published), and peak RSS;
+# then the median and range over the runs. The machine's load averages (uptime) are recorded beside each run.
 #
 # The workload: hdpmf at --dim DIM over ml-latest-small's 9,724 items (the
 # embedded data set: no PRIVREC_DATA needed), the first USERS users of its
@@ -31,10 +32,12 @@
 #   OUT=/tmp/tp USERS=200 DIM=10 scripts/shard-throughput.sh
 #   PROFILE=1 REPS=1 scripts/shard-throughput.sh     # and the server's CPU profiles
 #
+# FRONTS=N puts N front-ends (privrec front) between the clients and the
+# coordinator of the sharded configurations (the marked place below).
 # Cores (only two on the machine this was written on): SERVER_CPU (the
 # single server and the coordinator), AGG_CPU (the aggregators), NATS_CPU
 # (the nats-server nodes), CLIENT_CPU (the simulated clients) and
-# FRONT_CPU (front-ends, below), each a taskset list.
+# FRONT_CPU (the front-ends), each a taskset list.
 # Ports: 127.0.0.1:PORT.. (default 15222; a 3-node cluster's routes at
 # PORT + 2000, the server at PORT + 4000), clear of examples/cluster's
 # 14222+. Every process is killed on exit, and everything after TIMEOUT
@@ -138,7 +141,10 @@ run() {
     nats1tls | nats3)
       local nodes=${config#nats}
       nodes=${nodes%tls}
-      "$bin" nats-config --run "$run" --shards "$SHARDS" --nodes "$nodes" --port "$P" --cluster-port $((P + 2000)) --out "$d/nats" >/dev/null
+      local fronts=()
+      [ "$FRONTS" != 0 ] && fronts=(--front-ends "$FRONTS")
+      "$bin" nats-config --run "$run" --shards "$SHARDS" --nodes "$nodes" --port "$P" --cluster-port $((P + 2000)) \
+        "${fronts[@]}" --out "$d/nats" >/dev/null
       if [ "$nodes" = 1 ]; then # nats-server refuses a cluster block without routes
         awk '/^cluster \{/ { skip = 1 } !skip { print } skip && /^\}/ { skip = 0 }' "$d/nats/n0.conf" >"$d/nats/n0.conf.new"
         mv "$d/nats/n0.conf.new" "$d/nats/n0.conf"
@@ -175,15 +181,31 @@ run() {
 
   local url=https://$addr
   # ---- FRONT-ENDS (issue 46) -------------------------------------------
-  # When `privrec front` exists, start FRONTS front-end processes here,
-  # pinned to FRONT_CPU, each with the coordinator's address and the
-  # cluster's "${nats[@]}", and point the clients at them (url below; a
-  # comma-separated list, or one client process per front-end). Each is
-  # started with `start frontN "$FRONT_CPU" "$bin" front ...`, so its CPU
-  # and RSS are reported beside the other parties' with no other change.
-  if [ "$FRONTS" != 0 ]; then
-    echo "FRONTS=$FRONTS: front-ends are not wired in yet (privrec front)" >&2
-    exit 1
+  # With FRONTS=N, a sharded run's clients go through N front-end
+  # processes (privrec front), pinned to FRONT_CPU, which publish the
+  # masked vectors to JetStream instead of the server; the clients spread
+  # over them (--server with their URLs). The single server has none.
+  if [ "$FRONTS" != 0 ] && [ ${#nats[@]} -gt 0 ]; then
+    "$bin" front --help >/dev/null 2>&1 || {
+      echo "FRONTS=$FRONTS: this privrec has no front command" >&2
+      exit 1
+    }
+    local urls=() fopts f
+    for f in $(seq 0 $((FRONTS - 1))); do
+      fopts=()
+      [ "$config" != nats1 ] && fopts=(--nats-nkey "$d/nats/front-$f.nk")
+      start "front$f" "$FRONT_CPU" "$bin" front --coordinator "$url" --coordinator-ca "$d/state/tls/cert.pem" \
+        --listen "127.0.0.1:$((P + 4001 + f))" --tls-cert "$d/state/tls/cert.pem" --tls-key "$d/state/tls/key.pem" \
+        "${nats[@]}" "${fopts[@]}" --nats-run "$run"
+      urls+=("https://127.0.0.1:$((P + 4001 + f))")
+    done
+    for f in $(seq 0 $((FRONTS - 1))); do
+      for _ in $(seq 100); do grep -q "front-end serving" "$d/front$f.log" && break; sleep 0.1; done
+    done
+    url=$(
+      IFS=,
+      echo "${urls[*]}"
+    )
   fi
   # ----------------------------------------------------------------------
 
@@ -204,7 +226,7 @@ run() {
     case ${np%%:*} in server | client | agg*) while kill -0 "${np#*:}" 2>/dev/null; do sleep 0.1; done ;; esac
   done
   for np in "${parties[@]}"; do
-    case ${np%%:*} in nats*) kill "${np#*:}" 2>/dev/null || true ;; esac
+    case ${np%%:*} in nats* | front*) kill "${np#*:}" 2>/dev/null || true ;; esac
   done
   kill "$dog" 2>/dev/null || true
   wait "$sampler" 2>/dev/null || true
@@ -226,8 +248,18 @@ run() {
     | "\(($r[0].time | epoch) - $r[0].seconds) \($r[-1].time | epoch) \([$r[].participants] | add)"' "$d/ledger.json")
   local load
   load="$(sed 's/.*load average: //' "$d/load.before") / $(sed 's/.*load average: //' "$d/load.after")"
+  # The share of the round's bytes a party handles: an aggregator its
+  # shard's, a front-end the vectors it published (its log's last line).
+  local published=0 f
+  for f in "$d"/front*.log; do
+    [ -e "$f" ] && published=$((published + $(tail -n 1 "$f" | jq '.published // 0')))
+  done
   for np in "${parties[@]}"; do
-    local name=${np%%:*} rss total
+    local name=${np%%:*} rss total share=1
+    case $name in
+      agg*) share=$(awk -v s="$SHARDS" 'BEGIN { print 1 / s }') ;;
+      front*) share=$(awk -v p="$(tail -n 1 "$d/$name.log" | jq '.published // 0')" -v t="$published" 'BEGIN { print p / t }') ;;
+    esac
     rss=$(awk -F': ' '/Maximum resident/ { print $2 }' "$d/$name.time")
     total=$(awk -F': ' '/User time|System time/ { s += $2 } END { print s }' "$d/$name.time")
     # CPU in the window, each end interpolated between two samples.
@@ -239,8 +271,8 @@ run() {
         return c[n-1]
       }
       END { printf "%.3f\n", at(t1) - at(t0) }' "$d/samples" >"$d/$name.window"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$config" "$rep" "$name" "$(cat "$d/$name.window")" "$total" \
-      "$rss" "$vectors" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" "$load" >>"$W/results.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$config" "$rep" "$name" "$(cat "$d/$name.window")" "$total" \
+      "$rss" "$vectors" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" "$load" "$share" >>"$W/results.tsv"
   done
 }
 
@@ -251,17 +283,17 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-# results.tsv: config rep party window-cpu-s total-cpu-s rss-kB vectors window-s load
+# results.tsv: config rep party window-cpu-s total-cpu-s rss-kB vectors window-s load share
 echo
 echo "== $USERS clients, hdpmf --dim $DIM on ml-latest-small: $((WORDS * 4)) B a masked vector; the $((EPOCHS - 1)) training rounds after the first measured"
 echo "== cores: server/coordinator $SERVER_CPU, aggregators $AGG_CPU, nats-server $NATS_CPU, clients $CLIENT_CPU; $SHARDS shards"
 echo
-echo "-- each run (ms/MB: CPU a MB of the round's masked input; an aggregator's per MB of its own shard in brackets)"
-awk -F'\t' -v words="$WORDS" -v shards="$SHARDS" '
+echo "-- each run (ms/MB: CPU a MB of the round's masked input; an aggregator's or front-end's per MB of its own share in brackets)"
+awk -F'\t' -v words="$WORDS" '
   { mb = $7 * words * 4 / 1e6
     if (!(($1, $2) in seen)) { seen[$1, $2] = 1
       printf "%-7s run %s: %d vectors in %.2f s: %.1f vectors/s, %.1f MB/s (load averages before / after: %s)\n", $1, $2, $7, $8, $7 / $8, mb / $8, $9 }
-    own = $3 ~ /^agg/ ? sprintf(" (%.2f)", 1000 * $4 * shards / mb) : ""
+    own = $10 < 1 ? sprintf(" (%.2f)", 1000 * $4 / $10 / mb) : ""
     printf "    %-7s CPU %6.2f s in the rounds (%5.1f%% of a core), %6.2f ms/MB%s; %6.2f s in all; peak RSS %4d MB\n", $3, $4, 100 * $4 / $8, 1000 * $4 / mb, own, $5, $6 / 1024 }' "$W/results.tsv"
 echo
 echo "-- median (min-max) over the runs"
@@ -274,7 +306,8 @@ awk -F'\t' -v words="$WORDS" '
   { mb = $7 * words * 4 / 1e6
     if (!(($1, $2) in seen)) { seen[$1, $2] = 1; nr[$1]++; vs[$1, nr[$1]] = $7 / $8; ms[$1, nr[$1]] = mb / $8 }
     key = $1 SUBSEP $3; if (!(key in np)) { order[++no] = key }
-    np[key]++; cpu[key, np[key]] = 1000 * $4 / mb; rss[key, np[key]] = $6 / 1024; core[key, np[key]] = 100 * $4 / $8 }
+    np[key]++; cpu[key, np[key]] = 1000 * $4 / mb; rss[key, np[key]] = $6 / 1024; core[key, np[key]] = 100 * $4 / $8
+    own[key, np[key]] = 1000 * $4 / $10 / mb; if ($10 < 1) part[key] = 1 }
   END {
     for (i = 1; i <= no; i++) {
       split(order[i], kk, SUBSEP); c = kk[1]
@@ -285,7 +318,9 @@ awk -F'\t' -v words="$WORDS" '
       k = np[order[i]]
       for (j = 1; j <= k; j++) { a[j] = cpu[order[i], j]; b[j] = rss[order[i], j]; e[j] = core[order[i], j] }
       fmt = "%.2f"; x = med(a, k); fmt = "%.0f"; y = med(b, k); z = med(e, k)
-      printf "    %-7s %s CPU ms/MB, %s%% of a core, peak RSS %s MB\n", kk[2], x, z, y
+      w = ""
+      if (order[i] in part) { for (j = 1; j <= k; j++) a[j] = own[order[i], j]; fmt = "%.2f"; w = ", " med(a, k) " a MB of its own share" }
+      printf "    %-7s %s CPU ms/MB%s, %s%% of a core, peak RSS %s MB\n", kk[2], x, w, z, y
     }
   }' "$W/results.tsv"
 echo
