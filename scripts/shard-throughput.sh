@@ -63,6 +63,7 @@ PROFILE=${PROFILE:-0} # 1: the server's CPU profile in each run's server.prof (g
 ITEMS=9724 # ml-latest-small's catalog
 WORDS=$((ITEMS * (DIM + 1)))
 mkdir -p "$W/bin"
+rm -f "$W/results.tsv"
 say() { echo "--- $*" >&2; }
 
 pids=() # every process this script started (time's and its child's)
@@ -133,6 +134,7 @@ run() {
   uptime >"$d/load.before"
 
   case $config in
+    single) ;;
     nats1)
       start nats0 "$NATS_CPU" "$W/bin/nats-server" -js -a 127.0.0.1 -p "$P" -sd "$d/js"
       wait_ready "$d/nats0.log"
@@ -153,6 +155,10 @@ run() {
       for i in $(seq 0 $((nodes - 1))); do wait_ready "$d/nats$i.log"; done
       nats=(--nats "$(cat "$d/nats/nats-urls")" --nats-ca "$d/nats/tls/ca.pem")
       natsopts=(--nats-nkey "$d/nats/coordinator.nk")
+      ;;
+    *)
+      echo "unknown configuration $config (single, nats1, nats1tls, nats3)" >&2
+      exit 1
       ;;
   esac
 
