@@ -101,10 +101,14 @@ if [ ${#releases[@]} -eq 0 ] || ! "$bin" evaluate --help 2>&1 | grep -q -- '--mo
   echo "skipped: this privrec has no serve --releases or no evaluate --model (they come with the continual-release change on main)"
   exit 0
 fi
+"$bin" ledger --state "$state" --json > "$out/ledger.json"
 for f in $(ls "$out/releases" | sort -V); do
   "$bin" evaluate --model "$out/releases/$f" --data "$out/population.csv" --split random:0.9 --seed 1 --json > "$out/release-$f.json"
+  # The users a release reads are its round's in the ledger (the
+  # evaluation's own "users" counts the dataset's).
+  r=$(echo "$f" | sed -n 's/^round-0*\([0-9][0-9]*\)\.model$/\1/p')
   printf '%-24s users %s  recall %s  ndcg %s\n' "$f" \
-    "$(grep -o '"users": *[0-9]*' "$out/release-$f.json" | head -1 | grep -o '[0-9]*$')" \
+    "$(grep -A12 "\"round\": $r," "$out/ledger.json" | grep -o '"users": *[0-9]*' | head -1 | grep -o '[0-9]*$')" \
     "$(grep -A1 '"recall": {' "$out/release-$f.json" | grep -o '[0-9.]*' | head -1)" \
     "$(grep -A1 '"ndcg": {' "$out/release-$f.json" | grep -o '[0-9.]*' | head -1)"
 done
