@@ -147,10 +147,6 @@ run() {
       [ "$FRONTS" != 0 ] && fronts=(--front-ends "$FRONTS")
       "$bin" nats-config --run "$run" --shards "$SHARDS" --nodes "$nodes" --port "$P" --cluster-port $((P + 2000)) \
         "${fronts[@]}" --out "$d/nats" >/dev/null
-      if [ "$nodes" = 1 ]; then # nats-server refuses a cluster block without routes
-        awk '/^cluster \{/ { skip = 1 } !skip { print } skip && /^\}/ { skip = 0 }' "$d/nats/n0.conf" >"$d/nats/n0.conf.new"
-        mv "$d/nats/n0.conf.new" "$d/nats/n0.conf"
-      fi
       for i in $(seq 0 $((nodes - 1))); do start "nats$i" "$NATS_CPU" "$W/bin/nats-server" -c "$d/nats/n$i.conf"; done
       for i in $(seq 0 $((nodes - 1))); do wait_ready "$d/nats$i.log"; done
       nats=(--nats "$(cat "$d/nats/nats-urls")" --nats-ca "$d/nats/tls/ca.pem")
