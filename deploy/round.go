@@ -159,12 +159,15 @@ func (s *Server) release(round int) error {
 }
 
 // build returns the model file of the server's V, the public catalog,
-// the privacy spent so far and the release it is (final, or interim after
-// the last folded round).
+// the privacy spent so far and, for an interim model, the release it is
+// (after the last folded round, read by the users covered so far).
 func (s *Server) build(final bool) ([]byte, error) {
 	v, dim := s.srv.Factors()
 	s.mu.Lock()
-	rel := &model.Release{Round: s.srv.Round() - 1, Users: s.coveredLocked(), Final: final}
+	var rel *model.Release // the final model carries none (model.Model.Release)
+	if !final {
+		rel = &model.Release{Round: s.srv.Round() - 1, Users: s.coveredLocked()}
+	}
 	s.mu.Unlock()
 	m := &model.Model{
 		Dim: dim, NumItems: len(s.plan.ItemIDs), V: slices.Clone(v),

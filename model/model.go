@@ -80,8 +80,10 @@ type Model struct {
 	Config json.RawMessage
 	// Privacy is the method's privacy claim and what training spent.
 	Privacy Privacy
-	// Release, when not nil, says which of a served run's releases the
-	// model is; nil for a model trained in one piece.
+	// Release, when not nil, says which interim release of a served run
+	// the model is (continual release); nil for a run's final model and a
+	// model trained in one piece, so that readers from before releases
+	// existed read every final model.
 	Release *Release
 
 	// index maps IDs to rows, built on the first lookup.
@@ -128,11 +130,12 @@ type Privacy struct {
 	EpsReplace float64 `json:"eps_replace_one,omitempty"`
 }
 
-// Release identifies one model a served run published. A run publishes
-// its model as its rounds arrive (continual release), each release read by
-// the users of the rounds so far, and its final model last. A release is
-// post-processing of the aggregates the server already received: its ε is
-// the run's spent so far (Model.Privacy), and it costs nothing more.
+// Release identifies an interim model a served run published. A run
+// publishes its model as its rounds arrive (continual release), each
+// release read by the users of the rounds so far, and its final model
+// last. A release is post-processing of the aggregates the server already
+// received: its ε is the run's spent so far (Model.Privacy), and it costs
+// nothing more.
 type Release struct {
 	// Round is the last round whose aggregate the model reads.
 	Round int `json:"round"`
@@ -140,9 +143,6 @@ type Release struct {
 	// to Round read (a party that enrolled for several users counts
 	// them all).
 	Users int `json:"users"`
-	// Final marks the run's final model; an interim release is followed
-	// by others.
-	Final bool `json:"final,omitempty"`
 }
 
 // Check reports whether m's fields are mutually consistent: dimensions in

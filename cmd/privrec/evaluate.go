@@ -417,11 +417,7 @@ the model's by ID.`,
 func publishedSettings(path string, m *model.Model) string {
 	s := fmt.Sprintf("%s, published model %s", m.Method, path)
 	if r := m.Release; r != nil {
-		kind := "interim release"
-		if r.Final {
-			kind = "final release"
-		}
-		s += fmt.Sprintf(" (%s after round %d, %d users)", kind, r.Round, r.Users)
+		s += fmt.Sprintf(" (interim release after round %d, %d users)", r.Round, r.Users)
 	}
 	return s
 }
