@@ -58,7 +58,7 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 
 // The HTTP layer ahead of the Connect handlers (gate) refuses, before a
 // request's body is read: a call that needs a credential (GetRound,
-// Upload, SecAgg, GetModel) without a valid one; a GetRound beyond the
+// Upload, SecAgg, GetModel, ShardTicket) without a valid one; a GetRound beyond the
 // credential's MaxPolls waiting at once; an Enroll beyond the rate
 // limit; a compressed Connect GET; and a body larger than its call's
 // cap. The caps bound the body on the wire (http.MaxBytesReader) and
@@ -68,10 +68,10 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 // TestConnectReadMaxBytesIsDecompressed) at the handler's size class,
 // under 4 times the cap. The caps are:
 //
-//	Hello, GetRound, GetModel   smallBytes
-//	Enroll                      enrolBytes
-//	Upload                      the open round's items × (4·dim + 20) + roundSlack
-//	SecAgg                      the open round's words × 4 + 512 × clients + roundSlack
+//	Hello, GetRound, GetModel, ShardTicket   smallBytes
+//	Enroll                                   enrolBytes
+//	Upload                                   the open round's items × (4·dim + 20) + roundSlack
+//	SecAgg                                   the open round's words × 4 + 512 × clients + roundSlack
 //
 // (Upload and SecAgg a third more in Connect's JSON encoding, whose bytes
 // are base64)
@@ -175,7 +175,8 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.enrol.ServeHTTP(w, r)
 		return
 	case federationv1connect.FederationServiceGetRoundProcedure, federationv1connect.FederationServiceGetModelProcedure,
-		federationv1connect.FederationServiceUploadProcedure, federationv1connect.FederationServiceSecAggProcedure:
+		federationv1connect.FederationServiceUploadProcedure, federationv1connect.FederationServiceSecAggProcedure,
+		federationv1connect.FederationServiceShardTicketProcedure:
 		id, err := s.authenticate(r.Header)
 		if err != nil {
 			s.met.reject("auth")

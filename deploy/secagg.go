@@ -52,6 +52,10 @@ type saRound struct {
 	// (Sharded), shardRound its shard round.
 	co         *shard.Coordinator
 	shardRound uint64
+	// pins holds the digest of each position's masked vector that a
+	// front-end asked to publish (ShardTicket).
+	pinMu sync.Mutex
+	pins  map[uint32][32]byte
 }
 
 // exchangeMasked runs round b through SecAgg+ with the enrolled clients

@@ -71,7 +71,7 @@ func (s *Server) addStep(ctx context.Context, sa *saRound, id uint32, m secagg.M
 	}
 	err := sa.ses.Add(ctx, m)
 	switch {
-	case err == nil:
+	case err == nil || published(sa, m, err):
 		s.met.accept()
 		return nil
 	case errors.Is(err, secagg.ErrLate):
@@ -82,7 +82,7 @@ func (s *Server) addStep(ctx context.Context, sa *saRound, id uint32, m secagg.M
 		return s.rejectErr(connect.CodeAlreadyExists, "duplicate", "%v", err)
 	case errors.Is(err, secagg.ErrLowOrder):
 		s.ban(id, fmt.Sprintf("advertised a key of small order: %v", err))
-	case sharded && !errors.Is(err, shard.ErrRefused):
+	case sharded && !errors.Is(err, shard.ErrRefused) && !errors.Is(err, shard.ErrNotAdmitted):
 		return s.rejectErr(connect.CodeUnavailable, "sharded", "step %d: handing the masked vector to the aggregators failed; the client is out of this round: %v", m.Step(), err)
 	}
 	return s.rejectErr(connect.CodeInvalidArgument, "secagg", "step %d: %v", m.Step(), err)
@@ -117,6 +117,14 @@ func (s *Server) fromWireStep(sa *saRound, me uint32, msg *fedv1.SecAggRequest) 
 		return &secagg.ShareCheck{From: me, Reported: st.Check.GetReported()}, nil
 	case *fedv1.SecAggRequest_Masked:
 		m := st.Masked
+		if m.GetPublished() {
+			// A front-end published and committed it (ShardTicket).
+			if sa.co == nil || int(m.GetModulusBits()) != sa.p.Bits || len(m.GetData()) != 0 {
+				return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "a published masked vector with %d bytes mod 2^%d in a round of %d bits, sharded %t",
+					len(m.GetData()), m.GetModulusBits(), sa.p.Bits, sa.co != nil)
+			}
+			return &secagg.MaskedInput{From: me}, nil
+		}
 		if int(m.GetModulusBits()) != sa.p.Bits || len(m.GetData()) != 4*sa.p.Len {
 			return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "a masked vector of %d bytes mod 2^%d; the round wants %d words mod 2^%d",
 				len(m.GetData()), m.GetModulusBits(), sa.p.Len, sa.p.Bits)
