@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,5 +234,159 @@ func TestFrontStrangerFirst(t *testing.T) {
 	if f.Published() != int64(vectors) {
 		t.Errorf("the front-end published %d masked vectors; the rounds took %d", f.Published(), vectors)
 	}
+	checkShardRounds(t, h.srv, stop, rounds)
+}
+
+// frontSpec is what a child front-end serves (TestFrontKill9).
+type frontSpec struct {
+	Coordinator string `json:"coordinator"`
+	CA          string `json:"ca"`
+	Cert        string `json:"cert"`
+	Key         string `json:"key"`
+	NATS        string `json:"nats"`
+	Run         string `json:"run"`
+	Addr        string `json:"addr"`
+}
+
+// runFrontChild serves a front-end until killed.
+func runFrontChild(fs *frontSpec) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	nc, err := nats.Connect(fs.NATS)
+	if err != nil {
+		return fail(err)
+	}
+	hc, err := HTTPClient(fs.CA)
+	if err != nil {
+		return fail(err)
+	}
+	f, err := NewFront(FrontConfig{Coordinator: fs.Coordinator, HTTP: hc, Conn: nc, Run: fs.Run, Logger: quietLog()})
+	if err != nil {
+		return fail(err)
+	}
+	tc, err := ServerTLS(fs.Cert, fs.Key, false, "")
+	if err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", fs.Addr)
+	if err != nil {
+		return fail(err)
+	}
+	if err := f.Serve(context.Background(), ln, tc); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// maskedCalls is a round tripper that records, for each client
+// (credential) and round, the hosts its masked vector was sent to.
+type maskedCalls struct {
+	next  http.RoundTripper
+	mu    sync.Mutex
+	hosts map[string]map[string]bool // "round credential" → hosts
+}
+
+func (c *maskedCalls) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/SecAgg") && r.Body != nil && r.Header.Get("Content-Encoding") == "" {
+		body, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m fedv1.SecAggRequest
+		if proto.Unmarshal(body, &m) == nil && m.GetMasked() != nil {
+			k := fmt.Sprint(m.GetRound(), " ", r.Header.Get("Authorization"))
+			c.mu.Lock()
+			if c.hosts[k] == nil {
+				c.hosts[k] = map[string]bool{}
+			}
+			c.hosts[k][r.URL.Host] = true
+			c.mu.Unlock()
+		}
+	}
+	return c.next.RoundTrip(r)
+}
+
+// TestFrontKill9: one of two front-ends, a child process, is SIGKILLed
+// in the first training round as soon as the first masked vector of it
+// was admitted, amid the clients' uploads: the clients it held send
+// their vectors again through the other front-end, the round completes
+// with every client's vector once, and the run gives the model of the
+// server's own aggregation bit for bit; no shard round is aborted.
+func TestFrontKill9(t *testing.T) {
+	d, spl, params, want := frontRun(t)
+	nc := startNATS(t)
+	_, cfg := configure(t, "hdpmf", params)
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "fekill", Shards: 2}}}, "127.0.0.1:0")
+	stop := runAggregators(t, nc, "fekill")
+	_, u2 := startFront(t, h, nc.ConnectedUrl(), "fekill")
+	addr := freeAddr(t)
+	child := childStarter(t, childSpec{Front: &frontSpec{Coordinator: h.url, CA: h.ca, Cert: filepath.Join(h.dir, "tls", "cert.pem"),
+		Key: filepath.Join(h.dir, "tls", "key.pem"), NATS: nc.ConnectedUrl(), Run: "fekill", Addr: addr}})()
+	defer func() { child.Process.Kill(); child.Wait() }()
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; ; k++ { // the child's front-end up
+		resp, err := hc.Get("https://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if k == 300 {
+			t.Fatalf("the child front-end did not come up: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	admitted := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("privrec.fekill.ctl.2.admit", func(*nats.Msg) {
+		select {
+		case admitted <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	calls := &maskedCalls{hosts: map[string]map[string]bool{}}
+	done := runAsync(dialURL(t, "https://"+addr+","+u2, h.ca, 4, func(rt http.RoundTripper) http.RoundTripper {
+		calls.next = rt
+		return calls
+	}), spl.Train, 4)
+	select {
+	case <-admitted:
+	case r := <-done:
+		t.Fatalf("the run ended before the kill: %v", r.err)
+	case <-time.After(3 * time.Minute):
+		t.Fatal("no masked vector admitted in shard round 2 within 3 minutes")
+	}
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if k := firstDiff(r.v, want); k >= 0 {
+		t.Fatalf("V[%d] = %v after a front-end was killed, %v in the server's process", k, r.v[k], want[k])
+	}
+	_, rounds := checkFrontLedger(t, h.srv, spl.Train.NumUsers())
+	moved := 0
+	calls.mu.Lock()
+	for k, hosts := range calls.hosts {
+		if strings.HasPrefix(k, "1 ") && len(hosts) == 2 {
+			moved++
+		}
+	}
+	calls.mu.Unlock()
+	if moved == 0 {
+		t.Error("no client sent its masked vector of round 1 to both front-ends")
+	}
+	t.Logf("%d clients sent their masked vector of round 1 again through the other front-end", moved)
 	checkShardRounds(t, h.srv, stop, rounds)
 }
