@@ -84,7 +84,9 @@ and commits of the run, and nothing else.`,
 				return err
 			}
 			log.Info("front-end serving", "addr", ln.Addr().String(), "coordinator", coordinator, "nats_run", natsRun)
-			return f.Serve(cmd.Context(), ln, tc)
+			err = f.Serve(cmd.Context(), ln, tc)
+			log.Info("front-end stopped", "published", f.Published())
+			return err
 		},
 	}
 	f := cmd.Flags()
