@@ -280,15 +280,34 @@ func runFrontChild(fs *frontSpec) int {
 	return 0
 }
 
-// maskedCalls is a round tripper that records, for each client
-// (credential) and round, the hosts its masked vector was sent to.
-type maskedCalls struct {
-	next  http.RoundTripper
-	mu    sync.Mutex
-	hosts map[string]map[string]bool // "round credential" → hosts
+// stepCalls is a round tripper that records, for each client
+// (credential), round and step, the hosts its SecAgg call was sent to,
+// and signals first once a shares call of round 1 is sent to host
+// watch. It holds the first shares call of round 1 to host hold back for
+// 700 ms, so that the step stays open that long.
+type stepCalls struct {
+	next        http.RoundTripper
+	watch, hold string
+	first       chan struct{}
+	held        bool
+	mu          sync.Mutex
+	hosts       map[string]map[string]bool // "round step credential" → hosts
 }
 
-func (c *maskedCalls) RoundTrip(r *http.Request) (*http.Response, error) {
+// stepName names the step of a SecAgg request.
+func stepName(m *fedv1.SecAggRequest) string {
+	switch {
+	case m.GetMasked() != nil:
+		return "masked"
+	case m.GetShares() != nil:
+		return "shares"
+	case m.GetKeys() != nil:
+		return "keys"
+	}
+	return "other"
+}
+
+func (c *stepCalls) RoundTrip(r *http.Request) (*http.Response, error) {
 	if strings.HasSuffix(r.URL.Path, "/SecAgg") && r.Body != nil && r.Header.Get("Content-Encoding") == "" {
 		body, err := io.ReadAll(r.Body)
 		r.Body.Close()
@@ -297,96 +316,143 @@ func (c *maskedCalls) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var m fedv1.SecAggRequest
-		if proto.Unmarshal(body, &m) == nil && m.GetMasked() != nil {
-			k := fmt.Sprint(m.GetRound(), " ", r.Header.Get("Authorization"))
+		if proto.Unmarshal(body, &m) == nil {
+			k := fmt.Sprint(m.GetRound(), " ", stepName(&m), " ", r.Header.Get("Authorization"))
 			c.mu.Lock()
 			if c.hosts[k] == nil {
 				c.hosts[k] = map[string]bool{}
 			}
 			c.hosts[k][r.URL.Host] = true
 			c.mu.Unlock()
+			if m.GetRound() == 1 && stepName(&m) == "shares" && r.URL.Host == c.watch {
+				select {
+				case c.first <- struct{}{}:
+				default:
+				}
+			}
+			c.mu.Lock()
+			hold := m.GetRound() == 1 && stepName(&m) == "shares" && r.URL.Host == c.hold && !c.held
+			c.held = c.held || hold
+			c.mu.Unlock()
+			if hold {
+				time.Sleep(700 * time.Millisecond)
+			}
 		}
 	}
 	return c.next.RoundTrip(r)
 }
 
+// moved counts the clients whose call of step of round 1 was sent to
+// both front-ends.
+func (c *stepCalls) moved(step string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, hosts := range c.hosts {
+		if strings.HasPrefix(k, "1 "+step+" ") && len(hosts) == 2 {
+			n++
+		}
+	}
+	return n
+}
+
 // TestFrontKill9: one of two front-ends, a child process, is SIGKILLed
-// in the first training round as soon as the first masked vector of it
-// was admitted, amid the clients' uploads: the clients it held send
-// their vectors again through the other front-end, the round completes
-// with every client's vector once, and the run gives the model of the
-// server's own aggregation bit for bit; no shard round is aborted.
+// in the first training round — amid the clients' uploads, as soon as
+// the first masked vector of the round was admitted; and, apart, while
+// its clients wait for the answer to the shares step they sent through
+// it. The clients it held send their calls again through the other
+// front-end: a masked vector mid-upload is published under the same
+// message ids and committed again, one admitted already is told so, and
+// a step the server had taken already is answered as the first call
+// would have been (the shares step is held open by one client of the
+// other front-end, so that the killed one's clients wait in it). The round completes in its first session with every
+// client's vector once (no shard round aborted), and the run gives the
+// model of the server's own aggregation bit for bit.
 func TestFrontKill9(t *testing.T) {
 	d, spl, params, want := frontRun(t)
-	nc := startNATS(t)
-	_, cfg := configure(t, "hdpmf", params)
-	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
-		StateDir: t.TempDir(), Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "fekill", Shards: 2}}}, "127.0.0.1:0")
-	stop := runAggregators(t, nc, "fekill")
-	_, u2 := startFront(t, h, nc.ConnectedUrl(), "fekill")
-	addr := freeAddr(t)
-	child := childStarter(t, childSpec{Front: &frontSpec{Coordinator: h.url, CA: h.ca, Cert: filepath.Join(h.dir, "tls", "cert.pem"),
-		Key: filepath.Join(h.dir, "tls", "key.pem"), NATS: nc.ConnectedUrl(), Run: "fekill", Addr: addr}})()
-	defer func() { child.Process.Kill(); child.Wait() }()
-	hc, err := HTTPClient(h.ca)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name, step string // the step whose calls move
+	}{
+		{"amid the uploads", "masked"},
+		{"waiting for the shares step", "shares"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := startNATS(t)
+			_, cfg := configure(t, "hdpmf", params)
+			h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+				StateDir: t.TempDir(), RoundTimeout: 3 * time.Second,
+				Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "fekill", Shards: 2}}}, "127.0.0.1:0")
+			stop := runAggregators(t, nc, "fekill")
+			_, u2 := startFront(t, h, nc.ConnectedUrl(), "fekill")
+			addr := freeAddr(t)
+			child := childStarter(t, childSpec{Front: &frontSpec{Coordinator: h.url, CA: h.ca, Cert: filepath.Join(h.dir, "tls", "cert.pem"),
+				Key: filepath.Join(h.dir, "tls", "key.pem"), NATS: nc.ConnectedUrl(), Run: "fekill", Addr: addr}})()
+			defer func() { child.Process.Kill(); child.Wait() }()
+			hc, err := HTTPClient(h.ca)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := 0; ; k++ { // the child's front-end up
+				resp, err := hc.Get("https://" + addr + "/healthz")
+				if err == nil {
+					resp.Body.Close()
+					break
+				}
+				if k == 300 {
+					t.Fatalf("the child front-end did not come up: %v", err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			kill := make(chan struct{}, 1)
+			calls := &stepCalls{hosts: map[string]map[string]bool{}, watch: addr, first: make(chan struct{}, 1)}
+			if tc.step == "shares" {
+				calls.hold = strings.TrimPrefix(u2, "https://")
+			}
+			if tc.step == "masked" {
+				sub, err := nc.Subscribe("privrec.fekill.ctl.2.admit", func(*nats.Msg) {
+					select {
+					case kill <- struct{}{}:
+					default:
+					}
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sub.Unsubscribe()
+			} else {
+				go func() {
+					<-calls.first
+					time.Sleep(200 * time.Millisecond) // its clients' shares taken, the step held open
+					kill <- struct{}{}
+				}()
+			}
+			done := runAsync(dialURL(t, "https://"+addr+","+u2, h.ca, 4, func(rt http.RoundTripper) http.RoundTripper {
+				calls.next = rt
+				return calls
+			}), spl.Train, 4)
+			select {
+			case <-kill:
+			case r := <-done:
+				t.Fatalf("the run ended before the kill: %v", r.err)
+			case <-time.After(3 * time.Minute):
+				t.Fatal("no kill within 3 minutes")
+			}
+			child.Process.Signal(syscall.SIGKILL)
+			child.Wait()
+			r := <-done
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if k := firstDiff(r.v, want); k >= 0 {
+				t.Fatalf("V[%d] = %v after a front-end was killed, %v in the server's process", k, r.v[k], want[k])
+			}
+			_, rounds := checkFrontLedger(t, h.srv, spl.Train.NumUsers())
+			moved := calls.moved(tc.step)
+			if moved == 0 {
+				t.Errorf("no client sent its %s step of round 1 to both front-ends", tc.step)
+			}
+			t.Logf("%d clients sent their %s step of round 1 again through the other front-end", moved, tc.step)
+			checkShardRounds(t, h.srv, stop, rounds)
+		})
 	}
-	for k := 0; ; k++ { // the child's front-end up
-		resp, err := hc.Get("https://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if k == 300 {
-			t.Fatalf("the child front-end did not come up: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	admitted := make(chan struct{}, 1)
-	sub, err := nc.Subscribe("privrec.fekill.ctl.2.admit", func(*nats.Msg) {
-		select {
-		case admitted <- struct{}{}:
-		default:
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	calls := &maskedCalls{hosts: map[string]map[string]bool{}}
-	done := runAsync(dialURL(t, "https://"+addr+","+u2, h.ca, 4, func(rt http.RoundTripper) http.RoundTripper {
-		calls.next = rt
-		return calls
-	}), spl.Train, 4)
-	select {
-	case <-admitted:
-	case r := <-done:
-		t.Fatalf("the run ended before the kill: %v", r.err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("no masked vector admitted in shard round 2 within 3 minutes")
-	}
-	child.Process.Signal(syscall.SIGKILL)
-	child.Wait()
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if k := firstDiff(r.v, want); k >= 0 {
-		t.Fatalf("V[%d] = %v after a front-end was killed, %v in the server's process", k, r.v[k], want[k])
-	}
-	_, rounds := checkFrontLedger(t, h.srv, spl.Train.NumUsers())
-	moved := 0
-	calls.mu.Lock()
-	for k, hosts := range calls.hosts {
-		if strings.HasPrefix(k, "1 ") && len(hosts) == 2 {
-			moved++
-		}
-	}
-	calls.mu.Unlock()
-	if moved == 0 {
-		t.Error("no client sent its masked vector of round 1 to both front-ends")
-	}
-	t.Logf("%d clients sent their masked vector of round 1 again through the other front-end", moved)
-	checkShardRounds(t, h.srv, stop, rounds)
 }

@@ -43,7 +43,20 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	if err != nil {
 		return nil, err
 	}
-	if err := s.addStep(ctx, sa, id, m); err != nil {
+	err = s.addStep(ctx, sa, id, m)
+	var again *againError
+	switch {
+	case errors.As(err, &again):
+		// The client sent this step before (or sends it after the step
+		// closed): if the session took its first call — whose answer
+		// was lost with a front-end that died, or a broken connection —
+		// it gets that call's answer; otherwise the refusal.
+		if r, rerr := sa.ses.Reply(ctx, m.Step(), me); rerr == nil {
+			return connect.NewResponse(sa.toWireReply(r)), nil
+		} else if ctx.Err() == nil && errors.Is(rerr, secagg.ErrNoReply) {
+			return nil, s.rejectErr(again.code, again.reason, "%v", again.err)
+		}
+	case err != nil:
 		return nil, err
 	}
 	r, err := sa.ses.Reply(ctx, m.Step(), me)
@@ -75,11 +88,11 @@ func (s *Server) addStep(ctx context.Context, sa *saRound, id uint32, m secagg.M
 		s.met.accept()
 		return nil
 	case errors.Is(err, secagg.ErrLate):
-		return s.rejectErr(connect.CodeFailedPrecondition, "late", "%v", err)
+		return &againError{connect.CodeFailedPrecondition, "late", err}
 	case errors.Is(err, secagg.ErrEarly):
 		return s.rejectErr(connect.CodeUnavailable, "early", "%v", err)
 	case errors.Is(err, secagg.ErrDuplicate):
-		return s.rejectErr(connect.CodeAlreadyExists, "duplicate", "%v", err)
+		return &againError{connect.CodeAlreadyExists, "duplicate", err}
 	case errors.Is(err, secagg.ErrLowOrder):
 		s.ban(id, fmt.Sprintf("advertised a key of small order: %v", err))
 	case sharded && !errors.Is(err, shard.ErrRefused) && !errors.Is(err, shard.ErrNotAdmitted):
@@ -87,6 +100,23 @@ func (s *Server) addStep(ctx context.Context, sa *saRound, id uint32, m secagg.M
 	}
 	return s.rejectErr(connect.CodeInvalidArgument, "secagg", "step %d: %v", m.Step(), err)
 }
+
+// againError is addStep's refusal of a step that the client sent
+// already (secagg.ErrDuplicate) or after it closed (secagg.ErrLate): a
+// client whose first call was taken and whose answer was lost sends it
+// again, and SecAgg answers it with the first call's answer; the
+// refusal (code, counted under reason) is for a client without one.
+type againError struct {
+	code   connect.Code
+	reason string
+	err    error
+}
+
+func (e *againError) Error() string {
+	return fmt.Sprintf("upload refused (%s): %v", e.reason, e.err)
+}
+
+func (e *againError) Unwrap() error { return e.err }
 
 // fromWireStep decodes position me's message of a step, refusing one
 // that speaks for another position or has the wrong shape.
