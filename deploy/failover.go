@@ -132,10 +132,4 @@ func (f *failover) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAgg
 	})
 }
 
-func (f *failover) ShardTicket(ctx context.Context, req *connect.Request[fedv1.ShardTicketRequest]) (*connect.Response[fedv1.ShardTicketResponse], error) {
-	return failoverCall(ctx, f, req, func(c federationv1connect.FederationServiceClient) (*connect.Response[fedv1.ShardTicketResponse], error) {
-		return c.ShardTicket(ctx, req)
-	})
-}
-
 var _ federationv1connect.FederationServiceClient = (*failover)(nil)

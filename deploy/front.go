@@ -66,7 +66,7 @@ type FrontConfig struct {
 // which pins its digest and names the shard round and the client's
 // position; only then does the front-end publish the vector's pieces to
 // the run's JetStream streams and commit them (shard.Upload), and send
-// the step on to the server (MaskedUpload.published), which counts the
+// the step on to the server (FrontService.Published), which counts the
 // admitted commit as the client's masked vector and answers it as it
 // would have. Every other SecAgg step is sent on to the server.
 //
@@ -78,6 +78,7 @@ type FrontConfig struct {
 type Front struct {
 	cfg   FrontConfig
 	api   federationv1connect.FederationServiceClient
+	fs    federationv1connect.FrontServiceClient
 	js    jetstream.JetStream
 	proxy *httputil.ReverseProxy
 	ew    *connect.ErrorWriter
@@ -122,8 +123,10 @@ func NewFront(cfg FrontConfig) (*Front, error) {
 	if err != nil {
 		return nil, err
 	}
+	base := strings.TrimSuffix(cfg.Coordinator, "/")
 	f := &Front{cfg: cfg, js: js, ew: connect.NewErrorWriter(), log: cfg.Logger,
-		api: federationv1connect.NewFederationServiceClient(cfg.HTTP, strings.TrimSuffix(cfg.Coordinator, "/"))}
+		api: federationv1connect.NewFederationServiceClient(cfg.HTTP, base),
+		fs:  federationv1connect.NewFrontServiceClient(cfg.HTTP, base)}
 	tr := cfg.HTTP.Transport
 	if tr == nil {
 		tr = http.DefaultTransport
@@ -166,7 +169,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.refuse(w, r, connect.NewError(connect.CodeUnauthenticated, errors.New("no bearer credential")))
 		return
 	}
-	t, err := f.api.ShardTicket(r.Context(), withAuth(&fedv1.ShardTicketRequest{Json: jsonCall(r)}, auth))
+	t, err := f.fs.ShardTicket(r.Context(), withAuth(&fedv1.ShardTicketRequest{Json: jsonCall(r)}, auth))
 	if err != nil {
 		f.refuse(w, r, passErr(err))
 		return
@@ -245,7 +248,7 @@ type frontHandler struct {
 func (h frontHandler) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRequest]) (*connect.Response[fedv1.SecAggResponse], error) {
 	f, auth, msg := h.f, req.Header().Get("Authorization"), req.Msg
 	m := msg.GetMasked()
-	if m == nil || m.GetPublished() {
+	if m == nil {
 		resp, err := f.api.SecAgg(ctx, withAuth(msg, auth))
 		if err != nil {
 			return nil, passErr(err)
@@ -253,7 +256,7 @@ func (h frontHandler) SecAgg(ctx context.Context, req *connect.Request[fedv1.Sec
 		return connect.NewResponse(resp.Msg), nil
 	}
 	d := sha256.Sum256(m.GetData())
-	t, err := f.api.ShardTicket(ctx, withAuth(&fedv1.ShardTicketRequest{Round: msg.GetRound(), Session: msg.GetSession(), Digest: d[:]}, auth))
+	t, err := f.fs.ShardTicket(ctx, withAuth(&fedv1.ShardTicketRequest{Round: msg.GetRound(), Session: msg.GetSession(), Digest: d[:]}, auth))
 	if err != nil {
 		return nil, passErr(err)
 	}
@@ -263,13 +266,12 @@ func (h frontHandler) SecAgg(ctx context.Context, req *connect.Request[fedv1.Sec
 			return nil, err
 		}
 	}
-	fwd := &fedv1.SecAggRequest{Round: msg.GetRound(), Session: msg.GetSession(),
-		Step: &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: m.GetModulusBits(), Published: true}}}
-	resp, err := f.api.SecAgg(ctx, withAuth(fwd, auth))
+	resp, err := f.fs.Published(ctx, withAuth(&fedv1.PublishedRequest{Round: msg.GetRound(), Session: msg.GetSession(),
+		ModulusBits: m.GetModulusBits()}, auth))
 	if err != nil {
 		return nil, passErr(err)
 	}
-	return connect.NewResponse(resp.Msg), nil
+	return connect.NewResponse(resp.Msg.GetResponse()), nil
 }
 
 // publish uploads masked vector m of the client at tk's position to the

@@ -79,8 +79,24 @@ func (s *Server) ShardTicket(ctx context.Context, req *connect.Request[fedv1.Sha
 	return connect.NewResponse(resp), nil
 }
 
+// Published takes the masked-vector step of the client whose
+// credential a front-end forwards, once the front-end has published and
+// committed the client's pieces (ShardTicket, shard.Upload): the session
+// counts the client's admitted commit as its masked vector (refused
+// when there is none), and the call answers as SecAgg answers a masked
+// vector.
+func (s *Server) Published(ctx context.Context, req *connect.Request[fedv1.PublishedRequest]) (*connect.Response[fedv1.PublishedResponse], error) {
+	msg := &fedv1.SecAggRequest{Round: req.Msg.GetRound(), Session: req.Msg.GetSession(),
+		Step: &fedv1.SecAggRequest_Masked{Masked: &fedv1.MaskedUpload{ModulusBits: req.Msg.GetModulusBits()}}}
+	resp, err := s.secAgg(ctx, req.Header(), msg, true)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&fedv1.PublishedResponse{Response: resp}), nil
+}
+
 // published reports whether err, refusing position me's masked vector
-// published by a front-end (MaskedUpload.published), refuses a retry of
+// published by a front-end (Published), refuses a retry of
 // one the session holds already: the client's commit was admitted and
 // its place in the step taken (ErrDuplicate) or the step closed with it
 // (ErrLate). Its answer is the one it would have had.

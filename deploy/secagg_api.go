@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/http"
 	"unsafe"
 
 	"connectrpc.com/connect"
@@ -18,12 +19,22 @@ import (
 // and answers, once the step is closed, with the client's input for the
 // next one.
 func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRequest]) (*connect.Response[fedv1.SecAggResponse], error) {
-	id, err := s.authenticate(req.Header())
+	resp, err := s.secAgg(ctx, req.Header(), req.Msg, false)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// secAgg is SecAgg of msg, the call of the client whose credential is in
+// header. With published, msg is a masked-vector step that a front-end
+// published and committed for the client (Published).
+func (s *Server) secAgg(ctx context.Context, header http.Header, msg *fedv1.SecAggRequest, published bool) (*fedv1.SecAggResponse, error) {
+	id, err := s.authenticate(header)
 	if err != nil {
 		s.met.reject("auth")
 		return nil, err
 	}
-	msg := req.Msg
 	if msg.GetStep() == nil {
 		return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "no step")
 	}
@@ -39,7 +50,7 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	if !ok {
 		return nil, s.rejectErr(connect.CodePermissionDenied, "banned", "client %d is banned from this run's secure aggregation", id)
 	}
-	m, err := s.fromWireStep(sa, me, msg)
+	m, err := s.fromWireStep(sa, me, msg, published)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +63,7 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 		// was lost with a front-end that died, or a broken connection —
 		// it gets that call's answer; otherwise the refusal.
 		if r, rerr := sa.ses.Reply(ctx, m.Step(), me); rerr == nil {
-			return connect.NewResponse(sa.toWireReply(r)), nil
+			return sa.toWireReply(r), nil
 		} else if ctx.Err() == nil && errors.Is(rerr, secagg.ErrNoReply) {
 			return nil, s.rejectErr(again.code, again.reason, "%v", again.err)
 		}
@@ -68,7 +79,7 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	case err != nil:
 		return nil, connect.NewError(connect.CodeAborted, err)
 	}
-	return connect.NewResponse(sa.toWireReply(r)), nil
+	return sa.toWireReply(r), nil
 }
 
 // addStep hands client id's message m to the round's session. A step
@@ -119,8 +130,9 @@ func (e *againError) Error() string {
 func (e *againError) Unwrap() error { return e.err }
 
 // fromWireStep decodes position me's message of a step, refusing one
-// that speaks for another position or has the wrong shape.
-func (s *Server) fromWireStep(sa *saRound, me uint32, msg *fedv1.SecAggRequest) (secagg.Message, error) {
+// that speaks for another position or has the wrong shape. published
+// marks a masked vector that a front-end published (its data empty).
+func (s *Server) fromWireStep(sa *saRound, me uint32, msg *fedv1.SecAggRequest, published bool) (secagg.Message, error) {
 	switch st := msg.GetStep().(type) {
 	case *fedv1.SecAggRequest_Commit:
 		c := st.Commit
@@ -147,7 +159,7 @@ func (s *Server) fromWireStep(sa *saRound, me uint32, msg *fedv1.SecAggRequest) 
 		return &secagg.ShareCheck{From: me, Reported: st.Check.GetReported()}, nil
 	case *fedv1.SecAggRequest_Masked:
 		m := st.Masked
-		if m.GetPublished() {
+		if published {
 			// A front-end published and committed it (ShardTicket).
 			if sa.co == nil || int(m.GetModulusBits()) != sa.p.Bits || len(m.GetData()) != 0 {
 				return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "a published masked vector with %d bytes mod 2^%d in a round of %d bits, sharded %t",

@@ -2340,13 +2340,8 @@ type MaskedUpload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Values are integers modulo 2^modulus_bits, little-endian, packed in
 	// ceil(modulus_bits/8) bytes each.
-	ModulusBits uint32 `protobuf:"varint,1,opt,name=modulus_bits,json=modulusBits,proto3" json:"modulus_bits,omitempty"`
-	Data        []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
-	// Set by a front-end (privrec front) that has published the caller's
-	// masked vector to the run's shards and had it admitted
-	// (ShardTicket): data is then empty, and the server counts the
-	// caller's admission as its masked vector.
-	Published     bool `protobuf:"varint,3,opt,name=published,proto3" json:"published,omitempty"`
+	ModulusBits   uint32 `protobuf:"varint,1,opt,name=modulus_bits,json=modulusBits,proto3" json:"modulus_bits,omitempty"`
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2395,211 +2390,6 @@ func (x *MaskedUpload) GetData() []byte {
 	return nil
 }
 
-func (x *MaskedUpload) GetPublished() bool {
-	if x != nil {
-		return x.Published
-	}
-	return false
-}
-
-// ShardTicketRequest is a front-end's question about the SecAgg call of
-// the client whose credential it carries.
-type ShardTicketRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Zero and empty: only the credential and the call's cap are asked.
-	Round   int32  `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
-	Session string `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
-	// SHA-256 of the masked vector's bytes (MaskedUpload.data): set to
-	// ask for the shard round of the client's masked vector.
-	Digest []byte `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
-	// The client's call is in Connect's JSON encoding (a larger cap).
-	Json          bool `protobuf:"varint,4,opt,name=json,proto3" json:"json,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardTicketRequest) Reset() {
-	*x = ShardTicketRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardTicketRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardTicketRequest) ProtoMessage() {}
-
-func (x *ShardTicketRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardTicketRequest.ProtoReflect.Descriptor instead.
-func (*ShardTicketRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{30}
-}
-
-func (x *ShardTicketRequest) GetRound() int32 {
-	if x != nil {
-		return x.Round
-	}
-	return 0
-}
-
-func (x *ShardTicketRequest) GetSession() string {
-	if x != nil {
-		return x.Session
-	}
-	return ""
-}
-
-func (x *ShardTicketRequest) GetDigest() []byte {
-	if x != nil {
-		return x.Digest
-	}
-	return nil
-}
-
-func (x *ShardTicketRequest) GetJson() bool {
-	if x != nil {
-		return x.Json
-	}
-	return false
-}
-
-// ShardTicketResponse is the server's answer to a ShardTicketRequest.
-type ShardTicketResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The client the credential names.
-	Client uint32 `protobuf:"varint,1,opt,name=client,proto3" json:"client,omitempty"`
-	// The most bytes the client's SecAgg call may have now.
-	MaxBytes int64 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	// With a digest: the NATS run, the shard round, its shards, words,
-	// clients and bits, and the client's position in the session.
-	Run        string `protobuf:"bytes,3,opt,name=run,proto3" json:"run,omitempty"`
-	ShardRound uint64 `protobuf:"varint,4,opt,name=shard_round,json=shardRound,proto3" json:"shard_round,omitempty"`
-	Shards     uint32 `protobuf:"varint,5,opt,name=shards,proto3" json:"shards,omitempty"`
-	Words      uint32 `protobuf:"varint,6,opt,name=words,proto3" json:"words,omitempty"`
-	Clients    uint32 `protobuf:"varint,7,opt,name=clients,proto3" json:"clients,omitempty"`
-	Bits       uint32 `protobuf:"varint,8,opt,name=bits,proto3" json:"bits,omitempty"`
-	Position   uint32 `protobuf:"varint,9,opt,name=position,proto3" json:"position,omitempty"`
-	// The server already holds the client's masked vector (an earlier
-	// attempt through another front-end): send the step on without
-	// publishing again.
-	Taken         bool `protobuf:"varint,10,opt,name=taken,proto3" json:"taken,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardTicketResponse) Reset() {
-	*x = ShardTicketResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[31]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardTicketResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardTicketResponse) ProtoMessage() {}
-
-func (x *ShardTicketResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[31]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardTicketResponse.ProtoReflect.Descriptor instead.
-func (*ShardTicketResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{31}
-}
-
-func (x *ShardTicketResponse) GetClient() uint32 {
-	if x != nil {
-		return x.Client
-	}
-	return 0
-}
-
-func (x *ShardTicketResponse) GetMaxBytes() int64 {
-	if x != nil {
-		return x.MaxBytes
-	}
-	return 0
-}
-
-func (x *ShardTicketResponse) GetRun() string {
-	if x != nil {
-		return x.Run
-	}
-	return ""
-}
-
-func (x *ShardTicketResponse) GetShardRound() uint64 {
-	if x != nil {
-		return x.ShardRound
-	}
-	return 0
-}
-
-func (x *ShardTicketResponse) GetShards() uint32 {
-	if x != nil {
-		return x.Shards
-	}
-	return 0
-}
-
-func (x *ShardTicketResponse) GetWords() uint32 {
-	if x != nil {
-		return x.Words
-	}
-	return 0
-}
-
-func (x *ShardTicketResponse) GetClients() uint32 {
-	if x != nil {
-		return x.Clients
-	}
-	return 0
-}
-
-func (x *ShardTicketResponse) GetBits() uint32 {
-	if x != nil {
-		return x.Bits
-	}
-	return 0
-}
-
-func (x *ShardTicketResponse) GetPosition() uint32 {
-	if x != nil {
-		return x.Position
-	}
-	return 0
-}
-
-func (x *ShardTicketResponse) GetTaken() bool {
-	if x != nil {
-		return x.Taken
-	}
-	return false
-}
-
 // UploadMeta describes how an upload was made.
 type UploadMeta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2612,7 +2402,7 @@ type UploadMeta struct {
 
 func (x *UploadMeta) Reset() {
 	*x = UploadMeta{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[32]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2414,7 @@ func (x *UploadMeta) String() string {
 func (*UploadMeta) ProtoMessage() {}
 
 func (x *UploadMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[32]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2427,7 @@ func (x *UploadMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadMeta.ProtoReflect.Descriptor instead.
 func (*UploadMeta) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{32}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UploadMeta) GetSeeded() bool {
@@ -2656,7 +2446,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[33]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2458,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[33]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2471,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{33}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
 // GetModelRequest asks for the final model.
@@ -2693,7 +2483,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[34]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2495,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[34]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2508,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{34}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
 // GetModelResponse carries the final model.
@@ -2734,7 +2524,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[35]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2536,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_privrec_federation_v1_federation_proto_msgTypes[35]
+	mi := &file_privrec_federation_v1_federation_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2549,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{35}
+	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetModelResponse) GetModel() []byte {
@@ -2937,29 +2727,10 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\x05R\x05items\x12\x16\n" +
 	"\x06values\x18\x02 \x03(\x02R\x06values\x12\x16\n" +
 	"\x06counts\x18\x03 \x03(\x05R\x06counts\x12\x18\n" +
-	"\ascalars\x18\x04 \x03(\x01R\ascalars\"c\n" +
+	"\ascalars\x18\x04 \x03(\x01R\ascalars\"E\n" +
 	"\fMaskedUpload\x12!\n" +
 	"\fmodulus_bits\x18\x01 \x01(\rR\vmodulusBits\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1c\n" +
-	"\tpublished\x18\x03 \x01(\bR\tpublished\"p\n" +
-	"\x12ShardTicketRequest\x12\x14\n" +
-	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x18\n" +
-	"\asession\x18\x02 \x01(\tR\asession\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\fR\x06digest\x12\x12\n" +
-	"\x04json\x18\x04 \x01(\bR\x04json\"\x8b\x02\n" +
-	"\x13ShardTicketResponse\x12\x16\n" +
-	"\x06client\x18\x01 \x01(\rR\x06client\x12\x1b\n" +
-	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x10\n" +
-	"\x03run\x18\x03 \x01(\tR\x03run\x12\x1f\n" +
-	"\vshard_round\x18\x04 \x01(\x04R\n" +
-	"shardRound\x12\x16\n" +
-	"\x06shards\x18\x05 \x01(\rR\x06shards\x12\x14\n" +
-	"\x05words\x18\x06 \x01(\rR\x05words\x12\x18\n" +
-	"\aclients\x18\a \x01(\rR\aclients\x12\x12\n" +
-	"\x04bits\x18\b \x01(\rR\x04bits\x12\x1a\n" +
-	"\bposition\x18\t \x01(\rR\bposition\x12\x14\n" +
-	"\x05taken\x18\n" +
-	" \x01(\bR\x05taken\"$\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"$\n" +
 	"\n" +
 	"UploadMeta\x12\x16\n" +
 	"\x06seeded\x18\x01 \x01(\bR\x06seeded\"\x10\n" +
@@ -2971,15 +2742,14 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13RUN_STATE_ENROLLING\x10\x01\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x02\x12\x12\n" +
-	"\x0eRUN_STATE_DONE\x10\x032\x9b\x05\n" +
+	"\x0eRUN_STATE_DONE\x10\x032\xb5\x04\n" +
 	"\x11FederationService\x12W\n" +
 	"\x05Hello\x12#.privrec.federation.v1.HelloRequest\x1a$.privrec.federation.v1.HelloResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\x06Enroll\x12$.privrec.federation.v1.EnrollRequest\x1a%.privrec.federation.v1.EnrollResponse\x12`\n" +
 	"\bGetRound\x12&.privrec.federation.v1.GetRoundRequest\x1a'.privrec.federation.v1.GetRoundResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\x06Upload\x12$.privrec.federation.v1.UploadRequest\x1a%.privrec.federation.v1.UploadResponse\x12`\n" +
 	"\bGetModel\x12&.privrec.federation.v1.GetModelRequest\x1a'.privrec.federation.v1.GetModelResponse\"\x03\x90\x02\x01\x12U\n" +
-	"\x06SecAgg\x12$.privrec.federation.v1.SecAggRequest\x1a%.privrec.federation.v1.SecAggResponse\x12d\n" +
-	"\vShardTicket\x12).privrec.federation.v1.ShardTicketRequest\x1a*.privrec.federation.v1.ShardTicketResponseB\xe5\x01\n" +
+	"\x06SecAgg\x12$.privrec.federation.v1.SecAggRequest\x1a%.privrec.federation.v1.SecAggResponseB\xe5\x01\n" +
 	"\x19com.privrec.federation.v1B\x0fFederationProtoP\x01ZAgithub.com/privrec/privrec/gen/privrec/federation/v1;federationv1\xa2\x02\x03PFX\xaa\x02\x15Privrec.Federation.V1\xca\x02\x15Privrec\\Federation\\V1\xe2\x02!Privrec\\Federation\\V1\\GPBMetadata\xea\x02\x17Privrec::Federation::V1b\x06proto3"
 
 var (
@@ -2995,50 +2765,48 @@ func file_privrec_federation_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_privrec_federation_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_privrec_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_privrec_federation_v1_federation_proto_goTypes = []any{
-	(RunState)(0),               // 0: privrec.federation.v1.RunState
-	(*HelloRequest)(nil),        // 1: privrec.federation.v1.HelloRequest
-	(*HelloResponse)(nil),       // 2: privrec.federation.v1.HelloResponse
-	(*Catalog)(nil),             // 3: privrec.federation.v1.Catalog
-	(*Scale)(nil),               // 4: privrec.federation.v1.Scale
-	(*EnrollRequest)(nil),       // 5: privrec.federation.v1.EnrollRequest
-	(*EnrollResponse)(nil),      // 6: privrec.federation.v1.EnrollResponse
-	(*Credential)(nil),          // 7: privrec.federation.v1.Credential
-	(*GetRoundRequest)(nil),     // 8: privrec.federation.v1.GetRoundRequest
-	(*GetRoundResponse)(nil),    // 9: privrec.federation.v1.GetRoundResponse
-	(*Gathering)(nil),           // 10: privrec.federation.v1.Gathering
-	(*SecAggPlan)(nil),          // 11: privrec.federation.v1.SecAggPlan
-	(*SecAggRequest)(nil),       // 12: privrec.federation.v1.SecAggRequest
-	(*SecAggResponse)(nil),      // 13: privrec.federation.v1.SecAggResponse
-	(*SecAggCommit)(nil),        // 14: privrec.federation.v1.SecAggCommit
-	(*SecAggCommitted)(nil),     // 15: privrec.federation.v1.SecAggCommitted
-	(*SecAggKeys)(nil),          // 16: privrec.federation.v1.SecAggKeys
-	(*SecAggKeyList)(nil),       // 17: privrec.federation.v1.SecAggKeyList
-	(*SecAggShare)(nil),         // 18: privrec.federation.v1.SecAggShare
-	(*SecAggShares)(nil),        // 19: privrec.federation.v1.SecAggShares
-	(*SecAggUnmask)(nil),        // 20: privrec.federation.v1.SecAggUnmask
-	(*SecAggSignature)(nil),     // 21: privrec.federation.v1.SecAggSignature
-	(*SecAggRevealed)(nil),      // 22: privrec.federation.v1.SecAggRevealed
-	(*SecAggReveal)(nil),        // 23: privrec.federation.v1.SecAggReveal
-	(*SecAggCheck)(nil),         // 24: privrec.federation.v1.SecAggCheck
-	(*SecAggExcluded)(nil),      // 25: privrec.federation.v1.SecAggExcluded
-	(*SecAggDone)(nil),          // 26: privrec.federation.v1.SecAggDone
-	(*Broadcast)(nil),           // 27: privrec.federation.v1.Broadcast
-	(*UploadRequest)(nil),       // 28: privrec.federation.v1.UploadRequest
-	(*SparseUpload)(nil),        // 29: privrec.federation.v1.SparseUpload
-	(*MaskedUpload)(nil),        // 30: privrec.federation.v1.MaskedUpload
-	(*ShardTicketRequest)(nil),  // 31: privrec.federation.v1.ShardTicketRequest
-	(*ShardTicketResponse)(nil), // 32: privrec.federation.v1.ShardTicketResponse
-	(*UploadMeta)(nil),          // 33: privrec.federation.v1.UploadMeta
-	(*UploadResponse)(nil),      // 34: privrec.federation.v1.UploadResponse
-	(*GetModelRequest)(nil),     // 35: privrec.federation.v1.GetModelRequest
-	(*GetModelResponse)(nil),    // 36: privrec.federation.v1.GetModelResponse
-	nil,                         // 37: privrec.federation.v1.HelloResponse.ConfigEntry
-	nil,                         // 38: privrec.federation.v1.Broadcast.ParamsEntry
+	(RunState)(0),            // 0: privrec.federation.v1.RunState
+	(*HelloRequest)(nil),     // 1: privrec.federation.v1.HelloRequest
+	(*HelloResponse)(nil),    // 2: privrec.federation.v1.HelloResponse
+	(*Catalog)(nil),          // 3: privrec.federation.v1.Catalog
+	(*Scale)(nil),            // 4: privrec.federation.v1.Scale
+	(*EnrollRequest)(nil),    // 5: privrec.federation.v1.EnrollRequest
+	(*EnrollResponse)(nil),   // 6: privrec.federation.v1.EnrollResponse
+	(*Credential)(nil),       // 7: privrec.federation.v1.Credential
+	(*GetRoundRequest)(nil),  // 8: privrec.federation.v1.GetRoundRequest
+	(*GetRoundResponse)(nil), // 9: privrec.federation.v1.GetRoundResponse
+	(*Gathering)(nil),        // 10: privrec.federation.v1.Gathering
+	(*SecAggPlan)(nil),       // 11: privrec.federation.v1.SecAggPlan
+	(*SecAggRequest)(nil),    // 12: privrec.federation.v1.SecAggRequest
+	(*SecAggResponse)(nil),   // 13: privrec.federation.v1.SecAggResponse
+	(*SecAggCommit)(nil),     // 14: privrec.federation.v1.SecAggCommit
+	(*SecAggCommitted)(nil),  // 15: privrec.federation.v1.SecAggCommitted
+	(*SecAggKeys)(nil),       // 16: privrec.federation.v1.SecAggKeys
+	(*SecAggKeyList)(nil),    // 17: privrec.federation.v1.SecAggKeyList
+	(*SecAggShare)(nil),      // 18: privrec.federation.v1.SecAggShare
+	(*SecAggShares)(nil),     // 19: privrec.federation.v1.SecAggShares
+	(*SecAggUnmask)(nil),     // 20: privrec.federation.v1.SecAggUnmask
+	(*SecAggSignature)(nil),  // 21: privrec.federation.v1.SecAggSignature
+	(*SecAggRevealed)(nil),   // 22: privrec.federation.v1.SecAggRevealed
+	(*SecAggReveal)(nil),     // 23: privrec.federation.v1.SecAggReveal
+	(*SecAggCheck)(nil),      // 24: privrec.federation.v1.SecAggCheck
+	(*SecAggExcluded)(nil),   // 25: privrec.federation.v1.SecAggExcluded
+	(*SecAggDone)(nil),       // 26: privrec.federation.v1.SecAggDone
+	(*Broadcast)(nil),        // 27: privrec.federation.v1.Broadcast
+	(*UploadRequest)(nil),    // 28: privrec.federation.v1.UploadRequest
+	(*SparseUpload)(nil),     // 29: privrec.federation.v1.SparseUpload
+	(*MaskedUpload)(nil),     // 30: privrec.federation.v1.MaskedUpload
+	(*UploadMeta)(nil),       // 31: privrec.federation.v1.UploadMeta
+	(*UploadResponse)(nil),   // 32: privrec.federation.v1.UploadResponse
+	(*GetModelRequest)(nil),  // 33: privrec.federation.v1.GetModelRequest
+	(*GetModelResponse)(nil), // 34: privrec.federation.v1.GetModelResponse
+	nil,                      // 35: privrec.federation.v1.HelloResponse.ConfigEntry
+	nil,                      // 36: privrec.federation.v1.Broadcast.ParamsEntry
 }
 var file_privrec_federation_v1_federation_proto_depIdxs = []int32{
-	37, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
+	35, // 0: privrec.federation.v1.HelloResponse.config:type_name -> privrec.federation.v1.HelloResponse.ConfigEntry
 	3,  // 1: privrec.federation.v1.HelloResponse.catalog:type_name -> privrec.federation.v1.Catalog
 	4,  // 2: privrec.federation.v1.HelloResponse.scale:type_name -> privrec.federation.v1.Scale
 	0,  // 3: privrec.federation.v1.HelloResponse.state:type_name -> privrec.federation.v1.RunState
@@ -3065,26 +2833,24 @@ var file_privrec_federation_v1_federation_proto_depIdxs = []int32{
 	21, // 24: privrec.federation.v1.SecAggUnmask.signatures:type_name -> privrec.federation.v1.SecAggSignature
 	22, // 25: privrec.federation.v1.SecAggReveal.self_shares:type_name -> privrec.federation.v1.SecAggRevealed
 	22, // 26: privrec.federation.v1.SecAggReveal.mask_shares:type_name -> privrec.federation.v1.SecAggRevealed
-	38, // 27: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
+	36, // 27: privrec.federation.v1.Broadcast.params:type_name -> privrec.federation.v1.Broadcast.ParamsEntry
 	29, // 28: privrec.federation.v1.UploadRequest.sparse:type_name -> privrec.federation.v1.SparseUpload
 	30, // 29: privrec.federation.v1.UploadRequest.masked:type_name -> privrec.federation.v1.MaskedUpload
-	33, // 30: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
+	31, // 30: privrec.federation.v1.UploadRequest.meta:type_name -> privrec.federation.v1.UploadMeta
 	1,  // 31: privrec.federation.v1.FederationService.Hello:input_type -> privrec.federation.v1.HelloRequest
 	5,  // 32: privrec.federation.v1.FederationService.Enroll:input_type -> privrec.federation.v1.EnrollRequest
 	8,  // 33: privrec.federation.v1.FederationService.GetRound:input_type -> privrec.federation.v1.GetRoundRequest
 	28, // 34: privrec.federation.v1.FederationService.Upload:input_type -> privrec.federation.v1.UploadRequest
-	35, // 35: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
+	33, // 35: privrec.federation.v1.FederationService.GetModel:input_type -> privrec.federation.v1.GetModelRequest
 	12, // 36: privrec.federation.v1.FederationService.SecAgg:input_type -> privrec.federation.v1.SecAggRequest
-	31, // 37: privrec.federation.v1.FederationService.ShardTicket:input_type -> privrec.federation.v1.ShardTicketRequest
-	2,  // 38: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
-	6,  // 39: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
-	9,  // 40: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
-	34, // 41: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
-	36, // 42: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
-	13, // 43: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
-	32, // 44: privrec.federation.v1.FederationService.ShardTicket:output_type -> privrec.federation.v1.ShardTicketResponse
-	38, // [38:45] is the sub-list for method output_type
-	31, // [31:38] is the sub-list for method input_type
+	2,  // 37: privrec.federation.v1.FederationService.Hello:output_type -> privrec.federation.v1.HelloResponse
+	6,  // 38: privrec.federation.v1.FederationService.Enroll:output_type -> privrec.federation.v1.EnrollResponse
+	9,  // 39: privrec.federation.v1.FederationService.GetRound:output_type -> privrec.federation.v1.GetRoundResponse
+	32, // 40: privrec.federation.v1.FederationService.Upload:output_type -> privrec.federation.v1.UploadResponse
+	34, // 41: privrec.federation.v1.FederationService.GetModel:output_type -> privrec.federation.v1.GetModelResponse
+	13, // 42: privrec.federation.v1.FederationService.SecAgg:output_type -> privrec.federation.v1.SecAggResponse
+	37, // [37:43] is the sub-list for method output_type
+	31, // [31:37] is the sub-list for method input_type
 	31, // [31:31] is the sub-list for extension type_name
 	31, // [31:31] is the sub-list for extension extendee
 	0,  // [0:31] is the sub-list for field type_name
@@ -3122,7 +2888,7 @@ func file_privrec_federation_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_privrec_federation_v1_federation_proto_rawDesc), len(file_privrec_federation_v1_federation_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,9 +56,6 @@ const (
 	// FederationServiceSecAggProcedure is the fully-qualified name of the FederationService's SecAgg
 	// RPC.
 	FederationServiceSecAggProcedure = "/privrec.federation.v1.FederationService/SecAgg"
-	// FederationServiceShardTicketProcedure is the fully-qualified name of the FederationService's
-	// ShardTicket RPC.
-	FederationServiceShardTicketProcedure = "/privrec.federation.v1.FederationService/ShardTicket"
 )
 
 // FederationServiceClient is a client for the privrec.federation.v1.FederationService service.
@@ -92,15 +89,6 @@ type FederationServiceClient interface {
 	// sent, or at the round deadline; a late message is refused with
 	// FAILED_PRECONDITION (the client has dropped out of the round).
 	SecAgg(context.Context, *connect.Request[v1.SecAggRequest]) (*connect.Response[v1.SecAggResponse], error)
-	// ShardTicket is asked by a front-end (privrec front), with a client's
-	// own credential, before it reads the client's SecAgg call and again
-	// before it publishes the client's masked vector to the run's shards on
-	// NATS JetStream: the server checks the credential, answers the call's
-	// byte cap, and for a masked vector pins its digest (a second vector of
-	// the same client in the same session is refused) and names the shard
-	// round and the client's position. The front-end then publishes and
-	// commits the pieces and sends the step on with MaskedUpload.published.
-	ShardTicket(context.Context, *connect.Request[v1.ShardTicketRequest]) (*connect.Response[v1.ShardTicketResponse], error)
 }
 
 // NewFederationServiceClient constructs a client for the privrec.federation.v1.FederationService
@@ -153,24 +141,17 @@ func NewFederationServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithSchema(federationServiceMethods.ByName("SecAgg")),
 			connect.WithClientOptions(opts...),
 		),
-		shardTicket: connect.NewClient[v1.ShardTicketRequest, v1.ShardTicketResponse](
-			httpClient,
-			baseURL+FederationServiceShardTicketProcedure,
-			connect.WithSchema(federationServiceMethods.ByName("ShardTicket")),
-			connect.WithClientOptions(opts...),
-		),
 	}
 }
 
 // federationServiceClient implements FederationServiceClient.
 type federationServiceClient struct {
-	hello       *connect.Client[v1.HelloRequest, v1.HelloResponse]
-	enroll      *connect.Client[v1.EnrollRequest, v1.EnrollResponse]
-	getRound    *connect.Client[v1.GetRoundRequest, v1.GetRoundResponse]
-	upload      *connect.Client[v1.UploadRequest, v1.UploadResponse]
-	getModel    *connect.Client[v1.GetModelRequest, v1.GetModelResponse]
-	secAgg      *connect.Client[v1.SecAggRequest, v1.SecAggResponse]
-	shardTicket *connect.Client[v1.ShardTicketRequest, v1.ShardTicketResponse]
+	hello    *connect.Client[v1.HelloRequest, v1.HelloResponse]
+	enroll   *connect.Client[v1.EnrollRequest, v1.EnrollResponse]
+	getRound *connect.Client[v1.GetRoundRequest, v1.GetRoundResponse]
+	upload   *connect.Client[v1.UploadRequest, v1.UploadResponse]
+	getModel *connect.Client[v1.GetModelRequest, v1.GetModelResponse]
+	secAgg   *connect.Client[v1.SecAggRequest, v1.SecAggResponse]
 }
 
 // Hello calls privrec.federation.v1.FederationService.Hello.
@@ -201,11 +182,6 @@ func (c *federationServiceClient) GetModel(ctx context.Context, req *connect.Req
 // SecAgg calls privrec.federation.v1.FederationService.SecAgg.
 func (c *federationServiceClient) SecAgg(ctx context.Context, req *connect.Request[v1.SecAggRequest]) (*connect.Response[v1.SecAggResponse], error) {
 	return c.secAgg.CallUnary(ctx, req)
-}
-
-// ShardTicket calls privrec.federation.v1.FederationService.ShardTicket.
-func (c *federationServiceClient) ShardTicket(ctx context.Context, req *connect.Request[v1.ShardTicketRequest]) (*connect.Response[v1.ShardTicketResponse], error) {
-	return c.shardTicket.CallUnary(ctx, req)
 }
 
 // FederationServiceHandler is an implementation of the privrec.federation.v1.FederationService
@@ -240,15 +216,6 @@ type FederationServiceHandler interface {
 	// sent, or at the round deadline; a late message is refused with
 	// FAILED_PRECONDITION (the client has dropped out of the round).
 	SecAgg(context.Context, *connect.Request[v1.SecAggRequest]) (*connect.Response[v1.SecAggResponse], error)
-	// ShardTicket is asked by a front-end (privrec front), with a client's
-	// own credential, before it reads the client's SecAgg call and again
-	// before it publishes the client's masked vector to the run's shards on
-	// NATS JetStream: the server checks the credential, answers the call's
-	// byte cap, and for a masked vector pins its digest (a second vector of
-	// the same client in the same session is refused) and names the shard
-	// round and the client's position. The front-end then publishes and
-	// commits the pieces and sends the step on with MaskedUpload.published.
-	ShardTicket(context.Context, *connect.Request[v1.ShardTicketRequest]) (*connect.Response[v1.ShardTicketResponse], error)
 }
 
 // NewFederationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -297,12 +264,6 @@ func NewFederationServiceHandler(svc FederationServiceHandler, opts ...connect.H
 		connect.WithSchema(federationServiceMethods.ByName("SecAgg")),
 		connect.WithHandlerOptions(opts...),
 	)
-	federationServiceShardTicketHandler := connect.NewUnaryHandler(
-		FederationServiceShardTicketProcedure,
-		svc.ShardTicket,
-		connect.WithSchema(federationServiceMethods.ByName("ShardTicket")),
-		connect.WithHandlerOptions(opts...),
-	)
 	return "/privrec.federation.v1.FederationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case FederationServiceHelloProcedure:
@@ -317,8 +278,6 @@ func NewFederationServiceHandler(svc FederationServiceHandler, opts ...connect.H
 			federationServiceGetModelHandler.ServeHTTP(w, r)
 		case FederationServiceSecAggProcedure:
 			federationServiceSecAggHandler.ServeHTTP(w, r)
-		case FederationServiceShardTicketProcedure:
-			federationServiceShardTicketHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -350,8 +309,4 @@ func (UnimplementedFederationServiceHandler) GetModel(context.Context, *connect.
 
 func (UnimplementedFederationServiceHandler) SecAgg(context.Context, *connect.Request[v1.SecAggRequest]) (*connect.Response[v1.SecAggResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("privrec.federation.v1.FederationService.SecAgg is not implemented"))
-}
-
-func (UnimplementedFederationServiceHandler) ShardTicket(context.Context, *connect.Request[v1.ShardTicketRequest]) (*connect.Response[v1.ShardTicketResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("privrec.federation.v1.FederationService.ShardTicket is not implemented"))
 }
