@@ -255,8 +255,12 @@ func (h frontHandler) SecAgg(ctx context.Context, req *connect.Request[fedv1.Sec
 		}
 		return connect.NewResponse(resp.Msg), nil
 	}
+	if len(m.GetData())%4 != 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("upload refused (shape): a masked vector of %d bytes, not whole words", len(m.GetData())))
+	}
 	d := sha256.Sum256(m.GetData())
-	t, err := f.fs.ShardTicket(ctx, withAuth(&fedv1.ShardTicketRequest{Round: msg.GetRound(), Session: msg.GetSession(), Digest: d[:]}, auth))
+	t, err := f.fs.ShardTicket(ctx, withAuth(&fedv1.ShardTicketRequest{Round: msg.GetRound(), Session: msg.GetSession(), Digest: d[:],
+		Words: uint32(len(m.GetData()) / 4), ModulusBits: m.GetModulusBits()}, auth))
 	if err != nil {
 		return nil, passErr(err)
 	}

@@ -16,7 +16,8 @@ import (
 // applies before it reads the call. With the SHA-256 digest of the
 // client's masked vector it checks what SecAgg would check of a masked
 // vector (the round and session open, the client in the session and not
-// banned, the masked step open), pins the digest — a second, different
+// banned, the vector's length and bits, the masked step open), pins the
+// digest — a second, different
 // vector of the client in this session is refused, so that two
 // front-ends never publish different pieces under the client's message
 // ids — and names the shard round and the client's position, under
@@ -52,6 +53,10 @@ func (s *Server) ShardTicket(ctx context.Context, req *connect.Request[fedv1.Sha
 	me, ok := sa.slot[id]
 	if !ok {
 		return nil, s.rejectErr(connect.CodePermissionDenied, "banned", "client %d is banned from this run's secure aggregation", id)
+	}
+	if int(msg.GetWords()) != sa.p.Len || int(msg.GetModulusBits()) != sa.p.Bits {
+		return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "a masked vector of %d words mod 2^%d; the round wants %d words mod 2^%d",
+			msg.GetWords(), msg.GetModulusBits(), sa.p.Len, sa.p.Bits)
 	}
 	d := [32]byte(msg.GetDigest())
 	sa.pinMu.Lock()

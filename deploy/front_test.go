@@ -148,7 +148,9 @@ func TestFrontEnds(t *testing.T) {
 // of a training round leaves, sends a stranger's masked vector of the
 // same round, session and length to the same front-end — without a
 // credential, and with the credential of the vector's client (its ID)
-// and a forged secret — and records the answers. A front-end that
+// and a forged secret — then, with the client's own credential, one
+// larger than the server's cap for the call and one a word short, and
+// records the answers. A front-end that
 // published before the server checked the credential would store the
 // stranger's pieces under the client's message ids: JetStream's
 // duplicate window would then drop the client's real pieces, and the
@@ -179,17 +181,25 @@ func (s *strangerFirst) RoundTrip(r *http.Request) (*http.Response, error) {
 	s.done = true
 	s.mu.Unlock()
 	if first {
-		id, _, _ := strings.Cut(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), ".")
-		forged := proto.Clone(&m).(*fedv1.SecAggRequest)
-		data := make([]byte, len(m.GetMasked().GetData()))
-		crand.Read(data)
-		forged.GetMasked().Data = data
+		real := r.Header.Get("Authorization")
+		id, _, _ := strings.Cut(strings.TrimPrefix(real, "Bearer "), ".")
+		n := len(m.GetMasked().GetData())
 		base := r.URL.Scheme + "://" + r.URL.Host
 		api := federationv1connect.NewFederationServiceClient(&http.Client{Transport: s.next}, base)
-		for _, auth := range []string{"", "Bearer " + id + ".forged-secret"} {
+		for _, a := range []struct {
+			auth  string
+			bytes int
+		}{
+			{"", n}, {"Bearer " + id + ".forged-secret", n}, // strangers
+			{real, n + 4*roundSlack}, {real, n - 4}, // the client itself: beyond the cap, one word short
+		} {
+			forged := proto.Clone(&m).(*fedv1.SecAggRequest)
+			data := make([]byte, a.bytes)
+			crand.Read(data)
+			forged.GetMasked().Data = data
 			req := connect.NewRequest(forged)
-			if auth != "" {
-				req.Header().Set("Authorization", auth)
+			if a.auth != "" {
+				req.Header().Set("Authorization", a.auth)
 			}
 			_, err := api.SecAgg(r.Context(), req)
 			s.mu.Lock()
@@ -203,9 +213,11 @@ func (s *strangerFirst) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestFrontStrangerFirst: a stranger who sends a masked vector in a
 // client's name to a front-end before the client does — with no
 // credential, or with the client's ID and a forged secret — is refused
-// as unauthenticated before anything is published, and the run gives
-// the same model bit for bit as without it, every client's vector in
-// every round.
+// as unauthenticated before anything is published; a vector of the
+// client itself larger than the server's cap for the call is refused
+// before it is read (resource exhausted), and one a word short as
+// malformed, before its digest is pinned. The run gives the same model
+// bit for bit as without them, every client's vector in every round.
 func TestFrontStrangerFirst(t *testing.T) {
 	d, spl, params, want := frontRun(t)
 	nc := startNATS(t)
@@ -219,12 +231,13 @@ func TestFrontStrangerFirst(t *testing.T) {
 		st.next = rt
 		return st
 	}), spl.Train, 4)
-	if len(st.errs) != 2 {
-		t.Fatalf("the stranger sent %d vectors, want 2", len(st.errs))
+	wantCodes := []connect.Code{connect.CodeUnauthenticated, connect.CodeUnauthenticated, connect.CodeResourceExhausted, connect.CodeInvalidArgument}
+	if len(st.errs) != len(wantCodes) {
+		t.Fatalf("%d vectors sent first, want %d", len(st.errs), len(wantCodes))
 	}
 	for k, err := range st.errs {
-		if connect.CodeOf(err) != connect.CodeUnauthenticated {
-			t.Errorf("stranger's vector %d: %v, want unauthenticated", k, err)
+		if connect.CodeOf(err) != wantCodes[k] {
+			t.Errorf("vector %d sent first: %v, want %v", k, err, wantCodes[k])
 		}
 	}
 	if k := firstDiff(got.V, want); k >= 0 {

@@ -36,7 +36,11 @@ type ShardTicketRequest struct {
 	// ask for the shard round of the client's masked vector.
 	Digest []byte `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
 	// The client's call is in Connect's JSON encoding (a larger cap).
-	Json          bool `protobuf:"varint,4,opt,name=json,proto3" json:"json,omitempty"`
+	Json bool `protobuf:"varint,4,opt,name=json,proto3" json:"json,omitempty"`
+	// With a digest: the masked vector's words and modulus bits, which
+	// must be the round's before its digest is pinned.
+	Words         uint32 `protobuf:"varint,5,opt,name=words,proto3" json:"words,omitempty"`
+	ModulusBits   uint32 `protobuf:"varint,6,opt,name=modulus_bits,json=modulusBits,proto3" json:"modulus_bits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -97,6 +101,20 @@ func (x *ShardTicketRequest) GetJson() bool {
 		return x.Json
 	}
 	return false
+}
+
+func (x *ShardTicketRequest) GetWords() uint32 {
+	if x != nil {
+		return x.Words
+	}
+	return 0
+}
+
+func (x *ShardTicketRequest) GetModulusBits() uint32 {
+	if x != nil {
+		return x.ModulusBits
+	}
+	return 0
 }
 
 // ShardTicketResponse is the server's answer to a ShardTicketRequest.
@@ -335,12 +353,14 @@ var File_privrec_federation_v1_front_proto protoreflect.FileDescriptor
 
 const file_privrec_federation_v1_front_proto_rawDesc = "" +
 	"\n" +
-	"!privrec/federation/v1/front.proto\x12\x15privrec.federation.v1\x1a&privrec/federation/v1/federation.proto\"p\n" +
+	"!privrec/federation/v1/front.proto\x12\x15privrec.federation.v1\x1a&privrec/federation/v1/federation.proto\"\xa9\x01\n" +
 	"\x12ShardTicketRequest\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12\x12\n" +
-	"\x04json\x18\x04 \x01(\bR\x04json\"\x8b\x02\n" +
+	"\x04json\x18\x04 \x01(\bR\x04json\x12\x14\n" +
+	"\x05words\x18\x05 \x01(\rR\x05words\x12!\n" +
+	"\fmodulus_bits\x18\x06 \x01(\rR\vmodulusBits\"\x8b\x02\n" +
 	"\x13ShardTicketResponse\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\rR\x06client\x12\x1b\n" +
 	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x10\n" +
