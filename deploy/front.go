@@ -48,8 +48,10 @@ type FrontConfig struct {
 	// hangs up does not stop its upload half-way.
 	UploadTimeout time.Duration
 	// ReadHeaderTimeout and IdleTimeout are the HTTP server's (Serve;
-	// defaults 10 s and 30 s).
-	ReadHeaderTimeout, IdleTimeout time.Duration
+	// defaults 10 s and 30 s). WriteTimeout bounds every call, its read
+	// included (default 10 minutes): it must exceed the longest a
+	// client waits for a step's answer, as the server's does.
+	ReadHeaderTimeout, IdleTimeout, WriteTimeout time.Duration
 	Logger                         *slog.Logger
 }
 
@@ -115,6 +117,9 @@ func NewFront(cfg FrontConfig) (*Front, error) {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -214,7 +219,7 @@ func (f *Front) refuse(w http.ResponseWriter, r *http.Request, err error) {
 // then get up to five seconds.
 func (f *Front) Serve(ctx context.Context, ln net.Listener, tc *tls.Config) error {
 	hs := &http.Server{Handler: f, TLSConfig: tc, ReadHeaderTimeout: f.cfg.ReadHeaderTimeout, IdleTimeout: f.cfg.IdleTimeout,
-		MaxHeaderBytes: 64 << 10}
+		ReadTimeout: f.cfg.WriteTimeout, WriteTimeout: f.cfg.WriteTimeout, MaxHeaderBytes: 64 << 10}
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}

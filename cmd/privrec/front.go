@@ -13,12 +13,12 @@ import (
 
 func (a *app) frontCmd() *cobra.Command {
 	var (
-		coordinator, coordinatorCA string
-		listen, cert, key          string
-		natsURL, natsRun           string
-		natsAuth                   natsFlags
-		maxUploadMiB               int
-		uploadTimeout              time.Duration
+		coordinator, coordinatorCA  string
+		listen, cert, key           string
+		natsURL, natsRun            string
+		natsAuth                    natsFlags
+		maxUploadMiB                int
+		uploadTimeout, writeTimeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "front",
@@ -75,7 +75,7 @@ and commits of the run, and nothing else.`,
 			defer nc.Close()
 			log := slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			f, err := deploy.NewFront(deploy.FrontConfig{Coordinator: coordinator, HTTP: hc, Conn: nc, Run: natsRun,
-				MaxUploadBytes: maxUploadMiB << 20, UploadTimeout: uploadTimeout, Logger: log})
+				MaxUploadBytes: maxUploadMiB << 20, UploadTimeout: uploadTimeout, WriteTimeout: writeTimeout, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -100,5 +100,6 @@ and commits of the run, and nothing else.`,
 	natsAuth.register(f)
 	f.IntVar(&maxUploadMiB, "max-upload-mib", 64, "refuse requests larger than this many MiB (SecAgg calls are capped tighter, at the size the server takes)")
 	f.DurationVar(&uploadTimeout, "upload-timeout", 2*time.Minute, "give up publishing one client's masked vector after this long")
+	f.DurationVar(&writeTimeout, "write-timeout", 10*time.Minute, "answer every call within this; it must exceed the server's (serve --write-timeout: by default 4 × --round-timeout plus a minute)")
 	return cmd
 }
