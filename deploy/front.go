@@ -52,7 +52,9 @@ type FrontConfig struct {
 	// included (default 10 minutes): it must exceed the longest a
 	// client waits for a step's answer, as the server's does.
 	ReadHeaderTimeout, IdleTimeout, WriteTimeout time.Duration
-	Logger                         *slog.Logger
+	// Logger receives the front-end's warnings; nil means
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // Front is a front-end of a sharded run (privrec front): a stateless
