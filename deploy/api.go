@@ -228,12 +228,18 @@ func duplicate(items []int32) (int32, bool) {
 	return 0, false
 }
 
-// GetModel returns the final model once the run is done.
+// GetModel returns the final model once the run is done; with interim,
+// the latest interim release (continual release) before that.
 func (s *Server) GetModel(ctx context.Context, req *connect.Request[fedv1.GetModelRequest]) (*connect.Response[fedv1.GetModelResponse], error) {
 	if _, err := s.authenticate(req.Header()); err != nil {
 		return nil, err
 	}
-	m := s.Model()
+	s.mu.Lock()
+	m := s.model
+	if m == nil && req.Msg.GetInterim() {
+		m = s.interim
+	}
+	s.mu.Unlock()
 	if m == nil {
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("the run is not done"))
 	}

@@ -75,6 +75,14 @@ type ClientConfig struct {
 	// with this probability. Every client answers the setup round, where
 	// the server counts who takes part. For tests and load tests.
 	Dropout float64
+	// Population, when not nil, simulates devices that come and go, for
+	// load tests of cohort runs (privrec client --population): each
+	// client is online in a round by a diurnal curve of its time zone,
+	// leaves for good by churn, enrols late, or goes offline after its
+	// encrypted shares (Population). An offline client does not offer to
+	// join a cohort and answers nothing. Dropout still applies on top.
+	// Not with OneParty or Code; late arrivals not with an Authority.
+	Population *Population
 
 	// Authority is the public key of the enrolment authority the clients
 	// pin (privrec client --authority-key). When set, every masked round
@@ -201,6 +209,12 @@ type Session struct {
 	part    protocol.Participation
 	trained [][]int
 	take    []bool
+	// pop is the simulated population (ClientConfig.Population; nil
+	// without), drawn from popSeed; phase is the phase of the round
+	// being answered.
+	pop     *popState
+	popSeed uint64
+	phase   string
 }
 
 // identity is one client's long-term identity key and its certificate.
@@ -282,9 +296,13 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 			return nil, errors.New("deploy: a party under a pinned authority needs the run's total users (ClientConfig.Users, --users-roster) to check the noise calibration against: the certified roster counts parties")
 		}
 	}
-	s := &Session{cfg: cfg, log: cfg.Logger, setup: -1,
+	popSeed, err := checkPopulation(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, log: cfg.Logger, setup: -1, popSeed: popSeed,
 		api: newAPI(cfg.HTTP, cfg.URL)}
-	err := s.retry(ctx, "hello", func(ctx context.Context) error {
+	err = s.retry(ctx, "hello", func(ctx context.Context) error {
 		resp, err := s.api.Hello(ctx, connect.NewRequest(&fedv1.HelloRequest{}))
 		if err == nil {
 			s.plan = resp.Msg
@@ -573,7 +591,10 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 	if err := s.certify(ids); err != nil {
 		return nil, err
 	}
-	lead := creds[0]
+	lead, err := s.lead()
+	if err != nil {
+		return nil, err
+	}
 	// One identity per client, or one for them all (OneParty): cache,
 	// dense and sentMasked are by identity.
 	cache := make([]*fedv1.UploadRequest, len(creds))
@@ -611,6 +632,13 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		}
 		if resp.GetState() == fedv1.RunState_RUN_STATE_DONE {
 			return s.model(ctx, lead)
+		}
+		if s.pop != nil {
+			// Late arrivals enrol once the run reaches their round.
+			r := max(int(resp.GetGathering().GetRound()), int(resp.GetBroadcast().GetRound()))
+			if err := s.arrive(ctx, r); err != nil {
+				return nil, err
+			}
 		}
 		if g := resp.GetGathering(); g != nil && resp.GetBroadcast() == nil && int(g.GetRound()) > last {
 			var wait string
@@ -661,6 +689,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				if err := s.checkBroadcast(b, len(clients)); err != nil {
 					return nil, err
 				}
+				s.phase = b.Phase
 				if s.take = s.takers(b, joined, joinedRound); s.take != nil && !slices.Contains(s.take, true) {
 					last, boot, session = r, resp.GetBoot(), plan.GetSession()
 					continue // not in the round's cohort, or over the limits
@@ -720,6 +749,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			if err := s.checkBroadcast(b, len(clients)); err != nil {
 				return nil, err
 			}
+			s.phase = b.Phase
 			if s.take = s.takers(b, joined, joinedRound); s.take != nil && !slices.Contains(s.take, true) {
 				last, boot = r, resp.GetBoot()
 				continue // not in the round's cohort, or over the limits
@@ -831,10 +861,42 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 			all[k] = draw()
 		}
 	}
+	// A simulated population enrols its late arrivals later
+	// (Session.arrive).
+	var idx []int
+	now := s.initPopulation(clients)
+	for k := range n {
+		if now == nil || now[k] {
+			idx = append(idx, k)
+		}
+	}
+	if err := s.enrolInto(ctx, idx, all, creds, ids, users); err != nil {
+		return nil, nil, err
+	}
+	if s.pop != nil {
+		s.pop.secrets = all
+	}
+	s.creds, s.idsOf, s.users = creds, ids, users
+	return creds, ids, nil
+}
+
+// enrolSome enrols the session's clients idx, whose secrets are in all,
+// after the session's first enrolment (late arrivals).
+func (s *Session) enrolSome(ctx context.Context, idx []int, all []string) error {
+	return s.enrolInto(ctx, idx, all, s.creds, s.idsOf, s.users)
+}
+
+// enrolInto enrols the clients idx (in that order) with their secrets in
+// all, in chunks, and sets each one's credential and the ID the server
+// assigned it in creds and ids.
+func (s *Session) enrolInto(ctx context.Context, idx []int, all []string, creds []string, ids []uint32, users int) error {
 	const chunk = 10000
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		secrets := all[lo:hi]
+	for lo := 0; lo < len(idx); lo += chunk {
+		part := idx[lo:min(lo+chunk, len(idx))]
+		secrets := make([]string, len(part))
+		for j, k := range part {
+			secrets[j] = all[k]
+		}
 		var got []*fedv1.Credential
 		err := s.retry(ctx, "enrol", func(ctx context.Context) error {
 			req := &fedv1.EnrollRequest{Token: s.cfg.Token, Secrets: secrets, Users: uint32(users)}
@@ -848,20 +910,19 @@ func (s *Session) enrol(ctx context.Context, clients []protocol.Client) ([]strin
 			return err
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("deploy: enrol: %w", err)
+			return fmt.Errorf("deploy: enrol: %w", err)
 		}
 		if len(got) != len(secrets) {
-			return nil, nil, fmt.Errorf("deploy: enrol: %d credentials for %d clients", len(got), len(secrets))
+			return fmt.Errorf("deploy: enrol: %d credentials for %d clients", len(got), len(secrets))
 		}
-		for k, c := range got {
-			if want := strconv.FormatUint(uint64(c.GetClientId()), 10) + "." + secrets[k]; c.GetToken() != want {
-				return nil, nil, fmt.Errorf("deploy: enrol: credential %d is not client %d's with the secret sent", lo+k, c.GetClientId())
+		for j, c := range got {
+			if want := strconv.FormatUint(uint64(c.GetClientId()), 10) + "." + secrets[j]; c.GetToken() != want {
+				return fmt.Errorf("deploy: enrol: credential %d is not client %d's with the secret sent", part[j], c.GetClientId())
 			}
-			creds[lo+k], ids[lo+k] = c.GetToken(), c.GetClientId()
+			creds[part[j]], ids[part[j]] = c.GetToken(), c.GetClientId()
 		}
 	}
-	s.creds, s.idsOf, s.users = creds, ids, users
-	return creds, ids, nil
+	return nil
 }
 
 // UseIdentities sets the clients' certified identities
@@ -887,6 +948,9 @@ func (s *Session) Enrol(ctx context.Context, clients []protocol.Client) ([]uint3
 		return nil, errors.New("deploy: no clients")
 	}
 	_, ids, err := s.enrol(ctx, clients)
+	if err == nil && s.pop != nil && len(s.pop.pending) > 0 {
+		return nil, errors.New("deploy: Enrol enrols every client now, and the simulated population has late arrivals")
+	}
 	return ids, err
 }
 
@@ -967,7 +1031,8 @@ func (s *Session) answer(ctx context.Context, b *protocol.Broadcast, clients []p
 // roundAll runs every client's Round on b, on the session's workers, each
 // client on its own stream (seeded in test mode, from crypto/rand
 // otherwise), and hands keep each client's answer; online is false for a
-// client sitting the round out (ClientConfig.Dropout). It returns the
+// client sitting the round out (ClientConfig.Dropout, or offline in its
+// Population). It returns the
 // first error of a client or of keep.
 func (s *Session) roundAll(b *protocol.Broadcast, clients []protocol.Client, keep func(k int, up *protocol.Upload, online bool) error) error {
 	var mu sync.Mutex
@@ -989,7 +1054,7 @@ func (s *Session) roundAll(b *protocol.Broadcast, clients []protocol.Client, kee
 				mu.Unlock()
 			}
 		}()
-		if (s.take != nil && !s.take[k]) || (b.Phase != protocol.PhaseSetup && s.dropped(c.ID(), b.Round)) {
+		if (s.take != nil && !s.take[k]) || !s.online(k, b.Round) || (b.Phase != protocol.PhaseSetup && s.dropped(c.ID(), b.Round)) {
 			err = keep(k, nil, false)
 		} else {
 			var seed [32]byte

@@ -72,8 +72,10 @@ func (s *Session) joinCohort(ctx context.Context, after int, g *fedv1.Gathering,
 		stop := full || first != nil
 		mu.Unlock()
 		// (A simulated dropout, ClientConfig.Dropout, joins and then
-		// sits the round out, as a device that goes offline once taken.)
-		if stop || !s.allowed(k, r, g.GetPhase()) {
+		// sits the round out, as a device that goes offline once taken;
+		// a device offline in its Population, or not enrolled yet, does
+		// not offer to join.)
+		if stop || !s.allowed(k, r, g.GetPhase()) || !s.online(k, r) {
 			return
 		}
 		var resp *fedv1.GetRoundResponse

@@ -131,7 +131,7 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	dropped, sitting := 0, 0
+	dropped, sitting, left := 0, 0, 0
 	var firstErr error // the first dropped client's error, for the round's warning
 	for k, v := range dense {
 		if v == nil {
@@ -163,7 +163,12 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 				auth = &secagg.Auth{Authority: s.cfg.Authority, Key: id.key, Cert: id.cert, Order: plan.GetOrder(),
 					Context: protocol.SessionContext(s.cfg.Run, round, plan.GetSession())}
 			}
-			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, auth, ids[k], me, v, creds[k], markSent); err != nil {
+			leave := s.leavesAfterShares(k, round)
+			if err := s.secaggFlow(ctx, round, plan.GetSession(), p, auth, ids[k], me, v, creds[k], markSent, leave); errors.Is(err, errLeftAfterShares) {
+				mu.Lock()
+				left++
+				mu.Unlock()
+			} else if err != nil {
 				s.log.Debug("dropped out of secure aggregation", "client", ids[k], "round", round, "err", err)
 				mu.Lock()
 				dropped++
@@ -181,6 +186,9 @@ func (s *Session) secureAggregate(ctx context.Context, round int, plan *fedv1.Se
 			"already_sent", sitting, "first_err", firstErr)
 	case sitting > 0:
 		s.log.Info("clients left out of the round's secure aggregation", "round", round, "already_sent", sitting)
+	}
+	if left > 0 {
+		s.log.Info("simulated devices went offline after their encrypted shares", "round", round, "devices", left)
 	}
 	return ctx.Err()
 }
@@ -235,8 +243,11 @@ func (s *Session) checkSurvivors(bitmap []byte) error {
 
 // secaggFlow is one client's steps of a session (secagg.Client.Start,
 // Next) over the Connect API. markSent is called just before
-// the masked vector leaves, whether or not it arrives.
-func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, auth *secagg.Auth, id, me uint32, x []uint32, cred string, markSent func()) error {
+// the masked vector leaves, whether or not it arrives. With leave (a
+// simulated device, Population.DropAfterShares) the client stops there
+// instead, its encrypted shares sent and its masked vector not, and
+// returns errLeftAfterShares.
+func (s *Session) secaggFlow(ctx context.Context, round int, session string, p secagg.Params, auth *secagg.Auth, id, me uint32, x []uint32, cred string, markSent func(), leave bool) error {
 	var c *secagg.Client
 	var err error
 	if p.Active {
@@ -280,6 +291,9 @@ func (s *Session) secaggFlow(ctx context.Context, round int, session string, p s
 		switch m := m.(type) {
 		case *secagg.MaskedInput:
 			markSent()
+			if leave {
+				return errLeftAfterShares
+			}
 		case *secagg.ShareCheck:
 			if len(m.Reported) > 0 {
 				s.log.Warn("neighbours' shares failed authentication: reported", "round", round, "position", me, "reported", m.Reported)

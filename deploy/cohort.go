@@ -155,6 +155,12 @@ func (s *Server) join(id uint32, after int) {
 	if _, ok := s.enrolled[id]; !ok {
 		return
 	}
+	if _, ok := s.slots[id]; !ok {
+		// Enrolled since the gathering began (a device that arrived
+		// late): it takes a position now, or its round would refuse it
+		// as a stranger.
+		s.refreshOrder()
+	}
 	g.taken[id] = true
 	if len(g.taken) == g.want {
 		close(g.full)

@@ -81,6 +81,21 @@
 // roster cannot satisfy — cohorts drawn by a seed the clients can check
 // are not built yet.
 //
+// # Continual release
+//
+// While a run goes on, the server publishes an interim model after each
+// training round whose aggregate was released: the model its state holds
+// now (protocol.Stateful.Factors, the biases of a protocol.Biased
+// method), built as the final one is, whose model.Release says which
+// round it reads and how many users (the ledger's Users: the distinct
+// users of the released training rounds so far). A device that arrives
+// after training started, or whose participation is spent, folds itself
+// in against the latest release (GetModel with interim set) rather than
+// waiting for the end. A release is post-processing of the aggregates
+// the server holds: it costs no ε, and its privacy block has the ε spent
+// so far. A restarted server publishes its latest release again from its
+// snapshot.
+//
 // # A vendor as one party
 //
 // A vendor that already holds its users' ratings need not take part as

@@ -74,6 +74,12 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 		}
 	}
 	s.account(&e)
+	if covers(e) {
+		for _, id := range folded {
+			s.covered[id] = true
+		}
+	}
+	e.Users = s.coveredLocked()
 	s.mu.Unlock()
 	if e.Refused != "" {
 		s.log.Error("unmasked sum out of bounds: refused, nothing released", "round", e.Round, "err", e.Refused)
@@ -82,13 +88,33 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 	if e.Coverage > 0 && e.Coverage < 1 {
 		s.log.Warn("dropouts weakened the noise of this round", "round", e.Round, "noise_coverage", e.Coverage, "eps", e.Eps)
 	}
+	e.CPUSeconds, e.RSSBytes, e.PeakRSSBytes = processUsage()
 	if err := s.st.commit(e, snap, folded, shares); err != nil {
 		return fmt.Errorf("deploy: commit round %d: %w", info.Round, err)
 	}
 	s.met.roundDone(e)
 	s.log.Info("round folded", "round", e.Round, "phase", e.Phase, "participants", e.Participants,
-		"enrolled", e.Enrolled, "uploads", e.Uploads, "seconds", e.Seconds)
+		"enrolled", e.Enrolled, "uploads", e.Uploads, "users", e.Users, "seconds", e.Seconds)
+	if covers(e) && !s.srv.Done() {
+		return s.release(e.Round)
+	}
 	return nil
+}
+
+// covers reports whether round e released an aggregate of the users'
+// data: a training round neither skipped nor refused.
+func covers(e LedgerEntry) bool {
+	return e.Phase == protocol.PhaseTrain && e.Skipped == "" && e.Refused == ""
+}
+
+// coveredLocked counts the users of the clients in s.covered (a party
+// counts its users). s.mu is held.
+func (s *Server) coveredLocked() int {
+	n := 0
+	for id := range s.covered {
+		n += s.weightOf(id)
+	}
+	return n
 }
 
 // account fills e's privacy figures, so that every private round carries

@@ -28,6 +28,12 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.waitEnrolment(ctx); err != nil {
 		return err
 	}
+	if s.srv.Round() > 0 {
+		// A restarted server resumes: its latest interim release again.
+		if err := s.release(s.srv.Round() - 1); err != nil {
+			return err
+		}
+	}
 	var tr protocol.Transport = (*transport)(s)
 	if s.plan.Aggregation == "sum" {
 		tr = protocol.NewSecureSum(tr)
@@ -102,12 +108,70 @@ func (s *Server) setRoster() error {
 // publish builds the final model from the server's V and the public
 // catalog, stores it and announces the end of the run.
 func (s *Server) publish() error {
+	raw, err := s.build(true)
+	if err != nil {
+		return fmt.Errorf("deploy: final model: %w", err)
+	}
+	if err := s.st.publish(raw); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.model, s.interim = raw, nil
+	s.state = fedv1.RunState_RUN_STATE_DONE
+	s.notify()
+	s.mu.Unlock()
+	s.log.Info("run done; model published", "bytes", len(raw))
+	if s.cfg.OnPublish != nil {
+		return s.cfg.OnPublish(raw)
+	}
+	return nil
+}
+
+// release publishes an interim model after round (continual release):
+// the model the server's state holds now, read by the users covered so
+// far. It publishes nothing while the method has no factors yet (dp-ease
+// before its first Gram) or no user is covered. The release is
+// post-processing of aggregates the server already received, so it costs
+// no ε; it is not stored, since a restarted server rebuilds it from its
+// snapshot (resume).
+func (s *Server) release(round int) error {
+	if v, _ := s.srv.Factors(); v == nil {
+		return nil
+	}
+	s.mu.Lock()
+	n := s.coveredLocked()
+	s.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	raw, err := s.build(false)
+	if err != nil {
+		return fmt.Errorf("deploy: release after round %d: %w", round, err)
+	}
+	s.mu.Lock()
+	s.interim = raw
+	s.mu.Unlock()
+	s.log.Info("model released", "round", round, "users", n, "bytes", len(raw))
+	if s.cfg.OnRelease != nil {
+		return s.cfg.OnRelease(round, raw)
+	}
+	return nil
+}
+
+// build returns the model file of the server's V, the public catalog,
+// the privacy spent so far and the release it is (final, or interim after
+// the last folded round).
+func (s *Server) build(final bool) ([]byte, error) {
 	v, dim := s.srv.Factors()
+	s.mu.Lock()
+	rel := &model.Release{Round: s.srv.Round() - 1, Users: s.coveredLocked(), Final: final}
+	s.mu.Unlock()
 	m := &model.Model{
 		Dim: dim, NumItems: len(s.plan.ItemIDs), V: slices.Clone(v),
 		Default: (s.plan.Scale.Min + s.plan.Scale.Max) / 2, Scale: s.plan.Scale, Ranking: s.cfg.Method.Ranks(),
 		ItemIDs: s.plan.ItemIDs, ItemTitles: s.plan.Titles,
 		Method: s.cfg.Method.Name(), Config: s.cfg.Method.JSON(s.cfg.Config), Privacy: s.spent(),
+		Release: rel,
 	}
 	if ind, ok := s.srv.(protocol.Indicating); ok && len(ind.UserItems())+1 == dim {
 		m.UserItems = slices.Clone(ind.UserItems())
@@ -122,21 +186,9 @@ func (s *Server) publish() error {
 	}
 	var buf bytes.Buffer
 	if _, err := m.WriteTo(&buf); err != nil {
-		return fmt.Errorf("deploy: final model: %w", err)
+		return nil, err
 	}
-	if err := s.st.publish(buf.Bytes()); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.model = buf.Bytes()
-	s.state = fedv1.RunState_RUN_STATE_DONE
-	s.notify()
-	s.mu.Unlock()
-	s.log.Info("run done; model published", "bytes", buf.Len())
-	if s.cfg.OnPublish != nil {
-		return s.cfg.OnPublish(buf.Bytes())
-	}
-	return nil
+	return buf.Bytes(), nil
 }
 
 // transport is the Server seen as a protocol.Transport.

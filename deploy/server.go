@@ -125,6 +125,12 @@ type ServerConfig struct {
 	// soon as the run is done (before any linger), e.g. to write it out;
 	// an error ends Run with it (the model stays published in the state).
 	OnPublish func(model []byte) error
+	// OnRelease, when not nil, is called with every interim model file
+	// the run publishes (continual release: after each training round
+	// whose aggregate was released, while the run goes on; Model.Release
+	// says which round and how many users), and again with the latest one
+	// when a restarted server resumes; an error ends Run with it.
+	OnRelease func(round int, model []byte) error
 }
 
 func (c *ServerConfig) defaults() {
@@ -269,6 +275,12 @@ type Server struct {
 	// round's sum: only they take part in later masked rounds, whose sums
 	// are bounded by the setup's counts (nil: every client).
 	members map[uint32]bool
+	// covered holds the clients whose uploads a released training round
+	// folded: the users the model published so far reads.
+	covered map[uint32]bool
+	// interim is the latest interim release (continual release), nil
+	// before the first or once the final model is published.
+	interim []byte
 	// js and shardCfg reach the sharded run (nil without Sharded);
 	// shardDone is the last shard round whose sum this incarnation took
 	// (the round loop alone touches it).
@@ -396,9 +408,19 @@ func (s *Server) restore() error {
 	if err != nil {
 		return err
 	}
+	s.covered = map[uint32]bool{}
 	for _, e := range led {
 		s.unbounded = s.unbounded || e.EpsTotal < 0
 		s.epsTotal, s.delta, s.epsRound = e.EpsTotal, e.Delta, max(s.epsRound, e.Eps)
+		if covers(e) {
+			ids, err := s.st.folded(e.Round)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				s.covered[id] = true
+			}
+		}
 	}
 	s.met.restore(led)
 	if have.Aggregation == "masked" {

@@ -321,6 +321,11 @@ type LedgerEntry struct {
 	// Cohort, in a cohort run, counts the clients the round took (the
 	// clients asked); Enrolled is then the population.
 	Cohort int `json:"cohort,omitempty"`
+	// Users counts the distinct users whose uploads the training rounds
+	// released so far folded, this one included (a party counts its
+	// users): the users the model published after this round reads
+	// (continual release, model.Release.Users).
+	Users int `json:"users,omitempty"`
 	// Parties counts the distinct parties among the enrolled clients
 	// (Server.Parties): a vendor's clients, enrolled with the shared
 	// token, count as one; so does a vendor enrolled as one party.
@@ -366,6 +371,16 @@ type LedgerEntry struct {
 	Refused string    `json:"refused,omitempty"`
 	Seconds float64   `json:"seconds"`
 	Time    time.Time `json:"time"`
+	// CPUSeconds is the server process's CPU time (user + system) when
+	// the round was folded, since the process started: a round's CPU is
+	// the difference from the previous entry's of the same process (a
+	// smaller figure means a restart). RSSBytes is the process's resident
+	// set at the fold, PeakRSSBytes the highest since the process started
+	// (a round raised the peak when it exceeds the previous entry's). 0
+	// where not measured.
+	CPUSeconds   float64 `json:"cpu_seconds,omitempty"`
+	RSSBytes     int64   `json:"rss_bytes,omitempty"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes,omitempty"`
 }
 
 // commit stores, in one transaction, the method server's state after

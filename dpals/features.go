@@ -82,6 +82,9 @@ func (s *server) itemCount(j int) float64 {
 	if s.cfg.PoolBias && s.poolG != nil {
 		return s.poolG[j] / float64(s.cfg.BiasRounds)
 	}
+	if s.count == nil { // before the first bias round
+		return 0
+	}
 	return s.count[j]
 }
 

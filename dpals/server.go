@@ -282,14 +282,14 @@ func (s *server) Done() bool { return s.round >= len(s.steps) }
 // Round returns the next round the server will broadcast.
 func (s *server) Round() int { return s.round }
 
-// Factors returns the public item factors: from the final round on the
-// item factors followed by the public item features the devices fit their
-// coefficients on (the model's V), before it the factors alone.
+// Factors returns the public item table of the final round as the
+// released state makes it now: the item factors (zero before the warm
+// start) followed by the public item features the devices fit their
+// coefficients on (the model's V). Before the final round it is what an
+// interim release publishes: the model a device would solve itself
+// against were the run to end here.
 func (s *server) Factors() ([]float32, int) {
-	v, k := s.v, s.k
-	if s.round >= len(s.steps)-1 {
-		v, k = s.finalTable()
-	}
+	v, k := s.finalTable()
 	out := make([]float32, s.ni*k)
 	for c, x := range v {
 		out[c] = float32(x)
@@ -298,10 +298,10 @@ func (s *server) Factors() ([]float32, int) {
 }
 
 // Biases implements protocol.Biased: the released global mean and item
-// biases, as the final broadcast carries them (Aux column 0), once the
-// run has reached its final round.
+// biases as the server holds them now, which the final broadcast carries
+// (Aux column 0), once the global mean's round has been aggregated.
 func (s *server) Biases() (mean float32, bi []float32, ok bool) {
-	if s.round < len(s.steps)-1 {
+	if !slices.ContainsFunc(s.steps[:s.round], func(st step) bool { return st.kind == kindMean }) {
 		return 0, nil, false
 	}
 	bi = make([]float32, s.ni)

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+
+	"github.com/privrec/privrec/ratings"
 
 	"github.com/privrec/privrec/internal/linalg"
 )
@@ -26,6 +29,9 @@ import (
 func (m *Model) FoldIn(id string, items []int32, values []float32, reg float64) (*Model, error) {
 	if m.Ranking {
 		return m.FoldInRanking(id, items)
+	}
+	if m.Method == "dp-als" || m.Method == "dp-biases" {
+		return m.foldInDPALS(id, items, values)
 	}
 	k := m.Dim
 	switch {
@@ -205,6 +211,74 @@ func (m *Model) ialsUser(items []int32) ([]float32, error) {
 	return u, nil
 }
 
+// foldInDPALS returns the model of one user folded in against a dp-als
+// (or dp-biases) model as the user's device solves itself in the run's
+// final round: the bias b_u and the vector u jointly, by ridge regression
+// of r − μ − b_j on (1, v_j), with the ridges of the model's config
+// (reg-user-bias on b_u, reg-user on the factors, reg-feature on the last
+// min(user-features, 3) columns, the public item features).
+func (m *Model) foldInDPALS(id string, items []int32, values []float32) (*Model, error) {
+	var c struct {
+		RegUser     *float64 `json:"reg-user"`
+		RegUserBias *float64 `json:"reg-user-bias"`
+		RegFeature  float64  `json:"reg-feature"`
+		Features    int      `json:"user-features"`
+	}
+	if err := json.Unmarshal(m.Config, &c); err != nil || c.RegUser == nil || c.RegUserBias == nil {
+		return nil, fmt.Errorf("model: a %s fold-in needs reg-user and reg-user-bias in the model's config (%s)", m.Method, m.Config)
+	}
+	k := m.Dim
+	switch {
+	case len(m.V) != m.NumItems*k || len(m.BI) != m.NumItems:
+		return nil, fmt.Errorf("model: a %s fold-in needs item factors and biases", m.Method)
+	case len(items) == 0 || len(items) != len(values):
+		return nil, fmt.Errorf("model: fold-in of %d items and %d ratings", len(items), len(values))
+	}
+	kf := k - min(max(c.Features, 0), 3, k) // the factor columns; the features follow
+	k1 := k + 1
+	a := make([]float64, k1*k1)
+	b := make([]float64, k1)
+	for n, i := range items {
+		if i < 0 || int(i) >= m.NumItems {
+			return nil, fmt.Errorf("model: fold-in item index %d outside [0, %d)", i, m.NumItems)
+		}
+		y := float64(values[n]) - float64(m.Mean) - float64(m.BI[i])
+		x := m.V[int(i)*k : int(i)*k+k]
+		a[0]++
+		b[0] += y
+		for p := range k {
+			xp := float64(x[p])
+			a[(p+1)*k1] += xp
+			b[p+1] += y * xp
+			for q := 0; q <= p; q++ {
+				a[(p+1)*k1+q+1] += xp * float64(x[q])
+			}
+		}
+	}
+	a[0] += *c.RegUserBias + 1e-9
+	for p := range k {
+		r := *c.RegUser
+		if p >= kf {
+			r = c.RegFeature
+		}
+		a[(p+1)*k1+p+1] += r
+	}
+	if !linalg.CholeskySolve(a, b, k1) {
+		return nil, fmt.Errorf("model: %s fold-in system is not positive definite", m.Method)
+	}
+	u := make([]float32, k)
+	for p := range k {
+		u[p] = float32(b[p+1])
+	}
+	return &Model{
+		Dim: k, NumUsers: 1, NumItems: m.NumItems, U: u, V: m.V,
+		Mean: m.Mean, BU: []float32{float32(b[0])}, BI: m.BI, Rated: []bool{true},
+		Default: m.Default, Scale: m.Scale,
+		UserIDs: []string{id}, ItemIDs: m.ItemIDs, ItemTitles: m.ItemTitles,
+		Method: m.Method, Config: slices.Clone(m.Config), Privacy: m.Privacy, Release: m.Release,
+	}, nil
+}
+
 // Personalised reports whether the model's scores can differ between
 // users. It is false for a history-indicator model (UserItems, dp-ease)
 // whose item-item coordinates are all zero: every user then gets the
@@ -223,4 +297,81 @@ func (m *Model) Personalised() bool {
 		}
 	}
 	return false
+}
+
+// FoldInAll returns the model of d's users and items folded in against
+// m: each user of d with ratings gets the row FoldIn (a ranking model:
+// FoldInRanking) gives them from those ratings, with reg the ridge of a
+// rating model's fold-in; a user without ratings is unknown. The items are
+// d's, matched to m's by ID, so the result scores d's index space (a test
+// split of d); an item of d that m does not know is an error naming it.
+// It is how an evaluation scores a published model, which holds no
+// users, on a dataset's users as their devices would.
+func (m *Model) FoldInAll(d *ratings.Dataset, reg float64) (*Model, error) {
+	ni, nu := d.NumItems(), d.NumUsers()
+	of := make([]int32, ni) // d's item j is m's of[j]
+	for j, id := range d.ItemIDs {
+		i, ok := m.ItemIndex(id)
+		if !ok {
+			return nil, fmt.Errorf("model: item %q of %s is not in the model's catalog", id, d.Name)
+		}
+		of[j] = i
+	}
+	if len(d.ItemIDs) != ni {
+		return nil, fmt.Errorf("model: fold-in of %s needs its item IDs", d.Name)
+	}
+	out := &Model{
+		Dim: m.Dim, NumUsers: nu, NumItems: ni, Mean: m.Mean, Default: m.Default, Ranking: m.Ranking, Scale: m.Scale,
+		Rated: make([]bool, nu), UserIDs: slices.Clone(d.UserIDs), ItemIDs: slices.Clone(d.ItemIDs), ItemTitles: slices.Clone(d.ItemTitles),
+		Method: m.Method, Config: slices.Clone(m.Config), Privacy: m.Privacy, Release: m.Release,
+	}
+	k := m.Dim
+	if k > 0 {
+		out.V = make([]float32, ni*k)
+		for j, i := range of {
+			copy(out.V[j*k:(j+1)*k], m.V[int(i)*k:int(i)*k+k])
+		}
+		out.U = make([]float32, nu*k)
+	}
+	if m.BI != nil {
+		out.BI = make([]float32, ni)
+		for j, i := range of {
+			out.BI[j] = m.BI[i]
+		}
+	}
+	rows := d.ByUser()
+	items := []int32{}
+	for u := range nu {
+		idx, val := rows.Row(u)
+		if len(idx) == 0 {
+			continue
+		}
+		items = items[:0]
+		for _, j := range idx {
+			items = append(items, of[j])
+		}
+		id := strconv.Itoa(u)
+		if u < len(d.UserIDs) {
+			id = d.UserIDs[u]
+		}
+		f, err := m.FoldIn(id, items, val, reg)
+		if err != nil {
+			return nil, fmt.Errorf("model: user %s: %w", id, err)
+		}
+		out.Rated[u] = true
+		copy(out.U[u*k:(u+1)*k], f.U)
+		if f.Offset != nil {
+			if out.Offset == nil {
+				out.Offset = make([]float32, nu)
+			}
+			out.Offset[u] = f.Offset[0]
+		}
+		if f.BU != nil {
+			if out.BU == nil {
+				out.BU = make([]float32, nu)
+			}
+			out.BU[u] = f.BU[0]
+		}
+	}
+	return out, out.Check()
 }

@@ -3,6 +3,8 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/privrec/privrec/ratings"
@@ -156,5 +158,73 @@ func TestPersonalised(t *testing.T) {
 		if got := tc.m.Personalised(); got != tc.want {
 			t.Errorf("%s: Personalised = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestFoldInAll: a published model folded in over a dataset whose items
+// come in another order predicts, for each user and item, what FoldIn of
+// that user predicts for the same item by ID; a rating model and an
+// indicator (dp-ease) ranking model alike. An item the model does not
+// know is an error naming it.
+func TestFoldInAll(t *testing.T) {
+	const k, items = 3, 12
+	r := rand.New(rand.NewPCG(3, 4))
+	ids := make([]string, items)
+	for i := range ids {
+		ids[i] = "i" + strconv.Itoa(i)
+	}
+	rating := &Model{Dim: k, NumItems: items, V: make([]float32, items*k), Mean: 3.5, Default: 3.5,
+		BI: make([]float32, items), Scale: ratings.Scale{Min: 1, Max: 5, Step: 0.5}, ItemIDs: ids}
+	for i := range rating.V {
+		rating.V[i] = float32(r.NormFloat64())
+	}
+	for i := range rating.BI {
+		rating.BI[i] = float32(r.NormFloat64() / 3)
+	}
+	ranking := &Model{Dim: 4, NumItems: items, V: make([]float32, items*4), Ranking: true, Default: 3,
+		Scale: rating.Scale, ItemIDs: ids, UserItems: []int32{5, 0, 7}}
+	for i := range ranking.V {
+		ranking.V[i] = float32(r.NormFloat64())
+	}
+	// The dataset knows the items in reverse order; user 2 rated nothing.
+	d := &ratings.Dataset{Name: "d", Scale: rating.Scale, UserIDs: []string{"a", "b", "c"}}
+	for j := range items {
+		d.ItemIDs = append(d.ItemIDs, ids[items-1-j])
+	}
+	for _, x := range []struct {
+		u, j int32
+		v    float32
+	}{{0, 0, 4}, {0, 4, 2}, {0, 6, 5}, {0, 11, 3}, {1, 2, 1}, {1, 7, 4.5}, {1, 9, 2.5}} {
+		d.Users, d.Items, d.Values = append(d.Users, x.u), append(d.Items, x.j), append(d.Values, x.v)
+	}
+	for _, m := range []*Model{rating, ranking} {
+		all, err := m.FoldInAll(d, 0.5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := d.ByUser()
+		for u := range int32(2) {
+			idx, val := rows.Row(int(u))
+			own := make([]int32, len(idx))
+			for n, j := range idx {
+				own[n] = int32(items - 1 - int(j))
+			}
+			one, err := m.FoldIn(d.UserIDs[u], own, val, 0.5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range int32(items) {
+				if got, want := all.Predict(u, j), one.Predict(0, int32(items-1)-j); math.Abs(float64(got-want)) > 1e-6 {
+					t.Errorf("ranking %v, user %d, item %s: %v, FoldIn gives %v", m.Ranking, u, d.ItemIDs[j], got, want)
+				}
+			}
+		}
+		if all.Rated[2] {
+			t.Errorf("ranking %v: the user without ratings is known", m.Ranking)
+		}
+	}
+	d.ItemIDs[3] = "stranger"
+	if _, err := rating.FoldInAll(d, 0.5); err == nil || !strings.Contains(err.Error(), `"stranger"`) {
+		t.Errorf("FoldInAll with an unknown item = %v, want an error naming it", err)
 	}
 }

@@ -95,6 +95,8 @@ type metadata struct {
 	Privacy privacyJSON     `json:"privacy"`
 	// UserItems is Model.UserItems (left out when nil).
 	UserItems []int32 `json:"user_items,omitempty"`
+	// Release is Model.Release (left out when nil).
+	Release *Release `json:"release,omitempty"`
 }
 
 // privacyJSON is Privacy with JSON-safe numbers.
@@ -157,7 +159,7 @@ func (m *Model) encodeMeta() ([]byte, error) {
 		Unit: p.Unit, Trusted: p.Trusted, EpsRound: jsonFloat(p.EpsRound),
 		EpsTotal: jsonFloat(p.EpsTotal), Delta: jsonFloat(p.Delta), Note: p.Note, Releases: p.Releases,
 		Neighbouring: p.Neighbouring, EpsReplace: jsonFloat(p.EpsReplace),
-	}, UserItems: m.UserItems})
+	}, UserItems: m.UserItems, Release: m.Release})
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), err
 }
 
@@ -528,7 +530,7 @@ func (m *Model) decodeMeta(b []byte) error {
 		return err
 	}
 	p := md.Privacy
-	m.Method, m.Config, m.UserItems = md.Method, md.Config, md.UserItems
+	m.Method, m.Config, m.UserItems, m.Release = md.Method, md.Config, md.UserItems, md.Release
 	m.Privacy = Privacy{Unit: p.Unit, Trusted: p.Trusted, EpsRound: float64(p.EpsRound),
 		EpsTotal: float64(p.EpsTotal), Delta: float64(p.Delta), Note: p.Note, Releases: p.Releases,
 		Neighbouring: p.Neighbouring, EpsReplace: float64(p.EpsReplace)}

@@ -73,6 +73,9 @@ func saved() map[string]*Model {
 		ind.UserItems[k] = int32(ind.NumItems - 1 - k)
 	}
 	ms["user items"] = ind
+	rel := handModel(false)
+	rel.Release = &Release{Round: 7, Users: 2000}
+	ms["interim release"] = rel
 	return ms
 }
 
@@ -149,6 +152,7 @@ func TestWriteInvalid(t *testing.T) {
 		{"bad config", func(m *Model) { m.Config = json.RawMessage("3") }, "Config"},
 		{"user items for another Dim", func(m *Model) { m.UserItems = []int32{0, 1} }, "user items for Dim"},
 		{"user item outside the catalog", func(m *Model) { m.UserItems = []int32{4} }, "user item 4 outside"},
+		{"release of negative users", func(m *Model) { m.Release = &Release{Round: 3, Users: -1} }, "negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

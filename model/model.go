@@ -80,6 +80,9 @@ type Model struct {
 	Config json.RawMessage
 	// Privacy is the method's privacy claim and what training spent.
 	Privacy Privacy
+	// Release, when not nil, says which of a served run's releases the
+	// model is; nil for a model trained in one piece.
+	Release *Release
 
 	// index maps IDs to rows, built on the first lookup.
 	once  sync.Once
@@ -125,6 +128,23 @@ type Privacy struct {
 	EpsReplace float64 `json:"eps_replace_one,omitempty"`
 }
 
+// Release identifies one model a served run published. A run publishes
+// its model as its rounds arrive (continual release), each release read by
+// the users of the rounds so far, and its final model last. A release is
+// post-processing of the aggregates the server already received: its ε is
+// the run's spent so far (Model.Privacy), and it costs nothing more.
+type Release struct {
+	// Round is the last round whose aggregate the model reads.
+	Round int `json:"round"`
+	// Users counts the distinct users whose data the training rounds up
+	// to Round read (a party that enrolled for several users counts
+	// them all).
+	Users int `json:"users"`
+	// Final marks the run's final model; an interim release is followed
+	// by others.
+	Final bool `json:"final,omitempty"`
+}
+
 // Check reports whether m's fields are mutually consistent: dimensions in
 // range and every slice of the length its field calls for. It does not
 // require finite values.
@@ -164,6 +184,8 @@ func (m *Model) Check() error {
 		return fmt.Errorf("bad scale %v", m.Scale)
 	case m.UserItems != nil && m.Dim != len(m.UserItems)+1:
 		return fmt.Errorf("%d user items for Dim %d, want Dim − 1", len(m.UserItems), m.Dim)
+	case m.Release != nil && (m.Release.Round < 0 || m.Release.Users < 0):
+		return fmt.Errorf("release of round %d, %d users: negative", m.Release.Round, m.Release.Users)
 	}
 	for _, i := range m.UserItems {
 		if i < 0 || int(i) >= ni {

@@ -32,6 +32,9 @@ var omitted = map[protoreflect.FullName]map[string]string{
 		"gathering": "a cohort run's gathering: New refuses such plans",
 		"inCohort":  "a cohort run's membership: New refuses such plans",
 	},
+	"privrec.federation.v1.GetModelRequest": {
+		"interim": "the page fetches the model once the run is done, not its interim releases",
+	},
 	"privrec.federation.v1.UploadRequest": {
 		"sparse": "per-item statistics in the clear: the page sends Upload only without a payload (see uploadRequest)",
 		"masked": "the page sends its masked vectors through SecAgg, never through Upload",

@@ -43,6 +43,7 @@ func (a *app) clientCmd() *cobra.Command {
 		workers   int
 		idOffset  int
 		dropout   float64
+		popSpec   string
 		insecure  bool
 		mine      string
 		top       int
@@ -161,7 +162,27 @@ parties. With few parties, a vendor that colludes with the server learns
 the sum of the other parties' users, protected only by their own noise
 shares (see deploy's documentation). Under an authority (--authority-key)
 each party's certificate is one of --roster parties, and --users-roster
-pins the run's total users its noise shares may be calibrated for.`,
+pins the run's total users its noise shares may be calibrated for.
+
+--population SPEC (with --simulate) simulates devices that come and go, for
+load tests of cohort runs (serve --cohort): round r is the simulated hour
+start + r·hours (UTC) and each device, in its own time zone, is online with
+the diurnal curve's probability at its local hour (lowest at 04:00, highest
+at 20:00); an offline device does not offer to join the round's cohort and
+answers nothing. After each round a device leaves for good with the churn
+probability; a late fraction enrols only after a given round; and in each
+training round a device taking part goes offline after sending its
+encrypted shares, before its masked input, with the drop-after-shares
+probability (the server must then reconstruct its pairwise masks). With
+--seed every draw is a function of (seed, device, round). SPEC is
+comma-separated NAME:VALUE fields:
+
+` + deploy.PopulationHelp + `
+
+A simulating client (--simulate) counts its bytes to and from the server by
+device and prints them at the end on stderr: per device (mean, median, 99th
+percentile, most) the HTTP bodies and headers before HTTP/2's header
+compression and TLS, and the connections' totals with everything.`,
 		Example: `  privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small --split random:0.9 --json
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
@@ -244,6 +265,20 @@ pins the run's total users its noise shares may be calibrated for.`,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
 				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins, Memory: memory,
 				OneParty: oneParty, Users: users}
+			if popSpec != "" {
+				if simulate == "" {
+					return errors.New("--population simulates a population of devices: use it with --simulate")
+				}
+				p, err := deploy.ParsePopulation(popSpec)
+				if err != nil {
+					return fmt.Errorf("--population: %w", err)
+				}
+				ccfg.Population = &p
+			}
+			var traffic *deploy.Traffic
+			if simulate != "" {
+				ccfg.HTTP, traffic = deploy.CountTraffic(hc)
+			}
 			if oneParty && simulate == "" {
 				return errors.New("--one-party takes part as a vendor's users: use it with --simulate")
 			}
@@ -358,6 +393,7 @@ pins the run's total users its noise shares may be calibrated for.`,
 			if err != nil {
 				return err
 			}
+			printTraffic(a, traffic, len(list))
 			m, res, err := cls.Finish(pub.V)
 			if err != nil {
 				return err
@@ -437,6 +473,7 @@ pins the run's total users its noise shares may be calibrated for.`,
 	f.StringVar(&proto, "protocol", "random", "with --simulate: random (the --split) or strong[:F]: F of the users (default 0.1) held out of the run fold in against the published model and are ranked, as evaluate --protocol strong")
 	f.StringVar(&memory, "state", "", "directory where the client remembers, per plan, its enrolment secrets and the rounds it answered, so that a restart answers no round twice (a second run of the same plan needs a new --state)")
 	f.Float64Var(&dropout, "dropout", 0, "simulate devices going offline: each user sits each training round out with this probability (load and dropout tests)")
+	f.StringVar(&popSpec, "population", "", "with --simulate: devices that come and go (load tests of cohort runs), e.g. diurnal:0.3-0.9,zones:3,churn:0.01,late:0.2@3,drop-after-shares:0.1; the fields are in the command's help")
 	f.BoolVar(&oneParty, "one-party", false, "with --simulate: take part as one secure-aggregation party that sends the sum of its users' masked vectors (one identity for all of them; masked runs only)")
 	f.StringVar(&part, "part", "", "with --simulate: take part as the I-th of N contiguous shares of the users, I/N (1-based), e.g. 2/3: N vendor processes with the same --data and --seed hold disjoint users, each user labelled by its index in --data")
 	f.IntVar(&users, "users-roster", 0, "with --one-party and --authority-key: the run's total users (over every party) the noise shares may be calibrated for; a larger roster is refused")
@@ -633,6 +670,21 @@ func clientAuthority(c *deploy.ClientConfig, pubFile, keyFile string, dev bool, 
 		c.Authority = pub
 	}
 	return nil
+}
+
+// printTraffic prints, on stderr, what t counted of a simulating client's
+// n devices' exchanges with the server (nothing when t is nil).
+func printTraffic(a *app, t *deploy.Traffic, n int) {
+	if t == nil {
+		return
+	}
+	s := t.Summary()
+	kb := func(x float64) string { return fmt.Sprintf("%.1f KB", x/1000) }
+	fmt.Fprintf(a.stderr, "traffic: %d of %d devices exchanged bytes with the server (HTTP bodies and headers, before header compression and TLS)\n", s.Clients, n)
+	fmt.Fprintf(a.stderr, "traffic per device: sent mean %s, median %s, p99 %s, most %s; received mean %s, median %s, p99 %s, most %s\n",
+		kb(s.SentMean), kb(s.SentMedian), kb(s.SentP99), kb(float64(s.SentMax)), kb(s.RecvMean), kb(s.RecvMedian), kb(s.RecvP99), kb(float64(s.RecvMax)))
+	fmt.Fprintf(a.stderr, "traffic in total: devices sent %.1f MB, received %.1f MB; the session's own (hello, enrolment) %.1f MB, %.1f MB; on the connections (TLS included) %.1f MB, %.1f MB\n",
+		float64(s.ClientsSent)/1e6, float64(s.ClientsRecv)/1e6, float64(s.SessionSent)/1e6, float64(s.SessionRecv)/1e6, float64(s.WireSent)/1e6, float64(s.WireRecv)/1e6)
 }
 
 // nClients is "1 client" or "n clients".

@@ -196,6 +196,8 @@ func (a *app) evaluateCmd() *cobra.Command {
 		relev   float64
 		test    string
 		pub     publicFlags
+		pubPath string
+		reg     float64
 	)
 	cmd := &cobra.Command{
 		Use:   "evaluate",
@@ -218,11 +220,20 @@ data's scale: a test rating off that scale is an error naming the file and
 line (--skip-bad skips and counts it). Test users and items without a
 training rating are counted (unseen_users, unseen_items, unseen_ratings in
 --json) and get the model's fallback prediction, its default plus the
-biases it knows; --rank leaves out the test ratings of unseen items.`,
+biases it knows; --rank leaves out the test ratings of unseen items.
+
+--model FILE evaluates a published model instead of training one (privrec
+serve --out, or an interim release from serve --releases): every user of
+the split's training part is folded in from their training ratings against
+the model's items, as their device would (a ranking model by its own rule,
+dp-ease by the indicator of its user items; a rating model by a ridge of
+--fold-reg), and scored on the test part. The data's items are matched to
+the model's by ID.`,
 		Example: `  privrec evaluate --data ml-latest-small --method mf --split random:0.9 --json
   privrec evaluate --data ml-100k --split official --dim 50 --epochs 40
   privrec evaluate --data douban-monti --split given --method mf
-  privrec evaluate --data train.tsv --test test.tsv --rank 10`,
+  privrec evaluate --data train.tsv --test test.tsv --rank 10
+  privrec evaluate --model releases/round-0012.model --data population.csv --split random:0.9 --seed 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := mfl.validate(); err != nil {
@@ -239,6 +250,17 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 			if err != nil {
 				return err
 			}
+			var published *model.Model
+			if pubPath != "" {
+				for _, name := range []string{"method", "protocol", "tune"} {
+					if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+						return fmt.Errorf("--model evaluates the model in %s as published: leave out --%s", pubPath, name)
+					}
+				}
+				if published, err = model.Load(pubPath); err != nil {
+					return fmt.Errorf("--model: %w", err)
+				}
+			}
 			// --rank K[,K...]: the first cut-off keeps the old
 			// precision/recall/ndcg keys; every one gets key@K.
 			var ks []int
@@ -249,6 +271,9 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 				rankK = ks[0]
 			}
 			ranks := mfl.spec.Ranks
+			if published != nil {
+				ranks = published.Ranking
+			}
 			if ranks {
 				if cmd.Flags().Changed("rank") && rankK <= 0 {
 					return fmt.Errorf("--rank %s: %s is a ranking-only method: its scores order items and are not ratings, so it has no RMSE; evaluate it by ranking metrics with --rank K[,K] (default 10,20)", rankArg, mfl.spec.Name)
@@ -277,6 +302,10 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 			ctx := cmd.Context()
 			rep := evalReport{Dataset: df.data, Ratings: d.Len(), Users: d.NumUsers(), Items: d.NumItems(),
 				Method: mfl.spec.Name, Config: mfl.config(), Split: split, Seed: seed, Settings: mfl.String(), TestFileReport: tf}
+			if published != nil {
+				rep.Method, rep.Config, rep.Settings = published.Method, published.Config, publishedSettings(pubPath, published)
+				rep.Privacy = &published.Privacy
+			}
 			if tf != nil && !cmd.Flags().Changed("split") {
 				rep.Split = "test file"
 			}
@@ -295,12 +324,17 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 				}
 				for fold, spl := range splits {
 					start := time.Now()
-					m, err := tun.fit(ctx, a, &mfl, spl.Train, s, &rep.Tune)
+					var m *model.Model
+					if published != nil {
+						m, err = published.FoldInAll(spl.Train, reg)
+					} else {
+						m, err = tun.fit(ctx, a, &mfl, spl.Train, s, &rep.Tune)
+					}
 					if err != nil {
 						return err
 					}
 					secs := time.Since(start).Seconds()
-					if mfl.result != nil {
+					if mfl.result != nil && published == nil {
 						rep.Privacy = &mfl.result.Privacy
 						rep.Stats = finiteStats(mfl.result.Stats)
 					}
@@ -355,7 +389,7 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 				return enc.Encode(rep)
 			}
 			if ranks {
-				rep.RankNote = fmt.Sprintf("no RMSE, MSE or MAE: %s is a ranking-only method, its scores order items and are not ratings", mfl.spec.Name)
+				rep.RankNote = fmt.Sprintf("no RMSE, MSE or MAE: %s is a ranking-only method, its scores order items and are not ratings", rep.Method)
 			}
 			return printReport(a, &rep, rankK)
 		},
@@ -374,7 +408,22 @@ biases it knows; --rank leaves out the test ratings of unseen items.`,
 	cmd.Flags().Float64Var(&relev, "relevant", 0, "with --rank: a test rating at least this is relevant (default: the top quarter of the scale, min + 0.75·(max−min): 4 on 1–5)")
 	pub.register(cmd.Flags())
 	cmd.Flags().StringVar(&test, "test", "", "test on this rating file (read like --data, on its scale) after training on all of --data; not with --split")
+	cmd.Flags().StringVar(&pubPath, "model", "", "evaluate this published model (privrec serve --out or --releases) instead of training: each user of the training part is folded in from their training ratings, as their device would")
+	cmd.Flags().Float64Var(&reg, "fold-reg", 1, "with --model: the ridge of a rating model's fold-in")
 	return cmd
+}
+
+// publishedSettings describes the published model in path for a report.
+func publishedSettings(path string, m *model.Model) string {
+	s := fmt.Sprintf("%s, published model %s", m.Method, path)
+	if r := m.Release; r != nil {
+		kind := "interim release"
+		if r.Final {
+			kind = "final release"
+		}
+		s += fmt.Sprintf(" (%s after round %d, %d users)", kind, r.Round, r.Users)
+	}
+	return s
 }
 
 func printReport(a *app, r *evalReport, rankK int) error {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -21,7 +22,9 @@ func (a *app) ledgerCmd() *cobra.Command {
 		Long: `ledger prints one line per round the server folded and committed: its
 phase, the clients enrolled and answering, the uploads folded, the uploads
 refused by reason, the share of each item's distributed noise that
-arrived, its ε, and whether it was released (a masked round may be skipped,
+arrived, its ε, the users the model published after it reads (continual
+release: the distinct users of the training rounds released so far; a
+cohort run also shows each round's cohort), and whether it was released (a masked round may be skipped,
 or its sum refused as out of bounds). Each round appears once, whatever
 crashes and restarts the run went through.
 
@@ -61,7 +64,18 @@ ledger of a running one (its public /ledger route).`,
 				return enc.Encode(led)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "round\tphase\tenrolled\tanswered\tuploads\trefused\tnoise\tε\tseconds\treleased")
+			cohorts := slices.ContainsFunc(led, func(e deploy.LedgerEntry) bool { return e.Cohort > 0 })
+			cohort := func(e deploy.LedgerEntry) string {
+				if !cohorts {
+					return ""
+				}
+				return fmt.Sprintf("%d\t", e.Cohort)
+			}
+			head := "round\tphase\tenrolled\t"
+			if cohorts {
+				head += "cohort\t"
+			}
+			fmt.Fprintln(tw, head+"answered\tuploads\trefused\tnoise\tε\tusers\tseconds\treleased")
 			for _, e := range led {
 				refused := 0
 				for _, n := range e.Rejected {
@@ -84,7 +98,7 @@ ledger of a running one (its public /ledger route).`,
 				case e.Refused != "":
 					released = "no: sum out of bounds"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.3f\t%s\n", e.Round, e.Phase, e.Enrolled, e.Participants, e.Uploads, refused, noise, eps, e.Seconds, released)
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%s%d\t%d\t%d\t%s\t%s\t%d\t%.3f\t%s\n", e.Round, e.Phase, e.Enrolled, cohort(e), e.Participants, e.Uploads, refused, noise, eps, e.Users, e.Seconds, released)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

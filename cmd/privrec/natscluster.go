@@ -121,8 +121,9 @@ func nodeName(i int) string { return fmt.Sprintf("n%d", i) }
 // nodeConf is node i's nats-server configuration: JetStream with its
 // store under dir, TLS for clients and for routes (each node's
 // certificate signed by the cluster's CA; a route must present one, so
-// only the cluster's nodes join it), routes to every other node, and the
-// run's users (authorization.conf, next to it).
+// only the cluster's nodes join it), routes to every other node (none,
+// and no cluster block, for a single node), and the run's users
+// (authorization.conf, next to it).
 func (cl *natsCluster) nodeConf(i int, dir, run string, shards int) string {
 	q := strconv.Quote
 	tlsDir := filepath.Join(dir, "tls")
@@ -134,6 +135,12 @@ func (cl *natsCluster) nodeConf(i int, dir, run string, shards int) string {
 	fmt.Fprintf(&b, "jetstream {\n  store_dir: %s\n}\n\n", q(filepath.Join(dir, nodeName(i))))
 	b.WriteString("# Clients (privrec serve --nats, privrec aggregate) connect over TLS and\n# trust the cluster's CA (--nats-ca tls/ca.pem).\n")
 	fmt.Fprintf(&b, "tls {\n  cert_file: %s\n  key_file: %s\n  timeout: 5\n}\n\n", q(cert), q(key))
+	if len(cl.hosts) == 1 {
+		// One node has no routes, and nats-server refuses a JetStream
+		// cluster block without any: a single server.
+		fmt.Fprintf(&b, "include %s\n", q(natsAuthFile))
+		return b.String()
+	}
 	b.WriteString("# Routes: TLS both ways, each node showing its certificate of the cluster's CA.\n")
 	fmt.Fprintf(&b, "cluster {\n  name: %s\n  host: %s\n  port: %d\n  routes: [\n", q(cl.name), q(cl.hosts[i]), cl.route[i])
 	for j := range cl.hosts {

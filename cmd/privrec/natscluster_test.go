@@ -197,8 +197,8 @@ func TestNATSConfigCluster(t *testing.T) {
 	// A rogue server with a certificate of another CA: same cluster
 	// name, routes to every node. No node takes it as a route.
 	other := filepath.Join(t.TempDir(), "other")
-	if _, _, err := run(t, "nats-config", "--run", runName, "--shards", "1", "--nodes", "1",
-		"--port", freePortList(t, 1), "--cluster-port", freePortList(t, 1), "--out", other); err != nil {
+	if _, _, err := run(t, "nats-config", "--run", runName, "--shards", "1", "--nodes", "2",
+		"--port", freePortList(t, 2), "--cluster-port", freePortList(t, 2), "--out", other); err != nil {
 		t.Fatal(err)
 	}
 	conf, err := os.ReadFile(filepath.Join(other, "n0.conf"))
@@ -229,5 +229,29 @@ func TestNATSConfigCluster(t *testing.T) {
 				t.Errorf("node n%d routes to the rogue server", i)
 			}
 		}
+	}
+}
+
+// TestNATSConfigOneNode: nats-config --nodes 1 writes a single server
+// that nats-server starts with JetStream and TLS. It wrote a cluster
+// block without routes, which nats-server refuses ("JetStream cluster
+// requires configured routes").
+func TestNATSConfigOneNode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "one")
+	if _, _, err := run(t, "nats-config", "--run", "solo", "--shards", "2", "--nodes", "1",
+		"--port", freePortList(t, 1), "--cluster-port", freePortList(t, 1), "--out", dir); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "n0.conf")
+	raw, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "cluster {") {
+		t.Errorf("a single node's configuration has a cluster block:\n%s", raw)
+	}
+	ns := startConf(t, conf)
+	if !ns.JetStreamEnabled() {
+		t.Error("the single node runs without JetStream")
 	}
 }

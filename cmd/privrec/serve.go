@@ -36,6 +36,7 @@ func (a *app) serveCmd() *cobra.Command {
 		items, scale    string
 		listen, state   string
 		cert, key, out  string
+		releases        string
 		devTLS          bool
 		secaggActive    bool
 		authorityKey    string
@@ -117,6 +118,15 @@ Each client offers only the rounds its plan's limits allow (dp-als:
 which it remembers across restarts, so the run's user-level ε holds
 whichever clients this server takes. The ledger records each round's
 cohort beside the population.
+
+Continual release: after every training round whose aggregate was
+released, while the run goes on, the server publishes an interim model,
+what its state holds now, with a release block saying which round it
+reads and how many users (the ledger's users column). Clients ask for it
+with GetModel{interim: true}; --releases DIR also writes each one as
+DIR/round-NNNN.model. A release is computed from aggregates the server
+already received, so it costs no ε; its privacy block has the ε spent so
+far. A restarted server publishes its latest release again.
 
 Aggregation: the HDPMF family, LDP-OP, RSMF, dp-als, dp-biases and dp-ease
 run with --secagg masked by default here: each round's uploads are quantized
@@ -249,6 +259,11 @@ pieces after asking this server, which counts the admitted commits.`,
 			if err != nil {
 				return err
 			}
+			if releases != "" {
+				if err := os.MkdirAll(releases, 0o755); err != nil {
+					return fmt.Errorf("--releases: %w", err)
+				}
+			}
 			srv, err := deploy.NewServer(deploy.ServerConfig{
 				Method: m, Config: mfl.cfg, Seed: seed, TestMode: cmd.Flags().Changed("seed"),
 				Catalog:  deploy.Catalog{ItemIDs: d.ItemIDs, Titles: d.ItemTitles, Scale: d.Scale, Side: d.Side},
@@ -269,6 +284,16 @@ pieces after asking this server, which counts the admitted commits.`,
 					}
 					log.Info("model written", "path", out)
 					return nil
+				},
+				OnRelease: func(round int, raw []byte) error {
+					if releases == "" {
+						return nil
+					}
+					m, err := model.ReadModel(bytes.NewReader(raw))
+					if err != nil {
+						return err
+					}
+					return m.Save(filepath.Join(releases, fmt.Sprintf("round-%04d.model", round)))
 				},
 				MaxClients: maxClients, EnrollRate: enrollRate, EnrollBurst: enrollBurst, MaxPolls: maxPolls,
 				MaxStreams: maxStreams, IdleTimeout: idleTimeout, WriteTimeout: writeTimeout, Sharded: sharded,
@@ -315,6 +340,7 @@ pieces after asking this server, which counts the admitted commits.`,
 	f.BoolVar(&secaggActive, "secagg-active", true, "run masked rounds with the protocol against a lying server: certified, signed keys (clients: --authority-key), a graph from the committed keys, a consistency round, larger K and T; =false (the honest-but-curious protocol) needs --insecure")
 	f.BoolVar(&devTLS, "dev-tls", false, "make a self-signed pair for localhost in STATE/tls (clients: --ca STATE/tls/cert.pem)")
 	f.StringVar(&out, "out", "", "write the final model here (model format, for privrec recommend)")
+	f.StringVar(&releases, "releases", "", "write each interim model (continual release) into this directory as round-NNNN.model")
 	f.Uint64Var(&seed, "seed", 0, "reproducible test mode: seed the server and accept seeded client uploads")
 	f.IntVar(&minClients, "min-clients", 1, "enrolled clients to wait for before the first round (a masked run waits for at least 2): count every client, a vendor's users one each (a --one-party vendor counts its users too)")
 	f.DurationVar(&enrollQuiet, "enroll-quiet", 2*time.Second, "start once no enrolment arrived for this long (and --min-clients are in)")

@@ -2474,9 +2474,16 @@ func (*UploadResponse) Descriptor() ([]byte, []int) {
 	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{31}
 }
 
-// GetModelRequest asks for the final model.
+// GetModelRequest asks for the final model, or the latest interim one.
 type GetModelRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Take the latest interim release while the run goes on (continual
+	// release: the model published after each training round whose
+	// aggregate was released; its release block says which round and how
+	// many users it reads). Without it, or when no interim release exists
+	// yet, the call is Unavailable until the run is done. The final model is
+	// returned once the run is done, either way.
+	Interim       bool `protobuf:"varint,1,opt,name=interim,proto3" json:"interim,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2511,7 +2518,14 @@ func (*GetModelRequest) Descriptor() ([]byte, []int) {
 	return file_privrec_federation_v1_federation_proto_rawDescGZIP(), []int{32}
 }
 
-// GetModelResponse carries the final model.
+func (x *GetModelRequest) GetInterim() bool {
+	if x != nil {
+		return x.Interim
+	}
+	return false
+}
+
+// GetModelResponse carries the final model, or an interim release.
 type GetModelResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The model in privrec's model file format (read with model.Load): the
@@ -2734,8 +2748,9 @@ const file_privrec_federation_v1_federation_proto_rawDesc = "" +
 	"\n" +
 	"UploadMeta\x12\x16\n" +
 	"\x06seeded\x18\x01 \x01(\bR\x06seeded\"\x10\n" +
-	"\x0eUploadResponse\"\x11\n" +
-	"\x0fGetModelRequest\"(\n" +
+	"\x0eUploadResponse\"+\n" +
+	"\x0fGetModelRequest\x12\x18\n" +
+	"\ainterim\x18\x01 \x01(\bR\ainterim\"(\n" +
 	"\x10GetModelResponse\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\fR\x05model*i\n" +
 	"\bRunState\x12\x19\n" +

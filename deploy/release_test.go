@@ -1,0 +1,188 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/model"
+	"github.com/privrec/privrec/protocol"
+)
+
+// TestContinualRelease: a masked dp-als run over cohorts publishes an
+// interim model after every released training round, each saying which
+// round it reads and how many users; the count is the clients' own (the
+// distinct clients that answered a training round, by their memory), it
+// never falls, and each release's ε is the ledger's at its round. While
+// the run goes on, GetModel gives the latest release when asked for
+// interim ones and nothing otherwise; a restarted server gives the same
+// release again.
+func TestContinualRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a masked cohort run over TLS loopback; go test without -short runs it")
+	}
+	d, spl := smallCatalog(t, 60, 300)
+	m, cfg, part := cohortConfig(t, "2", "20", "3", "2")
+	type release struct {
+		round int
+		raw   []byte
+	}
+	var (
+		mu       sync.Mutex
+		releases []release
+	)
+	dir := t.TempDir()
+	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: dir, RoundTimeout: 20 * time.Second,
+		OnRelease: func(round int, raw []byte) error {
+			mu.Lock()
+			defer mu.Unlock()
+			releases = append(releases, release{round, raw})
+			return nil
+		}}, "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var sess *Session
+	var asked, unavailable int
+	sess = dialCohort(t, ctx, h, "", func(p Progress) {
+		// The session's own goroutine, after it enrolled: ask as a
+		// device would, with the first client's credential.
+		mu.Lock()
+		var last release
+		if len(releases) > 0 {
+			last = releases[len(releases)-1]
+		}
+		mu.Unlock()
+		if last.raw == nil {
+			return
+		}
+		resp, err := sess.api.GetModel(ctx, withCred(&fedv1.GetModelRequest{Interim: true}, sess.creds[0]))
+		if err != nil {
+			t.Errorf("round %d: GetModel(interim): %v", p.Round, err)
+			return
+		}
+		// The latest release may have moved on since last was read.
+		if r, err := model.ReadModel(bytes.NewReader(resp.Msg.GetModel())); err != nil || r.Release == nil || r.Release.Final || r.Release.Round < last.round {
+			t.Errorf("round %d: GetModel(interim) = release %+v, %v; want an interim release of round ≥ %d", p.Round, r.Release, err, last.round)
+		}
+		asked++
+		if _, err := sess.api.GetModel(ctx, withCred(&fedv1.GetModelRequest{}, sess.creds[0])); connect.CodeOf(err) == connect.CodeUnavailable {
+			unavailable++
+		} else if p.Phase != protocol.PhaseFinal {
+			t.Errorf("round %d: GetModel without interim = %v, want Unavailable while the run goes on", p.Round, err)
+		}
+	})
+	runClients(t, sess, spl.Train, 4)
+	if asked == 0 || unavailable == 0 {
+		t.Errorf("GetModel was asked for an interim release %d times, and refused the final one %d times: want both", asked, unavailable)
+	}
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRound := map[int]LedgerEntry{}
+	for _, e := range led {
+		byRound[e.Round] = e
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(releases) < 2 {
+		t.Fatalf("%d interim releases, want one after each training round but the last", len(releases))
+	}
+	prev := 0
+	for _, r := range releases {
+		got, err := model.ReadModel(bytes.NewReader(r.raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := byRound[r.round]
+		t.Logf("release of round %d: %d users, ε %.4g (ledger: %d users, ε %.4g)", r.round, got.Release.Users, got.Privacy.EpsTotal, e.Users, e.EpsTotal)
+		switch {
+		case got.Release.Round != r.round || got.Release.Final:
+			t.Errorf("release of round %d says %+v", r.round, got.Release)
+		case got.Release.Users != e.Users || got.Release.Users < prev || got.Release.Users == 0:
+			t.Errorf("release of round %d reads %d users after %d; the ledger says %d", r.round, got.Release.Users, prev, e.Users)
+		case got.Privacy.EpsTotal != e.EpsTotal || !(e.EpsTotal > 0):
+			t.Errorf("release of round %d: ε %v, the ledger's %v", r.round, got.Privacy.EpsTotal, e.EpsTotal)
+		}
+		prev = got.Release.Users
+	}
+	final, err := model.ReadModel(bytes.NewReader(h.srv.Model()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := 0
+	for _, rounds := range sess.trained {
+		if len(rounds) > 0 {
+			took++
+		}
+	}
+	if final.Release == nil || !final.Release.Final || final.Release.Users != took || took < prev {
+		t.Errorf("final model's release %+v; %d clients answered a training round by their own record, the last interim release read %d", final.Release, took, prev)
+	}
+	checkLimits(t, sess.trained, part)
+}
+
+// TestReleaseResumes: a server restarted mid-run gives, from its
+// snapshot, the interim release it had published before it stopped, bit
+// for bit, before any new round.
+func TestReleaseResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a masked cohort run over TLS loopback; go test without -short runs it")
+	}
+	d, spl := smallCatalog(t, 60, 300)
+	m, cfg, _ := cohortConfig(t, "2", "20", "3", "2")
+	dir := t.TempDir()
+	stop := errors.New("stopped after the first release")
+	var first []byte
+	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: dir, RoundTimeout: 20 * time.Second,
+		OnRelease: func(_ int, raw []byte) error {
+			first = raw
+			return stop // Run ends here, as a crash right after the commit would
+		}}, "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sess := dialCohort(t, ctx, h, "", nil)
+	spec, scfg := specOf(t, sess)
+	cls, err := spec.NewClients(scfg, spl.Train, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		_, err := sess.Run(runCtx, cls.List)
+		ran <- err
+	}()
+	if err := <-h.done; !errors.Is(err, stop) {
+		t.Fatalf("server stopped with %v, want the release hook's error", err)
+	}
+	stopRun()
+	<-ran
+	h.done <- nil // for the cleanup
+	h.srv.Close()
+	var again []byte
+	srv, err := NewServer(ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: dir, Token: testToken, Logger: quietLog(), RoundTimeout: 20 * time.Second,
+		OnRelease: func(_ int, raw []byte) error {
+			again = raw
+			return stop
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.Run(ctx); !errors.Is(err, stop) {
+		t.Fatalf("restarted Run = %v, want the release hook's error before any round", err)
+	}
+	if first == nil || !bytes.Equal(first, again) {
+		t.Errorf("the restarted server released %d bytes, the first %d: want the same release", len(again), len(first))
+	}
+}
