@@ -58,17 +58,7 @@ func (s *Server) ShardTicket(ctx context.Context, req *connect.Request[fedv1.Sha
 		return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "a masked vector of %d words mod 2^%d; the round wants %d words mod 2^%d",
 			msg.GetWords(), msg.GetModulusBits(), sa.p.Len, sa.p.Bits)
 	}
-	d := [32]byte(msg.GetDigest())
-	sa.pinMu.Lock()
-	if sa.pins == nil {
-		sa.pins = map[uint32][32]byte{}
-	}
-	prev, pinned := sa.pins[me]
-	if !pinned {
-		sa.pins[me] = d
-	}
-	sa.pinMu.Unlock()
-	if pinned && prev != d {
+	if !sa.pin(me, [32]byte(msg.GetDigest())) {
 		return nil, s.rejectErr(connect.CodeAlreadyExists, "duplicate", "client %d already sent another masked vector in session %s", id, sa.session)
 	}
 	resp.Taken = sa.co.IsAdmitted(me)
@@ -82,6 +72,24 @@ func (s *Server) ShardTicket(ctx context.Context, req *connect.Request[fedv1.Sha
 	resp.Run, resp.ShardRound, resp.Shards = c.Run, sa.shardRound, uint32(c.Shards)
 	resp.Words, resp.Clients, resp.Bits, resp.Position = uint32(c.Len), uint32(c.Clients), uint32(c.Bits), me
 	return connect.NewResponse(resp), nil
+}
+
+// pin records d as the digest of position me's masked vector in the
+// session, and reports whether it is the first or the same as the first:
+// JetStream drops a piece published again under the same message id, so
+// two different vectors of one client must never both be published (the
+// aggregators would hold pieces of one under the other's commit).
+func (sa *saRound) pin(me uint32, d [32]byte) bool {
+	sa.pinMu.Lock()
+	defer sa.pinMu.Unlock()
+	if sa.pins == nil {
+		sa.pins = map[uint32][32]byte{}
+	}
+	prev, pinned := sa.pins[me]
+	if !pinned {
+		sa.pins[me] = d
+	}
+	return !pinned || prev == d
 }
 
 // Published takes the masked-vector step of the client whose

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net"
@@ -468,4 +469,98 @@ func TestFrontKill9(t *testing.T) {
 			checkShardRounds(t, h.srv, stop, rounds)
 		})
 	}
+}
+
+// pinFirst is a round tripper that, before the first masked vector of
+// round 1 leaves for a front-end, has the server pin the digest of
+// another vector of the same client (ShardTicket, as a second front-end
+// would), then sends the client's vector to the server itself, and
+// records the server's answer.
+type pinFirst struct {
+	next   http.RoundTripper
+	server string // the server's URL
+	mu     sync.Mutex
+	done   bool
+	ticket error
+	direct error
+}
+
+func (p *pinFirst) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(r.URL.Path, "/SecAgg") || r.Body == nil || r.Header.Get("Content-Encoding") != "" {
+		return p.next.RoundTrip(r)
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var m fedv1.SecAggRequest
+	if proto.Unmarshal(body, &m) != nil || m.GetMasked() == nil || m.GetRound() != 1 {
+		return p.next.RoundTrip(r)
+	}
+	p.mu.Lock()
+	first := !p.done
+	p.done = true
+	p.mu.Unlock()
+	if first {
+		auth, data := r.Header.Get("Authorization"), m.GetMasked().GetData()
+		other := bytes.Clone(data)
+		other[0] ^= 1
+		d := sha256.Sum256(other)
+		hc := &http.Client{Transport: p.next}
+		_, terr := federationv1connect.NewFrontServiceClient(hc, p.server).ShardTicket(r.Context(),
+			withAuth(&fedv1.ShardTicketRequest{Round: m.GetRound(), Session: m.GetSession(), Digest: d[:],
+				Words: uint32(len(other) / 4), ModulusBits: m.GetMasked().GetModulusBits()}, auth))
+		_, derr := federationv1connect.NewFederationServiceClient(hc, p.server).SecAgg(r.Context(), withAuth(proto.Clone(&m).(*fedv1.SecAggRequest), auth))
+		p.mu.Lock()
+		p.ticket, p.direct = terr, derr
+		p.mu.Unlock()
+	}
+	return p.next.RoundTrip(r)
+}
+
+// TestFrontOneVectorPerClient: a client whose other masked vector a
+// front-end has had pinned (ShardTicket) and who then sends one to the
+// server itself, in a sharded round, is refused there (already exists):
+// the server would otherwise publish pieces under the same message ids
+// as the front-end, and the aggregators could hold pieces of one vector
+// under the other's commit and wait out the round. The client is out of
+// that round (it lied); the run goes on with every round released, no
+// shard round aborted.
+func TestFrontOneVectorPerClient(t *testing.T) {
+	d, spl, params, _ := frontRun(t)
+	nc := startNATS(t)
+	_, cfg := configure(t, "hdpmf", params)
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: 3 * time.Second, MinParticipants: 0.9,
+		Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "onevec", Shards: 2}}}, "127.0.0.1:0")
+	stop := runAggregators(t, nc, "onevec")
+	_, u := startFront(t, h, nc.ConnectedUrl(), "onevec")
+	pf := &pinFirst{server: h.url}
+	runClients(t, dialURL(t, u, h.ca, 4, func(rt http.RoundTripper) http.RoundTripper {
+		pf.next = rt
+		return pf
+	}), spl.Train, 4)
+	if pf.ticket != nil {
+		t.Fatalf("the other vector's ticket: %v", pf.ticket)
+	}
+	if connect.CodeOf(pf.direct) != connect.CodeAlreadyExists {
+		t.Errorf("the client's vector sent to the server after another was pinned: %v, want already exists", pf.direct)
+	}
+	led, err := h.srv.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := spl.Train.NumUsers()
+	for _, e := range led {
+		want := users
+		if e.Round == 1 {
+			want = users - 1
+		}
+		if e.Phase != "final" && (e.Skipped != "" || e.Uploads != want) {
+			t.Errorf("round %d: %d masked vectors, skipped %q; want %d", e.Round, e.Uploads, e.Skipped, want)
+		}
+	}
+	checkShardRounds(t, h.srv, stop, len(led))
 }

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -53,6 +54,11 @@ func (s *Server) secAgg(ctx context.Context, header http.Header, msg *fedv1.SecA
 	m, err := s.fromWireStep(sa, me, msg, published)
 	if err != nil {
 		return nil, err
+	}
+	if mi, ok := m.(*secagg.MaskedInput); ok && sa.co != nil && !published && !sa.pin(me, sha256.Sum256(msg.GetMasked().GetData())) {
+		// A sharded round: the server publishes it, and a front-end may
+		// have published another of the client's (ShardTicket).
+		return nil, s.rejectErr(connect.CodeAlreadyExists, "duplicate", "client %d (position %d) already sent another masked vector in session %s", id, mi.From, sa.session)
 	}
 	err = s.addStep(ctx, sa, id, m)
 	var again *againError
