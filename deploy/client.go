@@ -32,7 +32,10 @@ import (
 
 // ClientConfig configures a Session.
 type ClientConfig struct {
-	// URL is the server's base URL, e.g. https://127.0.0.1:7070.
+	// URL is the server's base URL, e.g. https://127.0.0.1:7070, or
+	// several comma-separated: the front-ends of one run (privrec
+	// front), over which the clients spread and which a call that cannot
+	// reach one moves on from (failover).
 	URL string
 	// Methods resolves the method the server's plan names (the clients
 	// run only methods it knows; method.Protocol knows every registered
@@ -298,7 +301,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{cfg: cfg, log: cfg.Logger, setup: -1, popSeed: popSeed,
-		api: federationv1connect.NewFederationServiceClient(cfg.HTTP, cfg.URL)}
+		api: newAPI(cfg.HTTP, cfg.URL)}
 	err = s.retry(ctx, "hello", func(ctx context.Context) error {
 		resp, err := s.api.Hello(ctx, connect.NewRequest(&fedv1.HelloRequest{}))
 		if err == nil {

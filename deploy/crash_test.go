@@ -36,6 +36,8 @@ type childSpec struct {
 	// NATS and Run, when set, aggregate masked rounds there in 2 shards.
 	NATS string `json:"nats,omitempty"`
 	Run  string `json:"run,omitempty"`
+	// Front, when set, makes the child a front-end instead (TestFrontKill9).
+	Front *frontSpec `json:"front,omitempty"`
 }
 
 func TestMain(m *testing.M) {
@@ -51,6 +53,9 @@ func runChild(raw string) int {
 	if err := json.Unmarshal([]byte(raw), &c); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if c.Front != nil {
+		return runFrontChild(c.Front)
 	}
 	t := &testing.T{}
 	d, _ := testData(t, c.Users)

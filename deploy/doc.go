@@ -19,6 +19,20 @@
 // part, the ε so far), the folded clients — so a server killed at any
 // moment resumes the run where it stopped, bit for bit.
 //
+// # Front-ends
+//
+// With sharded aggregation (Sharded: masked rounds summed by aggregator
+// processes on NATS JetStream) the masked vectors, nearly all of a
+// round's bytes, can bypass the server: Front is a stateless front-end
+// (privrec front) that serves the clients' API in the server's place,
+// passes every call on to the server but the masked vector, which it
+// publishes to JetStream itself once the server has checked the client's
+// credential and named its shard round and position (ShardTicket), and
+// then has the server count. Clients list several front-ends
+// (ClientConfig.URL, comma-separated), spread over them and move to
+// another when one cannot be reached; a masked vector sent again
+// through another front-end is counted once.
+//
 // # Client
 //
 // Session is a client's connection: it reads the run's public plan

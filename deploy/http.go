@@ -31,6 +31,7 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 	mux := http.NewServeMux()
 	path, h := s.Handler()
 	mux.Handle(path, h)
+	mux.Handle("/"+federationv1connect.FrontServiceName+"/", h)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		state, round := s.state, s.round
@@ -58,7 +59,8 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 
 // The HTTP layer ahead of the Connect handlers (gate) refuses, before a
 // request's body is read: a call that needs a credential (GetRound,
-// Upload, SecAgg, GetModel) without a valid one; a GetRound beyond the
+// Upload, SecAgg, GetModel, and FrontService's ShardTicket and
+// Published) without a valid one; a GetRound beyond the
 // credential's MaxPolls waiting at once; an Enroll beyond the rate
 // limit; a compressed Connect GET; and a body larger than its call's
 // cap. The caps bound the body on the wire (http.MaxBytesReader) and
@@ -68,10 +70,10 @@ func (s *Server) Mux(g prometheus.Gatherer) *http.ServeMux {
 // TestConnectReadMaxBytesIsDecompressed) at the handler's size class,
 // under 4 times the cap. The caps are:
 //
-//	Hello, GetRound, GetModel   smallBytes
-//	Enroll                      enrolBytes
-//	Upload                      the open round's items × (4·dim + 20) + roundSlack
-//	SecAgg                      the open round's words × 4 + 512 × clients + roundSlack
+//	Hello, GetRound, GetModel, FrontService   smallBytes
+//	Enroll                                    enrolBytes
+//	Upload                                    the open round's items × (4·dim + 20) + roundSlack
+//	SecAgg                                    the open round's words × 4 + 512 × clients + roundSlack
 //
 // (Upload and SecAgg a third more in Connect's JSON encoding, whose bytes
 // are base64)
@@ -91,6 +93,7 @@ type gate struct {
 	ew    *connect.ErrorWriter
 	path  string
 	small http.Handler // Hello, GetRound, GetModel and unknown calls
+	front http.Handler // the front-ends' FrontService
 	enrol http.Handler
 	sized []sizedHandler // Upload and SecAgg, by decompressed cap, increasing
 	rate  *bucket        // Enroll calls whose credential holds
@@ -117,6 +120,7 @@ func newGate(s *Server) *gate {
 		fails: newFailBucket(failRate, failBurst), polls: map[uint32]int{}}
 	g.path, g.small = federationv1connect.NewFederationServiceHandler(s, opts(smallBytes)...)
 	_, g.enrol = federationv1connect.NewFederationServiceHandler(s, opts(enrolBytes)...)
+	_, g.front = federationv1connect.NewFrontServiceHandler(s, opts(smallBytes)...)
 	// Connect's read cap is fixed per handler: one handler per size
 	// class, a factor 4 apart, so a call is decompressed to at most 4
 	// times its cap.
@@ -133,7 +137,8 @@ func newGate(s *Server) *gate {
 }
 
 // Handler returns the HTTP handler of the federation service, with its
-// limits (gate).
+// limits (gate); it serves the front-ends' FrontService too (its
+// procedures are under "/privrec.federation.v1.FrontService/").
 func (s *Server) Handler() (string, http.Handler) { return s.gate.path, s.gate }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -175,7 +180,8 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.enrol.ServeHTTP(w, r)
 		return
 	case federationv1connect.FederationServiceGetRoundProcedure, federationv1connect.FederationServiceGetModelProcedure,
-		federationv1connect.FederationServiceUploadProcedure, federationv1connect.FederationServiceSecAggProcedure:
+		federationv1connect.FederationServiceUploadProcedure, federationv1connect.FederationServiceSecAggProcedure,
+		federationv1connect.FrontServiceShardTicketProcedure, federationv1connect.FrontServicePublishedProcedure:
 		id, err := s.authenticate(r.Header)
 		if err != nil {
 			s.met.reject("auth")
@@ -191,6 +197,8 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			defer g.unpoll(id)
+		case federationv1connect.FrontServiceShardTicketProcedure, federationv1connect.FrontServicePublishedProcedure:
+			h = g.front
 		case federationv1connect.FederationServiceUploadProcedure, federationv1connect.FederationServiceSecAggProcedure:
 			limit = s.roundBytes(p == federationv1connect.FederationServiceSecAggProcedure, jsonCall(r))
 			h = g.sized[len(g.sized)-1].h

@@ -52,6 +52,11 @@ type saRound struct {
 	// (Sharded), shardRound its shard round.
 	co         *shard.Coordinator
 	shardRound uint64
+	// pins holds the digest of each position's masked vector in a
+	// sharded session: the first that a front-end asked to publish
+	// (ShardTicket) or that the server took to publish itself (pin).
+	pinMu sync.Mutex
+	pins  map[uint32][32]byte
 }
 
 // exchangeMasked runs round b through SecAgg+ with the enrolled clients

@@ -2,9 +2,11 @@ package deploy
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/http"
 	"unsafe"
 
 	"connectrpc.com/connect"
@@ -18,12 +20,22 @@ import (
 // and answers, once the step is closed, with the client's input for the
 // next one.
 func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRequest]) (*connect.Response[fedv1.SecAggResponse], error) {
-	id, err := s.authenticate(req.Header())
+	resp, err := s.secAgg(ctx, req.Header(), req.Msg, false)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// secAgg is SecAgg of msg, the call of the client whose credential is in
+// header. With published, msg is a masked-vector step that a front-end
+// published and committed for the client (Published).
+func (s *Server) secAgg(ctx context.Context, header http.Header, msg *fedv1.SecAggRequest, published bool) (*fedv1.SecAggResponse, error) {
+	id, err := s.authenticate(header)
 	if err != nil {
 		s.met.reject("auth")
 		return nil, err
 	}
-	msg := req.Msg
 	if msg.GetStep() == nil {
 		return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "no step")
 	}
@@ -39,11 +51,29 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	if !ok {
 		return nil, s.rejectErr(connect.CodePermissionDenied, "banned", "client %d is banned from this run's secure aggregation", id)
 	}
-	m, err := s.fromWireStep(sa, me, msg)
+	m, err := s.fromWireStep(sa, me, msg, published)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.addStep(ctx, sa, id, m); err != nil {
+	if mi, ok := m.(*secagg.MaskedInput); ok && sa.co != nil && !published && !sa.pin(me, sha256.Sum256(msg.GetMasked().GetData())) {
+		// A sharded round: the server publishes it, and a front-end may
+		// have published another of the client's (ShardTicket).
+		return nil, s.rejectErr(connect.CodeAlreadyExists, "duplicate", "client %d (position %d) already sent another masked vector in session %s", id, mi.From, sa.session)
+	}
+	err = s.addStep(ctx, sa, id, m)
+	var again *againError
+	switch {
+	case errors.As(err, &again):
+		// The client sent this step before (or sends it after the step
+		// closed): if the session took its first call — whose answer
+		// was lost with a front-end that died, or a broken connection —
+		// it gets that call's answer; otherwise the refusal.
+		if r, rerr := sa.ses.Reply(ctx, m.Step(), me); rerr == nil {
+			return sa.toWireReply(r), nil
+		} else if ctx.Err() == nil && errors.Is(rerr, secagg.ErrNoReply) {
+			return nil, s.rejectErr(again.code, again.reason, "%v", again.err)
+		}
+	case err != nil:
 		return nil, err
 	}
 	r, err := sa.ses.Reply(ctx, m.Step(), me)
@@ -55,7 +85,7 @@ func (s *Server) SecAgg(ctx context.Context, req *connect.Request[fedv1.SecAggRe
 	case err != nil:
 		return nil, connect.NewError(connect.CodeAborted, err)
 	}
-	return connect.NewResponse(sa.toWireReply(r)), nil
+	return sa.toWireReply(r), nil
 }
 
 // addStep hands client id's message m to the round's session. A step
@@ -71,26 +101,44 @@ func (s *Server) addStep(ctx context.Context, sa *saRound, id uint32, m secagg.M
 	}
 	err := sa.ses.Add(ctx, m)
 	switch {
-	case err == nil:
+	case err == nil || published(sa, m, err):
 		s.met.accept()
 		return nil
 	case errors.Is(err, secagg.ErrLate):
-		return s.rejectErr(connect.CodeFailedPrecondition, "late", "%v", err)
+		return &againError{connect.CodeFailedPrecondition, "late", err}
 	case errors.Is(err, secagg.ErrEarly):
 		return s.rejectErr(connect.CodeUnavailable, "early", "%v", err)
 	case errors.Is(err, secagg.ErrDuplicate):
-		return s.rejectErr(connect.CodeAlreadyExists, "duplicate", "%v", err)
+		return &againError{connect.CodeAlreadyExists, "duplicate", err}
 	case errors.Is(err, secagg.ErrLowOrder):
 		s.ban(id, fmt.Sprintf("advertised a key of small order: %v", err))
-	case sharded && !errors.Is(err, shard.ErrRefused):
+	case sharded && !errors.Is(err, shard.ErrRefused) && !errors.Is(err, shard.ErrNotAdmitted):
 		return s.rejectErr(connect.CodeUnavailable, "sharded", "step %d: handing the masked vector to the aggregators failed; the client is out of this round: %v", m.Step(), err)
 	}
 	return s.rejectErr(connect.CodeInvalidArgument, "secagg", "step %d: %v", m.Step(), err)
 }
 
+// againError is addStep's refusal of a step that the client sent
+// already (secagg.ErrDuplicate) or after it closed (secagg.ErrLate): a
+// client whose first call was taken and whose answer was lost sends it
+// again, and SecAgg answers it with the first call's answer; the
+// refusal (code, counted under reason) is for a client without one.
+type againError struct {
+	code   connect.Code
+	reason string
+	err    error
+}
+
+func (e *againError) Error() string {
+	return fmt.Sprintf("upload refused (%s): %v", e.reason, e.err)
+}
+
+func (e *againError) Unwrap() error { return e.err }
+
 // fromWireStep decodes position me's message of a step, refusing one
-// that speaks for another position or has the wrong shape.
-func (s *Server) fromWireStep(sa *saRound, me uint32, msg *fedv1.SecAggRequest) (secagg.Message, error) {
+// that speaks for another position or has the wrong shape. published
+// marks a masked vector that a front-end published (its data empty).
+func (s *Server) fromWireStep(sa *saRound, me uint32, msg *fedv1.SecAggRequest, published bool) (secagg.Message, error) {
 	switch st := msg.GetStep().(type) {
 	case *fedv1.SecAggRequest_Commit:
 		c := st.Commit
@@ -117,6 +165,14 @@ func (s *Server) fromWireStep(sa *saRound, me uint32, msg *fedv1.SecAggRequest) 
 		return &secagg.ShareCheck{From: me, Reported: st.Check.GetReported()}, nil
 	case *fedv1.SecAggRequest_Masked:
 		m := st.Masked
+		if published {
+			// A front-end published and committed it (ShardTicket).
+			if sa.co == nil || int(m.GetModulusBits()) != sa.p.Bits || len(m.GetData()) != 0 {
+				return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "a published masked vector with %d bytes mod 2^%d in a round of %d bits, sharded %t",
+					len(m.GetData()), m.GetModulusBits(), sa.p.Bits, sa.co != nil)
+			}
+			return &secagg.MaskedInput{From: me}, nil
+		}
 		if int(m.GetModulusBits()) != sa.p.Bits || len(m.GetData()) != 4*sa.p.Len {
 			return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "a masked vector of %d bytes mod 2^%d; the round wants %d words mod 2^%d",
 				len(m.GetData()), m.GetModulusBits(), sa.p.Len, sa.p.Bits)

@@ -24,15 +24,19 @@ import (
 // clients, and is the coordinator (shard.Coordinator). It receives each
 // client's masked vector over Connect as without sharding, publishes its
 // pieces to the shards' JetStream streams on the client's behalf and
-// commits them (shard.Upload), at most once per client and round; the
+// commits them (shard.Upload), at most once per client and round — or,
+// when the clients call front-ends (Front, privrec front), the
+// front-ends do that after asking the server (ShardTicket), and the
+// server counts each admitted commit as its client's masked vector. The
 // aggregators (privrec aggregate) fold the pieces and unmask their
 // shards; the server assembles the sum from their results. JetStream
-// and its storage only ever hold masked pieces; the server sees the
-// masked vectors, as it does without sharding; the aggregators are part
-// of the secagg server (they receive the mask streams). Whoever may
-// publish on the run's NATS subjects can forge commits and pieces, which
-// breaks the sum's integrity (not the clients' privacy): the cluster's
-// permissions must let only the server and the aggregators publish.
+// and its storage only ever hold masked pieces; the server (or the
+// front-end) sees the masked vectors, as the server does without
+// sharding; the aggregators are part of the secagg server (they receive
+// the mask streams). Whoever may publish on the run's NATS subjects can
+// forge commits and pieces, which breaks the sum's integrity (not the
+// clients' privacy): the cluster's permissions must let only the
+// server, the front-ends and the aggregators publish.
 //
 // Every secure-aggregation session is its own shard round, numbered
 // 1, 2, … in the order the server opens them and recorded in the state

@@ -291,9 +291,33 @@ func decodeStreams(b []byte) ([]secagg.MaskStream, error) {
 // AddMaskedInput publishes client m.From's masked input to the round's
 // shards and commits it (Upload) on the client's behalf: a Coordinator
 // is a secagg.Aggregator, the sharded backend of a secagg.Session.
+//
+// A masked input without words stands for one that was published and
+// committed by another process on the client's behalf (a front-end,
+// privrec front): it is taken when the client's commit was admitted,
+// and refused with ErrNotAdmitted otherwise.
 func (co *Coordinator) AddMaskedInput(ctx context.Context, m *secagg.MaskedInput) error {
+	if len(m.Y) == 0 {
+		if !co.IsAdmitted(m.From) {
+			return fmt.Errorf("%w: client %d in round %d", ErrNotAdmitted, m.From, co.round)
+		}
+		return nil
+	}
 	_, err := Upload(ctx, co.nc, co.js, co.c, co.round, m)
 	return err
+}
+
+// ErrNotAdmitted is returned (wrapped) by AddMaskedInput for a masked
+// input said to be published elsewhere whose client's commit was not
+// admitted.
+var ErrNotAdmitted = errors.New("shard: no admitted commit")
+
+// IsAdmitted reports whether client's commit was admitted in the round.
+func (co *Coordinator) IsAdmitted(client uint32) bool {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	_, ok := co.commits[client]
+	return ok
 }
 
 // Sum ends the round once the caller has fed the unmasking responses

@@ -50,10 +50,20 @@
 //     purged.
 //
 // A deployed server (privrec serve --nats, deploy.Sharded) is the
-// coordinator and uploads on its clients' behalf: it receives their
-// masked vectors over its own API and calls Upload for each; each of its
-// secure-aggregation sessions is one round here, aborted when it ends
-// without a sum.
+// coordinator; each of its secure-aggregation sessions is one round
+// here, aborted when it ends without a sum. Masked vectors reach
+// JetStream in one of two ways. Without front-ends the server uploads
+// on its clients' behalf: it receives their masked vectors over its own
+// API and calls Upload for each (Coordinator.AddMaskedInput). With
+// front-ends (privrec front, deploy.Front) the clients call stateless
+// front-end processes, which ask the server, with the client's own
+// credential, for the shard round and the client's position before
+// publishing anything, call Upload themselves (pieces and commit, under
+// the client's position) and tell the server; the server takes the
+// client's admitted commit as its masked input (AddMaskedInput with no
+// words checks IsAdmitted). A front-end killed mid-upload costs a
+// retry: its client sends the same vector through another, which
+// publishes under the same message ids and commits again.
 //
 // # Exactly once and crashes
 //
@@ -146,9 +156,10 @@
 // pieces and checkpoints the aggregator reads, so a party that may
 // publish those can still steer what an aggregator folds and signs.
 // The cluster's subject permissions close that: Permissions
-// (CoordinatorPermissions, AggregatorPermissions; privrec nats-config
-// writes them as nkey users) let only the coordinator publish pieces,
-// commits and control messages, and no result; let aggregator s
+// (CoordinatorPermissions, FrontEndPermissions, AggregatorPermissions;
+// privrec nats-config writes them as nkey users) let only the
+// coordinator and the front-ends publish pieces and commits, only the
+// coordinator control messages, and neither a result; let aggregator s
 // consume only shard s's pieces, write only shard s's checkpoints and
 // publish only shard s's result; and give each party an inbox of its
 // own, so nobody reads another's deliveries.

@@ -4,7 +4,7 @@ import "fmt"
 
 // Permissions are the NATS subjects one party of a run may publish to
 // and subscribe to — least privilege for a cluster whose users are the
-// run's coordinator and aggregators (privrec nats-config writes them as
+// run's coordinator, front-ends and aggregators (privrec nats-config writes them as
 // a nats-server authorization block). They cover the run's subjects,
 // the JetStream API calls the party makes on the run's streams, its
 // acknowledgements, and its own inbox: each party connects with the
@@ -53,6 +53,20 @@ func CoordinatorPermissions(c Config, inbox string) Permissions {
 		Publish:        pub,
 		Subscribe:      []string{c.commitSubject(), inbox + ".>"},
 		AllowResponses: true,
+	}
+}
+
+// FrontEndPermissions are those of a front-end of run c (privrec
+// front) with inbox prefix inbox: it publishes clients' pieces to any
+// shard's upload subject and commits them to the coordinator (a request
+// whose answer comes to its inbox), and nothing else — no control
+// message (open, admission, close, mask streams, abort), result,
+// checkpoint or broadcast; it reads no stream and cannot answer the
+// commits.
+func FrontEndPermissions(c Config, inbox string) Permissions {
+	return Permissions{
+		Publish:   []string{"privrec." + c.Run + ".up.*.*", c.commitSubject()},
+		Subscribe: []string{inbox + ".>"},
 	}
 }
 

@@ -100,6 +100,9 @@ type roundHooks struct {
 	aggregators func(ctx context.Context, t *testing.T, c Config, round uint64) func() []AggStats
 	// onUpload sees each client's upload statistics.
 	onUpload func(UploadStats)
+	// uploaded runs with the round's coordinator once every client has
+	// uploaded (after afterUpload), before the close.
+	uploaded func(co *Coordinator, masked []*secagg.MaskedInput)
 }
 
 func defaultAggregators(ctx context.Context, t *testing.T, js jetstream.JetStream, c Config, round uint64) func() []AggStats {
@@ -222,6 +225,9 @@ func runRound(t *testing.T, nc *nats.Conn, js jetstream.JetStream, c Config, pr 
 	wg.Wait()
 	if h.afterUpload != nil {
 		h.afterUpload(masked)
+	}
+	if h.uploaded != nil {
+		h.uploaded(co, masked)
 	}
 	reqs, err := co.CloseInput(ctx)
 	if err != nil {
@@ -373,6 +379,45 @@ func TestReplayAndConflictingPieces(t *testing.T) {
 	}
 	if !errors.Is(commitErr, ErrRefused) {
 		t.Errorf("commit of other pieces by an admitted client: %v, want ErrRefused", commitErr)
+	}
+}
+
+// TestPublishedElsewhere: a masked input without words, as a deployed
+// server hands its session for a client whose front-end uploaded and
+// committed the pieces itself (privrec front), is taken when the
+// client's commit was admitted and refused with ErrNotAdmitted for a
+// client that committed nothing (here the one that dropped before its
+// input); taking it changes neither the admissions nor the sum.
+func TestPublishedElsewhere(t *testing.T) {
+	nc, js := startNATS(t)
+	c := Config{Run: "elsewhere", Shards: 2, Len: 60, Clients: 8, Bits: 24}
+	pr := newProblem(c.Clients, c.Len, 11)
+	var took, refused []error
+	var admitted int
+	got, want, _ := runRound(t, nc, js, c, pr, 1, roundHooks{uploaded: func(co *Coordinator, masked []*secagg.MaskedInput) {
+		ctx := context.Background()
+		for _, m := range masked {
+			if !co.IsAdmitted(m.From) {
+				t.Errorf("client %d uploaded and is not admitted", m.From)
+			}
+			took = append(took, co.AddMaskedInput(ctx, &secagg.MaskedInput{From: m.From}))
+		}
+		refused = append(refused, co.AddMaskedInput(ctx, &secagg.MaskedInput{From: 1}))
+		admitted = co.Admitted()
+	}})
+	for k, err := range took {
+		if err != nil {
+			t.Errorf("published input %d: %v", k, err)
+		}
+	}
+	if len(took) != c.Clients-1 || admitted != c.Clients-1 {
+		t.Errorf("%d published inputs taken, %d admitted; want %d and %d", len(took), admitted, c.Clients-1, c.Clients-1)
+	}
+	if len(refused) != 1 || !errors.Is(refused[0], ErrNotAdmitted) {
+		t.Errorf("a published input of a client that committed nothing: %v, want ErrNotAdmitted", refused)
+	}
+	if !slices.Equal(got, want) || !slices.Equal(got, pr.plainSum()) {
+		t.Fatal("the sum changed")
 	}
 }
 

@@ -445,7 +445,7 @@ compression and TLS, and the connections' totals with everything.`,
 	}
 	df.register(cmd.Flags())
 	f := cmd.Flags()
-	f.StringVar(&server, "server", "", "the server's URL, e.g. https://127.0.0.1:7070")
+	f.StringVar(&server, "server", "", "the server's URL, e.g. https://127.0.0.1:7070, or several comma-separated: the front-ends of a sharded run (privrec front), which the clients spread over and fail over between")
 	f.StringVar(&ca, "ca", "", "trust the server certificate(s) in this PEM file (e.g. STATE/tls/cert.pem of --dev-tls)")
 	f.StringVar(&tokenFile, "token-file", "", "file holding a vendor's enrolment secret (the server's STATE/enroll-token)")
 	f.StringVar(&code, "code", "", "with --ratings: a one-time enrolment code from the operator (privrec enroll-codes)")

@@ -87,6 +87,6 @@ The default dataset, ml-latest-small (MovieLens, GroupLens), is embedded.`,
 	root.AddCommand(a.auditCmd())
 	root.AddCommand(a.serveCmd(), a.clientCmd(), a.ledgerCmd(), a.benchCmd(), a.enrollCodesCmd(), a.authorityCmd())
 	root.AddCommand(a.versionCmd())
-	root.AddCommand(a.aggregateCmd(), a.natsConfigCmd())
+	root.AddCommand(a.aggregateCmd(), a.natsConfigCmd(), a.frontCmd())
 	return root
 }

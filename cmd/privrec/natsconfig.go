@@ -23,6 +23,7 @@ func (a *app) natsConfigCmd() *cobra.Command {
 	var (
 		run, out            string
 		shards, nodes       int
+		fronts              int
 		hosts               []string
 		ports, clusterPorts string
 		clusterName         string
@@ -36,6 +37,7 @@ privrec aggregate) and their least-privilege permissions:
 
   DIR/coordinator.nk       nkey seed of the server (privrec serve --nats-nkey)
   DIR/aggregator-S.nk      nkey seed of shard S's aggregator (privrec aggregate --nats-nkey)
+  DIR/front-I.nk           with --front-ends N: nkey seed of front-end I (privrec front --nats-nkey)
   DIR/authorization.conf   the nats-server authorization block listing those users
 
 The seeds are written with mode 0600; hand each to its party only.
@@ -45,7 +47,9 @@ With it, a connection without one of the seeds is refused; the server
 can publish the round's pieces, commits and control messages but no
 result; aggregator S can consume and acknowledge only shard S's pieces,
 read and write only shard S's checkpoints, and publish only shard S's
-result; each party receives its replies and deliveries in its own inbox
+result; a front-end can publish the round's pieces and commits and
+nothing else (no admission, mask streams, result or checkpoint, and it
+cannot answer commits); each party receives its replies and deliveries in its own inbox
 (_INBOX.<its public nkey>, which --nats-nkey selects), which nobody else
 can subscribe to. Shard results are still signed (aggregate keygen):
 permissions keep strangers out, signatures let the server check who
@@ -88,6 +92,9 @@ It refuses to replace existing files.`,
 			if err := c.Validate(); err != nil {
 				return fmt.Errorf("--run %q --shards %d: %w", run, shards, err)
 			}
+			if fronts < 0 {
+				return fmt.Errorf("--front-ends %d: want 0 or more", fronts)
+			}
 			var cl *natsCluster
 			if cmd.Flags().Changed("nodes") {
 				var err error
@@ -101,7 +108,7 @@ It refuses to replace existing files.`,
 					}
 				}
 			}
-			conf, seeds, err := natsUsers(c)
+			conf, seeds, err := natsUsers(c, fronts)
 			if err != nil {
 				return err
 			}
@@ -122,7 +129,7 @@ It refuses to replace existing files.`,
 				}
 				clusterFiles = append(clusterFiles, pemFile{"nats-urls", []byte(cl.urls() + "\n"), 0o644})
 			}
-			names := append(seedNames(shards), natsAuthFile)
+			names := append(seedNames(shards, fronts), natsAuthFile)
 			for _, f := range clusterFiles {
 				names = append(names, f.name)
 			}
@@ -131,7 +138,7 @@ It refuses to replace existing files.`,
 					return fmt.Errorf("%s exists: nats-config does not replace users in use", filepath.Join(out, name))
 				}
 			}
-			for i, name := range seedNames(shards) {
+			for i, name := range seedNames(shards, fronts) {
 				if err := writeNew(filepath.Join(out, name), append(seeds[i], '\n'), 0o600); err != nil {
 					return err
 				}
@@ -150,7 +157,7 @@ It refuses to replace existing files.`,
 				}
 			}
 			fmt.Fprintf(a.stdout, "run %s, %d shards: seeds %s/{%s}, authorization block %s (include it in nats-server.conf)\n",
-				run, shards, out, strings.Join(seedNames(shards), ","), filepath.Join(out, natsAuthFile))
+				run, shards, out, strings.Join(seedNames(shards, fronts), ","), filepath.Join(out, natsAuthFile))
 			if cl != nil {
 				fmt.Fprintf(a.stdout, "cluster %s of %d nodes: nats-server -c %s/nI.conf for I in 0..%d; clients: --nats %s --nats-ca %s\n",
 					cl.name, len(cl.hosts), out, len(cl.hosts)-1, cl.urls(), filepath.Join(out, "tls", "ca.pem"))
@@ -161,6 +168,7 @@ It refuses to replace existing files.`,
 	f := cmd.Flags()
 	f.StringVar(&run, "run", "", "the run's name (serve --nats-run, aggregate --run)")
 	f.IntVar(&shards, "shards", 0, "the run's number of shards (serve --shards)")
+	f.IntVar(&fronts, "front-ends", 0, "also make this many front-end users (privrec front)")
 	f.StringVar(&out, "out", "", "directory for the seeds and "+natsAuthFile)
 	f.IntVar(&nodes, "nodes", 0, "also write the configurations of a NATS cluster of this many nodes (3: replicated streams)")
 	f.StringSliceVar(&hosts, "host", []string{"127.0.0.1"}, "with --nodes: the nodes' host, one for all (ports count up) or one a node, comma-separated")
@@ -172,25 +180,29 @@ It refuses to replace existing files.`,
 }
 
 // seedNames are the seed files of a run's parties: the coordinator,
-// then the aggregators in shard order.
-func seedNames(shards int) []string {
+// the aggregators in shard order, then the front-ends.
+func seedNames(shards, fronts int) []string {
 	names := []string{"coordinator.nk"}
 	for s := range shards {
 		names = append(names, fmt.Sprintf("aggregator-%d.nk", s))
 	}
+	for i := range fronts {
+		names = append(names, fmt.Sprintf("front-%d.nk", i))
+	}
 	return names
 }
 
-// natsUsers makes one nkey user a party of run c and returns the
-// nats-server authorization block and the seeds, in seedNames' order.
-func natsUsers(c shard.Config) (string, [][]byte, error) {
+// natsUsers makes one nkey user a party of run c with fronts
+// front-ends and returns the nats-server authorization block and the
+// seeds, in seedNames' order.
+func natsUsers(c shard.Config, fronts int) (string, [][]byte, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# privrec nats-config --run %s --shards %d: the NATS users of run %s and their\n", c.Run, c.Shards, c.Run)
 	b.WriteString("# permissions. Include this file in nats-server.conf; it is the server's\n")
 	b.WriteString("# authorization block: list any other user in it.\n")
 	b.WriteString("authorization {\n  users = [\n")
 	var seeds [][]byte
-	for i, name := range seedNames(c.Shards) {
+	for i, name := range seedNames(c.Shards, fronts) {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
 			return "", nil, err
@@ -205,10 +217,14 @@ func natsUsers(c shard.Config) (string, [][]byte, error) {
 		}
 		seeds = append(seeds, seed)
 		var p shard.Permissions
-		if i == 0 {
+		switch {
+		case i == 0:
 			p = shard.CoordinatorPermissions(c, inboxPrefix(pub))
 			fmt.Fprintf(&b, "    # the coordinator: privrec serve --nats-nkey %s\n", name)
-		} else {
+		case i > c.Shards:
+			p = shard.FrontEndPermissions(c, inboxPrefix(pub))
+			fmt.Fprintf(&b, "    # front-end %d: privrec front --nats-nkey %s\n", i-1-c.Shards, name)
+		default:
 			p = shard.AggregatorPermissions(c, i-1, inboxPrefix(pub))
 			fmt.Fprintf(&b, "    # the aggregator of shard %d: privrec aggregate --shard %d --nats-nkey %s\n", i-1, i-1, name)
 		}

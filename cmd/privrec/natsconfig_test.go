@@ -57,17 +57,17 @@ func (v *violations) all() []string {
 }
 
 // natsConfigServer writes the users of run runName with shards shards
-// (privrec nats-config), starts an embedded nats-server from a
+// and two front-ends (privrec nats-config), starts an embedded nats-server from a
 // configuration file that includes them, and returns the server and the
 // directory of the seeds.
 func natsConfigServer(t *testing.T, runName string, shards int) (*server.Server, string) {
 	t.Helper()
 	dir := t.TempDir()
 	auth := filepath.Join(dir, "auth")
-	if _, _, err := run(t, "nats-config", "--run", runName, "--shards", fmt.Sprint(shards), "--out", auth); err != nil {
+	if _, _, err := run(t, "nats-config", "--run", runName, "--shards", fmt.Sprint(shards), "--front-ends", "2", "--out", auth); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range seedNames(shards) {
+	for _, name := range seedNames(shards, 2) {
 		if fi, err := os.Stat(filepath.Join(auth, name)); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: %v, want mode 0600", name, err)
 		}
@@ -111,8 +111,11 @@ func connectAs(t *testing.T, url, seed string) (*nats.Conn, jetstream.JetStream,
 // plain sum and no party meets a permission violation. Then a stranger
 // without a seed is refused at the door, and an aggregator publishing
 // shard 0's result, a piece or checkpoint of shard 0, reading shard 0's
-// pieces or another party's inbox, and the coordinator publishing a
-// result are each refused with a permission violation, and nothing of
+// pieces or another party's inbox, a front-end (which published and
+// committed the round's pieces) publishing a result, an admission, mask
+// streams, an abort, a checkpoint or a broadcast, reading pieces,
+// answering commits or reading the coordinator's inbox, and the
+// coordinator publishing a result are each refused with a permission violation, and nothing of
 // theirs reaches the streams.
 func TestNATSConfig(t *testing.T) {
 	const run, shards = "perm", 2
@@ -154,7 +157,9 @@ func TestNATSConfig(t *testing.T) {
 		}
 		wg.Go(func() { stats[s], errs[s] = ag.Round(ctx, 1) })
 	}
-	got, want := maskedRound(t, ctx, co, nc, js, p, 1)
+	// The clients' pieces are published and committed by a front-end.
+	feNC, feJS, vFe := connectAs(t, url, seed("front-0.nk"))
+	got, want := maskedRound(t, ctx, co, feNC, feJS, p, 1)
 	wg.Wait()
 	for s, err := range errs {
 		if err != nil {
@@ -170,7 +175,7 @@ func TestNATSConfig(t *testing.T) {
 	if err := co.Broadcast(ctx, []byte("next")); err != nil {
 		t.Fatalf("broadcast and purge under the coordinator's permissions: %v", err)
 	}
-	for party, v := range map[string]*violations{"coordinator": vCo, "aggregator 0": aggV[0], "aggregator 1": aggV[1]} {
+	for party, v := range map[string]*violations{"coordinator": vCo, "aggregator 0": aggV[0], "aggregator 1": aggV[1], "front-end 0": vFe} {
 		if errs := v.all(); len(errs) > 0 {
 			t.Errorf("%s met errors in an honest round: %q", party, errs)
 		}
@@ -185,7 +190,7 @@ func TestNATSConfig(t *testing.T) {
 	}
 
 	// Forbidden acts: each must be refused with a permission violation.
-	agg1, v1 := aggNC[1], aggV[1]
+	agg1, v1, coKey := aggNC[1], aggV[1], nc.Opts.Nkey
 	for _, tc := range []struct {
 		name string
 		nc   *nats.Conn
@@ -228,6 +233,39 @@ func TestNATSConfig(t *testing.T) {
 				return err
 			},
 			`Permissions Violation for Subscription to "privrec.perm.commit"`},
+		{"front-end 0 publishes a result", feNC, vFe,
+			func(nc *nats.Conn) error { return nc.Publish("privrec.perm.ctl.2.result.0", make([]byte, 200)) },
+			`Permissions Violation for Publish to "privrec.perm.ctl.2.result.0"`},
+		{"front-end 0 admits a client", feNC, vFe,
+			func(nc *nats.Conn) error { return nc.Publish("privrec.perm.ctl.2.admit", []byte{1}) },
+			`Permissions Violation for Publish to "privrec.perm.ctl.2.admit"`},
+		{"front-end 0 publishes mask streams", feNC, vFe,
+			func(nc *nats.Conn) error { return nc.Publish("privrec.perm.ctl.2.unmask", make([]byte, 17)) },
+			`Permissions Violation for Publish to "privrec.perm.ctl.2.unmask"`},
+		{"front-end 0 aborts a round", feNC, vFe,
+			func(nc *nats.Conn) error { return nc.Publish("privrec.perm.ctl.2.abort", []byte("no")) },
+			`Permissions Violation for Publish to "privrec.perm.ctl.2.abort"`},
+		{"front-end 0 writes a checkpoint", feNC, vFe,
+			func(nc *nats.Conn) error { return nc.Publish("$KV.PRIVREC_perm_CKPT.r2.s0", []byte{1}) },
+			`Permissions Violation for Publish to "$KV.PRIVREC_perm_CKPT.r2.s0"`},
+		{"front-end 0 publishes a broadcast", feNC, vFe,
+			func(nc *nats.Conn) error { return nc.Publish("privrec.perm.broadcast", []byte("model")) },
+			`Permissions Violation for Publish to "privrec.perm.broadcast"`},
+		{"front-end 0 reads shard 0's pieces", feNC, vFe,
+			func(nc *nats.Conn) error { return nc.Publish("$JS.API.STREAM.MSG.GET.PRIVREC_perm_UP_0", []byte("{}")) },
+			`Permissions Violation for Publish to "$JS.API.STREAM.MSG.GET.PRIVREC_perm_UP_0"`},
+		{"front-end 0 answers commits", feNC, vFe,
+			func(nc *nats.Conn) error {
+				_, err := nc.Subscribe("privrec.perm.commit", func(*nats.Msg) {})
+				return err
+			},
+			`Permissions Violation for Subscription to "privrec.perm.commit"`},
+		{"front-end 0 listens on the coordinator's inbox", feNC, vFe,
+			func(nc *nats.Conn) error {
+				_, err := nc.Subscribe(inboxPrefix(coKey)+".>", func(*nats.Msg) {})
+				return err
+			},
+			`Permissions Violation for Subscription to "` + inboxPrefix(coKey) + `.>"`},
 		{"the coordinator publishes a result", nc, vCo,
 			func(nc *nats.Conn) error { return nc.Publish("privrec.perm.ctl.2.result.0", make([]byte, 200)) },
 			`Permissions Violation for Publish to "privrec.perm.ctl.2.result.0"`},

@@ -185,7 +185,10 @@ separated, or the flag repeated), and a result not signed by its shard's
 key for the run, round and shard is logged and refused. --nats without
 --aggregator-keys is refused unless --insecure. privrec nats-config
 writes the cluster's users and least-privilege permissions for a run
-(the server connects with --nats-nkey DIR/coordinator.nk).`,
+(the server connects with --nats-nkey DIR/coordinator.nk). Front-ends
+(privrec front --coordinator this server's URL) can carry the masked
+vectors instead: clients call them, and each publishes its clients'
+pieces after asking this server, which counts the admitted commits.`,
 		Example: `  privrec serve --method hdpmf --dev-tls --state run1 --listen 127.0.0.1:7070
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small

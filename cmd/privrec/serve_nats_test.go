@@ -17,6 +17,14 @@ import (
 // user of data against it, and returns the published model file.
 func servedModel(t *testing.T, data string, users int, extra ...string) []byte {
 	t.Helper()
+	return servedModelVia(t, data, users, nil, extra...)
+}
+
+// servedModelVia is servedModel whose client calls the URLs via returns
+// (given the server's address and state directory, once its dev
+// certificate is written) instead of the server; nil calls the server.
+func servedModelVia(t *testing.T, data string, users int, via func(addr, state string) string, extra ...string) []byte {
+	t.Helper()
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	addr := freeAddr(t)
@@ -31,7 +39,11 @@ func servedModel(t *testing.T, data string, users int, extra ...string) []byte {
 			"--enroll-quiet", "500ms", "--round-timeout", "1m", "--linger", "2s", "--out", prm}, common...), extra...)...)
 	})
 	cert := devCert(t, state)
-	_, _, clientErr = run(t, append([]string{"client", "--insecure", "--server", "https://" + addr, "--ca", cert,
+	server := "https://" + addr
+	if via != nil {
+		server = via(addr, state)
+	}
+	_, _, clientErr = run(t, append([]string{"client", "--insecure", "--server", server, "--ca", cert,
 		"--token-file", filepath.Join(state, "enroll-token"), "--simulate", fmt.Sprint(users),
 		"--data", data, "--split", "random:0.9"}, common...)...)
 	wg.Wait()
@@ -116,6 +128,96 @@ func TestServeNATS(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(outs[s].String()), "\n")
 		if len(lines) != 3 || !strings.HasPrefix(lines[0], fmt.Sprintf("round 1 shard %d: folded %d", s, users)) {
 			t.Errorf("aggregator %d printed:\n%s", s, outs[s].String())
+		}
+	}
+}
+
+// TestFront: `privrec serve --nats` with two `privrec front` processes
+// and two `privrec aggregate`, every party on its nats-config seed, and
+// one `privrec client` given both front-ends (--server URL1,URL2)
+// publishes the same model file, byte for byte, as the same run served
+// without NATS; both front-ends published masked vectors and neither
+// warned (but that the server was not listening yet). Missing flags
+// are refused.
+func TestFront(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two served hdpmf runs")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"front", "--nats", "nats://127.0.0.1:1"}, "--coordinator URL"},
+		{[]string{"front", "--coordinator", "https://127.0.0.1:1"}, "--nats URL"},
+		{[]string{"front", "--coordinator", "https://127.0.0.1:1", "--nats", "nats://127.0.0.1:1"}, "--tls-cert and --tls-key"},
+	} {
+		if _, _, err := run(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	data := syntheticTSV(t, 3)
+	const users = 60
+	want := servedModel(t, data, users)
+
+	ns, auth := natsConfigServer(t, "fcli", 2)
+	keys := t.TempDir()
+	for s := range 2 {
+		if _, _, err := run(t, "aggregate", "keygen", "--out", filepath.Join(keys, fmt.Sprint(s))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for s := range 2 {
+		wg.Go(func() {
+			var out, errb bytes.Buffer
+			err := newRoot(&out, &errb, []string{"aggregate", "--nats", ns.ClientURL(), "--run", "fcli",
+				"--shard", fmt.Sprint(s), "--wait", "200ms", "--sign-key", filepath.Join(keys, fmt.Sprint(s), "aggregator.key"),
+				"--nats-nkey", filepath.Join(auth, fmt.Sprintf("aggregator-%d.nk", s))}).ExecuteContext(ctx)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("aggregator %d: %v", s, err)
+			}
+		})
+	}
+	var logs [2]bytes.Buffer
+	got := servedModelVia(t, data, users, func(addr, state string) string {
+		var urls []string
+		for i := range 2 {
+			fa := freeAddr(t)
+			urls = append(urls, "https://"+fa)
+			wg.Go(func() {
+				var out bytes.Buffer
+				err := newRoot(&out, &logs[i], []string{"front", "--coordinator", "https://" + addr,
+					"--coordinator-ca", filepath.Join(state, "tls", "cert.pem"), "--listen", fa,
+					"--tls-cert", filepath.Join(state, "tls", "cert.pem"), "--tls-key", filepath.Join(state, "tls", "key.pem"),
+					"--nats", ns.ClientURL(), "--nats-run", "fcli", "--nats-nkey", filepath.Join(auth, fmt.Sprintf("front-%d.nk", i))}).ExecuteContext(ctx)
+				if err != nil && !errors.Is(err, context.Canceled) {
+					t.Errorf("front-end %d: %v", i, err)
+				}
+			})
+		}
+		return strings.Join(urls, ",")
+	}, "--nats", ns.ClientURL(), "--nats-run", "fcli", "--shards", "2",
+		"--aggregator-keys", filepath.Join(keys, "0", "aggregator.pub")+","+filepath.Join(keys, "1", "aggregator.pub"),
+		"--nats-nkey", filepath.Join(auth, "coordinator.nk"))
+	cancel()
+	wg.Wait()
+	if !bytes.Equal(got, want) {
+		t.Errorf("the model served through front-ends differs from the one served without NATS (%d and %d bytes)", len(got), len(want))
+	}
+	for i := range logs {
+		l := logs[i].String()
+		warned := false
+		for _, line := range strings.Split(l, "\n") {
+			// The client may call before the server listens (it writes
+			// its certificate first): the front-end says so.
+			warned = warned || strings.Contains(line, `"level":"WARN"`) && !strings.Contains(line, `"msg":"front-end: the coordinator did not answer"`)
+		}
+		if warned || !strings.Contains(l, `"msg":"front-end stopped","published":`) || strings.Contains(l, `"published":0}`) {
+			t.Errorf("front-end %d: a warning, or no masked vector published:\n%s", i, l)
 		}
 	}
 }

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # A sharded privrec run on a three-node NATS JetStream cluster, all on
 # loopback: three nats-server nodes (configs, users and TLS from privrec
-# nats-config --nodes 3), the coordinator (privrec serve --nats) and two
-# aggregators (privrec aggregate), and 200 simulated clients. Halfway
-# through, the node leading the control stream is killed with SIGKILL;
-# the run goes on on the other two and the model is published. See
+# nats-config --nodes 3), the coordinator (privrec serve --nats), two
+# front-ends (privrec front) that carry the clients' masked vectors, two
+# aggregators (privrec aggregate), and 200 simulated clients calling the
+# front-ends. Halfway through, the node leading the control stream and
+# front-end 0 are killed with SIGKILL; the run goes on on the other two
+# nodes and the other front-end, and the model is published. See
 # examples/cluster/README.md.
 #
 #   examples/cluster/run.sh              # in a temporary directory
 #   PRIVREC_CLUSTER_DIR=/tmp/c examples/cluster/run.sh
 #   PRIVREC_CLUSTER_KILL=0 ...           # no kill
-#   PRIVREC_CLUSTER_PORT=24222 ...       # client ports 24222-24224, routes +2000, serve +4000
+#   PRIVREC_CLUSTER_PORT=24222 ...       # client ports 24222-24224, routes +2000, serve +4000, front-ends +4001, +4002
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 W=${PRIVREC_CLUSTER_DIR:-$(mktemp -d)}
@@ -31,8 +33,8 @@ go build -o "$W/bin/privrec" ./cmd/privrec
 go build -o "$W/bin/nats-server" github.com/nats-io/nats-server/v2
 privrec() { "$W/bin/privrec" "$@"; }
 
-say "users, permissions, node configs and TLS of run demo: privrec nats-config --nodes 3"
-privrec nats-config --run demo --shards 2 --nodes 3 --port "$P" --cluster-port $((P + 2000)) --out "$W/nats"
+say "users, permissions, node configs and TLS of run demo: privrec nats-config --nodes 3 --front-ends 2"
+privrec nats-config --run demo --shards 2 --front-ends 2 --nodes 3 --port "$P" --cluster-port $((P + 2000)) --out "$W/nats"
 URLS=$(cat "$W/nats/nats-urls")
 CA="$W/nats/tls/ca.pem"
 
@@ -73,6 +75,19 @@ privrec serve --method hdpmf --epochs 2 --secagg masked --secagg-active=false --
 serve=$!
 pids+=($serve)
 for _ in $(seq 300); do [ -s "$W/state/tls/cert.pem" ] && break; sleep 0.1; done
+sleep 0.2 # the key is written with the certificate
+
+say "two front-ends: privrec front, each with its NATS seed (serving with the coordinator's dev TLS pair)"
+FRONTS=""
+for i in 0 1; do
+  FADDR=127.0.0.1:$((P + 4001 + i))
+  "$W/bin/privrec" front --coordinator "https://$ADDR" --coordinator-ca "$W/state/tls/cert.pem" --listen "$FADDR" \
+    --tls-cert "$W/state/tls/cert.pem" --tls-key "$W/state/tls/key.pem" \
+    --nats "$URLS" --nats-ca "$CA" --nats-nkey "$W/nats/front-$i.nk" --nats-run demo >"$W/front$i.log" 2>&1 &
+  pids+=($!)
+  eval "front$i=$!"
+  FRONTS="$FRONTS${FRONTS:+,}https://$FADDR"
+done
 
 if [ "$KILL" = 1 ]; then
   ( # once the first round is aggregated, SIGKILL the node leading the control stream
@@ -82,14 +97,14 @@ if [ "$KILL" = 1 ]; then
       grep -q "new stream leader for '\$G > PRIVREC_demo_CTL'" "$W/n$i.log" && leader=$i
     done
     eval "pid=\$node$leader"
-    echo "--- SIGKILL node n$leader (pid $pid), the control stream's leader" >&2
-    kill -9 "$pid"
+    echo "--- SIGKILL node n$leader (pid $pid), the control stream's leader, and front-end 0 (pid $front0)" >&2
+    kill -9 "$pid" "$front0"
   ) &
   pids+=($!)
 fi
 
-say "$USERS simulated clients"
-privrec client --insecure --server "https://$ADDR" --ca "$W/state/tls/cert.pem" --token-file "$W/state/enroll-token" \
+say "$USERS simulated clients, calling the front-ends"
+privrec client --insecure --server "$FRONTS" --ca "$W/state/tls/cert.pem" --token-file "$W/state/enroll-token" \
   --simulate $USERS --data "$W/ratings.tsv" --split random:0.9 --seed 7 --scale 1,5,1 >"$W/client.out" 2>"$W/client.log"
 wait "$serve"
 wait "$agg0" "$agg1"
@@ -99,4 +114,7 @@ for s in 0 1; do
   [ "$(grep -c "^round [123] shard $s: folded $USERS " "$W/agg$s.out")" = 3 ] || { echo "aggregator $s did not fold 3 rounds of $USERS"; exit 1; }
 done
 test -s "$W/model.prm"
+kill "$front1" && wait "$front1" || true
+say "front-end 1: $(grep -o '"published":[0-9]*' "$W/front1.log")"
+grep -q '"published":[1-9]' "$W/front1.log" || { echo "front-end 1 published no masked vector"; exit 1; }
 say "published $W/model.prm ($(wc -c <"$W/model.prm") bytes)"
