@@ -5,6 +5,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -302,10 +303,18 @@ func runFrontChild(fs *frontSpec) int {
 type stepCalls struct {
 	next        http.RoundTripper
 	watch, hold string
-	first       chan struct{}
-	held        bool
-	mu          sync.Mutex
-	hosts       map[string]map[string]bool // "round step credential" → hosts
+	// step names the step whose first call of round 1 to watch signals
+	// first. When catch is not nil, that call's answer is held until
+	// catch is closed (the front-end killed) and then lost, so at least
+	// that client sends the step again through the other front-end,
+	// however fast or loaded the machine.
+	step   string
+	first  chan struct{}
+	catch  chan struct{}
+	caught bool
+	held   bool
+	mu     sync.Mutex
+	hosts  map[string]map[string]bool // "round step credential" → hosts
 }
 
 // stepName names the step of a SecAgg request.
@@ -338,7 +347,11 @@ func (c *stepCalls) RoundTrip(r *http.Request) (*http.Response, error) {
 			}
 			c.hosts[k][r.URL.Host] = true
 			c.mu.Unlock()
-			if m.GetRound() == 1 && stepName(&m) == "shares" && r.URL.Host == c.watch {
+			c.mu.Lock()
+			catch := c.catch != nil && !c.caught && m.GetRound() == 1 && stepName(&m) == c.step && r.URL.Host == c.watch
+			c.caught = c.caught || catch
+			c.mu.Unlock()
+			if m.GetRound() == 1 && stepName(&m) == c.step && r.URL.Host == c.watch {
 				select {
 				case c.first <- struct{}{}:
 				default:
@@ -350,6 +363,14 @@ func (c *stepCalls) RoundTrip(r *http.Request) (*http.Response, error) {
 			c.mu.Unlock()
 			if hold {
 				time.Sleep(700 * time.Millisecond)
+			}
+			if catch {
+				resp, err := c.next.RoundTrip(r)
+				<-c.catch
+				if err == nil {
+					resp.Body.Close()
+				}
+				return nil, errors.New("the front-end was killed before its answer arrived")
 			}
 		}
 	}
@@ -418,14 +439,24 @@ func TestFrontKill9(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			kill := make(chan struct{}, 1)
-			calls := &stepCalls{hosts: map[string]map[string]bool{}, watch: addr, first: make(chan struct{}, 1)}
+			calls := &stepCalls{hosts: map[string]map[string]bool{}, watch: addr, step: tc.step, first: make(chan struct{}, 1)}
 			if tc.step == "shares" {
 				calls.hold = strings.TrimPrefix(u2, "https://")
-			}
-			if tc.step == "masked" {
+				go func() {
+					<-calls.first
+					time.Sleep(200 * time.Millisecond) // its clients' shares taken, the step held open
+					kill <- struct{}{}
+				}()
+			} else {
+				// The first masked vector sent to the child front-end is
+				// on its way (its answer held until the kill); the
+				// kill comes as the round's first vector is admitted,
+				// or 300 ms later at most.
+				calls.catch = make(chan struct{})
+				admitted := make(chan struct{}, 1)
 				sub, err := nc.Subscribe("privrec.fekill.ctl.2.admit", func(*nats.Msg) {
 					select {
-					case kill <- struct{}{}:
+					case admitted <- struct{}{}:
 					default:
 					}
 				})
@@ -433,10 +464,12 @@ func TestFrontKill9(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer sub.Unsubscribe()
-			} else {
 				go func() {
 					<-calls.first
-					time.Sleep(200 * time.Millisecond) // its clients' shares taken, the step held open
+					select {
+					case <-admitted:
+					case <-time.After(300 * time.Millisecond):
+					}
 					kill <- struct{}{}
 				}()
 			}
@@ -453,6 +486,9 @@ func TestFrontKill9(t *testing.T) {
 			}
 			child.Process.Signal(syscall.SIGKILL)
 			child.Wait()
+			if calls.catch != nil {
+				close(calls.catch)
+			}
 			r := <-done
 			if r.err != nil {
 				t.Fatal(r.err)

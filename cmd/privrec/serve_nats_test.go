@@ -32,9 +32,13 @@ func servedModelVia(t *testing.T, data string, users int, via func(addr, state s
 	common := []string{"--seed", "7", "--scale", "1,5,1"}
 	var wg sync.WaitGroup
 	var serveErr, clientErr error
-	var serveLog string
+	var serveLog, clientLog string
+	// A client that fails stops the server, which would otherwise wait
+	// for its enrolments until the test's deadline.
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	wg.Go(func() {
-		_, serveLog, serveErr = run(t, append(append([]string{"serve", "--method", "hdpmf", "--epochs", "2", "--secagg", "masked", "--secagg-active=false", "--insecure",
+		_, serveLog, serveErr = runCtx(ctx, append(append([]string{"serve", "--method", "hdpmf", "--epochs", "2", "--secagg", "masked", "--secagg-active=false", "--insecure",
 			"--dev-tls", "--state", state, "--listen", addr, "--items", data, "--min-clients", fmt.Sprint(users),
 			"--enroll-quiet", "500ms", "--round-timeout", "1m", "--linger", "2s", "--out", prm}, common...), extra...)...)
 	})
@@ -43,12 +47,15 @@ func servedModelVia(t *testing.T, data string, users int, via func(addr, state s
 	if via != nil {
 		server = via(addr, state)
 	}
-	_, _, clientErr = run(t, append([]string{"client", "--insecure", "--server", server, "--ca", cert,
+	_, clientLog, clientErr = run(t, append([]string{"client", "--insecure", "--server", server, "--ca", cert,
 		"--token-file", filepath.Join(state, "enroll-token"), "--simulate", fmt.Sprint(users),
 		"--data", data, "--split", "random:0.9"}, common...)...)
+	if clientErr != nil {
+		stop()
+	}
 	wg.Wait()
 	if serveErr != nil || clientErr != nil {
-		t.Fatalf("serve %v: %v; client: %v\n%s", extra, serveErr, clientErr, serveLog)
+		t.Fatalf("serve %v: %v; client: %v\nserver's log:\n%s\nclient's log:\n%s", extra, serveErr, clientErr, serveLog, clientLog)
 	}
 	raw, err := os.ReadFile(prm)
 	if err != nil {
