@@ -197,23 +197,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.sa.ServeHTTP(w, r)
 }
 
-// refuse answers r with err without reading its body.
+// refuse answers r with err without reading its body (refuseCall).
 func (f *Front) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	if r.ProtoMajor == 1 {
-		w.Header().Set("Connection", "close")
-	}
-	if f.ew.IsSupported(r) {
-		_ = f.ew.Write(w, r, err)
-		return
-	}
-	status := http.StatusBadRequest
-	switch connect.CodeOf(err) {
-	case connect.CodeUnauthenticated:
-		status = http.StatusUnauthorized
-	case connect.CodeResourceExhausted:
-		status = http.StatusTooManyRequests
-	}
-	http.Error(w, err.Error(), status)
+	refuseCall(f.ew, w, r, err)
 }
 
 // Serve serves the front-end on ln over TLS (tc; nil serves plain

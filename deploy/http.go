@@ -296,11 +296,18 @@ func gunzip(body io.Reader, max int64) ([]byte, error) {
 // refuse answers r with err, in r's protocol, without reading its body:
 // on HTTP/1 it closes the connection after the answer.
 func (g *gate) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	refuseCall(g.ew, w, r, err)
+}
+
+// refuseCall answers r with err through ew in r's protocol (Connect,
+// gRPC, gRPC-Web), else as plain HTTP, without reading its body: on
+// HTTP/1 it closes the connection after the answer.
+func refuseCall(ew *connect.ErrorWriter, w http.ResponseWriter, r *http.Request, err error) {
 	if r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close")
 	}
-	if g.ew.IsSupported(r) {
-		_ = g.ew.Write(w, r, err)
+	if ew.IsSupported(r) {
+		_ = ew.Write(w, r, err)
 		return
 	}
 	status := http.StatusBadRequest
