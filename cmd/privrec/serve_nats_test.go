@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // servedModel runs `privrec serve` (hdpmf, masked, test mode, dev TLS on
@@ -205,6 +207,22 @@ func TestFront(t *testing.T) {
 					t.Errorf("front-end %d: %v", i, err)
 				}
 			})
+		}
+		// The client keeps to the front-end it reached: both must listen
+		// before it starts, or on a loaded machine all of it may move to
+		// the first one up.
+		for _, u := range urls {
+			for k := 0; ; k++ {
+				c, err := net.DialTimeout("tcp", strings.TrimPrefix(u, "https://"), time.Second)
+				if err == nil {
+					c.Close()
+					break
+				}
+				if k == 600 {
+					t.Fatalf("front-end %s did not listen in 60 s: %v", u, err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 		}
 		return strings.Join(urls, ",")
 	}, "--nats", ns.ClientURL(), "--nats-run", "fcli", "--shards", "2",
