@@ -51,11 +51,11 @@ func Upload(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c Config
 		msg.Header.Set(hdrShard, strconv.Itoa(s))
 		id := fmt.Sprintf("%d.%d.%d", m.From, round, s)
 		wait := 5 * time.Millisecond
-		for {
+		for n := 0; ; n++ {
 			// Each attempt is bounded: on a cluster, a publish whose
 			// stream leader died is never answered, and is sent again
 			// (the same id: a copy already stored is dropped).
-			actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			actx, cancel := context.WithTimeout(ctx, attemptBound(n))
 			ack, err := js.PublishMsg(actx, msg, jetstream.WithMsgID(id))
 			cancel()
 			if err == nil {

@@ -21,6 +21,15 @@ import (
 // same config. A variable for tests.
 var attemptTimeout = 3 * time.Second
 
+// attemptBound returns the bound of attempt n (0, 1, …) of a request:
+// attemptTimeout, doubling with each attempt up to 8 times it. A cluster
+// that answers, but slower than attemptTimeout (nodes starved of CPU,
+// elections that keep restarting), gets attempts long enough to answer
+// instead of being asked again every 3 s for as long as it is slow.
+func attemptBound(n int) time.Duration {
+	return attemptTimeout << min(n, 3)
+}
+
 // retryWaitMax bounds the wait between attempts.
 const retryWaitMax = time.Second
 
@@ -47,14 +56,14 @@ func permanent(err error) bool {
 	return false
 }
 
-// retry calls f, each call bounded by attemptTimeout, until it succeeds,
+// retry calls f, each call bounded by attemptBound, until it succeeds,
 // fails permanently, or ctx ends; it waits between calls with
 // exponential backoff (from 20 ms to retryWaitMax). what names the
 // request in the error.
 func retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
 	wait := 20 * time.Millisecond
-	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	for n := 0; ; n++ {
+		actx, cancel := context.WithTimeout(ctx, attemptBound(n))
 		err := f(actx)
 		cancel()
 		if err == nil {
