@@ -76,10 +76,10 @@ func (s *Server) fold(info protocol.RoundInfo, _ time.Duration) error {
 	s.account(&e)
 	if covers(e) {
 		for _, id := range folded {
-			s.covered[id] = true
+			s.cover(id)
 		}
 	}
-	e.Users = s.coveredLocked()
+	e.Users = s.coveredUsers
 	s.mu.Unlock()
 	if e.Refused != "" {
 		s.log.Error("unmasked sum out of bounds: refused, nothing released", "round", e.Round, "err", e.Refused)
@@ -107,14 +107,14 @@ func covers(e LedgerEntry) bool {
 	return e.Phase == protocol.PhaseTrain && e.Skipped == "" && e.Refused == ""
 }
 
-// coveredLocked counts the users of the clients in s.covered (a party
-// counts its users). s.mu is held.
-func (s *Server) coveredLocked() int {
-	n := 0
-	for id := range s.covered {
-		n += s.weightOf(id)
+// cover adds client id to the clients a released training round read,
+// and its users to their count, once. s.mu is held (or the server is
+// not serving yet).
+func (s *Server) cover(id uint32) {
+	if !s.covered[id] {
+		s.covered[id] = true
+		s.coveredUsers += s.weightOf(id)
 	}
-	return n
 }
 
 // account fills e's privacy figures, so that every private round carries

@@ -135,11 +135,8 @@ func (s *Server) publish() error {
 // no ε; it is not stored, since a restarted server rebuilds it from its
 // snapshot (resume).
 func (s *Server) release(round int) error {
-	if v, _ := s.srv.Factors(); v == nil {
-		return nil
-	}
 	s.mu.Lock()
-	n := s.coveredLocked()
+	n := s.coveredUsers
 	s.mu.Unlock()
 	if n == 0 {
 		return nil
@@ -147,6 +144,9 @@ func (s *Server) release(round int) error {
 	raw, err := s.build(false)
 	if err != nil {
 		return fmt.Errorf("deploy: release after round %d: %w", round, err)
+	}
+	if raw == nil { // no factors yet
+		return nil
 	}
 	s.mu.Lock()
 	s.interim = raw
@@ -160,13 +160,17 @@ func (s *Server) release(round int) error {
 
 // build returns the model file of the server's V, the public catalog,
 // the privacy spent so far and, for an interim model, the release it is
-// (after the last folded round, read by the users covered so far).
+// (after the last folded round, read by the users covered so far); an
+// interim model of a server without factors yet is nil.
 func (s *Server) build(final bool) ([]byte, error) {
 	v, dim := s.srv.Factors()
+	if v == nil && !final {
+		return nil, nil
+	}
 	s.mu.Lock()
 	var rel *model.Release // the final model carries none (model.Model.Release)
 	if !final {
-		rel = &model.Release{Round: s.srv.Round() - 1, Users: s.coveredLocked()}
+		rel = &model.Release{Round: s.srv.Round() - 1, Users: s.coveredUsers}
 	}
 	s.mu.Unlock()
 	m := &model.Model{

@@ -277,7 +277,9 @@ type Server struct {
 	members map[uint32]bool
 	// covered holds the clients whose uploads a released training round
 	// folded: the users the model published so far reads.
-	covered map[uint32]bool
+	// coveredUsers counts their users (a party counts its users).
+	covered      map[uint32]bool
+	coveredUsers int
 	// interim is the latest interim release (continual release), nil
 	// before the first or once the final model is published.
 	interim []byte
@@ -418,7 +420,7 @@ func (s *Server) restore() error {
 				return err
 			}
 			for _, id := range ids {
-				s.covered[id] = true
+				s.cover(id)
 			}
 		}
 	}
