@@ -88,6 +88,13 @@ for i in 0 1; do
   eval "front$i=$!"
   FRONTS="$FRONTS${FRONTS:+,}https://$FADDR"
 done
+# The clients start once both front-ends listen: a front-end that is not
+# up yet is tried last by every client for 10 s (deploy's failover), which
+# is longer than this small run's masked rounds.
+for i in 0 1; do
+  for _ in $(seq 300); do grep -q '"front-end serving"' "$W/front$i.log" 2>/dev/null && break; sleep 0.1; done
+  grep -q '"front-end serving"' "$W/front$i.log" || { echo "front-end $i did not start:"; cat "$W/front$i.log"; exit 1; }
+done
 
 if [ "$KILL" = 1 ]; then
   ( # once the first round is aggregated, SIGKILL the node leading the control stream
