@@ -152,6 +152,15 @@ type ClientConfig struct {
 	// Roster does for a session of one identity per user (with OneParty,
 	// Roster and the certificates count parties).
 	Users int
+	// LeaveWhenSpent, in a cohort run, ends Run once the plan's
+	// participation limits let none of the clients answer a later
+	// training round: Run then returns the newest release (the interim
+	// model after the last round the server finished, or the final model
+	// once the run is done) instead of waiting for the end of the run. A
+	// device online for minutes leaves with its list (privrec client
+	// --ratings); run again later with the same Memory, it answers
+	// nothing more and reads a newer release.
+	LeaveWhenSpent bool
 }
 
 // Progress describes a round the clients answered.
@@ -633,6 +642,9 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 		if resp.GetState() == fedv1.RunState_RUN_STATE_DONE {
 			return s.model(ctx, lead)
 		}
+		if s.leaves(resp) {
+			return s.latest(ctx, lead)
+		}
 		if s.pop != nil {
 			// Late arrivals enrol once the run reaches their round.
 			r := max(int(resp.GetGathering().GetRound()), int(resp.GetBroadcast().GetRound()))
@@ -1074,9 +1086,19 @@ func (s *Session) roundAll(b *protocol.Broadcast, clients []protocol.Client, kee
 
 // model fetches the published model.
 func (s *Session) model(ctx context.Context, cred string) (*model.Model, error) {
+	return s.fetchModel(ctx, cred, false)
+}
+
+// latest fetches the newest release: the final model once the run is
+// done, else the latest interim one.
+func (s *Session) latest(ctx context.Context, cred string) (*model.Model, error) {
+	return s.fetchModel(ctx, cred, true)
+}
+
+func (s *Session) fetchModel(ctx context.Context, cred string, interim bool) (*model.Model, error) {
 	var raw []byte
 	err := s.retry(ctx, "get model", func(ctx context.Context) error {
-		resp, err := s.api.GetModel(ctx, withCred(&fedv1.GetModelRequest{}, cred))
+		resp, err := s.api.GetModel(ctx, withCred(&fedv1.GetModelRequest{Interim: interim}, cred))
 		if err == nil {
 			raw = resp.Msg.GetModel()
 		}

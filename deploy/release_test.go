@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	fedv1 "github.com/privrec/privrec/gen/privrec/federation/v1"
+	"github.com/privrec/privrec/method"
 	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 )
@@ -194,5 +196,89 @@ func TestReleaseResumes(t *testing.T) {
 	}
 	if first == nil || !bytes.Equal(first, again) {
 		t.Errorf("the restarted server released %d bytes, the first %d: want the same release", len(again), len(first))
+	}
+}
+
+// TestDeviceLeavesWhenSpent: in a cohort run, a device whose
+// participation limits let it answer no later round leaves with the
+// newest release (ClientConfig.LeaveWhenSpent) while the run goes on: an
+// interim model that reads the last round it answered. Run again later
+// with the same memory, after the run ended, it answers nothing more and
+// gets the final model.
+func TestDeviceLeavesWhenSpent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a masked cohort run over TLS loopback; go test without -short runs it")
+	}
+	d, spl := smallCatalog(t, 60, 300)
+	m, cfg, part := cohortConfig(t, "2", "20", "2", "1")
+	h := startServer(t, ServerConfig{Method: m, Config: cfg, Seed: 4, TestMode: true, Catalog: catalogOf(d),
+		StateDir: t.TempDir(), RoundTimeout: 20 * time.Second}, "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memory := t.TempDir()
+	dial := func(workers int, leave bool, memory string) *Session {
+		sess, err := Dial(ctx, ClientConfig{Methods: method.Protocol, URL: h.url, HTTP: hc, Token: testToken, Seeded: true, Seed: 4,
+			Insecure: true, Logger: quietLog(), Retry: 30 * time.Second, Workers: workers, LeaveWhenSpent: leave, Memory: memory})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	// The device's one client and the vendor's 59; the vendor joins one
+	// client at a time, so that the device is taken into cohorts.
+	device, vendor := dial(0, true, memory), dial(1, false, "")
+	spec, scfg := specOf(t, device)
+	cls, err := spec.NewClients(scfg, spl.Train, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		m   *model.Model
+		err error
+	}
+	left := make(chan result, 1)
+	go func() {
+		got, err := device.Run(ctx, cls.List[59:])
+		left <- result{got, err}
+	}()
+	ran := make(chan error, 1)
+	go func() {
+		_, err := vendor.Run(ctx, cls.List[:59])
+		ran <- err
+	}()
+	var got result
+	select {
+	case got = <-left:
+	case err := <-ran:
+		t.Fatalf("the run ended (%v) before the device left", err)
+	}
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	trained := slices.Clone(device.trainedOf(0))
+	if len(trained) != part.MaxRounds {
+		t.Fatalf("the device answered training rounds %v and left: want %d (its limit)", trained, part.MaxRounds)
+	}
+	if r := got.m.Release; r == nil || r.Round < trained[len(trained)-1] || r.Users < 1 {
+		t.Errorf("the device left with release %+v, having answered rounds %v: want an interim release that reads its last round", r, trained)
+	} else {
+		t.Logf("the device answered rounds %v and left with the release of round %d (%d users)", trained, r.Round, r.Users)
+	}
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	// The run is done: the same device again answers nothing and reads
+	// the final model.
+	again := dial(0, true, memory)
+	final, err := again.Run(ctx, cls.List[59:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Release != nil || !slices.Equal(again.trainedOf(0), trained) {
+		t.Errorf("again: release %+v, rounds %v; want the final model, and rounds %v", final.Release, again.trainedOf(0), trained)
 	}
 }

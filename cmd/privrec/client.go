@@ -61,6 +61,7 @@ func (a *app) clientCmd() *cobra.Command {
 		oneParty  bool
 		part      string
 		users     int
+		stay      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "client",
@@ -264,7 +265,10 @@ compression and TLS, and the connections' totals with everything.`,
 			ccfg := deploy.ClientConfig{URL: server, Methods: method.Protocol, HTTP: hc, Token: strings.TrimSpace(string(tok)), Code: code,
 				Seeded: test, Seed: seed, Workers: workers, Logger: log, Dropout: dropout, Insecure: insecure, Progress: report,
 				Run: run, Roster: roster, Collusion: collusion, MinShare: minShare, Pin: pins, Memory: memory,
-				OneParty: oneParty, Users: users}
+				OneParty: oneParty, Users: users, LeaveWhenSpent: mine != "" && !stay}
+			if stay && mine == "" {
+				return errors.New("--stay keeps one device until the run's end: use it with --ratings")
+			}
 			if popSpec != "" {
 				if simulate == "" {
 					return errors.New("--population simulates a population of devices: use it with --simulate")
@@ -457,6 +461,7 @@ compression and TLS, and the connections' totals with everything.`,
 	f.IntVar(&workers, "workers", 64, "users computing and uploading at once")
 	f.IntVar(&idOffset, "id-offset", 0, "enrol the users under client IDs shifted by this much, so that several vendor processes can join one run (load tests)")
 	f.StringVar(&mine, "ratings", "", "take part as one user with the ratings in this file (columns by header name, else item,rating or user,item,rating; one user) and print their recommendations")
+	f.BoolVar(&stay, "stay", false, "with --ratings in a cohort run: stay until the run ends and print the list from the final model (by default the device leaves once its participation limits let it answer no later round, with the list from the newest release)")
 	f.IntVar(&top, "top", 10, "with --ratings: how many recommendations to print (as privrec recommend does: score is the raw score that ranks, rating the score clamped to the scale)")
 	f.BoolVar(&insecure, "insecure", false, "send plain uploads to a server that does not run secure aggregation for a method whose privacy rests on it (the server reads every upload)")
 	f.StringVar(&authPub, "authority-key", "", "pin this enrolment authority (authority.pub of privrec authority keygen): masked rounds must run the active protocol (serve --secagg-active) and every neighbour's keys carry its certificate")
@@ -617,6 +622,9 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	pub, err := sess.Run(cmd.Context(), list)
 	if err != nil {
 		return err
+	}
+	if r := pub.Release; r != nil {
+		fmt.Fprintf(a.stderr, "your list is from the release after round %d, which covers %d users: this device has answered every round its participation limits allow, and the run goes on (the same command later, with the same --state, answers nothing more and prints a newer list; --stay waits for the final model)\n", r.Round, r.Users)
 	}
 	m, _, err := cls.Finish(pub.V)
 	if err != nil {

@@ -32,3 +32,17 @@ func TestClientPopulationFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestClientStayNeedsRatings: --stay keeps one device (--ratings) until
+// the run's end; with a vendor's --simulate it is refused before any
+// connection.
+func TestClientStayNeedsRatings(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := run(t, "client", "--server", "https://127.0.0.1:1", "--token-file", tok, "--simulate", "all", "--stay")
+	if err == nil || !strings.Contains(err.Error(), "--stay") || !strings.Contains(err.Error(), "--ratings") {
+		t.Errorf("--simulate all --stay: error %v, want one naming --stay and --ratings", err)
+	}
+}
