@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -143,6 +144,20 @@ func NewFront(cfg FrontConfig) (*Front, error) {
 			pr.SetURL(u)
 			pr.SetXForwarded()
 		},
+		// A refusal (any status above 299) ends the call's body: the server
+		// reads no more of it, and Go's HTTP/2 client, answered so
+		// before it sent its body, never sends it. Without closing the
+		// client's body here, the proxy's upload of it would wait for
+		// bytes that never come, and the answer would not end until the
+		// client gave up (TestFrontRefusalEnds).
+		ModifyResponse: func(res *http.Response) error {
+			if res.StatusCode > 299 {
+				if b, ok := res.Request.Context().Value(inboundBody{}).(io.Closer); ok {
+					b.Close()
+				}
+			}
+			return nil
+		},
 		Transport:     tr,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -157,6 +172,10 @@ func NewFront(cfg FrontConfig) (*Front, error) {
 	return f, nil
 }
 
+// inboundBody is the context key of a passed-on call's body, as the
+// client sends it to the front-end.
+type inboundBody struct{}
+
 // ServeHTTP serves the clients' API: SecAgg here (after the server
 // checked the credential and gave the call's cap), everything else
 // passed to the server.
@@ -168,7 +187,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case federationv1connect.FederationServiceSecAggProcedure:
 	default:
-		f.proxy.ServeHTTP(w, r)
+		f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), inboundBody{}, r.Body)))
 		return
 	}
 	auth := r.Header.Get("Authorization")
