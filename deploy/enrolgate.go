@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -212,8 +213,24 @@ func newFailBucket(rate float64, burst int) *failBucket {
 	return &failBucket{rate: rate, burst: burst, sources: map[string]*bucket{}}
 }
 
-// source is r's address without its port.
-func source(r *http.Request) string {
+// frontHeader carries a front-end's secret (FrontConfig.Token) on the
+// calls it passes on.
+const frontHeader = "X-Privrec-Front"
+
+// source is the address r is counted by, without its port: the
+// connection's, or, for a call a front-end passed on with the run's
+// front token (not empty), the caller's address the front-end
+// forwarded in X-Forwarded-For (the front-end replaces whatever the
+// caller sent there).
+func source(r *http.Request, frontToken string) string {
+	if frontToken != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(frontHeader)), []byte(frontToken)) == 1 {
+		if ip := net.ParseIP(strings.TrimSpace(r.Header.Get("X-Forwarded-For"))); ip != nil {
+			if v4 := ip.To4(); v4 != nil {
+				return v4.String()
+			}
+			return ip.String()
+		}
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr

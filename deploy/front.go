@@ -53,6 +53,14 @@ type FrontConfig struct {
 	// included (default 10 minutes): it must exceed the longest a
 	// client waits for a step's answer, as the server's does.
 	ReadHeaderTimeout, IdleTimeout, WriteTimeout time.Duration
+	// Token is the secret the coordinator shares with its front-ends
+	// (ServerConfig.FrontToken; privrec serve writes STATE/front-token).
+	// The front-end sends it with every call it passes on, beside the
+	// caller's address (X-Forwarded-For), so that the coordinator counts
+	// failed enrolments by the caller's address. Empty: the coordinator
+	// counts them by the front-end's, and one stranger's flood through a
+	// front-end holds up every enrolment through it.
+	Token string
 	// Logger receives the front-end's warnings; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -142,7 +150,11 @@ func NewFront(cfg FrontConfig) (*Front, error) {
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
-			pr.SetXForwarded()
+			pr.SetXForwarded() // the caller's address, replacing any it sent
+			pr.Out.Header.Del(frontHeader)
+			if cfg.Token != "" {
+				pr.Out.Header.Set(frontHeader, cfg.Token)
+			}
 		},
 		// A refusal (any status above 299) ends the call's body: the server
 		// reads no more of it, and Go's HTTP/2 client, answered so

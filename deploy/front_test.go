@@ -35,6 +35,12 @@ import (
 // the server's dev certificate pair, and returns it and its URL.
 func startFront(t testing.TB, h *harness, natsURL, run string) (*Front, string) {
 	t.Helper()
+	return startFrontToken(t, h, natsURL, run, "")
+}
+
+// startFrontToken is startFront with the coordinator's front token.
+func startFrontToken(t testing.TB, h *harness, natsURL, run, token string) (*Front, string) {
+	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +50,7 @@ func startFront(t testing.TB, h *harness, natsURL, run string) (*Front, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := NewFront(FrontConfig{Coordinator: h.url, HTTP: hc, Conn: nc, Run: run, Logger: quietLog()})
+	f, err := NewFront(FrontConfig{Coordinator: h.url, HTTP: hc, Conn: nc, Run: run, Token: token, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,5 +679,45 @@ func TestFrontRefusalEnds(t *testing.T) {
 	codes := badEnrolments(t, hc, u, 3*failBurst, nil)
 	if codes["unauthenticated"]+codes["resource_exhausted"] != 3*failBurst {
 		t.Errorf("bad enrolments through a front-end: %v, want each refused", codes)
+	}
+}
+
+// TestRedTeamFrontEnrolFlood: a stranger flooding Enroll with a wrong
+// token through a front-end is limited by its own address, not the
+// front-end's: a client with the token enrols through the same
+// front-end, from another address, right after. A stranger calling the
+// server directly with X-Forwarded-For headers of its choosing is still
+// counted by its own address. Before the fix the server counted every
+// call through a front-end as the front-end's, so the stranger's 20
+// failures shut enrolment through it for everyone.
+func TestRedTeamFrontEnrolFlood(t *testing.T) {
+	d, _ := testData(t, 20)
+	nc := startNATS(t)
+	_, cfg := configure(t, "hdpmf", map[string]string{"epochs": "2", "secagg": "masked"})
+	h := startServer(t, ServerConfig{Method: served("hdpmf"), Config: cfg, Catalog: catalogOf(d), StateDir: t.TempDir(), MinClients: 1000,
+		FrontToken: "front-secret", Sharded: &Sharded{Conn: nc, Config: shard.Config{Run: "flood", Shards: 2}}}, "127.0.0.1:0")
+	_, u := startFrontToken(t, h, nc.ConnectedUrl(), "flood", "front-secret")
+	hc, err := HTTPClient(h.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	through := badEnrolments(t, fromAddr(hc, 2), u, 3*failBurst, nil)
+	t.Logf("the stranger through the front-end: %v", through)
+	if through["resource_exhausted"] == 0 {
+		t.Errorf("a stranger's %d failed enrolments through the front-end were never limited: %v", 3*failBurst, through)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	api := federationv1connect.NewFederationServiceClient(fromAddr(hc, 3), u)
+	if _, err := api.Enroll(ctx, connect.NewRequest(&fedv1.EnrollRequest{Token: testToken, Secrets: []string{"the-valid-client-secret"}})); err != nil {
+		t.Errorf("a client with the token, through the same front-end from another address, after the flood: %v", err)
+	}
+	// Directly at the server, forged forwarding headers change nothing.
+	direct := badEnrolments(t, fromAddr(hc, 4), h.url, 3*failBurst, func(k int) http.Header {
+		return http.Header{"X-Forwarded-For": {fmt.Sprintf("10.0.%d.%d", k/250, k%250)}, "X-Privrec-Front": {"a-guess"}}
+	})
+	t.Logf("the stranger at the server with forged X-Forwarded-For: %v", direct)
+	if direct["resource_exhausted"] == 0 {
+		t.Errorf("a stranger rotating X-Forwarded-For at the server was never limited: %v", direct)
 	}
 }

@@ -148,7 +148,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case federationv1connect.FederationServiceEnrollProcedure:
 		// The credential first (enrolgate.go), then the shared bucket:
 		// strangers do not use the enrolments of callers with a token.
-		src, now := source(r), time.Now()
+		src, now := source(r, s.cfg.FrontToken), time.Now()
 		if !g.fails.allowed(src, now) {
 			s.met.reject("enrol-rate")
 			g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New("too many failed enrolments from this address; retry later")))

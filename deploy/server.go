@@ -61,6 +61,13 @@ type ServerConfig struct {
 	// ResourceExhausted before its body is read.
 	EnrollRate  float64
 	EnrollBurst int
+	// FrontToken is the secret the run's front-ends send (FrontConfig.
+	// Token) with every call they pass on. A call that carries it is
+	// counted, for the limit on failed enrolments by address, by the
+	// caller's address the front-end forwards (X-Forwarded-For), not by
+	// the front-end's. Empty, or a call without it: the connection's
+	// address, whatever headers the call has.
+	FrontToken string
 	// MinClients is the number of enrolled clients the first round waits
 	// for (at least 1, and at least 2 in a masked run: secure aggregation
 	// of one vector is that vector); the run starts once that many are

@@ -198,7 +198,7 @@ run() {
       [ "$config" != nats1 ] && fopts=(--nats-nkey "$d/nats/front-$f.nk")
       start "front$f" "$FRONT_CPU" "$bin" front --coordinator "$url" --coordinator-ca "$d/state/tls/cert.pem" \
         --listen "127.0.0.1:$((P + 4001 + f))" --tls-cert "$d/state/tls/cert.pem" --tls-key "$d/state/tls/key.pem" \
-        "${nats[@]}" "${fopts[@]}" --nats-run "$run"
+        "${nats[@]}" "${fopts[@]}" --nats-run "$run" --front-token-file "$d/state/front-token"
       urls+=("https://127.0.0.1:$((P + 4001 + f))")
     done
     for f in $(seq 0 $((FRONTS - 1))); do

@@ -2,8 +2,11 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +21,7 @@ func (a *app) frontCmd() *cobra.Command {
 		natsURL, natsRun            string
 		natsAuth                    natsFlags
 		maxUploadMiB                int
+		tokenFile                   string
 		uploadTimeout, writeTimeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -44,11 +48,17 @@ published under the same message ids and counted once.
 
 On a cluster set up with privrec nats-config --front-ends N, connect with
 a front-end's seed (--nats-nkey DIR/front-I.nk): it may publish pieces
-and commits of the run, and nothing else.`,
+and commits of the run, and nothing else.
+
+--front-token-file is the server's STATE/front-token: the front-end sends
+it with each call beside the caller's address, so that the server limits
+failed enrolments by the caller's address. Without it, the server counts
+them by this front-end's, and a stranger flooding Enroll through it holds
+up every enrolment through it.`,
 		Example: `  privrec serve ... --dev-tls --state run1 --listen 127.0.0.1:7070 --nats nats://127.0.0.1:4222 --nats-run ml1m --shards 2 ...
   privrec front --coordinator https://127.0.0.1:7070 --coordinator-ca run1/tls/cert.pem \
     --listen 127.0.0.1:7071 --tls-cert run1/tls/cert.pem --tls-key run1/tls/key.pem \
-    --nats nats://127.0.0.1:4222 --nats-run ml1m --nats-nkey natsauth/front-0.nk
+    --nats nats://127.0.0.1:4222 --nats-run ml1m --nats-nkey natsauth/front-0.nk --front-token-file run1/front-token
   privrec client --server https://127.0.0.1:7071,https://127.0.0.1:7072 --ca run1/tls/cert.pem ...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -74,7 +84,19 @@ and commits of the run, and nothing else.`,
 			}
 			defer nc.Close()
 			log := slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			f, err := deploy.NewFront(deploy.FrontConfig{Coordinator: coordinator, HTTP: hc, Conn: nc, Run: natsRun,
+			var token string
+			if tokenFile != "" {
+				raw, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return fmt.Errorf("--front-token-file: %w", err)
+				}
+				if token = strings.TrimSpace(string(raw)); token == "" {
+					return fmt.Errorf("--front-token-file %s is empty", tokenFile)
+				}
+			} else {
+				log.Warn("no --front-token-file: the server counts failed enrolments by this front-end's address, so a stranger's flood through it holds up every enrolment through it; give it the server's STATE/front-token")
+			}
+			f, err := deploy.NewFront(deploy.FrontConfig{Coordinator: coordinator, HTTP: hc, Conn: nc, Run: natsRun, Token: token,
 				MaxUploadBytes: maxUploadMiB << 20, UploadTimeout: uploadTimeout, WriteTimeout: writeTimeout, Logger: log})
 			if err != nil {
 				return err
@@ -98,6 +120,7 @@ and commits of the run, and nothing else.`,
 	f.StringVar(&natsURL, "nats", "", "the run's NATS JetStream cluster (comma-separated URLs)")
 	f.StringVar(&natsRun, "nats-run", "privrec", "the run's name on the cluster (serve --nats-run)")
 	natsAuth.register(f)
+	f.StringVar(&tokenFile, "front-token-file", "", "the server's STATE/front-token (serve --nats writes it): the front-end forwards each caller's address with it, so that failed enrolments are limited by the caller's address")
 	f.IntVar(&maxUploadMiB, "max-upload-mib", 64, "refuse requests larger than this many MiB (SecAgg calls are capped tighter, at the size the server takes)")
 	f.DurationVar(&uploadTimeout, "upload-timeout", 2*time.Minute, "give up publishing one client's masked vector after this long")
 	f.DurationVar(&writeTimeout, "write-timeout", 10*time.Minute, "answer every call within this; it must exceed the server's (serve --write-timeout: by default 4 × --round-timeout plus a minute)")

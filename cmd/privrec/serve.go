@@ -188,7 +188,11 @@ writes the cluster's users and least-privilege permissions for a run
 (the server connects with --nats-nkey DIR/coordinator.nk). Front-ends
 (privrec front --coordinator this server's URL) can carry the masked
 vectors instead: clients call them, and each publishes its clients'
-pieces after asking this server, which counts the admitted commits.`,
+pieces after asking this server, which counts the admitted commits.
+Give each front-end the secret in STATE/front-token (created with
+--nats; privrec front --front-token-file): with it, the front-end
+forwards each caller's address, and failed enrolments are limited by the
+caller's address, not the front-end's.`,
 		Example: `  privrec serve --method hdpmf --dev-tls --state run1 --listen 127.0.0.1:7070
   privrec client --server https://127.0.0.1:7070 --ca run1/tls/cert.pem \
       --token-file run1/enroll-token --simulate all --data ml-latest-small
@@ -210,11 +214,18 @@ pieces after asking this server, which counts the admitted commits.`,
 			if mfl.spec.Federated.Aggregation(mfl.cfg) == protocol.AggMasked && cmd.Flags().Changed("min-clients") && minClients < 2 {
 				return fmt.Errorf("--min-clients %d: a masked run needs at least 2 clients (secure aggregation of one vector is that vector); give the number of clients that will join before the first round, e.g. 611 for a browser and a vendor's 610 users", minClients)
 			}
-			tc, err := deploy.ServerTLS(cert, key, devTLS, state)
+			// The secrets before the TLS pair, which scripts wait for.
+			token, err := secretFile(state, "enroll-token")
 			if err != nil {
 				return err
 			}
-			token, err := enrollToken(state)
+			var frontToken string
+			if natsURL != "" {
+				if frontToken, err = secretFile(state, "front-token"); err != nil {
+					return err
+				}
+			}
+			tc, err := deploy.ServerTLS(cert, key, devTLS, state)
 			if err != nil {
 				return err
 			}
@@ -296,7 +307,7 @@ pieces after asking this server, which counts the admitted commits.`,
 					return m.Save(filepath.Join(releases, fmt.Sprintf("round-%04d.model", round)))
 				},
 				MaxClients: maxClients, EnrollRate: enrollRate, EnrollBurst: enrollBurst, MaxPolls: maxPolls,
-				MaxStreams: maxStreams, IdleTimeout: idleTimeout, WriteTimeout: writeTimeout, Sharded: sharded,
+				MaxStreams: maxStreams, IdleTimeout: idleTimeout, WriteTimeout: writeTimeout, Sharded: sharded, FrontToken: frontToken,
 			})
 			if err != nil {
 				return err
@@ -456,9 +467,10 @@ func aggregatorKeys(files []string, shards int, insecure bool) ([]ed25519.Public
 	return keys, nil
 }
 
-// enrollToken returns the secret in DIR/enroll-token, creating it.
-func enrollToken(dir string) (string, error) {
-	path := filepath.Join(dir, "enroll-token")
+// secretFile returns the secret in DIR/NAME (enroll-token,
+// front-token), creating it (0600) if absent.
+func secretFile(dir, name string) (string, error) {
+	path := filepath.Join(dir, name)
 	b, err := os.ReadFile(path)
 	if err == nil {
 		tok := strings.TrimSpace(string(b))

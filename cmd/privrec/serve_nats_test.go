@@ -202,7 +202,8 @@ func TestFront(t *testing.T) {
 				err := newRoot(&out, &logs[i], []string{"front", "--coordinator", "https://" + addr,
 					"--coordinator-ca", filepath.Join(state, "tls", "cert.pem"), "--listen", fa,
 					"--tls-cert", filepath.Join(state, "tls", "cert.pem"), "--tls-key", filepath.Join(state, "tls", "key.pem"),
-					"--nats", ns.ClientURL(), "--nats-run", "fcli", "--nats-nkey", filepath.Join(auth, fmt.Sprintf("front-%d.nk", i))}).ExecuteContext(ctx)
+					"--nats", ns.ClientURL(), "--nats-run", "fcli", "--nats-nkey", filepath.Join(auth, fmt.Sprintf("front-%d.nk", i)),
+					"--front-token-file", filepath.Join(state, "front-token")}).ExecuteContext(ctx)
 				if err != nil && !errors.Is(err, context.Canceled) {
 					t.Errorf("front-end %d: %v", i, err)
 				}

@@ -83,7 +83,8 @@ for i in 0 1; do
   FADDR=127.0.0.1:$((P + 4001 + i))
   "$W/bin/privrec" front --coordinator "https://$ADDR" --coordinator-ca "$W/state/tls/cert.pem" --listen "$FADDR" \
     --tls-cert "$W/state/tls/cert.pem" --tls-key "$W/state/tls/key.pem" \
-    --nats "$URLS" --nats-ca "$CA" --nats-nkey "$W/nats/front-$i.nk" --nats-run demo >"$W/front$i.log" 2>&1 &
+    --nats "$URLS" --nats-ca "$CA" --nats-nkey "$W/nats/front-$i.nk" --nats-run demo \
+    --front-token-file "$W/state/front-token" >"$W/front$i.log" 2>&1 &
   pids+=($!)
   eval "front$i=$!"
   FRONTS="$FRONTS${FRONTS:+,}https://$FADDR"
