@@ -171,8 +171,10 @@ func (s *Session) leaves(resp *fedv1.GetRoundResponse) bool {
 		if n := len(t); n > 0 {
 			trainedLast = max(trainedLast, t[n-1])
 		}
-		// Training rounds are 1 to rounds-2 (setup first, final last).
-		for r := now; r <= s.rounds-2; r++ {
+		// Any round after the setup may train: dp-als ends with a final
+		// round, dp-ease with its last Gram round. (Counting a final
+		// round as one costs at most a wait for the final model.)
+		for r := now; r <= s.rounds-1; r++ {
 			if r >= 1 && s.allowed(k, r, protocol.PhaseTrain) {
 				return false
 			}

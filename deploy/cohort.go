@@ -26,8 +26,10 @@ import (
 // participation limits allow (MaxRounds, MinGap), which it keeps across
 // restarts, so a method's user-level ε, composed over at most MaxRounds
 // participations, holds whoever the server takes. The final round, which
-// releases nothing, takes no cohort and does not wait: a client that
-// misses it reads the published model.
+// releases nothing, takes no cohort: it asks every enrolled client and
+// closes once all answered or at its deadline, with those online; a
+// client that misses it reads the published model (a device that left
+// once spent, ClientConfig.LeaveWhenSpent, has read a release already).
 
 // gathering is a cohort being gathered for a round.
 type gathering struct {

@@ -186,6 +186,50 @@ func TestTakers(t *testing.T) {
 	}
 }
 
+// TestLeaves: a device with LeaveWhenSpent leaves a cohort run once no
+// later round is allowed to it and its last round is over; not while a
+// round is still open to it, as dp-ease's last Gram round is after its
+// counts round (rounds 1–3 counts, 4–6 Gram: 7 rounds, no final one; the
+// first version counted only rounds up to rounds-2 and left before it).
+func TestLeaves(t *testing.T) {
+	dpals := protocol.Participation{Cohort: 20, MaxRounds: 2, MinGap: 1}
+	dpease := protocol.Participation{Cohort: 20, MaxRounds: 2, MinGap: 3}
+	gathering := func(r int) *fedv1.GetRoundResponse {
+		return &fedv1.GetRoundResponse{Gathering: &fedv1.Gathering{Round: int32(r)}}
+	}
+	open := func(r int) *fedv1.GetRoundResponse {
+		return &fedv1.GetRoundResponse{Broadcast: &fedv1.Broadcast{Round: int32(r)}}
+	}
+	tests := []struct {
+		name    string
+		part    protocol.Participation
+		rounds  int
+		trained []int
+		leave   bool
+		resp    *fedv1.GetRoundResponse
+		want    bool
+	}{
+		{"dp-als, spent, its round over", dpals, 8, []int{1, 2}, true, gathering(3), true},
+		{"dp-als, spent, its round still open", dpals, 8, []int{1, 2}, true, open(2), false},
+		{"dp-als, a round left", dpals, 8, []int{2}, true, gathering(3), false},
+		{"dp-als, never answered", dpals, 8, nil, true, gathering(5), false},
+		{"dp-als, spent, not leaving", dpals, 8, []int{1, 2}, false, gathering(3), false},
+		{"dp-ease, counts answered, Gram round 6 ahead", dpease, 7, []int{3}, true, gathering(4), false},
+		{"dp-ease, counts answered, at round 6", dpease, 7, []int{3}, true, gathering(6), false},
+		{"dp-ease, counts round 1: Gram 4 to 6 ahead", dpease, 7, []int{1}, true, open(5), false},
+		{"dp-ease, both answered", dpease, 7, []int{3, 6}, true, gathering(6), false},
+		{"nothing open yet", dpals, 8, []int{1, 2}, true, &fedv1.GetRoundResponse{}, false},
+		{"a roster run", protocol.Participation{MaxRounds: 2}, 8, []int{1, 2}, true, open(3), false},
+	}
+	for _, tt := range tests {
+		s := &Session{cfg: ClientConfig{LeaveWhenSpent: tt.leave}, part: tt.part, rounds: tt.rounds,
+			creds: []string{"c"}, trained: [][]int{tt.trained}}
+		if got := s.leaves(tt.resp); got != tt.want {
+			t.Errorf("%s: leaves = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 // TestMemoryKeepsTrainedRounds: the training rounds each client answered
 // survive a restart of the session's process.
 func TestMemoryKeepsTrainedRounds(t *testing.T) {
