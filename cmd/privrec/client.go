@@ -23,6 +23,7 @@ import (
 	"github.com/privrec/privrec/hdpmf"
 	"github.com/privrec/privrec/internal/progress"
 	"github.com/privrec/privrec/method"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/protocol"
 	"github.com/privrec/privrec/ratings"
 	"github.com/privrec/privrec/secagg"
@@ -623,10 +624,17 @@ func (a *app) oneUser(cmd *cobra.Command, sess *deploy.Session, spec method.Spec
 	if err != nil {
 		return err
 	}
+	var m *model.Model
 	if r := pub.Release; r != nil {
 		fmt.Fprintf(a.stderr, "your list is from the release after round %d, which covers %d users: this device has answered every round its participation limits allow, and the run goes on (the same command later, with the same --state, answers nothing more and prints a newer list; --stay waits for the final model)\n", r.Round, r.Users)
+		// No final round reached the clients' state: the device folds
+		// itself in against the release, by the model's own rule (a
+		// dp-als model: the device's solve), with its ratings on the
+		// catalog's scale, on which the server publishes.
+		m, err = pub.FoldIn(one.UserIDs[0], one.Items, one.Values, 1)
+	} else {
+		m, _, err = cls.Finish(pub.V)
 	}
-	m, _, err := cls.Finish(pub.V)
 	if err != nil {
 		return err
 	}

@@ -77,3 +77,40 @@ func TestServeDPALSOneUser(t *testing.T) {
 		t.Errorf("fold-in against the published model predicts the device's own ratings (all 2) with RMSE %.3f", rmse)
 	}
 }
+
+// TestServeDPALSCohortDeviceLeaves: in a served dp-als cohort run (2
+// rounds per user), the device (client --ratings) answers its rounds,
+// leaves while the run goes on and prints its list from the newest
+// release, folded in by the device's rule against the interim model;
+// it says which release. (Before, leaving ended in "dpals: the run did
+// not reach its final round": the list came from the clients' final
+// round only.)
+func TestServeDPALSCohortDeviceLeaves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a served dp-als cohort run")
+	}
+	r := newDeviceRun(t, 5, []int{0, 3, 7, 11, 19}, 2)
+	r.deviceArgs = []string{"--state", t.TempDir()}
+	const vendor = 60
+	// The vendor joins one client at a time (--workers 1), so that the
+	// device is taken into the first cohort. The final round closes at
+	// its deadline (the device left): 30 s, not the harness's 2 minutes.
+	device, _ := r.run(t, []string{"--method", "dp-als", "--secagg", "masked", "--eps", "20", "--cohort", "20",
+		"--rounds-per-user", "2", "--bias-rounds", "2", "--rounds", "2", "--init-items", "10", "--round-timeout", "30s"}, vendor,
+		[]string{"--split", "random:0.9", "--workers", "1"}, []string{"--seed", "7", "--scale", "1,5,1"})
+	if !strings.Contains(r.deviceLog, "your list is from the release after round") {
+		t.Fatalf("the device did not leave with a release:\n%s", r.deviceLog)
+	}
+	var recs []model.Recommendation
+	if err := json.Unmarshal([]byte(device), &recs); err != nil {
+		t.Fatalf("device output: %v\n%s", err, device)
+	}
+	if len(recs) != 5 {
+		t.Fatalf("%d recommendations, want 5:\n%s", len(recs), device)
+	}
+	for _, rec := range recs {
+		if r.rated[rec.Item] || rec.Rating == nil || *rec.Rating < 1 || *rec.Rating > 5 || math.IsNaN(float64(rec.Score)) {
+			t.Errorf("recommendation %+v: want an unrated item rated on 1..5", rec)
+		}
+	}
+}

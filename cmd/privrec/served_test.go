@@ -49,6 +49,10 @@ type deviceRun struct {
 	mine  string           // the device's ratings file
 	rated map[string]bool  // the items the device rated
 	prm   string           // the published model
+	// deviceArgs are added to the device's command; deviceLog is its
+	// stderr once run.
+	deviceArgs []string
+	deviceLog  string
 }
 
 // newDeviceRun writes synthetic data (syntheticTSV with seed) and a
@@ -94,20 +98,23 @@ func (r *deviceRun) run(t *testing.T, serve []string, vendor int, vendorArgs, co
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		args := append([]string{"serve"}, serve...)
 		// The honest-but-curious protocol, which both sides take only
 		// with --insecure: these runs test what the clients receive.
-		args = append(args, "--secagg-active=false", "--insecure")
-		args = append(args, "--dev-tls", "--state", state, "--listen", addr, "--items", r.data, "--min-clients",
-			fmt.Sprint(vendor+1), "--enroll-quiet", "1s", "--round-timeout", "2m", "--linger", "5s", "--out", r.prm)
+		// serve's own flags come last, so that they may set another
+		// --round-timeout.
+		args := []string{"serve", "--secagg-active=false", "--insecure", "--dev-tls", "--state", state, "--listen", addr,
+			"--items", r.data, "--min-clients", fmt.Sprint(vendor + 1), "--enroll-quiet", "1s", "--round-timeout", "2m",
+			"--linger", "5s", "--out", r.prm}
+		args = append(args, serve...)
 		outs[0], _, errs[0] = run(t, append(args, common...)...)
 	}()
 	cert := devCert(t, state)
 	url := "https://" + addr
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		outs[1], _, errs[1] = run(t, append([]string{"client", "--insecure", "--server", url, "--ca", cert, "--code", code,
-			"--ratings", r.mine, "--top", "5", "--json"}, common...)...)
+		args := append([]string{"client", "--insecure", "--server", url, "--ca", cert, "--code", code,
+			"--ratings", r.mine, "--top", "5", "--json"}, r.deviceArgs...)
+		outs[1], r.deviceLog, errs[1] = run(t, append(args, common...)...)
 	})
 	wg.Go(func() {
 		args := append([]string{"client", "--insecure", "--server", url, "--ca", cert, "--token-file", filepath.Join(state, "enroll-token"),
