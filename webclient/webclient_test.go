@@ -117,7 +117,7 @@ func checkNoRatings(t *testing.T, r *deploytest.Server, cred string, rated []int
 		}
 		proc := q.Path[strings.LastIndex(q.Path, "/")+1:]
 		allowed := map[string][]string{
-			"Hello": {}, "GetRound": {"after", "boot", "session"}, "GetModel": {}, "Upload": {"round", "meta"},
+			"Hello": {}, "GetRound": {"after", "boot", "session", "join"}, "GetModel": {"interim"}, "Upload": {"round", "meta"},
 			"Enroll": {"code", "secrets"},
 			"SecAgg": {"round", "session", "commit", "keys", "shares", "check", "masked", "consistency", "reveal"},
 		}[proc]
