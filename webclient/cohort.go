@@ -41,9 +41,11 @@ func (c *Client) takes(b *protocol.Broadcast) bool {
 // joinCohort offers the page to the cohort gathered in g (the round
 // after `after`) when its limits allow that round, and, once it is
 // taken, waits for the round to open. It returns the answer to go on
-// with (the round open, or the run's end), or nil when the page takes
-// no part in the round: its limits refuse it, or the cohort was closed
-// without it, or the gathering ended without opening the round.
+// with: the round open, the run's end, or, when the gathering ended
+// without opening the round or no longer holds the page (a server
+// restart gathers afresh), an answer without a broadcast, after which
+// the page polls, and joins, again. It returns nil when the page takes
+// no part in the round: its limits refuse it, or it was not taken.
 func (c *Client) joinCohort(ctx context.Context, after int32, g *gathering) (*getRoundResponse, error) {
 	r := int(g.Round)
 	if r < 0 || r >= c.rounds {
@@ -84,10 +86,9 @@ func (c *Client) joinCohort(ctx context.Context, after int32, g *gathering) (*ge
 		}
 		if w := open.Gathering; w == nil || w.Round != g.Round || !open.InCohort {
 			// The gathering ended without opening the round, or no
-			// longer holds the page (a server restart gathers afresh):
-			// poll, and join, again.
+			// longer holds the page: poll, and join, again.
 			c.joined = -1
-			return nil, nil
+			return &open, nil
 		}
 	}
 }

@@ -51,6 +51,7 @@ type fakeRound struct {
 	openOnJoin  bool   // a join is answered with the round already open, the page in it
 	phase       string // the broadcast's phase
 	namesAlways bool   // the opened round's plan names the page whether it joined or not
+	restart     bool   // the server restarts once the page is taken, and gathers the round afresh
 }
 
 // fakeServer is a scripted cohort run (a red team when the script says
@@ -62,13 +63,14 @@ type fakeServer struct {
 	rounds []fakeRound
 	model  []byte
 
-	mu       sync.Mutex
-	cur      int          // the round in progress
-	taken    map[int]bool // rounds whose cohort holds the page
-	opened   map[int]bool
-	joins    []int
-	answered []int
-	interim  []bool // GetModel calls' interim flags
+	mu        sync.Mutex
+	cur       int          // the round in progress
+	taken     map[int]bool // rounds whose cohort holds the page
+	opened    map[int]bool
+	restarted map[int]bool
+	joins     []int
+	answered  []int
+	interim   []bool // GetModel calls' interim flags
 }
 
 func (f *fakeServer) Post(ctx context.Context, path string, _ map[string]string, body []byte) (int, []byte, error) {
@@ -101,6 +103,9 @@ func (f *fakeServer) Post(ctx context.Context, path string, _ map[string]string,
 			} else {
 				f.taken[r] = fr.take
 			}
+		}
+		if fr.restart && f.taken[r] && !q.Join && !f.restarted[r] {
+			f.restarted[r], f.taken[r] = true, false // a new gathering of the round, without the page
 		}
 		if fr.gather != "" && !f.opened[r] && (q.Join || !f.taken[r]) {
 			resp["gathering"] = map[string]any{"round": r, "phase": fr.gather, "cohort": 2, "taken": 1}
@@ -189,6 +194,8 @@ func script(train fakeRound) []fakeRound {
 // newest release (GetModel interim) and says which.
 func TestCohortRules(t *testing.T) {
 	taken := script(fakeRound{gather: "x", take: true, namesAlways: true})
+	restarts := script(fakeRound{gather: "x", take: true, namesAlways: true})
+	restarts[1].restart = true
 	asSetup := script(fakeRound{gather: "x", take: true, namesAlways: true})
 	for r := range asSetup[:8] {
 		asSetup[r].gather = protocol.PhaseSetup // the red team's label; the rounds open as training rounds
@@ -203,6 +210,7 @@ func TestCohortRules(t *testing.T) {
 		interim  bool // left with the newest release (else the final model)
 	}{
 		{"taken into every cohort it joins", taken, nil, []int{0, 1, 3}, []int{0, 1, 3}, []int{1, 3}, true},
+		{"a gathering restarted after the page was taken", restarts, nil, []int{0, 1, 1, 3}, []int{0, 1, 3}, []int{1, 3}, true},
 		{"never taken", script(fakeRound{gather: "x", namesAlways: true}), nil,
 			[]int{0, 1, 2, 3, 4, 5, 6, 7}, []int{8}, nil, false},
 		{"red team: named without a gathering", script(fakeRound{namesAlways: true}), nil, nil, []int{8}, nil, false},
@@ -224,7 +232,7 @@ func TestCohortRules(t *testing.T) {
 			if !tt.interim {
 				release = nil
 			}
-			f := &fakeServer{rounds: tt.rounds, model: smallModel(t, release), taken: map[int]bool{}, opened: map[int]bool{}}
+			f := &fakeServer{rounds: tt.rounds, model: smallModel(t, release), taken: map[int]bool{}, opened: map[int]bool{}, restarted: map[int]bool{}}
 			st := &memStore{}
 			c := newCohortClient(t, f, nil, st)
 			if tt.memory != nil {
