@@ -734,6 +734,7 @@ func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Data
 		return res, nil
 	}
 	var m *model.Model
+	internal := c.ease == nil // dp-als's own solve scores on the internal 1..5 scale
 	if c.ease != nil {
 		if !pub.Ranking || pub.UserItems == nil {
 			return nil, errors.New("webclient: the published dp-ease model does not say which items a person's history indicates")
@@ -746,8 +747,17 @@ func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Data
 		// The page left before the final round (a cohort run, spent;
 		// or it answered the final round before a reload): its bias and
 		// vector are solved against the release as its final round
-		// would have (model.Model.FoldIn), on the internal scale.
-		m, err = pub.FoldIn("me", d.Items, d.Values, 0)
+		// would have (model.Model.FoldIn, as privrec recommend --model
+		// does). The published model is on the catalog's scale (the
+		// server maps its biases there, model.Model.Affine), and so are
+		// the ratings it is given and the scores it makes: the ridge is
+		// linear, so they are the internal solve's, mapped.
+		values := make([]float32, len(d.Values))
+		for k, v := range d.Values {
+			values[k] = c.fromInternal(v)
+		}
+		m, err = pub.FoldIn("me", d.Items, values, 0)
+		internal = false
 	}
 	if err != nil {
 		return nil, err
@@ -759,7 +769,9 @@ func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Data
 		}
 		r := Rec{Item: int(s.Item), Score: float32(s.Score)}
 		if c.ease == nil {
-			r.Score = c.fromInternal(float32(s.Score))
+			if internal {
+				r.Score = c.fromInternal(r.Score)
+			}
 			v := c.scale.Clamp(r.Score)
 			r.Rating = &v
 		}

@@ -1,14 +1,17 @@
 package webclient_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/privrec/privrec/deploy/deploytest"
+	"github.com/privrec/privrec/model"
 	"github.com/privrec/privrec/webclient"
 )
 
@@ -125,5 +128,28 @@ func TestClientJoinsCohortRun(t *testing.T) {
 	if len(more) != 0 || final.Release != nil || len(final.Recs) != 10 || !slices.Equal(final.Trained, []int{1, 3}) {
 		t.Errorf("again: rounds %+v, release %+v, %d recommendations, training rounds %v; want none, the final model, 10, [1 3]",
 			more, final.Release, len(final.Recs), final.Trained)
+	}
+	// Its list is the published model's fold-in of the person's ratings
+	// on the catalog's scale (privrec recommend --model --ratings).
+	pub, err := model.ReadModel(bytes.NewReader(r.Srv.Model()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b webclient.Rating) int { return a.Item - b.Item })
+	var items []int32
+	var values []float32
+	for _, x := range sorted {
+		items, values = append(items, int32(x.Item)), append(values, x.Value)
+	}
+	f, err := pub.FoldIn("me", items, values, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := f.Recommend(0, 10, items)
+	for k := range min(len(want), len(final.Recs)) {
+		if got := final.Recs[k]; got.Item != int(want[k].Item) || math.Abs(float64(got.Score)-float64(want[k].Score)) > 1e-3 {
+			t.Errorf("recommendation %d: item %d, score %.4f; the published model's fold-in: item %d, %.4f", k, got.Item, got.Score, want[k].Item, want[k].Score)
+		}
 	}
 }
