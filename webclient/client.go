@@ -471,9 +471,9 @@ type Rec struct {
 // device. In a cohort run it answers only the rounds whose cohorts its
 // limits let it join and that took it, and returns as soon as its limits
 // let it answer no later round, with the list from the newest release
-// (Result.Release). onRound, when not nil, is called after every round; onStatus,
-// when not nil, after every answer of the server while waiting, and
-// while the server does not answer. Train fails with ErrLost when the
+// (Result.Release). onRound, when not nil, is called after every round;
+// onStatus, when not nil, after every answer of the server while
+// waiting, and while the server does not answer. Train fails with ErrLost when the
 // server has not answered for LostAfter.
 func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Event), onStatus func(Status)) (*Result, error) {
 	if c.cred == "" {
