@@ -16,25 +16,39 @@ import (
 )
 
 // TestClientJoinsCohortRun: the web client, natively, takes part in a
-// served masked dp-als run over cohorts (of 7: the 6 simulated clients
-// and the page) with participation limits (2 training rounds a client,
-// 2 apart) beside simulated privrec clients. It joins the cohorts its
+// served masked run over cohorts (of 7: the 6 simulated clients and the
+// page) with participation limits (2 training rounds a client, 2 apart)
+// beside simulated privrec clients: dp-als (--rounds-per-user 2
+// --min-gap 2) and dp-ease (--cohort-rounds 2: its own limits, one
+// round of the counts and one of the Gram). It joins the cohorts its
 // limits allow, answers training rounds 1 and 3 only (the rounds
 // between, which no client may answer, are skipped by the server),
 // keeps them in its memory before its answers leave, and leaves once
 // spent with the interim release after round 3, which covers the 7
 // users, and its list from it while the run goes on. Reloaded with that
 // memory after the run, it answers nothing more and gets the final
-// model.
+// model, whose fold-in of the person's ratings its list is.
 func TestClientJoinsCohortRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a served run: skipped in -short")
+		t.Skip("served runs: skipped in -short")
 	}
+	for _, tc := range []struct {
+		method string
+		params map[string]string
+	}{
+		{"dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "1", "init-items": "0",
+			"cohort": "7", "rounds-per-user": "2", "min-gap": "2"}},
+		{"dp-ease", map[string]string{"secagg": "masked", "top-items": "60", "cohort": "7", "cohort-rounds": "2"}},
+	} {
+		t.Run(tc.method, func(t *testing.T) { joinCohortRun(t, tc.method, tc.params) })
+	}
+}
+
+func joinCohortRun(t *testing.T, method string, params map[string]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	r := deploytest.NewServer(ctx, t, deploytest.Config{Method: "dp-als", Simulated: 6, RoundTimeout: 2 * time.Second,
-		Params: map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "1", "init-items": "0",
-			"cohort": "7", "rounds-per-user": "2", "min-gap": "2"}})
+	r := deploytest.NewServer(ctx, t, deploytest.Config{Method: method, Simulated: 6, RoundTimeout: 2 * time.Second, Params: params})
+	ranking := method == "dp-ease"
 	c, err := webclient.New(httpTransport{r.URL}, hello(t, r.URL))
 	if err != nil {
 		t.Fatal(err)
@@ -76,8 +90,8 @@ func TestClientJoinsCohortRun(t *testing.T) {
 		t.Errorf("%d recommendations, want 10", len(res.Recs))
 	}
 	for _, rc := range res.Recs {
-		if slices.Contains(rated, rc.Item) || rc.Rating == nil {
-			t.Errorf("recommendation %+v: rated by the person, or no predicted rating", rc)
+		if slices.Contains(rated, rc.Item) || (rc.Rating == nil) != ranking {
+			t.Errorf("recommendation %+v: rated by the person, or a predicted rating where the model ranks (%v)", rc, ranking)
 		}
 	}
 	var mem webclient.Memory
@@ -142,7 +156,10 @@ func TestClientJoinsCohortRun(t *testing.T) {
 	for _, x := range sorted {
 		items, values = append(items, int32(x.Item)), append(values, x.Value)
 	}
-	f, err := pub.FoldIn("me", items, values, 0)
+	if ranking {
+		values = nil // a ranking model folds in the history alone
+	}
+	f, err := pub.FoldIn("me", items, values, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
