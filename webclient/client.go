@@ -120,6 +120,15 @@ type Client struct {
 	rounds int
 	mem    *Memory
 	store  Store
+	// part is the plan's participation (cohorts, limits), which the page
+	// enforces itself; trained the training rounds it answered
+	// (ascending, kept in mem), which the limits count; joined the round
+	// whose cohort it was taken into while it was gathered (-1: none);
+	// sawFinal whether it answered dp-als's final round in this Train.
+	part     protocol.Participation
+	trained  []int
+	joined   int32
+	sawFinal bool
 	// trust, when not nil, is what the person pinned for the active
 	// protocol; ident the device's identity key and cert its checked
 	// certificate.
@@ -142,7 +151,8 @@ type Client struct {
 
 // New reads the server's plan (the body of a Hello call) and checks that
 // the page can take part: dp-ease, dp-als or dp-biases, with masked
-// aggregation.
+// aggregation; over cohorts with participation limits or not (the page
+// enforces the limits itself: see the package doc).
 func New(t Transport, hello []byte) (*Client, error) {
 	var h Hello
 	if err := json.Unmarshal(hello, &h); err != nil {
@@ -170,11 +180,8 @@ func New(t Transport, hello []byte) (*Client, error) {
 	if ease != nil {
 		part = ease.Participation()
 	}
-	if part.Cohort > 0 || part.Limited() {
-		// The page keeps no per-round participation record and does not
-		// join cohorts: it must not take part in a run whose privacy
-		// rests on the device enforcing its limits.
-		return nil, fmt.Errorf("webclient: the server runs %s over cohorts with participation limits, which this page does not take part in yet: use privrec client", h.Method)
+	if err := part.Validate(); err != nil {
+		return nil, fmt.Errorf("webclient: the plan's participation: %w", err)
 	}
 	if h.Aggregation != "masked" || agg != protocol.AggMasked {
 		return nil, fmt.Errorf("webclient: the server runs %s with aggregation %q; the page takes part only in masked rounds (secure aggregation), where the server sees sums", h.Method, h.Aggregation)
@@ -186,8 +193,8 @@ func New(t Transport, hello []byte) (*Client, error) {
 	if !(sc.Max > sc.Min) {
 		return nil, fmt.Errorf("webclient: the plan's scale %v is empty", sc)
 	}
-	return &Client{t: t, plan: &h, cfg: cfg, ease: ease, scale: sc, last: -1, setup: -1,
-		digest: webPlanDigest(&h), rounds: rounds}, nil
+	return &Client{t: t, plan: &h, cfg: cfg, ease: ease, scale: sc, last: -1, setup: -1, joined: -1,
+		digest: webPlanDigest(&h), rounds: rounds, part: part}, nil
 }
 
 // Plan returns the server's plan.
@@ -437,6 +444,14 @@ type Result struct {
 	Claim    string  `json:"claim"`
 	Unit     string  `json:"unit"`
 	Trusted  string  `json:"trusted"`
+	// Release, when not nil, is the interim release the list is from:
+	// the page left a cohort run once its participation limits let it
+	// answer no later round (the model's release block: the last round
+	// it reads, and how many users); nil for the run's final model.
+	Release *model.Release `json:"release,omitempty"`
+	// Trained are the training rounds of the run this page answered, in
+	// a run with cohorts or participation limits.
+	Trained []int `json:"trained,omitempty"`
 }
 
 // Rec is a recommended item.
@@ -453,9 +468,12 @@ type Rec struct {
 
 // Train answers every round of the run with the person's ratings until
 // the run is done, then computes the person's recommendations on the
-// device. onRound, when not nil, is called after every round; onStatus,
-// when not nil, after every answer of the server while waiting, and
-// while the server does not answer. Train fails with ErrLost when the
+// device. In a cohort run it answers only the rounds whose cohorts its
+// limits let it join and that took it, and returns as soon as its limits
+// let it answer no later round, with the list from the newest release
+// (Result.Release). onRound, when not nil, is called after every round;
+// onStatus, when not nil, after every answer of the server while
+// waiting, and while the server does not answer. Train fails with ErrLost when the
 // server has not answered for LostAfter.
 func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Event), onStatus func(Status)) (*Result, error) {
 	if c.cred == "" {
@@ -474,6 +492,7 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 	}
 	c.status = onStatus
 	defer func() { c.status = nil }()
+	c.sawFinal = false // cls is this call's: it saw no final round yet
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -491,7 +510,27 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 				Enrolled: int(resp.Enrolled), MinClients: int(resp.MinClients)})
 		}
 		if resp.State == "RUN_STATE_DONE" {
-			return c.finish(ctx, cls, d, n)
+			return c.finish(ctx, cls, d, n, false)
+		}
+		if c.leaves(&resp) {
+			// Spent: the newest release, as privrec client --ratings
+			// leaves a cohort run.
+			return c.finish(ctx, cls, d, n, true)
+		}
+		if g := resp.Gathering; g != nil && resp.Broadcast == nil && g.Round > last {
+			got, err := c.joinCohort(ctx, last, g)
+			if err != nil {
+				return nil, err
+			}
+			if got == nil {
+				// Not in the round's cohort (the limits refuse it, or it
+				// was not taken): the round goes on without the page.
+				c.last, c.boot, c.session = g.Round, resp.Boot, ""
+				continue
+			}
+			if resp = *got; resp.State == "RUN_STATE_DONE" {
+				return c.finish(ctx, cls, d, n, false)
+			}
 		}
 		w := resp.Broadcast
 		if w == nil {
@@ -514,6 +553,16 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 		}
 		if err := c.checkBroadcast(b); err != nil {
 			return nil, err
+		}
+		if !c.takes(b) {
+			// Not in the round's cohort, or over the limits, whatever
+			// the server's plan names: nothing of the round leaves.
+			c.logf("round %d (%s): sitting it out (not taken into its cohort, or over the plan's limits)", b.Round, b.Phase)
+			c.last, c.boot, c.session = w.Round, resp.Boot, ""
+			if resp.SecAgg != nil {
+				c.session = resp.SecAgg.Session
+			}
+			continue
 		}
 		ev := Event{Round: b.Round, Phase: b.Phase, Masked: resp.SecAgg != nil, Words: b.Words, EpsSoFar: float64(resp.EpsTotal)}
 		var compute time.Duration
@@ -596,7 +645,10 @@ func (c *Client) plain(ctx context.Context, b *protocol.Broadcast, me protocol.C
 		return 0, fmt.Errorf("%w: round %d asks for a plain upload of the person's statistics; the page sends them only masked", errRefused, b.Round)
 	}
 	took := time.Since(t0)
-	if err := c.remember(ctx, int32(b.Round), b.Phase == protocol.PhaseSetup); err != nil {
+	if b.Phase == protocol.PhaseFinal {
+		c.sawFinal = true // the person's client solved its vector (dp-als)
+	}
+	if err := c.remember(ctx, int32(b.Round), b.Phase); err != nil {
 		return took, err
 	}
 	err = c.retry(ctx, func() error {
@@ -653,15 +705,18 @@ func nilIfEmpty[T any](s []T) []T {
 	return s
 }
 
-// finish fetches the published item factors and computes the person's
-// recommendations on the device: dp-ease's score of the person's history
-// against the published item-item weights (model.Model.FoldInRanking, as
-// privrec recommend --model --ratings does), or dp-als's final solve of
-// their bias and vector (done in the final round), scored over the
-// catalog.
-func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Dataset, n int) (*Result, error) {
+// finish fetches the published item factors (with interim, the newest
+// release: the latest interim model while the run goes on, else the
+// final one) and computes the person's recommendations on the device:
+// dp-ease's score of the person's history against the published
+// item-item weights (model.Model.FoldInRanking, as privrec recommend
+// --model --ratings does), or dp-als's final solve of their bias and
+// vector (done in the final round; against the release, by
+// model.Model.FoldIn, when this Train saw no final round), scored over
+// the catalog.
+func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Dataset, n int, interim bool) (*Result, error) {
 	var resp getModelResponse
-	if err := c.retry(ctx, func() error { return c.call(ctx, "GetModel", struct{}{}, &resp) }); err != nil {
+	if err := c.retry(ctx, func() error { return c.call(ctx, "GetModel", &getModelRequest{Interim: interim}, &resp) }); err != nil {
 		return nil, err
 	}
 	pub, err := model.ReadModel(bytes.NewReader(resp.Model))
@@ -669,19 +724,40 @@ func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Data
 		return nil, fmt.Errorf("webclient: the published model: %w", err)
 	}
 	res := &Result{EpsTotal: pub.Privacy.EpsTotal, Delta: pub.Privacy.Delta, Claim: pub.Privacy.Note,
-		Unit: pub.Privacy.Unit, Trusted: pub.Privacy.Trusted, Method: c.plan.Method, Ranking: c.ease != nil}
+		Unit: pub.Privacy.Unit, Trusted: pub.Privacy.Trusted, Method: c.plan.Method, Ranking: c.ease != nil,
+		Release: pub.Release, Trained: slices.Clone(c.trained)}
+	if pub.Release != nil {
+		c.logf("your list is from the release after round %d, which covers %d users: this page has answered every round its participation limits allow, and the run goes on",
+			pub.Release.Round, pub.Release.Users)
+	}
 	if d.Len() == 0 {
 		return res, nil
 	}
 	var m *model.Model
+	internal := c.ease == nil // dp-als's own solve scores on the internal 1..5 scale
 	if c.ease != nil {
 		if !pub.Ranking || pub.UserItems == nil {
 			return nil, errors.New("webclient: the published dp-ease model does not say which items a person's history indicates")
 		}
 		m, err = pub.FoldInRanking("me", d.Items)
 		res.Popular = !pub.Personalised()
-	} else {
+	} else if c.sawFinal {
 		m, _, err = cls.Finish(pub.V)
+	} else {
+		// The page left before the final round (a cohort run, spent;
+		// or it answered the final round before a reload): its bias and
+		// vector are solved against the release as its final round
+		// would have (model.Model.FoldIn, as privrec recommend --model
+		// does). The published model is on the catalog's scale (the
+		// server maps its biases there, model.Model.Affine), and so are
+		// the ratings it is given and the scores it makes: the ridge is
+		// linear, so they are the internal solve's, mapped.
+		values := make([]float32, len(d.Values))
+		for k, v := range d.Values {
+			values[k] = c.fromInternal(v)
+		}
+		m, err = pub.FoldIn("me", d.Items, values, 0)
+		internal = false
 	}
 	if err != nil {
 		return nil, err
@@ -693,7 +769,9 @@ func (c *Client) finish(ctx context.Context, cls *dpals.Clients, d *ratings.Data
 		}
 		r := Rec{Item: int(s.Item), Score: float32(s.Score)}
 		if c.ease == nil {
-			r.Score = c.fromInternal(float32(s.Score))
+			if internal {
+				r.Score = c.fromInternal(r.Score)
+			}
 			v := c.scale.Clamp(r.Score)
 			r.Rating = &v
 		}

@@ -69,4 +69,20 @@
 // enter again. Two tabs of the page would each keep a copy; the page
 // lets one tab take part at a time (the Web Locks API) and gives the
 // client the stored memory afresh when it joins.
+//
+// Cohort runs (a plan with protocol.Participation: --cohort, and for
+// dp-als --rounds-per-user and --min-gap) rest on each device enforcing
+// its own limits, as privrec client does: the page's memory also keeps,
+// per plan, the training rounds it answered (PlanMemory.Trained, saved
+// before any answer leaves); it offers to join (GetRound with join) only
+// a round's cohort its limits allow given those rounds, and answers only
+// a round whose cohort it asked to join and was taken into while the
+// cohort was gathered. A server that names it in a round's plan
+// otherwise, or asks for a training round its limits refuse, gets
+// nothing from it, across reloads. The final round takes no cohort.
+// Once its limits let it answer no later training round and the round
+// it answered last is over, the page leaves the run with the newest
+// release (GetModel with interim: the model after the last round the
+// server finished, or the final model) and computes its list from it
+// (Result.Release says which round it reads and how many users).
 package webclient

@@ -68,7 +68,7 @@ func (c *Client) masked(ctx context.Context, b *protocol.Broadcast, plan *secagg
 	if err != nil {
 		return 0, err
 	}
-	if err := c.remember(ctx, int32(b.Round), b.Phase == protocol.PhaseSetup); err != nil {
+	if err := c.remember(ctx, int32(b.Round), b.Phase); err != nil {
 		return 0, err
 	}
 	me32 := uint32(pos)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/privrec/privrec/dpals"
 	"github.com/privrec/privrec/dpease"
@@ -13,8 +14,9 @@ import (
 )
 
 // Memory is what the page remembers of the runs it answered, across
-// reloads: per plan (by webPlanDigest), the setup round it answered and
-// the last round it answered. A server that serves the same plan again
+// reloads: per plan (by webPlanDigest), the setup round it answered, the
+// last round it answered and, for a plan with cohorts or participation
+// limits, the training rounds it answered. A server that serves the same plan again
 // (a replay, or the same run after the page reloaded) gets no second
 // answer to any of those rounds, so no two sums over the person's data
 // can be differenced.
@@ -28,6 +30,12 @@ type PlanMemory struct {
 	Setup int32 `json:"setup"`
 	// Last is the last round answered, -1 if none.
 	Last int32 `json:"last"`
+	// Trained are the training rounds answered (ascending) of a plan
+	// with cohorts or participation limits (protocol.Participation),
+	// which the limits count (privrec client's memory keeps the same);
+	// absent in a memory saved before the page kept them, and for other
+	// plans.
+	Trained []int `json:"trained,omitempty"`
 }
 
 // Store keeps the page's memory durably: Save returns only once the
@@ -62,8 +70,18 @@ func (c *Client) Remember(memory []byte, st Store) error {
 	if pm := m.Plans[c.digest]; pm != nil {
 		c.last = max(c.last, pm.Last)
 		c.setup = pm.Setup
+		// The union of what this client answered and what the store
+		// holds (another tab of the page may have answered since).
+		c.trained = union(c.trained, pm.Trained)
 	}
 	return nil
+}
+
+// union returns the ascending union of a and b, without repeats.
+func union(a, b []int) []int {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Rounds returns the number of rounds of the run the plan configures
@@ -71,8 +89,10 @@ func (c *Client) Remember(memory []byte, st Store) error {
 func (c *Client) Rounds() int { return c.rounds }
 
 // remember records, durably, that the client is about to answer round
-// (a setup round if setup) before the answer leaves.
-func (c *Client) remember(ctx context.Context, round int32, setup bool) error {
+// of phase before the answer leaves: the round, the setup round if it is
+// one, and, in a plan with cohorts or participation limits, the training
+// rounds answered, which the limits count.
+func (c *Client) remember(ctx context.Context, round int32, phase string) error {
 	if c.mem == nil || c.store == nil {
 		return errors.New("webclient: no memory to record the round in (Remember): refusing to answer")
 	}
@@ -89,8 +109,11 @@ func (c *Client) remember(ctx context.Context, round int32, setup bool) error {
 	}
 	was := *pm
 	pm.Last = max(pm.Last, round)
-	if setup {
+	if phase == protocol.PhaseSetup {
 		pm.Setup = round
+	}
+	if phase == protocol.PhaseTrain && (c.part.Cohort > 0 || c.part.Limited()) {
+		pm.Trained = union(union(pm.Trained, c.trained), []int{int(round)})
 	}
 	b, err := json.Marshal(c.mem)
 	if err == nil {
@@ -101,6 +124,7 @@ func (c *Client) remember(ctx context.Context, round int32, setup bool) error {
 		return fmt.Errorf("%w: could not remember round %d before answering it: %w", errRefused, round, err)
 	}
 	c.setup = pm.Setup
+	c.trained = union(c.trained, pm.Trained)
 	return nil
 }
 
@@ -133,11 +157,25 @@ func dpalsRounds(cfg dpals.Config) int {
 }
 
 // dpeaseRounds is the number of rounds of a dp-ease run of cfg: the
-// counts and the Gram, after a setup round when masked.
-// TestRoundsOfConfig ties it to dpease.NewServer.
+// counts and the Gram (over cohorts, CohortRounds rounds of each), after
+// a setup round when masked. TestRoundsOfConfig ties it to
+// dpease.NewServer.
 func dpeaseRounds(cfg dpease.Config) int {
-	if cfg.Aggregation == protocol.AggMasked {
-		return 3
+	n := 2
+	if cfg.Cohort > 0 {
+		n = 2 * max(1, cfg.CohortRounds)
 	}
-	return 2
+	if cfg.Aggregation == protocol.AggMasked {
+		n++
+	}
+	return n
+}
+
+// lastTraining is the number of the plan's last training round: dp-als
+// ends with a final round that releases nothing, dp-ease with the Gram.
+func (c *Client) lastTraining() int {
+	if c.ease != nil {
+		return c.rounds - 1
+	}
+	return c.rounds - 2
 }

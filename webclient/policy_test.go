@@ -103,29 +103,41 @@ func TestActivePolicy(t *testing.T) {
 	}
 }
 
-// TestCohortPlansRefused: the page keeps no per-round participation
-// record and joins no cohort, so it refuses every plan whose privacy
-// rests on the device enforcing participation limits, and takes the
-// same methods' roster plans.
-func TestCohortPlansRefused(t *testing.T) {
+// TestCohortPlans: the page takes part in cohort runs with
+// participation limits, which it enforces itself (TestCohortRules), and
+// refuses in them what it refuses in any run: aggregation that is not
+// masked, and a participation no run can honour. (Before, it refused
+// every cohort plan: it kept no per-round record of its participations.)
+func TestCohortPlans(t *testing.T) {
 	tests := []struct {
 		method string
 		config map[string]string
-		refuse bool
+		agg    string
+		want   string // "" for accepted, else a word of the refusal
 	}{
-		{"dp-als", map[string]string{"secagg": "masked"}, false},
-		{"dp-als", map[string]string{"secagg": "masked", "cohort": "100"}, true},
-		{"dp-als", map[string]string{"secagg": "masked", "rounds-per-user": "2"}, true},
-		{"dp-als", map[string]string{"secagg": "masked", "min-gap": "3"}, true},
-		{"dp-ease", map[string]string{"secagg": "masked"}, false},
-		{"dp-ease", map[string]string{"secagg": "masked", "cohort": "100", "cohort-rounds": "3"}, true},
+		{"dp-als", map[string]string{"secagg": "masked"}, "masked", ""},
+		{"dp-als", map[string]string{"secagg": "masked", "cohort": "100"}, "masked", ""},
+		{"dp-als", map[string]string{"secagg": "masked", "rounds-per-user": "2"}, "masked", ""},
+		{"dp-als", map[string]string{"secagg": "masked", "min-gap": "3"}, "masked", ""},
+		{"dp-als", map[string]string{"secagg": "masked", "cohort": "100", "rounds-per-user": "2", "min-gap": "3"}, "masked", ""},
+		{"dp-ease", map[string]string{"secagg": "masked"}, "masked", ""},
+		{"dp-ease", map[string]string{"secagg": "masked", "cohort": "100", "cohort-rounds": "3"}, "masked", ""},
+		{"dp-als", map[string]string{"secagg": "ideal", "cohort": "100", "rounds-per-user": "2"}, "sum", "masked"},
+		{"dp-als", map[string]string{"secagg": "off", "cohort": "100"}, "plain", "masked"},
+		{"dp-als", map[string]string{"secagg": "masked", "cohort": "-1"}, "masked", "Cohort = -1"},
+		{"dp-als", map[string]string{"secagg": "masked", "rounds-per-user": "-2"}, "masked", "RoundsPerUser = -2"},
 	}
 	for _, tt := range tests {
-		plan, _ := json.Marshal(map[string]any{"method": tt.method, "config": tt.config, "aggregation": "masked",
+		plan, _ := json.Marshal(map[string]any{"method": tt.method, "config": tt.config, "aggregation": tt.agg,
 			"catalog": map[string]any{"itemIds": []string{"1", "2"}}, "scale": map[string]any{"min": 1, "max": 5, "step": 1}})
-		_, err := New(nil, plan)
-		if refused := err != nil && strings.Contains(err.Error(), "cohorts"); refused != tt.refuse {
-			t.Errorf("%s %v: New: %v; want refused = %v", tt.method, tt.config, err, tt.refuse)
+		c, err := New(nil, plan)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s %v: refused: %v", tt.method, tt.config, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s %v (aggregation %s): New: %v; want a refusal naming %q", tt.method, tt.config, tt.agg, err, tt.want)
+		case err == nil && tt.config["cohort"] != "" && c.part.Cohort == 0:
+			t.Errorf("%s %v: the page reads no cohort", tt.method, tt.config)
 		}
 	}
 }

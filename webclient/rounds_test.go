@@ -40,6 +40,10 @@ func TestRoundsOfConfig(t *testing.T) {
 		{"dp-biases", map[string]string{"secagg": "ideal", "bias-rounds": "5"}},
 		{"dp-ease", map[string]string{"secagg": "masked", "top-items": "10"}},
 		{"dp-ease", map[string]string{"secagg": "ideal", "top-items": "10"}},
+		{"dp-ease", map[string]string{"secagg": "masked", "top-items": "10", "cohort": "10", "cohort-rounds": "3"}},
+		{"dp-ease", map[string]string{"secagg": "masked", "top-items": "10", "cohort": "40"}},
+		{"dp-als", map[string]string{"secagg": "masked", "bias-rounds": "2", "rounds": "3", "init-items": "10",
+			"cohort": "10", "rounds-per-user": "2", "min-gap": "2"}},
 	} {
 		var (
 			want    int

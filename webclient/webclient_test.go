@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"reflect"
 	"slices"
@@ -117,7 +118,7 @@ func checkNoRatings(t *testing.T, r *deploytest.Server, cred string, rated []int
 		}
 		proc := q.Path[strings.LastIndex(q.Path, "/")+1:]
 		allowed := map[string][]string{
-			"Hello": {}, "GetRound": {"after", "boot", "session"}, "GetModel": {}, "Upload": {"round", "meta"},
+			"Hello": {}, "GetRound": {"after", "boot", "session", "join"}, "GetModel": {"interim"}, "Upload": {"round", "meta"},
 			"Enroll": {"code", "secrets"},
 			"SecAgg": {"round", "session", "commit", "keys", "shares", "check", "masked", "consistency", "reveal"},
 		}[proc]
@@ -238,6 +239,34 @@ func joinMaskedRun(t *testing.T, name string, params map[string]string) {
 	switch cfg := c.Config().(type) {
 	case *dpals.Config:
 		eps = cfg.Eps
+		// A page that did not see the final round (one that left a
+		// cohort run, or reloaded) solves its vector against the
+		// published model, on the catalog's scale (model.Model.FoldIn),
+		// rather than against the final broadcast, on the internal
+		// one: the same list.
+		again, err := webclient.New(httpTransport{r.URL}, hello)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.AllowInsecure()
+		again.SetCredential(cred)
+		if err := again.Remember(nil, &memStore{}); err != nil {
+			t.Fatal(err)
+		}
+		folded, err := again.Train(ctx, rs, 10, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(folded.Recs) != len(res.Recs) {
+			t.Errorf("%d recommendations from the fold-in, %d from the final round's solve", len(folded.Recs), len(res.Recs))
+		}
+		for k := range min(len(folded.Recs), len(res.Recs)) {
+			got, want := folded.Recs[k], res.Recs[k]
+			if got.Item != want.Item || math.Abs(float64(got.Score-want.Score)) > 1e-3 || math.Abs(float64(*got.Rating-*want.Rating)) > 1e-3 {
+				t.Errorf("recommendation %d from the fold-in: item %d, score %.4f, rating %.4f; from the final round's solve: item %d, %.4f, %.4f",
+					k, got.Item, got.Score, *got.Rating, want.Item, want.Score, *want.Rating)
+			}
+		}
 		for _, rc := range res.Recs {
 			if res.Ranking || rc.Rating == nil || *rc.Rating < 0.5 || *rc.Rating > 5 {
 				t.Errorf("dp-als recommendation %+v (ranking %v): want a predicted rating on the scale", rc, res.Ranking)

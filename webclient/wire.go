@@ -51,6 +51,10 @@ type getRoundRequest struct {
 	After   int32  `json:"after"`
 	Boot    string `json:"boot,omitempty"`
 	Session string `json:"session,omitempty"`
+	// Join offers the page to the cohort being gathered for the round
+	// after After (a cohort run's gathering), sent only for a round the
+	// page's participation limits allow.
+	Join bool `json:"join,omitempty"`
 }
 
 type getRoundResponse struct {
@@ -62,6 +66,19 @@ type getRoundResponse struct {
 	Delta      jfloat      `json:"delta"`
 	Enrolled   int32       `json:"enrolled"`
 	MinClients int32       `json:"minClients"`
+	// Gathering is a cohort run's round being gathered (no broadcast
+	// yet); InCohort whether the page is in that cohort, or in the open
+	// round's.
+	Gathering *gathering `json:"gathering"`
+	InCohort  bool       `json:"inCohort"`
+}
+
+// gathering is a cohort round before it opens (Gathering).
+type gathering struct {
+	Round  int32  `json:"round"`
+	Phase  string `json:"phase"`
+	Cohort int32  `json:"cohort"`
+	Taken  int32  `json:"taken"`
 }
 
 type secaggPlan struct {
@@ -185,6 +202,12 @@ type secaggResponse struct {
 	Committed *struct {
 		SetHash []byte `json:"setHash"`
 	} `json:"committed"`
+}
+
+// getModelRequest asks for the final model or, with Interim, the newest
+// release (the final model once the run is done).
+type getModelRequest struct {
+	Interim bool `json:"interim,omitempty"`
 }
 
 type getModelResponse struct {

@@ -25,16 +25,6 @@ var omitted = map[protoreflect.FullName]map[string]string{
 		"token": "the vendor's enrolment token: the page enrols one person with a one-time code",
 		"users": "a vendor party's count of users: the page enrols one person",
 	},
-	"privrec.federation.v1.GetRoundRequest": {
-		"join": "the page takes part in no cohort run: New refuses a plan with participation limits",
-	},
-	"privrec.federation.v1.GetRoundResponse": {
-		"gathering": "a cohort run's gathering: New refuses such plans",
-		"inCohort":  "a cohort run's membership: New refuses such plans",
-	},
-	"privrec.federation.v1.GetModelRequest": {
-		"interim": "the page fetches the model once the run is done, not its interim releases",
-	},
 	"privrec.federation.v1.UploadRequest": {
 		"sparse": "per-item statistics in the clear: the page sends Upload only without a payload (see uploadRequest)",
 		"masked": "the page sends its masked vectors through SecAgg, never through Upload",
@@ -60,7 +50,7 @@ var wireCases = []wireCase{
 	{&fedv1.UploadResponse{}, func() any { return &struct{}{} }, false}, // the page reads no field of it
 	{&fedv1.SecAggRequest{}, func() any { return &secaggRequest{} }, true},
 	{&fedv1.SecAggResponse{}, func() any { return &secaggResponse{} }, false},
-	{&fedv1.GetModelRequest{}, func() any { return &struct{}{} }, true}, // the page posts struct{}{}
+	{&fedv1.GetModelRequest{}, func() any { return &getModelRequest{} }, true},
 	{&fedv1.GetModelResponse{}, func() any { return &getModelResponse{} }, false},
 }
 

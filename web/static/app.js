@@ -119,7 +119,9 @@ function renderMine() {
     ul.append(itemRow(j, rm));
   }
   $("count").textContent = String(page.ratings.size);
-  $("join").disabled = page.ratings.size === 0 || page.trained || !page.ready;
+  // After a list from an interim release (a cohort run this browser is
+  // spent in) Join fetches a newer one: it answers nothing more.
+  $("join").disabled = page.ratings.size === 0 || (page.trained && !left()) || !page.ready;
 }
 
 function search(q) {
@@ -195,6 +197,19 @@ function renderPrivacy(sent) {
     "unmask this browser's vector.");
 }
 
+// left reports whether the page's list is from an interim release: it
+// left a cohort run once its participation limits let it answer no
+// later round, and the run goes on.
+function left() { return !!(page.result && page.result.release); }
+
+// releaseNote says which release a list is from, as privrec client
+// --ratings does.
+function releaseNote(rel) {
+  return "Your list is from the release after round " + rel.round + ", which covers " + plural(rel.users, "user", "users") +
+    ": this browser has answered every round its participation limits allow, and the run goes on " +
+    "(press Join again later: it answers nothing more and shows a newer list).";
+}
+
 function renderRecs(res) {
   const ol = $("recs");
   ol.replaceChildren();
@@ -213,7 +228,9 @@ function renderRecs(res) {
     res.ranking ? "Ranked in this browser by " + res.method + " from the published item statistics and the movies you rated. " +
       "This run trained a ranking model only, so no predicted stars are shown." :
     "Computed in this browser from the published item factors and your own vector; the stars are the model's predicted rating.";
-  if (res.epsTotal > 0) $("eps-so-far").textContent = "ε = " + res.epsTotal.toPrecision(3) + " (the run is done)";
+  if (res.release && (res.recs || []).length) $("recs-status").textContent = releaseNote(res.release) + " " + $("recs-status").textContent;
+  if (res.epsTotal > 0) $("eps-so-far").textContent = "ε = " + res.epsTotal.toPrecision(3) +
+    (res.release ? " (so far, by the release after round " + res.release.round + ")" : " (the run is done)");
 }
 
 // clearCode empties the code field and takes the code out of the
@@ -310,9 +327,17 @@ async function takePart(mine) {
   await kvPut("result", res);
   renderPrivacy(JSON.parse(client.sent()));
   renderRecs(res);
-  $("train-status").textContent = "The run is done: your recommendations are below.";
-  $("run-status").textContent = "The run is over.";
+  if (res.release) {
+    $("train-status").textContent = "This browser has answered every round its participation limits allow " +
+      "(training rounds " + (res.trained || []).join(", ") + "): your recommendations below are from the release after round " +
+      res.release.round + ", which covers " + plural(res.release.users, "user", "users") + ".";
+    $("run-status").textContent = "The run goes on without this browser.";
+  } else {
+    $("train-status").textContent = "The run is done: your recommendations are below.";
+    $("run-status").textContent = "The run is over.";
+  }
   page.trained = true; // last: the page shows everything by now
+  renderMine();
 }
 
 // pinnedTrust is the enrolment authority this browser pins, if any: the
