@@ -32,18 +32,7 @@ func TestServeDPALSOneUser(t *testing.T) {
 	device, _ := r.run(t, []string{"--method", "dp-als", "--secagg", "masked", "--eps", "20"}, vendor,
 		[]string{"--split", "random:0.9"}, []string{"--seed", "7", "--scale", "1,5,1"})
 	prm := r.prm
-	var recs []model.Recommendation
-	if err := json.Unmarshal([]byte(device), &recs); err != nil {
-		t.Fatalf("device output: %v\n%s", err, device)
-	}
-	if len(recs) != 5 {
-		t.Fatalf("%d recommendations, want 5:\n%s", len(recs), device)
-	}
-	for _, r := range recs {
-		if rated[r.Item] || r.Rating == nil || *r.Rating < 1 || *r.Rating > 5 || math.IsNaN(float64(r.Score)) {
-			t.Errorf("recommendation %+v: want an unrated item rated on 1..5", r)
-		}
-	}
+	checkDeviceList(t, device, rated)
 	f, err := os.Open(prm)
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +90,13 @@ func TestServeDPALSCohortDeviceLeaves(t *testing.T) {
 	if !strings.Contains(r.deviceLog, "your list is from the release after round") {
 		t.Fatalf("the device did not leave with a release:\n%s", r.deviceLog)
 	}
+	checkDeviceList(t, device, r.rated)
+}
+
+// checkDeviceList checks a device's printed list (client --ratings --top
+// 5 --json): five items it did not rate, each rated on 1..5.
+func checkDeviceList(t *testing.T, device string, rated map[string]bool) {
+	t.Helper()
 	var recs []model.Recommendation
 	if err := json.Unmarshal([]byte(device), &recs); err != nil {
 		t.Fatalf("device output: %v\n%s", err, device)
@@ -109,7 +105,7 @@ func TestServeDPALSCohortDeviceLeaves(t *testing.T) {
 		t.Fatalf("%d recommendations, want 5:\n%s", len(recs), device)
 	}
 	for _, rec := range recs {
-		if r.rated[rec.Item] || rec.Rating == nil || *rec.Rating < 1 || *rec.Rating > 5 || math.IsNaN(float64(rec.Score)) {
+		if rated[rec.Item] || rec.Rating == nil || *rec.Rating < 1 || *rec.Rating > 5 || math.IsNaN(float64(rec.Score)) {
 			t.Errorf("recommendation %+v: want an unrated item rated on 1..5", rec)
 		}
 	}
