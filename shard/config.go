@@ -30,7 +30,9 @@ type Config struct {
 	// bounds: each round's coordinator announces the round's own L, N
 	// and Bits, at most these, in the round's open message (a deployed
 	// run's rounds differ in length and cohort), and every party of the
-	// round uses them (Coordinator.Config).
+	// round uses them (Coordinator.Config). A round's vector may be
+	// shorter than Shards (a deployed run's setup round sums one word):
+	// some shards then own no word and sum nothing.
 	Len, Clients int
 	Bits         int
 	// Backlog bounds the pieces of one shard and round that the upload
@@ -86,7 +88,7 @@ func (c Config) Validate() error {
 	switch {
 	case !runName.MatchString(c.Run):
 		return fmt.Errorf("shard: run name %q: want [A-Za-z0-9_-]+", c.Run)
-	case c.Shards < 1 || c.Shards > c.Len:
+	case c.Shards < 1 || c.Len < 1:
 		return fmt.Errorf("shard: %d shards for %d words", c.Shards, c.Len)
 	case c.Clients < 1:
 		return fmt.Errorf("shard: %d clients", c.Clients)
@@ -129,7 +131,8 @@ func (c Config) withDefaults() Config {
 }
 
 // Range returns the words [a, b) of every vector that shard s owns:
-// contiguous, in shard order, sizes differing by at most one.
+// contiguous, in shard order, sizes differing by at most one (empty
+// when the vector is shorter than the shards).
 func (c Config) Range(s int) (a, b int) {
 	return s * c.Len / c.Shards, (s + 1) * c.Len / c.Shards
 }

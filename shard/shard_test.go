@@ -316,7 +316,7 @@ func TestRoundsOfOtherShapes(t *testing.T) {
 			t.Fatalf("shard %d, aborted round: %v, want ErrAborted", s, err)
 		}
 	}
-	for round, shape := range map[uint64][2]int{2: {8, 257}, 3: {12, 1000}, 4: {7, 31}} {
+	for round, shape := range map[uint64][2]int{2: {8, 257}, 3: {12, 1000}, 4: {7, 31}, 5: {8, 1}, 6: {9, 2}} {
 		pr := newProblem(shape[0], shape[1], int(round))
 		got, want, _ := runRound(t, nc, js, c, pr, round, roundHooks{})
 		if !slices.Equal(got, want) || !slices.Equal(got, pr.plainSum()) {

@@ -91,6 +91,22 @@ type Status struct {
 	Unreachable  bool    `json:"unreachable,omitempty"`
 	SilentSec    float64 `json:"silentSec,omitempty"`
 	GivesUpInSec float64 `json:"givesUpInSec,omitempty"`
+	// SatOut, when set, says the page sits out a round of a cohort run
+	// (it sends nothing of it) and why; the status carries nothing else.
+	SatOut *SitOut `json:"satOut,omitempty"`
+}
+
+// SitOut is a round of a cohort run the page takes no part in.
+type SitOut struct {
+	Round int `json:"round"`
+	// Why is "limits" when the plan's participation limits refuse the
+	// round, "cohort" when the page offered to join and was not taken.
+	Why string `json:"why"`
+	// Trained lists the training rounds the page answered in the run;
+	// MaxRounds and MinGap are the plan's limits (0: none).
+	Trained   []int `json:"trained"`
+	MaxRounds int   `json:"maxRounds"`
+	MinGap    int   `json:"minGap"`
 }
 
 // ErrLost is the error of a call that got no answer from the server for
@@ -558,6 +574,7 @@ func (c *Client) Train(ctx context.Context, rs []Rating, n int, onRound func(Eve
 			// Not in the round's cohort, or over the limits, whatever
 			// the server's plan names: nothing of the round leaves.
 			c.logf("round %d (%s): sitting it out (not taken into its cohort, or over the plan's limits)", b.Round, b.Phase)
+			c.sitOut(b.Round, c.allowed(b.Round, b.Phase))
 			c.last, c.boot, c.session = w.Round, resp.Boot, ""
 			if resp.SecAgg != nil {
 				c.session = resp.SecAgg.Session

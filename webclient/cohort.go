@@ -53,6 +53,7 @@ func (c *Client) joinCohort(ctx context.Context, after int32, g *gathering) (*ge
 	}
 	if !c.allowed(r, g.Phase) {
 		c.logf("round %d: not joining its cohort (the plan's limits: %d training rounds at most, %d apart; answered %v)", r, c.part.MaxRounds, c.part.MinGap, c.trained)
+		c.sitOut(r, false)
 		return nil, nil
 	}
 	var resp getRoundResponse
@@ -67,6 +68,7 @@ func (c *Client) joinCohort(ctx context.Context, after int32, g *gathering) (*ge
 		// round already opened with the page in it is not a join: a
 		// server may name anyone in a round's plan.)
 		c.logf("round %d: not taken into its cohort", r)
+		c.sitOut(r, true)
 		return nil, nil
 	}
 	c.joined = g.Round
@@ -91,6 +93,20 @@ func (c *Client) joinCohort(ctx context.Context, after int32, g *gathering) (*ge
 			return &open, nil
 		}
 	}
+}
+
+// sitOut tells the page's status that it sits out round r: not taken
+// into its cohort (allowed), or refused by its limits.
+func (c *Client) sitOut(r int, allowed bool) {
+	if c.status == nil {
+		return
+	}
+	why := "limits"
+	if allowed {
+		why = "cohort"
+	}
+	c.status(Status{State: "running", SatOut: &SitOut{Round: r, Why: why, Trained: append([]int{}, c.trained...),
+		MaxRounds: c.part.MaxRounds, MinGap: c.part.MinGap}})
 }
 
 // leaves reports whether the page is done with the cohort run whose

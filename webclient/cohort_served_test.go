@@ -27,7 +27,8 @@ import (
 // spent with the interim release after round 3, which covers the 7
 // users, and its list from it while the run goes on. Reloaded with that
 // memory after the run, it answers nothing more and gets the final
-// model, whose fold-in of the person's ratings its list is.
+// model, whose fold-in of the person's ratings its list is. Its status
+// says that it sits round 2 out by its limits.
 func TestClientJoinsCohortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("served runs: skipped in -short")
@@ -69,7 +70,12 @@ func joinCohortRun(t *testing.T, method string, params map[string]string) {
 		rated = append(rated, 11*k)
 	}
 	var evs []webclient.Event
-	res, err := c.Train(ctx, rs, 10, func(e webclient.Event) { evs = append(evs, e) }, nil)
+	var out []webclient.SitOut
+	res, err := c.Train(ctx, rs, 10, func(e webclient.Event) { evs = append(evs, e) }, func(s webclient.Status) {
+		if s.SatOut != nil {
+			out = append(out, *s.SatOut)
+		}
+	})
 	if err != nil {
 		t.Fatalf("%v; rounds seen: %+v", err, evs)
 	}
@@ -82,6 +88,11 @@ func joinCohortRun(t *testing.T, method string, params map[string]string) {
 	}
 	if !slices.Equal(answered, []int{0, 1, 3}) || !slices.Equal(res.Trained, []int{1, 3}) {
 		t.Errorf("answered rounds %v, training rounds %v; want [0 1 3] and [1 3]", answered, res.Trained)
+	}
+	// Round 2 is too close to round 1 for its limits: the status said so.
+	if len(out) != 1 || out[0].Round != 2 || out[0].Why != "limits" || !slices.Equal(out[0].Trained, []int{1}) ||
+		out[0].MaxRounds != 2 || out[0].MinGap != 2 {
+		t.Errorf("statuses of rounds sat out %+v, want round 2 by the limits (2 rounds, 2 apart) after round 1", out)
 	}
 	if res.Release == nil || res.Release.Round != 3 || res.Release.Users != 7 {
 		t.Errorf("left with release %+v, want the interim release after round 3, of 7 users", res.Release)

@@ -191,7 +191,8 @@ func script(train fakeRound) []fakeRound {
 // it; a join answered with the round already open; a training round
 // gathered as a setup round), nor any its limits refuse, across a
 // reload (an earlier page's memory); and once spent it leaves with the
-// newest release (GetModel interim) and says which.
+// newest release (GetModel interim) and says which. Its status says so
+// of every round it sits out, and why: its limits, or not taken.
 func TestCohortRules(t *testing.T) {
 	taken := script(fakeRound{gather: "x", take: true, namesAlways: true})
 	restarts := script(fakeRound{gather: "x", take: true, namesAlways: true})
@@ -199,6 +200,13 @@ func TestCohortRules(t *testing.T) {
 	asSetup := script(fakeRound{gather: "x", take: true, namesAlways: true})
 	for r := range asSetup[:8] {
 		asSetup[r].gather = protocol.PhaseSetup // the red team's label; the rounds open as training rounds
+	}
+	// Round 2 is too close to round 1 (min gap 2); a page never taken
+	// sits out every round but the final.
+	limited := []string{"2 limits [1]"}
+	var notTaken []string
+	for r := range 8 {
+		notTaken = append(notTaken, fmt.Sprint(r, " cohort []"))
 	}
 	tests := []struct {
 		name     string
@@ -208,23 +216,26 @@ func TestCohortRules(t *testing.T) {
 		answered []int
 		trained  []int
 		interim  bool // left with the newest release (else the final model)
+		// satOut is what the page's status said of the rounds it sat
+		// out: round, why, and the training rounds answered by then.
+		satOut []string
 	}{
-		{"taken into every cohort it joins", taken, nil, []int{0, 1, 3}, []int{0, 1, 3}, []int{1, 3}, true},
-		{"a gathering restarted after the page was taken", restarts, nil, []int{0, 1, 1, 3}, []int{0, 1, 3}, []int{1, 3}, true},
+		{"taken into every cohort it joins", taken, nil, []int{0, 1, 3}, []int{0, 1, 3}, []int{1, 3}, true, limited},
+		{"a gathering restarted after the page was taken", restarts, nil, []int{0, 1, 1, 3}, []int{0, 1, 3}, []int{1, 3}, true, limited},
 		{"never taken", script(fakeRound{gather: "x", namesAlways: true}), nil,
-			[]int{0, 1, 2, 3, 4, 5, 6, 7}, []int{8}, nil, false},
-		{"red team: named without a gathering", script(fakeRound{namesAlways: true}), nil, nil, []int{8}, nil, false},
+			[]int{0, 1, 2, 3, 4, 5, 6, 7}, []int{8}, nil, false, notTaken},
+		{"red team: named without a gathering", script(fakeRound{namesAlways: true}), nil, nil, []int{8}, nil, false, notTaken},
 		{"red team: a join answered with the round open", script(fakeRound{gather: "x", openOnJoin: true}), nil,
-			[]int{0, 1, 2, 3, 4, 5, 6, 7}, []int{8}, nil, false},
-		{"red team: training rounds gathered as setup rounds", asSetup, nil, []int{0, 1, 2, 3}, []int{0, 1, 3}, []int{1, 3}, true},
+			[]int{0, 1, 2, 3, 4, 5, 6, 7}, []int{8}, nil, false, notTaken},
+		{"red team: training rounds gathered as setup rounds", asSetup, nil, []int{0, 1, 2, 3}, []int{0, 1, 3}, []int{1, 3}, true, limited},
 		{"after a reload that answered round 1", taken, func(digest string) []byte {
 			b, _ := json.Marshal(Memory{Plans: map[string]*PlanMemory{digest: {Setup: 0, Last: 1, Trained: []int{1}}}})
 			return b
-		}, []int{3}, []int{3}, []int{1, 3}, true},
+		}, []int{3}, []int{3}, []int{1, 3}, true, limited},
 		{"after a reload that answered rounds 1 and 3", taken, func(digest string) []byte {
 			b, _ := json.Marshal(Memory{Plans: map[string]*PlanMemory{digest: {Setup: 0, Last: 3, Trained: []int{1, 3}}}})
 			return b
-		}, nil, nil, []int{1, 3}, true},
+		}, nil, nil, []int{1, 3}, true, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -240,9 +251,17 @@ func TestCohortRules(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			res, err := c.Train(ctx, nil, 10, nil, nil)
+			var out []string
+			res, err := c.Train(ctx, nil, 10, nil, func(s Status) {
+				if s.SatOut != nil {
+					out = append(out, fmt.Sprint(s.SatOut.Round, " ", s.SatOut.Why, " ", s.SatOut.Trained))
+				}
+			})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if !slices.Equal(out, tt.satOut) {
+				t.Errorf("statuses of rounds sat out %q, want %q", out, tt.satOut)
 			}
 			f.mu.Lock()
 			defer f.mu.Unlock()

@@ -160,10 +160,28 @@ function describeRun(st) {
   return "";
 }
 
+// describeSitOut says why the page sits out a round of a cohort run
+// (webclient.SitOut): its participation limits, or not taken into the
+// round's cohort.
+function describeSitOut(o) {
+  const trained = o.trained || [];
+  const answered = trained.length === 0 ? "this browser has answered no training round yet" :
+    "this browser answered " + (trained.length === 1 ? "round " : "rounds ") +
+    trained.slice(0, -1).join(", ") + (trained.length > 1 ? " and " : "") + trained[trained.length - 1];
+  let limits = o.maxRounds > 0 ? "the plan allows " + plural(o.maxRounds, "training round", "training rounds") : "";
+  if (o.minGap > 1) limits += (limits ? ", " : "the plan wants training rounds ") + o.minGap + " apart";
+  const why = o.why === "limits" ? "sitting it out by the plan's participation limits" : "not in this round's cohort";
+  return "Round " + o.round + ": " + why + " (" + answered + (limits ? "; " + limits : "") + "). Waiting for the next round…";
+}
+
 // showStatus shows a status of the training under way: where the run
 // is, or that the server does not answer.
 function showStatus(text) {
   const st = JSON.parse(text);
+  if (st.satOut) {
+    $("train-status").textContent = describeSitOut(st.satOut);
+    return;
+  }
   if (st.unreachable) {
     const quiet = Math.round(st.silentSec || 0);
     $("run-status").textContent = (quiet < 1 ? "The server does not answer" : "The server has not answered for " + quiet + " s") +
