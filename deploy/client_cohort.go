@@ -152,35 +152,23 @@ func (s *Session) awaitOpen(ctx context.Context, after, r int, cred string) (*fe
 	}
 }
 
-// leaves reports, for ClientConfig.LeaveWhenSpent, whether the session
-// is done with the cohort run whose progress resp shows: the limits let
-// none of its clients answer a training round after the rounds it has
-// seen, and the server has finished the last round any of them answered
-// (so that round's release, if it released, is out).
+// leaves reports, for ClientConfig.LeaveWhenSpent, whether every client
+// of the session is done with the cohort run whose progress resp shows
+// (protocol.Participation.Done): its limits let it answer no later
+// round, and the last round it answered is over, so that round's
+// release, if it released, is out.
 func (s *Session) leaves(resp *fedv1.GetRoundResponse) bool {
-	if !s.cfg.LeaveWhenSpent || s.part.Cohort <= 0 {
-		return false
-	}
-	if resp.GetGathering() == nil && resp.GetBroadcast() == nil {
+	if !s.cfg.LeaveWhenSpent || (resp.GetGathering() == nil && resp.GetBroadcast() == nil) {
 		return false // nothing open yet: no round to read progress from
 	}
 	now := max(int(resp.GetGathering().GetRound()), int(resp.GetBroadcast().GetRound()))
-	trainedLast := -1
 	for k := range s.creds {
-		t := s.trainedOf(k)
-		if n := len(t); n > 0 {
-			trainedLast = max(trainedLast, t[n-1])
-		}
 		// Any round after the setup may train: dp-als ends with a final
 		// round, dp-ease with its last Gram round. (Counting a final
 		// round as one costs at most a wait for the final model.)
-		for r := now; r <= s.rounds-1; r++ {
-			if r >= 1 && s.allowed(k, r, protocol.PhaseTrain) {
-				return false
-			}
+		if !s.part.Done(s.trainedOf(k), now, s.rounds-1) {
+			return false
 		}
 	}
-	// Never answered: it waits for the final model, as every client
-	// reads it. Else it waits until the round it answered last is over.
-	return trainedLast >= 0 && now > trainedLast
+	return true
 }

@@ -56,3 +56,24 @@ func (p Participation) Allows(answered []int, r int) bool {
 	}
 	return true
 }
+
+// Done reports whether a client of a cohort run that answered the
+// training rounds in answered (ascending) is done with the run as the
+// server's progress shows it, now being the round gathered or open: p
+// lets it answer none of the rounds from now to last (the plan's last
+// round that may train), and the last round it answered is over. A
+// client that answered no training round is never done before the run
+// ends (it reads the final model, as every client does); a client that
+// is done may leave with the newest release.
+func (p Participation) Done(answered []int, now, last int) bool {
+	n := len(answered)
+	if p.Cohort <= 0 || n == 0 || now <= answered[n-1] {
+		return false
+	}
+	for r := max(now, 1); r <= last; r++ {
+		if p.Allows(answered, r) {
+			return false
+		}
+	}
+	return true
+}

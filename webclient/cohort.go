@@ -116,7 +116,7 @@ func (c *Client) sitOut(r int, allowed bool) {
 // is out). A page that answered no training round waits for the final
 // model, as every client reads it.
 func (c *Client) leaves(resp *getRoundResponse) bool {
-	if c.part.Cohort <= 0 || (resp.Gathering == nil && resp.Broadcast == nil) {
+	if resp.Gathering == nil && resp.Broadcast == nil {
 		return false
 	}
 	now := 0
@@ -127,11 +127,5 @@ func (c *Client) leaves(resp *getRoundResponse) bool {
 		now = max(now, int(resp.Broadcast.Round))
 	}
 	// Training rounds follow the setup round, up to lastTraining.
-	for r := max(now, 1); r <= c.lastTraining(); r++ {
-		if c.allowed(r, protocol.PhaseTrain) {
-			return false
-		}
-	}
-	n := len(c.trained)
-	return n > 0 && now > c.trained[n-1]
+	return c.part.Done(c.trained, now, c.lastTraining())
 }
