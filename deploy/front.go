@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -316,10 +315,7 @@ func (f *Front) publish(ctx context.Context, tk *fedv1.ShardTicketResponse, m *f
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("upload refused (shape): a masked vector of %d bytes mod 2^%d; the round wants %d words mod 2^%d",
 			len(m.GetData()), m.GetModulusBits(), c.Len, c.Bits))
 	}
-	y := make([]uint32, c.Len)
-	for i := range y {
-		y[i] = binary.LittleEndian.Uint32(m.GetData()[4*i:])
-	}
+	y := bytesWords(m.GetData())
 	// Not the client's context: an upload stopped half-way would leave
 	// some pieces stored and others not.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.UploadTimeout)

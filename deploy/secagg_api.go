@@ -177,11 +177,7 @@ func (s *Server) fromWireStep(sa *saRound, me uint32, msg *fedv1.SecAggRequest, 
 			return nil, s.rejectErr(connect.CodeInvalidArgument, "shape", "a masked vector of %d bytes mod 2^%d; the round wants %d words mod 2^%d",
 				len(m.GetData()), m.GetModulusBits(), sa.p.Len, sa.p.Bits)
 		}
-		y := make([]uint32, sa.p.Len)
-		for i := range y {
-			y[i] = binary.LittleEndian.Uint32(m.GetData()[4*i:])
-		}
-		return &secagg.MaskedInput{From: me, Y: y}, nil
+		return &secagg.MaskedInput{From: me, Y: bytesWords(m.GetData())}, nil
 	case *fedv1.SecAggRequest_Consistency:
 		c := st.Consistency
 		if c.GetPosition() != me {
@@ -385,4 +381,15 @@ func wordBytes(y []uint32) []byte {
 		binary.LittleEndian.PutUint32(data[4*i:], v)
 	}
 	return data
+}
+
+// bytesWords decodes a masked vector's bytes, little-endian words (the
+// inverse of wordBytes; a trailing partial word is dropped, which the
+// callers refuse first).
+func bytesWords(data []byte) []uint32 {
+	y := make([]uint32, len(data)/4)
+	for i := range y {
+		y[i] = binary.LittleEndian.Uint32(data[4*i:])
+	}
+	return y
 }
