@@ -640,10 +640,10 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 			return nil, err
 		}
 		if resp.GetState() == fedv1.RunState_RUN_STATE_DONE {
-			return s.model(ctx, lead)
+			return s.model(ctx, lead, false)
 		}
 		if s.leaves(resp) {
-			return s.latest(ctx, lead)
+			return s.model(ctx, lead, true)
 		}
 		if s.pop != nil {
 			// Late arrivals enrol once the run reaches their round.
@@ -668,7 +668,7 @@ func (s *Session) Run(ctx context.Context, clients []protocol.Client) (*model.Mo
 				return nil, err
 			}
 			if resp.GetState() == fedv1.RunState_RUN_STATE_DONE {
-				return s.model(ctx, lead)
+				return s.model(ctx, lead, false)
 			}
 		}
 		w := resp.GetBroadcast()
@@ -1084,18 +1084,9 @@ func (s *Session) roundAll(b *protocol.Broadcast, clients []protocol.Client, kee
 	return first
 }
 
-// model fetches the published model.
-func (s *Session) model(ctx context.Context, cred string) (*model.Model, error) {
-	return s.fetchModel(ctx, cred, false)
-}
-
-// latest fetches the newest release: the final model once the run is
-// done, else the latest interim one.
-func (s *Session) latest(ctx context.Context, cred string) (*model.Model, error) {
-	return s.fetchModel(ctx, cred, true)
-}
-
-func (s *Session) fetchModel(ctx context.Context, cred string, interim bool) (*model.Model, error) {
+// model fetches the published model; with interim, the newest release:
+// the final model once the run is done, else the latest interim one.
+func (s *Session) model(ctx context.Context, cred string, interim bool) (*model.Model, error) {
 	var raw []byte
 	err := s.retry(ctx, "get model", func(ctx context.Context) error {
 		resp, err := s.api.GetModel(ctx, withCred(&fedv1.GetModelRequest{Interim: interim}, cred))
