@@ -91,13 +91,11 @@ func statusBytes(field string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10, err
-		}
+	v, ok := statusField(raw, field)
+	if !ok {
+		return 0, errors.New("/proc/self/status has no " + field)
 	}
-	return 0, errors.New("/proc/self/status has no " + field)
+	return v, nil
 }
 
 // procKB is statusBytes for the test's goroutine: it skips the test

@@ -3,9 +3,7 @@
 package deploy
 
 import (
-	"bytes"
 	"os"
-	"strconv"
 	"syscall"
 )
 
@@ -24,31 +22,9 @@ func processUsage() (cpu float64, rss, peak int64) {
 	if err != nil {
 		return cpu, peak, peak
 	}
-	rss, hwm := statusKB(status, "VmRSS:"), statusKB(status, "VmHWM:")
-	if hwm > 0 {
+	rss, _ = statusField(status, "VmRSS")
+	if hwm, ok := statusField(status, "VmHWM"); ok && hwm > 0 {
 		peak = hwm
 	}
 	return cpu, rss, peak
-}
-
-// statusKB returns the field of /proc/self/status named key (in kB) in
-// bytes, 0 when it is missing.
-func statusKB(status []byte, key string) int64 {
-	i := bytes.Index(status, []byte(key))
-	if i < 0 {
-		return 0
-	}
-	line := status[i+len(key):]
-	if j := bytes.IndexByte(line, '\n'); j >= 0 {
-		line = line[:j]
-	}
-	f := bytes.Fields(line)
-	if len(f) == 0 {
-		return 0
-	}
-	n, err := strconv.ParseInt(string(f[0]), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return n * 1024
 }
